@@ -1,0 +1,329 @@
+//! `cargo xtask`: project automation (libtorch setup, tests, benchmarks).
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::{Parser, Subcommand};
+
+/// The PyTorch version tch 0.26 is built against.
+const TORCH_VERSION: &str = "2.13.0";
+
+/// Command line of `cargo xtask`.
+#[derive(Parser)]
+#[command(about = "graphbug project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// The xtask subcommands.
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create .venv with torch 2.13.0 and the .libtorch symlink (idempotent).
+    Setup,
+    /// Run setup, then `cargo test --workspace [ARGS]`.
+    Test {
+        /// Extra arguments passed to `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run setup, then `cargo bench --workspace [ARGS]`.
+    Bench {
+        /// Extra arguments passed to `cargo bench`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+/// Runs the chosen subcommand; errors print with their context chain and exit 1.
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("xtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Dispatches one subcommand and returns the process exit code.
+fn run(cli: Cli) -> Result<ExitCode> {
+    let root = workspace_root()?;
+    match cli.command {
+        Cmd::Setup => setup(&root).map(|()| ExitCode::SUCCESS),
+        Cmd::Test { args } => cargo_after_setup(&root, "test", &args),
+        Cmd::Bench { args } => cargo_after_setup(&root, "bench", &args),
+    }
+}
+
+/// The workspace root: the parent of this package's manifest directory.
+fn workspace_root() -> Result<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .map(Path::to_path_buf)
+        .with_context(|| format!("xtask manifest dir {} has no parent", manifest.display()))
+}
+
+/// Ensures `.venv` holds torch 2.13.0 and `.libtorch` points at its torch package.
+fn setup(root: &Path) -> Result<()> {
+    let venv = root.join(".venv");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        create_venv(&venv)?;
+    }
+    let torch = match installed_torch(&venv)? {
+        Some(torch) => torch,
+        None => {
+            pip_install_torch(&python)?;
+            installed_torch(&venv)?.with_context(|| {
+                format!(
+                    "pip finished but torch {TORCH_VERSION} is not in {}",
+                    venv.display()
+                )
+            })?
+        }
+    };
+    link_libtorch(root, &torch)?;
+    write_doctest_config(root)?;
+    println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
+    Ok(())
+}
+
+/// Creates the virtualenv with `python3 -m venv`, explaining what is missing on failure.
+fn create_venv(venv: &Path) -> Result<()> {
+    let python3 = find_in_path("python3").context(
+        "python3 not found in PATH; install Python 3 (e.g. `apt-get install python3 python3-venv python3-pip`)",
+    )?;
+    eprintln!("setup: creating {}", venv.display());
+    let status = Command::new(&python3)
+        .args([OsStr::new("-m"), OsStr::new("venv"), venv.as_os_str()])
+        .status()
+        .with_context(|| format!("cannot run {}", python3.display()))?;
+    ensure!(
+        status.success(),
+        "`python3 -m venv {}` failed ({status}); the venv module or ensurepip is probably \
+         missing: install it (e.g. `apt-get install python3-venv python3-pip`) and remove the \
+         partial .venv",
+        venv.display()
+    );
+    Ok(())
+}
+
+/// Installs torch into the virtualenv with its own pip.
+fn pip_install_torch(python: &Path) -> Result<()> {
+    eprintln!("setup: installing torch=={TORCH_VERSION} (about 5 GB, takes a few minutes)");
+    let status = Command::new(python)
+        .args(["-m", "pip", "install", "--disable-pip-version-check"])
+        .arg(format!("torch=={TORCH_VERSION}"))
+        .status()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    ensure!(
+        status.success(),
+        "`{} -m pip install torch=={TORCH_VERSION}` failed ({status}); if pip is missing, \
+         install it (e.g. `apt-get install python3-pip`) and remove .venv",
+        python.display()
+    );
+    Ok(())
+}
+
+/// Returns the venv's torch package directory if it holds torch 2.13.0 and libtorch_cpu.so.
+///
+/// Reads `torch/version.py` instead of starting Python, so the check is cheap.
+fn installed_torch(venv: &Path) -> Result<Option<PathBuf>> {
+    let lib = venv.join("lib");
+    let entries = match fs::read_dir(&lib) {
+        Ok(entries) => entries,
+        Err(_) => return Ok(None),
+    };
+    let mut candidates = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", lib.display()))?;
+        if entry.file_name().to_string_lossy().starts_with("python3") {
+            candidates.push(entry.path().join("site-packages/torch"));
+        }
+    }
+    candidates.sort();
+    Ok(candidates.into_iter().find(|torch| is_torch_ready(torch)))
+}
+
+/// Whether `torch` is a torch 2.13.0 package directory with its C++ libraries.
+fn is_torch_ready(torch: &Path) -> bool {
+    // version.py has e.g. `__version__ = '2.13.0+cu130'` (local suffix optional).
+    let version_ok = fs::read_to_string(torch.join("version.py")).is_ok_and(|text| {
+        text.lines().any(|line| {
+            line.strip_prefix("__version__ = '")
+                .and_then(|rest| rest.strip_prefix(TORCH_VERSION))
+                .is_some_and(|rest| rest.starts_with('\'') || rest.starts_with('+'))
+        })
+    });
+    version_ok && torch.join("lib/libtorch_cpu.so").is_file()
+}
+
+/// Points `<root>/.libtorch` at `torch` with a relative symlink, replacing a stale one.
+fn link_libtorch(root: &Path, torch: &Path) -> Result<()> {
+    let link = root.join(".libtorch");
+    let target = torch.strip_prefix(root).unwrap_or(torch);
+    match fs::symlink_metadata(&link) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            if fs::read_link(&link).is_ok_and(|current| current == target) {
+                return Ok(());
+            }
+            fs::remove_file(&link)
+                .with_context(|| format!("cannot remove stale symlink {}", link.display()))?;
+        }
+        Ok(_) => bail!(
+            "{} exists and is not a symlink; remove it and rerun `cargo xtask setup`",
+            link.display()
+        ),
+        Err(_) => {}
+    }
+    std::os::unix::fs::symlink(target, &link).with_context(|| {
+        format!(
+            "cannot create symlink {} -> {}",
+            link.display(),
+            target.display()
+        )
+    })
+}
+
+/// Writes `.cargo/libtorch.toml` (included by `.cargo/config.toml`) when its content changes.
+///
+/// Doctest binaries run from a temporary directory, so `$ORIGIN` cannot find libtorch;
+/// they get an absolute RUNPATH to this checkout's `.libtorch/lib` instead.
+fn write_doctest_config(root: &Path) -> Result<()> {
+    let lib = root.join(".libtorch/lib");
+    let lib = lib
+        .to_str()
+        .with_context(|| format!("workspace path {} is not UTF-8", root.display()))?
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    let content = format!(
+        "# Written by `cargo xtask setup`; do not edit or commit.\n\
+         [build]\n\
+         rustdocflags = [\"-C\", \"link-arg=-Wl,-rpath,{lib}\"]\n"
+    );
+    let path = root.join(".cargo/libtorch.toml");
+    if fs::read_to_string(&path).is_ok_and(|old| old == content) {
+        return Ok(());
+    }
+    fs::write(&path, content).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Runs setup, then `cargo <subcommand> --workspace <args>` in the root, passing its exit code.
+fn cargo_after_setup(root: &Path, subcommand: &str, args: &[String]) -> Result<ExitCode> {
+    setup(root)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .arg(subcommand)
+        .arg("--workspace")
+        .args(args)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("cannot run `cargo {subcommand}`"))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
+
+/// Looks up an executable by name in `PATH`.
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh scratch directory under the system temp dir.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn fake_torch(venv: &Path, version_line: &str) -> PathBuf {
+        let torch = venv.join("lib/python3.11/site-packages/torch");
+        fs::create_dir_all(torch.join("lib")).unwrap();
+        fs::write(
+            torch.join("version.py"),
+            format!("{version_line}\ngit_version = 'x'\n"),
+        )
+        .unwrap();
+        fs::write(torch.join("lib/libtorch_cpu.so"), b"").unwrap();
+        torch
+    }
+
+    #[test]
+    fn torch_version_is_read_from_version_py() {
+        let dir = scratch("version");
+        let venv = dir.join(".venv");
+        assert_eq!(installed_torch(&venv).unwrap(), None, "no venv yet");
+        let torch = fake_torch(&venv, "__version__ = '2.13.0+cu130'");
+        assert_eq!(installed_torch(&venv).unwrap(), Some(torch.clone()));
+        fs::write(torch.join("version.py"), "__version__ = '2.13.0'\n").unwrap();
+        assert!(is_torch_ready(&torch));
+        for wrong in ["__version__ = '2.12.0'", "__version__ = '2.13.01'"] {
+            fs::write(torch.join("version.py"), wrong).unwrap();
+            assert!(!is_torch_ready(&torch), "{wrong}");
+        }
+        fs::write(torch.join("version.py"), "__version__ = '2.13.0'\n").unwrap();
+        fs::remove_file(torch.join("lib/libtorch_cpu.so")).unwrap();
+        assert!(!is_torch_ready(&torch), "libtorch_cpu.so is required");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn libtorch_link_is_relative_and_refreshed() {
+        let dir = scratch("link");
+        let torch = fake_torch(&dir.join(".venv"), "__version__ = '2.13.0'");
+        link_libtorch(&dir, &torch).unwrap();
+        let link = dir.join(".libtorch");
+        assert_eq!(
+            fs::read_link(&link).unwrap(),
+            PathBuf::from(".venv/lib/python3.11/site-packages/torch")
+        );
+        assert!(link.join("lib/libtorch_cpu.so").is_file());
+        // Idempotent, and a stale link is replaced.
+        link_libtorch(&dir, &torch).unwrap();
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("elsewhere", &link).unwrap();
+        link_libtorch(&dir, &torch).unwrap();
+        assert!(link.join("version.py").is_file());
+        // A real directory in the way is an error, not silently replaced.
+        fs::remove_file(&link).unwrap();
+        fs::create_dir(&link).unwrap();
+        let err = link_libtorch(&dir, &torch).unwrap_err().to_string();
+        assert!(err.contains("is not a symlink"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn doctest_config_is_written_once() {
+        let dir = scratch("doctest");
+        fs::create_dir_all(dir.join(".cargo")).unwrap();
+        write_doctest_config(&dir).unwrap();
+        let path = dir.join(".cargo/libtorch.toml");
+        let first = fs::read_to_string(&path).unwrap();
+        assert!(first.contains(&format!("-rpath,{}/.libtorch/lib", dir.display())));
+        let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+        write_doctest_config(&dir).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn executables_are_found_in_path() {
+        assert!(find_in_path("sh").is_some());
+        assert!(find_in_path("surely-not-an-executable-xyz").is_none());
+    }
+}
