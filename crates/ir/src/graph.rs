@@ -1,0 +1,452 @@
+//! The graph data model: nodes in program order, referring to earlier nodes by id.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::IrError;
+use crate::naming::is_valid_name;
+use crate::types::{Meta, OpName};
+use crate::value::Value;
+
+/// Index of a node in its graph's `nodes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    /// The position in `Graph::nodes`.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a node does, mirroring FX's node ops.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeKind {
+    /// A graph input (`forward` parameter).
+    Placeholder,
+    /// A call of an operator overload, e.g. `torch.ops.aten.mm.default(a, b)`.
+    Call {
+        /// The op called.
+        op: OpName,
+        /// Positional arguments.
+        args: Vec<Value>,
+        /// Keyword arguments, in source order.
+        kwargs: Vec<(String, Value)>,
+    },
+    /// `source[index]`: one output of a multi-output node.
+    GetItem {
+        /// The multi-output node.
+        source: NodeId,
+        /// Which output.
+        index: usize,
+    },
+    /// `self.<target>`: a constant tensor held by the module.
+    GetAttr {
+        /// Attribute path after `self.`.
+        target: String,
+    },
+}
+
+/// One node of a graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// Unique name, also the Python variable name.
+    pub name: String,
+    /// What the node does.
+    pub kind: NodeKind,
+    /// Shapes and dtypes of what it produces.
+    pub meta: Meta,
+}
+
+impl Node {
+    /// The op of a call node.
+    pub fn op(&self) -> Option<&OpName> {
+        match &self.kind {
+            NodeKind::Call { op, .. } => Some(op),
+            _ => None,
+        }
+    }
+
+    /// True for placeholders.
+    pub fn is_placeholder(&self) -> bool {
+        matches!(self.kind, NodeKind::Placeholder)
+    }
+
+    /// True for call and getitem nodes, the nodes FX counts as `call_function`.
+    pub fn is_call_function(&self) -> bool {
+        matches!(self.kind, NodeKind::Call { .. } | NodeKind::GetItem { .. })
+    }
+
+    /// Calls `f` on each node this node reads, in argument order (args, then kwargs).
+    pub fn for_each_input(&self, mut f: impl FnMut(NodeId)) {
+        match &self.kind {
+            NodeKind::Call { args, kwargs, .. } => {
+                args.iter().for_each(|a| a.for_each_node(&mut f));
+                kwargs.iter().for_each(|(_, v)| v.for_each_node(&mut f));
+            }
+            NodeKind::GetItem { source, .. } => f(*source),
+            NodeKind::Placeholder | NodeKind::GetAttr { .. } => {}
+        }
+    }
+
+    /// The nodes this node reads, in argument order, each once.
+    pub fn inputs(&self) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        self.for_each_input(|n| {
+            if !out.contains(&n) {
+                out.push(n)
+            }
+        });
+        out
+    }
+
+    /// A copy of the node kind with every node reference renumbered by `f`.
+    pub fn try_remap_kind<E>(
+        &self,
+        f: &mut impl FnMut(NodeId) -> Result<NodeId, E>,
+    ) -> Result<NodeKind, E> {
+        Ok(match &self.kind {
+            NodeKind::Call { op, args, kwargs } => NodeKind::Call {
+                op: op.clone(),
+                args: args
+                    .iter()
+                    .map(|a| a.try_remap(f))
+                    .collect::<Result<_, _>>()?,
+                kwargs: kwargs
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), v.try_remap(f)?)))
+                    .collect::<Result<_, _>>()?,
+            },
+            NodeKind::GetItem { source, index } => NodeKind::GetItem {
+                source: f(*source)?,
+                index: *index,
+            },
+            other => other.clone(),
+        })
+    }
+}
+
+/// Who reads a node: other nodes, the graph output, or both.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Users {
+    /// For each node, the nodes that read it, in graph order, each once.
+    pub nodes: Vec<Vec<NodeId>>,
+    /// For each node, whether the graph output returns it.
+    pub by_output: Vec<bool>,
+}
+
+impl Users {
+    /// True when nothing reads node `id`.
+    pub fn is_unused(&self, id: NodeId) -> bool {
+        self.nodes[id.index()].is_empty() && !self.by_output[id.index()]
+    }
+
+    /// Number of distinct readers of `id`, the output counting as one.
+    pub fn count(&self, id: NodeId) -> usize {
+        self.nodes[id.index()].len() + usize::from(self.by_output[id.index()])
+    }
+}
+
+/// An FX-like graph of aten ops: nodes in program order, then the output values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Graph {
+    /// The class name printed in `class <name>(torch.nn.Module):`.
+    pub name: String,
+    /// Nodes in program order; placeholders first.
+    pub nodes: Vec<Node>,
+    /// The returned values, or `None` for a graph still missing its output.
+    pub output: Option<Vec<Value>>,
+}
+
+impl Graph {
+    /// An empty graph with the given class name.
+    pub fn new(name: &str) -> Self {
+        Graph {
+            name: name.to_string(),
+            nodes: Vec::new(),
+            output: None,
+        }
+    }
+
+    /// The node with the given id.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// All node ids in program order.
+    pub fn ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator {
+        (0..self.nodes.len() as u32).map(NodeId)
+    }
+
+    /// The returned values (empty while the output is missing).
+    pub fn outputs(&self) -> &[Value] {
+        self.output.as_deref().unwrap_or(&[])
+    }
+
+    /// The placeholder ids, in order.
+    pub fn placeholders(&self) -> Vec<NodeId> {
+        self.ids()
+            .filter(|&i| self.node(i).is_placeholder())
+            .collect()
+    }
+
+    /// Number of call_function nodes (calls and getitems), as `graphbug check` counts them.
+    pub fn num_call_function_nodes(&self) -> usize {
+        self.nodes.iter().filter(|n| n.is_call_function()).count()
+    }
+
+    /// The id of the node with the given name.
+    pub fn find(&self, name: &str) -> Option<NodeId> {
+        self.ids().find(|&i| self.node(i).name == name)
+    }
+
+    /// A map from node name to id.
+    pub fn name_map(&self) -> HashMap<&str, NodeId> {
+        self.ids()
+            .map(|i| (self.node(i).name.as_str(), i))
+            .collect()
+    }
+
+    /// Who reads each node.
+    pub fn users(&self) -> Users {
+        let n = self.nodes.len();
+        let mut users = Users {
+            nodes: vec![Vec::new(); n],
+            by_output: vec![false; n],
+        };
+        for id in self.ids() {
+            self.node(id).for_each_input(|src| {
+                if let Some(list) = users.nodes.get_mut(src.index()) {
+                    if list.last() != Some(&id) {
+                        list.push(id);
+                    }
+                }
+            });
+        }
+        for v in self.outputs() {
+            v.for_each_node(&mut |src| {
+                if let Some(flag) = users.by_output.get_mut(src.index()) {
+                    *flag = true;
+                }
+            });
+        }
+        users
+    }
+
+    /// Checks the graph is well formed: names unique and valid, every reference to an
+    /// earlier node, placeholders first, getitems on multi-output nodes, an output present.
+    pub fn verify(&self) -> Result<(), IrError> {
+        let mut seen: HashSet<&str> = HashSet::with_capacity(self.nodes.len());
+        let mut body_started: Option<usize> = None;
+        for (i, node) in self.nodes.iter().enumerate() {
+            if !is_valid_name(&node.name) {
+                return Err(IrError::InvalidName {
+                    name: node.name.clone(),
+                });
+            }
+            if !seen.insert(&node.name) {
+                return Err(IrError::DuplicateName {
+                    name: node.name.clone(),
+                });
+            }
+            match (&node.kind, body_started) {
+                (NodeKind::Placeholder, Some(first)) => {
+                    return Err(IrError::InvalidNode {
+                        node: node.name.clone(),
+                        message: format!(
+                            "placeholder comes after node `{}`; placeholders must come first",
+                            self.nodes[first].name
+                        ),
+                    })
+                }
+                (NodeKind::Placeholder, None) => {}
+                _ => body_started = body_started.or(Some(i)),
+            }
+            let mut bad = None;
+            node.for_each_input(|src| {
+                if bad.is_none() && src.index() >= i {
+                    bad = Some(src);
+                }
+            });
+            if let Some(src) = bad {
+                return Err(match self.nodes.get(src.index()) {
+                    Some(n) => IrError::UseBeforeDefinition {
+                        node: node.name.clone(),
+                        input: n.name.clone(),
+                    },
+                    None => IrError::UnknownNode {
+                        node: node.name.clone(),
+                        id: src.0,
+                    },
+                });
+            }
+            if let NodeKind::GetItem { source, .. } = &node.kind {
+                let src = self.node(*source);
+                if matches!(src.kind, NodeKind::Placeholder) || matches!(src.meta, Meta::Tensor(_))
+                {
+                    return Err(IrError::InvalidNode {
+                        node: node.name.clone(),
+                        message: format!(
+                            "getitem reads `{}`, which is a single tensor, not a multi-output node",
+                            src.name
+                        ),
+                    });
+                }
+            }
+        }
+        let Some(outputs) = &self.output else {
+            return Err(IrError::MissingOutput {
+                graph: self.name.clone(),
+            });
+        };
+        let mut bad = None;
+        for v in outputs {
+            v.for_each_node(&mut |src| {
+                if bad.is_none() && src.index() >= self.nodes.len() {
+                    bad = Some(src);
+                }
+            });
+        }
+        if let Some(src) = bad {
+            return Err(IrError::UnknownNode {
+                node: "output".into(),
+                id: src.0,
+            });
+        }
+        Ok(())
+    }
+
+    /// A copy with only the nodes where `keep` is true, ids renumbered.
+    ///
+    /// Fails, naming both nodes, if a kept node or the output reads a dropped node.
+    pub fn retain(&self, keep: &[bool]) -> Result<Graph, IrError> {
+        let order: Vec<NodeId> = self.ids().filter(|i| keep[i.index()]).collect();
+        self.reordered(&order)
+    }
+
+    /// A copy whose nodes are `order` (a subset of ids, each at most once), renumbered.
+    fn reordered(&self, order: &[NodeId]) -> Result<Graph, IrError> {
+        let mut new_id: Vec<Option<NodeId>> = vec![None; self.nodes.len()];
+        for (pos, id) in order.iter().enumerate() {
+            new_id[id.index()] = Some(NodeId(pos as u32));
+        }
+        let mut nodes = Vec::with_capacity(order.len());
+        for &id in order {
+            let node = self.node(id);
+            let kind = node.try_remap_kind(&mut |src| {
+                new_id
+                    .get(src.index())
+                    .copied()
+                    .flatten()
+                    .ok_or_else(|| self.dropped_input(&node.name, src))
+            })?;
+            nodes.push(Node {
+                name: node.name.clone(),
+                kind,
+                meta: node.meta.clone(),
+            });
+        }
+        let output = match &self.output {
+            Some(vals) => Some(
+                vals.iter()
+                    .map(|v| {
+                        v.try_remap(&mut |src| {
+                            new_id
+                                .get(src.index())
+                                .copied()
+                                .flatten()
+                                .ok_or_else(|| self.dropped_input("output", src))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            None => None,
+        };
+        Ok(Graph {
+            name: self.name.clone(),
+            nodes,
+            output,
+        })
+    }
+
+    fn dropped_input(&self, user: &str, src: NodeId) -> IrError {
+        match self.nodes.get(src.index()) {
+            Some(n) => IrError::InvalidNode {
+                node: user.to_string(),
+                message: format!("reads `{}`, which was removed", n.name),
+            },
+            None => IrError::UnknownNode {
+                node: user.to_string(),
+                id: src.0,
+            },
+        }
+    }
+
+    /// A stable topological order: placeholders first, then every node as early as its
+    /// inputs allow, ties broken by the current position. Fails on a cycle.
+    pub fn topological_order(&self) -> Result<Vec<NodeId>, IrError> {
+        let n = self.nodes.len();
+        let mut pending = vec![0usize; n];
+        let mut readers: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        for id in self.ids() {
+            for src in self.node(id).inputs() {
+                if src.index() >= n {
+                    return Err(IrError::UnknownNode {
+                        node: self.node(id).name.clone(),
+                        id: src.0,
+                    });
+                }
+                pending[id.index()] += 1;
+                readers[src.index()].push(id);
+            }
+        }
+        // Placeholders sort before everything else; then by position.
+        let key = |id: NodeId| (!self.node(id).is_placeholder(), id);
+        let mut ready: BinaryHeap<Reverse<(bool, NodeId)>> = self
+            .ids()
+            .filter(|i| pending[i.index()] == 0)
+            .map(|i| Reverse(key(i)))
+            .collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(Reverse((_, id))) = ready.pop() {
+            order.push(id);
+            for &r in &readers[id.index()] {
+                pending[r.index()] -= 1;
+                if pending[r.index()] == 0 {
+                    ready.push(Reverse(key(r)));
+                }
+            }
+        }
+        if order.len() < n {
+            let stuck = self
+                .ids()
+                .find(|i| pending[i.index()] > 0)
+                .expect("fewer ordered nodes than nodes implies one still pending");
+            return Err(IrError::Cycle {
+                node: self.node(stuck).name.clone(),
+            });
+        }
+        Ok(order)
+    }
+
+    /// Reorders the nodes into `topological_order`, renumbering ids.
+    pub fn sort_topologically(&mut self) -> Result<(), IrError> {
+        let order = self.topological_order()?;
+        *self = self.reordered(&order)?;
+        Ok(())
+    }
+
+    /// Serializes the graph as JSON.
+    pub fn to_json(&self) -> Result<String, IrError> {
+        serde_json::to_string_pretty(self).map_err(|e| IrError::Json(e.to_string()))
+    }
+
+    /// Reads a graph from JSON and verifies it.
+    pub fn from_json(text: &str) -> Result<Graph, IrError> {
+        let g: Graph = serde_json::from_str(text).map_err(|e| IrError::Json(e.to_string()))?;
+        g.verify()?;
+        Ok(g)
+    }
+}

@@ -1,0 +1,40 @@
+//! graphbug-ir: an FX-like graph of aten ops, with PyTorch's `print_readable()` text format.
+//!
+//! A [`Graph`] holds nodes in program order (placeholders, op calls, getitems, constants)
+//! and the values it returns. [`parse_graph`] reads the text PyTorch prints (flat and
+//! pytree forms) and [`print_graph`] writes it back byte for byte, liveness tails included.
+//! [`GraphBuilder`] builds graphs from Rust; [`passes`] holds DCE, CSE and subgraph
+//! extraction. Nothing here needs libtorch.
+
+pub mod builder;
+pub mod error;
+pub mod graph;
+pub mod naming;
+pub mod passes;
+pub mod text;
+pub mod types;
+pub mod value;
+
+pub use builder::{GraphBuilder, MultiRef, TensorRef};
+pub use error::{IrError, ParseError};
+pub use graph::{Graph, Node, NodeId, NodeKind, Users};
+pub use naming::Namespace;
+pub use text::{parse_graph, print_graph};
+pub use types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, TensorMeta};
+pub use value::Value;
+
+impl std::str::FromStr for Graph {
+    type Err = IrError;
+
+    /// Parses graph text; see [`parse_graph`].
+    fn from_str(s: &str) -> Result<Graph, IrError> {
+        parse_graph(s)
+    }
+}
+
+impl std::fmt::Display for Graph {
+    /// Prints the canonical text; see [`print_graph`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&print_graph(self))
+    }
+}

@@ -1,0 +1,209 @@
+//! Graph passes that need no libtorch: dead-code elimination, CSE and subgraph extraction.
+//!
+//! Passes take a `side_effects` predicate: ops for which it returns true are never
+//! dropped as dead nor merged. [`default_side_effects`] decides by naming convention;
+//! crates with libtorch schemas at hand pass a schema-based one.
+
+use std::collections::HashMap;
+
+use crate::error::IrError;
+use crate::graph::{Graph, Node, NodeId, NodeKind};
+use crate::types::{Meta, OpName};
+use crate::value::Value;
+
+/// The naming-convention side-effect test: in-place (`add_`, `out=`) and random ops.
+pub fn default_side_effects(op: &OpName) -> bool {
+    op.has_side_effects_by_name()
+}
+
+/// Removes nodes whose values nothing reads, transitively. Placeholders stay, and so do
+/// calls for which `side_effects` is true.
+pub fn eliminate_dead_code(graph: &Graph, side_effects: &dyn Fn(&OpName) -> bool) -> Graph {
+    let mut live = vec![false; graph.nodes.len()];
+    for v in graph.outputs() {
+        v.for_each_node(&mut |id| {
+            if let Some(l) = live.get_mut(id.index()) {
+                *l = true
+            }
+        });
+    }
+    for id in graph.ids().rev() {
+        let node = graph.node(id);
+        let keep = live[id.index()] || node.is_placeholder() || node.op().is_some_and(side_effects);
+        if keep {
+            live[id.index()] = true;
+            node.for_each_input(|src| {
+                if let Some(l) = live.get_mut(src.index()) {
+                    *l = true
+                }
+            });
+        }
+    }
+    graph
+        .retain(&live)
+        .expect("every input of a live node is marked live before it is reached")
+}
+
+/// Merges nodes that compute the same thing from the same inputs (common subexpression
+/// elimination). Placeholders and ops with side effects are never merged.
+pub fn eliminate_common_subexpressions(
+    graph: &Graph,
+    side_effects: &dyn Fn(&OpName) -> bool,
+) -> Graph {
+    let mut new_id: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
+    let mut nodes: Vec<Node> = Vec::with_capacity(graph.nodes.len());
+    let mut seen: HashMap<NodeKind, NodeId> = HashMap::new();
+    for node in &graph.nodes {
+        let kind = node
+            .try_remap_kind::<()>(&mut |src| Ok(new_id[src.index()]))
+            .expect("CSE remaps only earlier nodes, which are all mapped");
+        let mergeable = match &kind {
+            NodeKind::Placeholder => false,
+            NodeKind::Call { op, .. } => !side_effects(op),
+            NodeKind::GetItem { .. } | NodeKind::GetAttr { .. } => true,
+        };
+        if mergeable {
+            if let Some(&existing) = seen.get(&kind) {
+                new_id.push(existing);
+                continue;
+            }
+        }
+        let id = NodeId(nodes.len() as u32);
+        if mergeable {
+            seen.insert(kind.clone(), id);
+        }
+        nodes.push(Node {
+            name: node.name.clone(),
+            kind,
+            meta: node.meta.clone(),
+        });
+        new_id.push(id);
+    }
+    let output = graph.output.as_ref().map(|vals| {
+        vals.iter()
+            .map(|v| v.map_nodes(&mut |src| Value::Node(new_id[src.index()])))
+            .collect()
+    });
+    Graph {
+        name: graph.name.clone(),
+        nodes,
+        output,
+    }
+}
+
+/// The subgraph that computes `outputs` from `inputs`, as functorch's
+/// `_extract_graph_with_inputs_outputs` builds it: each input becomes a placeholder (same
+/// name and meta, in the given order), nodes computable from the inputs are copied in
+/// program order, and dead code is removed. Fails, naming the culprit, when an output needs
+/// a placeholder that is not among the inputs.
+pub fn extract_subgraph(
+    graph: &Graph,
+    inputs: &[NodeId],
+    outputs: &[Value],
+    side_effects: &dyn Fn(&OpName) -> bool,
+) -> Result<Graph, IrError> {
+    let n = graph.nodes.len();
+    let check = |id: NodeId, what: &str| {
+        if id.index() >= n {
+            Err(IrError::Extract(format!(
+                "{what} refers to unknown node #{}",
+                id.0
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    // For each node: None if computable from the inputs, else the placeholder it lacks.
+    let mut missing: Vec<Option<NodeId>> = vec![None; n];
+    let mut is_input = vec![false; n];
+    for &i in inputs {
+        check(i, "an input")?;
+        if std::mem::replace(&mut is_input[i.index()], true) {
+            return Err(IrError::Extract(format!(
+                "input `{}` is given twice",
+                graph.node(i).name
+            )));
+        }
+        if let Meta::Multi(_) = graph.node(i).meta {
+            return Err(IrError::Extract(format!(
+                "input `{}` is a multi-output node; pass its getitems instead",
+                graph.node(i).name
+            )));
+        }
+    }
+    for id in graph.ids() {
+        if is_input[id.index()] {
+            continue;
+        }
+        let node = graph.node(id);
+        if node.is_placeholder() {
+            missing[id.index()] = Some(id);
+            continue;
+        }
+        let mut lack = None;
+        node.for_each_input(|src| {
+            if lack.is_none() {
+                lack = missing.get(src.index()).copied().flatten();
+            }
+        });
+        missing[id.index()] = lack;
+    }
+    for v in outputs {
+        let mut err = Ok(());
+        v.for_each_node(&mut |id| {
+            if err.is_ok() {
+                err = check(id, "an output").and_then(|_| match missing[id.index()] {
+                    Some(p) => Err(IrError::Extract(format!(
+                        "output `{}` needs `{}`, which is not among the inputs",
+                        graph.node(id).name,
+                        graph.node(p).name
+                    ))),
+                    None => Ok(()),
+                });
+            }
+        });
+        err?;
+    }
+    // Placeholders in the order given, then computable nodes in program order.
+    let mut order: Vec<NodeId> = inputs.to_vec();
+    order.extend(
+        graph
+            .ids()
+            .filter(|i| !is_input[i.index()] && missing[i.index()].is_none()),
+    );
+    let mut new_id: Vec<Option<NodeId>> = vec![None; n];
+    for (pos, id) in order.iter().enumerate() {
+        new_id[id.index()] = Some(NodeId(pos as u32));
+    }
+    let remap = |src: NodeId| -> Result<NodeId, ()> { new_id[src.index()].ok_or(()) };
+    let mut nodes = Vec::with_capacity(order.len());
+    for &id in &order {
+        let node = graph.node(id);
+        let kind = if is_input[id.index()] {
+            NodeKind::Placeholder
+        } else {
+            node.try_remap_kind(&mut |s| remap(s))
+                .expect("computable nodes read only inputs and computable nodes")
+        };
+        nodes.push(Node {
+            name: node.name.clone(),
+            kind,
+            meta: node.meta.clone(),
+        });
+    }
+    let output = outputs
+        .iter()
+        .map(|v| {
+            v.try_remap(&mut |s| remap(s))
+                .expect("outputs were checked to be computable")
+        })
+        .collect();
+    let extracted = Graph {
+        name: graph.name.clone(),
+        nodes,
+        output: Some(output),
+    };
+    let extracted = eliminate_dead_code(&extracted, side_effects);
+    extracted.verify()?;
+    Ok(extracted)
+}

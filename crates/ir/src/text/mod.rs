@@ -1,0 +1,8 @@
+//! PyTorch's `print_readable()` text format: parser and printer.
+
+mod lexer;
+mod parser;
+mod printer;
+
+pub use parser::parse_graph;
+pub use printer::print_graph;

@@ -1,0 +1,1099 @@
+//! Parser for PyTorch's `print_readable()` graph text, flat and pytree forms.
+
+use std::collections::HashMap;
+
+use crate::error::{IrError, ParseError};
+use crate::graph::{Graph, Node, NodeId, NodeKind};
+use crate::naming::is_valid_name;
+use crate::text::lexer::{source_line, tokenize, Tok, Token};
+use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, TensorMeta};
+use crate::value::Value;
+
+/// Deepest bracket nesting accepted, so hostile input cannot exhaust the stack.
+const MAX_DEPTH: usize = 64;
+
+/// Parses graph text (flat or pytree form) into a verified graph.
+pub fn parse_graph(src: &str) -> Result<Graph, IrError> {
+    let tokens = tokenize(src)?;
+    let module = Parser {
+        src,
+        toks: tokens,
+        pos: 0,
+        depth: 0,
+    }
+    .module()?;
+    Builder::new(src).build(module)
+}
+
+/// A position in the source.
+#[derive(Clone, Copy, Debug)]
+struct Pos {
+    line: usize,
+    col: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Expr {
+    kind: ExprKind,
+    pos: Pos,
+}
+
+#[derive(Clone, Debug)]
+enum ExprKind {
+    /// A name or dotted path: `x`, `torch.ops.aten.add.Tensor`.
+    Path(Vec<String>),
+    Call {
+        func: Box<Expr>,
+        args: Vec<Expr>,
+        kwargs: Vec<(String, Expr)>,
+    },
+    Index(Box<Expr>, Box<Expr>),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    List(Vec<Expr>),
+    Tuple(Vec<Expr>),
+}
+
+impl Expr {
+    /// `torch.ops.aten.add.Tensor` as ["torch", "ops", "aten", "add", "Tensor"].
+    fn dotted(&self) -> Option<Vec<&str>> {
+        match &self.kind {
+            ExprKind::Path(parts) => Some(parts.iter().map(String::as_str).collect()),
+            _ => None,
+        }
+    }
+
+    /// The plain name this expression is, if it is one.
+    fn name(&self) -> Option<&str> {
+        match &self.kind {
+            ExprKind::Path(parts) if parts.len() == 1 => Some(&parts[0]),
+            _ => None,
+        }
+    }
+}
+
+/// An annotation string and where it is.
+type Annotation = (String, Pos);
+
+enum Stmt {
+    /// `name[: "ann"] = expr`
+    Assign {
+        target: String,
+        ann: Option<Annotation>,
+        value: Expr,
+        pos: Pos,
+    },
+    /// `name: "ann"` (pytree form's placeholder declarations)
+    Declare {
+        target: String,
+        ann: Annotation,
+        pos: Pos,
+    },
+    /// `a, b, = fx_pytree.tree_flatten_spec([primals, tangents], self._in_spec)`
+    Flatten {
+        targets: Vec<(String, Pos)>,
+        value: Expr,
+        pos: Pos,
+    },
+    /// `return expr`
+    Return { value: Expr, pos: Pos },
+}
+
+struct Param {
+    name: String,
+    ann: Option<Annotation>,
+    pos: Pos,
+}
+
+struct Module {
+    class_name: String,
+    params: Vec<Param>,
+    stmts: Vec<Stmt>,
+    end: Pos,
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    toks: Vec<Token>,
+    pos: usize,
+    depth: usize,
+}
+
+fn describe(tok: &Tok) -> String {
+    match tok {
+        Tok::Name(n) => format!("`{n}`"),
+        Tok::Int(i) => format!("`{i}`"),
+        Tok::Float(f) => format!("`{f}`"),
+        Tok::Str(s) => format!("string {}", crate::value::python_str_repr(s)),
+        Tok::Punct(c) => format!("`{c}`"),
+        Tok::Newline => "end of line".into(),
+        Tok::Eof => "end of input".into(),
+    }
+}
+
+fn error_at(src: &str, pos: Pos, message: String) -> ParseError {
+    ParseError {
+        line: pos.line,
+        column: pos.col,
+        message,
+        source_line: source_line(src, pos.line),
+    }
+}
+
+impl Parser<'_> {
+    fn tok(&self) -> &Tok {
+        &self.toks[self.pos.min(self.toks.len() - 1)].tok
+    }
+
+    fn here(&self) -> Pos {
+        let t = &self.toks[self.pos.min(self.toks.len() - 1)];
+        Pos {
+            line: t.line,
+            col: t.col,
+        }
+    }
+
+    /// Moves past the current token and returns it (the end-of-input token stays put).
+    fn advance(&mut self) -> Tok {
+        if self.pos < self.toks.len() - 1 {
+            self.pos += 1;
+            std::mem::replace(&mut self.toks[self.pos - 1].tok, Tok::Newline)
+        } else {
+            Tok::Eof
+        }
+    }
+
+    fn err<T>(&self, message: String) -> Result<T, ParseError> {
+        Err(error_at(self.src, self.here(), message))
+    }
+
+    fn unexpected<T>(&self, wanted: &str) -> Result<T, ParseError> {
+        self.err(format!("expected {wanted}, found {}", describe(self.tok())))
+    }
+
+    fn is_punct(&self, c: char) -> bool {
+        *self.tok() == Tok::Punct(c)
+    }
+
+    fn eat_punct(&mut self, c: char) -> bool {
+        if self.is_punct(c) {
+            self.advance();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_punct(&mut self, c: char) -> Result<(), ParseError> {
+        if self.eat_punct(c) {
+            Ok(())
+        } else {
+            self.unexpected(&format!("`{c}`"))
+        }
+    }
+
+    fn is_name(&self, word: &str) -> bool {
+        matches!(self.tok(), Tok::Name(n) if n == word)
+    }
+
+    fn expect_name(&mut self, what: &str) -> Result<(String, Pos), ParseError> {
+        let pos = self.here();
+        match self.tok() {
+            Tok::Name(_) => match self.advance() {
+                Tok::Name(n) => Ok((n, pos)),
+                _ => unreachable!("the current token is a name"),
+            },
+            _ => self.unexpected(what),
+        }
+    }
+
+    fn expect_keyword(&mut self, word: &str) -> Result<(), ParseError> {
+        if self.is_name(word) {
+            self.advance();
+            Ok(())
+        } else {
+            self.unexpected(&format!("`{word}`"))
+        }
+    }
+
+    fn expect_line_end(&mut self) -> Result<(), ParseError> {
+        match self.tok() {
+            Tok::Newline => {
+                self.advance();
+                Ok(())
+            }
+            Tok::Eof => Ok(()),
+            _ => self.unexpected("end of line"),
+        }
+    }
+
+    fn skip_newlines(&mut self) {
+        while *self.tok() == Tok::Newline {
+            self.advance();
+        }
+    }
+
+    fn module(&mut self) -> Result<Module, ParseError> {
+        self.skip_newlines();
+        let mut class_name = "GraphModule".to_string();
+        if self.is_name("class") {
+            self.advance();
+            let (name, _) = self.expect_name("a class name")?;
+            class_name = name;
+            if self.eat_punct('(') {
+                while !self.is_punct(')') {
+                    if matches!(self.tok(), Tok::Newline | Tok::Eof) {
+                        return self.unexpected("`)`");
+                    }
+                    self.advance();
+                }
+                self.advance();
+            }
+            self.expect_punct(':')?;
+            self.expect_line_end()?;
+            self.skip_newlines();
+        }
+        self.expect_keyword("def")?;
+        if !self.is_name("forward") {
+            return self.unexpected("`forward`");
+        }
+        self.advance();
+        self.expect_punct('(')?;
+        self.expect_keyword("self")?;
+        let mut params = Vec::new();
+        while self.eat_punct(',') {
+            if self.is_punct(')') {
+                break;
+            }
+            let (name, pos) = self.expect_name("a parameter name")?;
+            let ann = if self.eat_punct(':') {
+                Some(self.annotation()?)
+            } else {
+                None
+            };
+            params.push(Param { name, ann, pos });
+        }
+        self.expect_punct(')')?;
+        if self.eat_punct('>') {
+            // A return annotation carries nothing the graph needs.
+            self.expr()?;
+        }
+        self.expect_punct(':')?;
+        self.expect_line_end()?;
+
+        let mut stmts = Vec::new();
+        loop {
+            self.skip_newlines();
+            if *self.tok() == Tok::Eof {
+                break;
+            }
+            self.statement_line(&mut stmts)?;
+        }
+        Ok(Module {
+            class_name,
+            params,
+            stmts,
+            end: self.here(),
+        })
+    }
+
+    fn annotation(&mut self) -> Result<Annotation, ParseError> {
+        let pos = self.here();
+        match self.tok() {
+            Tok::Str(_) => match self.advance() {
+                Tok::Str(s) => Ok((s, pos)),
+                _ => unreachable!("the current token is a string"),
+            },
+            _ => self.unexpected("a quoted annotation such as \"f32[2, 8]\""),
+        }
+    }
+
+    /// One logical line: statements separated by `;`.
+    fn statement_line(&mut self, out: &mut Vec<Stmt>) -> Result<(), ParseError> {
+        loop {
+            if let Some(stmt) = self.statement()? {
+                out.push(stmt);
+            }
+            if !self.eat_punct(';') {
+                break;
+            }
+            if matches!(self.tok(), Tok::Newline | Tok::Eof) {
+                break;
+            }
+        }
+        self.expect_line_end()
+    }
+
+    fn statement(&mut self) -> Result<Option<Stmt>, ParseError> {
+        let pos = self.here();
+        if matches!(self.tok(), Tok::Name(n) if n == "def" || n == "class") {
+            return self.err(
+                "only one `forward` method is supported; nested modules and extra methods are not"
+                    .into(),
+            );
+        }
+        let (first, first_pos) = self.expect_name("a statement")?;
+        if first == "return" {
+            let value = if matches!(self.tok(), Tok::Newline | Tok::Eof | Tok::Punct(';')) {
+                Expr {
+                    kind: ExprKind::Tuple(Vec::new()),
+                    pos,
+                }
+            } else {
+                self.expr_list_as_tuple()?
+            };
+            return Ok(Some(Stmt::Return { value, pos }));
+        }
+        if self.is_punct(',') {
+            let mut targets = vec![(first, first_pos)];
+            while self.eat_punct(',') {
+                if self.is_punct('=') {
+                    break;
+                }
+                targets.push(self.expect_name("a name")?);
+            }
+            self.expect_punct('=')?;
+            let value = self.expr()?;
+            return Ok(Some(Stmt::Flatten {
+                targets,
+                value,
+                pos,
+            }));
+        }
+        let ann = if self.eat_punct(':') {
+            Some(self.annotation()?)
+        } else {
+            None
+        };
+        if !self.eat_punct('=') {
+            return match ann {
+                Some(ann) => Ok(Some(Stmt::Declare {
+                    target: first,
+                    ann,
+                    pos: first_pos,
+                })),
+                None => self.unexpected("`=` or `:`"),
+            };
+        }
+        // FX's liveness tails: `a = b = None` frees values; it defines nothing.
+        if ann.is_none() {
+            if let Some(end) = self.free_chain_end() {
+                self.pos = end;
+                return Ok(None);
+            }
+        }
+        let value = self.expr()?;
+        Ok(Some(Stmt::Assign {
+            target: first,
+            ann,
+            value,
+            pos: first_pos,
+        }))
+    }
+
+    /// If the tokens ahead are `b = c = None` (the rest of a liveness tail), where it ends.
+    fn free_chain_end(&self) -> Option<usize> {
+        let mut i = self.pos;
+        loop {
+            let next = &self.toks.get(i + 1)?.tok;
+            match &self.toks.get(i)?.tok {
+                Tok::Name(n)
+                    if n == "None" && matches!(next, Tok::Newline | Tok::Eof | Tok::Punct(';')) =>
+                {
+                    return Some(i + 1)
+                }
+                Tok::Name(_) if *next == Tok::Punct('=') => i += 2,
+                _ => return None,
+            }
+        }
+    }
+
+    /// `a, b` without brackets is a tuple, as in `return a, b`.
+    fn expr_list_as_tuple(&mut self) -> Result<Expr, ParseError> {
+        let first = self.expr()?;
+        if !self.is_punct(',') {
+            return Ok(first);
+        }
+        let pos = first.pos;
+        let mut items = vec![first];
+        while self.eat_punct(',') {
+            if matches!(self.tok(), Tok::Newline | Tok::Eof | Tok::Punct(';')) {
+                break;
+            }
+            items.push(self.expr()?);
+        }
+        Ok(Expr {
+            kind: ExprKind::Tuple(items),
+            pos,
+        })
+    }
+
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.err(format!("expression nested deeper than {MAX_DEPTH} levels"));
+        }
+        let result = self.unary();
+        self.depth -= 1;
+        result
+    }
+
+    fn unary(&mut self) -> Result<Expr, ParseError> {
+        let pos = self.here();
+        if self.eat_punct('-') {
+            if let Tok::Int(mag) = *self.tok() {
+                self.advance();
+                let value = if mag == 1u64 << 63 {
+                    i64::MIN
+                } else {
+                    match i64::try_from(mag) {
+                        Ok(v) => -v,
+                        Err(_) => {
+                            return Err(error_at(
+                                self.src,
+                                pos,
+                                format!("integer `-{mag}` does not fit in 64 bits"),
+                            ))
+                        }
+                    }
+                };
+                return self.trailers(Expr {
+                    kind: ExprKind::Int(value),
+                    pos,
+                });
+            }
+            let inner = self.expr()?;
+            let kind = match inner.kind {
+                ExprKind::Int(i) => ExprKind::Int(-i),
+                ExprKind::Float(f) => ExprKind::Float(-f),
+                ExprKind::Path(p) if p == ["inf"] => ExprKind::Float(f64::NEG_INFINITY),
+                ExprKind::Path(p) if p == ["nan"] => ExprKind::Float(f64::NAN),
+                _ => {
+                    return Err(error_at(
+                        self.src,
+                        pos,
+                        "unary `-` applies only to numbers, `inf` and `nan`".into(),
+                    ))
+                }
+            };
+            return Ok(Expr { kind, pos });
+        }
+        if self.eat_punct('+') {
+            return self.expr();
+        }
+        let atom = self.atom()?;
+        self.trailers(atom)
+    }
+
+    fn atom(&mut self) -> Result<Expr, ParseError> {
+        let pos = self.here();
+        let kind = match self.tok() {
+            Tok::Name(_) | Tok::Int(_) | Tok::Float(_) | Tok::Str(_) => match self.advance() {
+                Tok::Name(n) => ExprKind::Path(vec![n]),
+                Tok::Int(i) => ExprKind::Int(i64::try_from(i).map_err(|_| {
+                    error_at(
+                        self.src,
+                        pos,
+                        format!("integer `{i}` does not fit in 64 bits"),
+                    )
+                })?),
+                Tok::Float(f) => ExprKind::Float(f),
+                Tok::Str(s) => ExprKind::Str(s),
+                _ => unreachable!("matched a literal or name token"),
+            },
+            Tok::Punct('[') => {
+                self.advance();
+                let (items, _) = self.items(']')?;
+                ExprKind::List(items)
+            }
+            Tok::Punct('(') => {
+                self.advance();
+                let (mut items, trailing_comma) = self.items(')')?;
+                if items.len() == 1 && !trailing_comma {
+                    return Ok(items.pop().expect("one item"));
+                }
+                ExprKind::Tuple(items)
+            }
+            _ => return self.unexpected("a value"),
+        };
+        Ok(Expr { kind, pos })
+    }
+
+    /// Comma-separated expressions up to `close`; reports whether a trailing comma was seen.
+    fn items(&mut self, close: char) -> Result<(Vec<Expr>, bool), ParseError> {
+        let mut items = Vec::new();
+        let mut trailing = false;
+        while !self.eat_punct(close) {
+            if !items.is_empty() {
+                if !self.eat_punct(',') {
+                    return self.unexpected(&format!("`,` or `{close}`"));
+                }
+                trailing = true;
+                if self.eat_punct(close) {
+                    break;
+                }
+            }
+            items.push(self.expr()?);
+            trailing = false;
+        }
+        Ok((items, trailing))
+    }
+
+    fn trailers(&mut self, mut e: Expr) -> Result<Expr, ParseError> {
+        loop {
+            let pos = e.pos;
+            if self.is_punct('.') {
+                let ExprKind::Path(parts) = &mut e.kind else {
+                    return self.err("attribute access is supported on names only".into());
+                };
+                self.advance();
+                let (attr, _) = self.expect_name("an attribute name")?;
+                parts.push(attr);
+            } else if self.eat_punct('(') {
+                let (args, kwargs) = self.call_args()?;
+                e = Expr {
+                    kind: ExprKind::Call {
+                        func: Box::new(e),
+                        args,
+                        kwargs,
+                    },
+                    pos,
+                };
+            } else if self.eat_punct('[') {
+                let index = self.expr()?;
+                self.expect_punct(']')?;
+                e = Expr {
+                    kind: ExprKind::Index(Box::new(e), Box::new(index)),
+                    pos,
+                };
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn call_args(&mut self) -> Result<(Vec<Expr>, Vec<(String, Expr)>), ParseError> {
+        let mut args = Vec::new();
+        let mut kwargs: Vec<(String, Expr)> = Vec::new();
+        let mut first = true;
+        while !self.eat_punct(')') {
+            if !first {
+                if !self.eat_punct(',') {
+                    return self.unexpected("`,` or `)`");
+                }
+                if self.eat_punct(')') {
+                    break;
+                }
+            }
+            first = false;
+            let is_kw = matches!(self.tok(), Tok::Name(_))
+                && self.toks.get(self.pos + 1).map(|t| &t.tok) == Some(&Tok::Punct('='));
+            if is_kw {
+                let (key, kpos) = self.expect_name("a keyword")?;
+                self.advance();
+                if kwargs.iter().any(|(k, _)| *k == key) {
+                    return Err(error_at(
+                        self.src,
+                        kpos,
+                        format!("keyword argument `{key}` repeated"),
+                    ));
+                }
+                kwargs.push((key, self.expr()?));
+            } else {
+                if !kwargs.is_empty() {
+                    return self.err("positional argument follows keyword arguments".into());
+                }
+                args.push(self.expr()?);
+            }
+        }
+        Ok((args, kwargs))
+    }
+}
+
+/// Turns parsed statements into a graph, resolving names.
+struct Builder<'a> {
+    src: &'a str,
+    graph: Graph,
+    ids: HashMap<String, NodeId>,
+    /// Where each name is defined (statement position), for error messages.
+    defined_at: HashMap<String, Pos>,
+    /// `forward` parameters that are pytree containers, not placeholders.
+    pytree_args: Vec<String>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(src: &'a str) -> Self {
+        Builder {
+            src,
+            graph: Graph::new("GraphModule"),
+            ids: HashMap::new(),
+            defined_at: HashMap::new(),
+            pytree_args: Vec::new(),
+        }
+    }
+
+    fn err<T>(&self, pos: Pos, message: String) -> Result<T, IrError> {
+        Err(error_at(self.src, pos, message).into())
+    }
+
+    fn meta_of(&self, ann: &Option<Annotation>) -> Result<Meta, IrError> {
+        match ann {
+            None => Ok(Meta::Unknown),
+            Some((text, pos)) => TensorMeta::parse_annotation(text)
+                .map(Meta::Tensor)
+                .or_else(|m| self.err(*pos, m)),
+        }
+    }
+
+    fn add_node(
+        &mut self,
+        name: &str,
+        pos: Pos,
+        kind: NodeKind,
+        meta: Meta,
+    ) -> Result<NodeId, IrError> {
+        if !is_valid_name(name) {
+            return self.err(pos, format!("`{name}` cannot be a node name"));
+        }
+        if let Some(first) = self.defined_at.get(name) {
+            return self.err(
+                pos,
+                format!(
+                    "duplicate name `{name}` (first defined on line {})",
+                    first.line
+                ),
+            );
+        }
+        let id = NodeId(self.graph.nodes.len() as u32);
+        self.graph.nodes.push(Node {
+            name: name.to_string(),
+            kind,
+            meta,
+        });
+        self.ids.insert(name.to_string(), id);
+        self.defined_at.insert(name.to_string(), pos);
+        Ok(id)
+    }
+
+    fn build(mut self, module: Module) -> Result<Graph, IrError> {
+        self.graph.name = module.class_name;
+        let flatten = module
+            .stmts
+            .iter()
+            .position(|s| matches!(s, Stmt::Flatten { .. }));
+        // Every name a statement defines, for "used before definition" messages.
+        let mut later: HashMap<&str, Pos> = HashMap::new();
+        for s in &module.stmts {
+            match s {
+                Stmt::Assign { target, pos, .. } => {
+                    later.entry(target).or_insert(*pos);
+                }
+                Stmt::Flatten { targets, .. } => {
+                    for (t, p) in targets {
+                        later.entry(t).or_insert(*p);
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        if let Some(fi) = flatten {
+            // Pytree form: parameters are containers; the flatten targets are the inputs.
+            for p in &module.params {
+                if let Some((_, apos)) = &p.ann {
+                    return self.err(
+                        *apos,
+                        format!("pytree parameter `{}` must not be annotated", p.name),
+                    );
+                }
+                self.pytree_args.push(p.name.clone());
+            }
+            if let Some(first_node) = module.stmts[..fi]
+                .iter()
+                .find(|s| matches!(s, Stmt::Assign { .. } | Stmt::Return { .. }))
+            {
+                let pos = match first_node {
+                    Stmt::Assign { pos, .. } | Stmt::Return { pos, .. } => *pos,
+                    _ => unreachable!("filtered to Assign and Return"),
+                };
+                return self.err(pos, "statement before the pytree flatten line".into());
+            }
+            let mut declared: HashMap<&str, &Annotation> = HashMap::new();
+            for s in &module.stmts[..fi] {
+                if let Stmt::Declare { target, ann, .. } = s {
+                    declared.insert(target, ann);
+                }
+            }
+            let Stmt::Flatten {
+                targets,
+                value,
+                pos,
+            } = &module.stmts[fi]
+            else {
+                unreachable!("index found by position()")
+            };
+            self.check_flatten_call(value, *pos)?;
+            for (t, tpos) in targets {
+                let meta = self.meta_of(&declared.get(t.as_str()).map(|a| (*a).clone()))?;
+                self.add_node(t, *tpos, NodeKind::Placeholder, meta)?;
+            }
+            for s in &module.stmts[..fi] {
+                if let Stmt::Declare { target, pos, .. } = s {
+                    if !self.ids.contains_key(target) {
+                        return self.err(
+                            *pos,
+                            format!("`{target}` is declared but not produced by the flatten line"),
+                        );
+                    }
+                }
+            }
+        } else {
+            for p in &module.params {
+                let meta = self.meta_of(&p.ann)?;
+                self.add_node(&p.name, p.pos, NodeKind::Placeholder, meta)?;
+            }
+        }
+
+        let body_start = flatten.map_or(0, |f| f + 1);
+        let mut output: Option<(Vec<Value>, Pos)> = None;
+        for s in &module.stmts[body_start..] {
+            if let Some((_, rpos)) = &output {
+                let pos = match s {
+                    Stmt::Assign { pos, .. }
+                    | Stmt::Declare { pos, .. }
+                    | Stmt::Flatten { pos, .. }
+                    | Stmt::Return { pos, .. } => *pos,
+                };
+                return self.err(
+                    pos,
+                    format!("statement after the `return` on line {}", rpos.line),
+                );
+            }
+            match s {
+                Stmt::Assign {
+                    target,
+                    ann,
+                    value,
+                    pos,
+                } => self.assign(target, ann, value, *pos, &later)?,
+                Stmt::Declare { target, pos, .. } => {
+                    return self.err(*pos, format!("`{target}` is annotated but never assigned"))
+                }
+                Stmt::Flatten { pos, .. } => {
+                    return self.err(*pos, "only one pytree flatten line is allowed".into())
+                }
+                Stmt::Return { value, pos } => {
+                    let values = self.output_values(value, &later)?;
+                    output = Some((values, *pos));
+                }
+            }
+        }
+        let Some((values, _)) = output else {
+            return self.err(module.end, "the graph has no `return` statement".into());
+        };
+        self.graph.output = Some(values);
+        self.graph.verify()?;
+        Ok(self.graph)
+    }
+
+    fn check_flatten_call(&self, value: &Expr, pos: Pos) -> Result<(), IrError> {
+        let ok = match &value.kind {
+            ExprKind::Call { func, args, .. } => {
+                func.dotted()
+                    .is_some_and(|d| d.last() == Some(&"tree_flatten_spec"))
+                    && matches!(args.first(), Some(Expr { kind: ExprKind::List(items), .. })
+                        if items.len() == self.pytree_args.len()
+                            && items.iter().zip(&self.pytree_args).all(|(e, p)|
+                                e.name() == Some(p.as_str())))
+            }
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            self.err(
+                pos,
+                format!(
+                    "expected `fx_pytree.tree_flatten_spec([{}], self._in_spec)`",
+                    self.pytree_args.join(", ")
+                ),
+            )
+        }
+    }
+
+    fn assign(
+        &mut self,
+        target: &str,
+        ann: &Option<Annotation>,
+        value: &Expr,
+        pos: Pos,
+        later: &HashMap<&str, Pos>,
+    ) -> Result<(), IrError> {
+        let meta = self.meta_of(ann)?;
+        let kind = match &value.kind {
+            ExprKind::Call { func, args, kwargs } => {
+                let path = func.dotted();
+                match path.as_deref() {
+                    Some(["torch", "ops", ns, name, overload]) => {
+                        let op = OpName::new(ns, name, overload);
+                        let args = args
+                            .iter()
+                            .map(|a| self.value(a, later))
+                            .collect::<Result<_, _>>()?;
+                        let kwargs = kwargs
+                            .iter()
+                            .map(|(k, v)| Ok((k.clone(), self.value(v, later)?)))
+                            .collect::<Result<_, IrError>>()?;
+                        NodeKind::Call { op, args, kwargs }
+                    }
+                    Some(["torch", "ops", ns, name]) => {
+                        return self.err(
+                            func.pos,
+                            format!(
+                                "`torch.ops.{ns}.{name}` names no overload; write e.g. `torch.ops.{ns}.{name}.default`"
+                            ),
+                        )
+                    }
+                    Some(["operator", "getitem"]) if args.len() == 2 && kwargs.is_empty() => {
+                        self.getitem(&args[0], &args[1], later)?
+                    }
+                    Some(parts) => {
+                        return self.err(
+                            func.pos,
+                            format!(
+                                "unsupported call target `{}`; expected torch.ops.<namespace>.<op>.<overload>",
+                                parts.join(".")
+                            ),
+                        )
+                    }
+                    None => {
+                        return self.err(
+                            func.pos,
+                            "unsupported call; expected torch.ops.<namespace>.<op>.<overload>(...)"
+                                .into(),
+                        )
+                    }
+                }
+            }
+            ExprKind::Index(base, index) => self.getitem(base, index, later)?,
+            ExprKind::Path(_) => match value.dotted().as_deref() {
+                Some(["self", rest @ ..]) if !rest.is_empty() => NodeKind::GetAttr {
+                    target: rest.join("."),
+                },
+                _ => {
+                    return self.err(
+                        value.pos,
+                        "expected `self.<attribute>` for a constant".into(),
+                    )
+                }
+            },
+            _ => {
+                return self.err(
+                    value.pos,
+                    "expected an op call `torch.ops.<ns>.<op>.<overload>(...)`, `x[i]` or `self.<attr>`"
+                        .into(),
+                )
+            }
+        };
+        let getitem = match &kind {
+            NodeKind::GetItem { source, index } => Some((*source, *index)),
+            _ => None,
+        };
+        let item_meta = meta.tensor().cloned();
+        self.add_node(target, pos, kind, meta)?;
+        if let Some((source, index)) = getitem {
+            // A getitem's annotation tells the source's output meta.
+            let src = &mut self.graph.nodes[source.index()];
+            if let Meta::Unknown = src.meta {
+                src.meta = Meta::Multi(Vec::new());
+            }
+            if let Meta::Multi(items) = &mut src.meta {
+                if items.len() <= index {
+                    items.resize(index + 1, None);
+                }
+                if item_meta.is_some() {
+                    items[index] = item_meta;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn getitem(
+        &self,
+        base: &Expr,
+        index: &Expr,
+        later: &HashMap<&str, Pos>,
+    ) -> Result<NodeKind, IrError> {
+        let source = match self.value(base, later)? {
+            Value::Node(n) => n,
+            _ => return self.err(base.pos, "only a node can be indexed".into()),
+        };
+        let src = self.graph.node(source);
+        if src.is_placeholder() || matches!(src.meta, Meta::Tensor(_)) {
+            return self.err(
+                base.pos,
+                format!(
+                    "`{}` is a single tensor; `x[i]` reads outputs of multi-output ops only",
+                    src.name
+                ),
+            );
+        }
+        let index = match index.kind {
+            ExprKind::Int(i) if (0..(1 << 20)).contains(&i) => i as usize,
+            _ => {
+                return self.err(
+                    index.pos,
+                    "getitem index must be a small non-negative integer".into(),
+                )
+            }
+        };
+        Ok(NodeKind::GetItem { source, index })
+    }
+
+    fn output_values(
+        &self,
+        value: &Expr,
+        later: &HashMap<&str, Pos>,
+    ) -> Result<Vec<Value>, IrError> {
+        match &value.kind {
+            ExprKind::Tuple(items) | ExprKind::List(items) => {
+                items.iter().map(|e| self.value(e, later)).collect()
+            }
+            ExprKind::Call { func, args, .. }
+                if func
+                    .dotted()
+                    .is_some_and(|d| d.last() == Some(&"tree_unflatten")) =>
+            {
+                match args.first() {
+                    Some(Expr {
+                        kind: ExprKind::List(items),
+                        ..
+                    }) => items.iter().map(|e| self.value(e, later)).collect(),
+                    _ => self.err(
+                        value.pos,
+                        "expected `pytree.tree_unflatten([...], self._out_spec)`".into(),
+                    ),
+                }
+            }
+            _ => Ok(vec![self.value(value, later)?]),
+        }
+    }
+
+    fn value(&self, e: &Expr, later: &HashMap<&str, Pos>) -> Result<Value, IrError> {
+        Ok(match &e.kind {
+            ExprKind::Int(i) => Value::Int(*i),
+            ExprKind::Float(f) => Value::Float(*f),
+            ExprKind::Str(s) => Value::Str(s.clone()),
+            ExprKind::List(items) => Value::List(
+                items
+                    .iter()
+                    .map(|i| self.value(i, later))
+                    .collect::<Result<_, _>>()?,
+            ),
+            ExprKind::Tuple(items) => Value::Tuple(
+                items
+                    .iter()
+                    .map(|i| self.value(i, later))
+                    .collect::<Result<_, _>>()?,
+            ),
+            ExprKind::Path(p) if p.len() == 1 => match p[0].as_str() {
+                "True" => Value::Bool(true),
+                "False" => Value::Bool(false),
+                "None" => Value::None,
+                "inf" => Value::Float(f64::INFINITY),
+                "nan" => Value::Float(f64::NAN),
+                n => match self.ids.get(n) {
+                    Some(id) => Value::Node(*id),
+                    None => {
+                        return self.err(e.pos, self.unknown_name_message(n, later));
+                    }
+                },
+            },
+            ExprKind::Path(_) => match e.dotted().as_deref() {
+                Some(["torch", attr]) => {
+                    if let Some(d) = Dtype::from_torch_name(attr) {
+                        Value::Dtype(d)
+                    } else if let Some(m) = MemoryFormat::from_torch_name(attr) {
+                        Value::MemoryFormat(m)
+                    } else if let Some(l) = Layout::from_torch_name(attr) {
+                        Value::Layout(l)
+                    } else {
+                        return self.err(
+                            e.pos,
+                            format!("unknown constant `torch.{attr}` (expected a dtype, memory format or layout)"),
+                        );
+                    }
+                }
+                Some(parts) => {
+                    return self.err(e.pos, format!("unsupported value `{}`", parts.join(".")))
+                }
+                None => return self.err(e.pos, "unsupported attribute access".into()),
+            },
+            ExprKind::Call { func, args, kwargs } => match func.dotted().as_deref() {
+                Some(["device"]) | Some(["torch", "device"]) => {
+                    Value::Device(self.device(e.pos, args, kwargs)?)
+                }
+                _ => {
+                    return self.err(
+                        e.pos,
+                        "calls are allowed only as a node's right-hand side (op calls) or as device(...)"
+                            .into(),
+                    )
+                }
+            },
+            ExprKind::Index(..) => {
+                return self.err(e.pos, "indexing is allowed only as a node's right-hand side".into())
+            }
+        })
+    }
+
+    fn unknown_name_message(&self, n: &str, later: &HashMap<&str, Pos>) -> String {
+        if self.pytree_args.iter().any(|p| p == n) {
+            format!("`{n}` is a pytree container; use the flattened names")
+        } else if let Some(p) = later.get(n) {
+            format!("`{n}` is used before its definition on line {}", p.line)
+        } else {
+            format!("unknown name `{n}`")
+        }
+    }
+
+    fn device(
+        &self,
+        pos: Pos,
+        args: &[Expr],
+        kwargs: &[(String, Expr)],
+    ) -> Result<Device, IrError> {
+        let mut kind: Option<String> = None;
+        let mut index: Option<i64> = None;
+        for (i, a) in args.iter().enumerate() {
+            match (i, &a.kind) {
+                (0, ExprKind::Str(s)) => kind = Some(s.clone()),
+                (1, ExprKind::Int(v)) => index = Some(*v),
+                _ => return self.err(a.pos, "bad device argument".into()),
+            }
+        }
+        for (k, v) in kwargs {
+            match (k.as_str(), &v.kind) {
+                ("type", ExprKind::Str(s)) => kind = Some(s.clone()),
+                ("index", ExprKind::Int(i)) => index = Some(*i),
+                ("index", ExprKind::Path(p)) if *p == ["None"] => index = None,
+                _ => return self.err(v.pos, format!("bad device argument `{k}`")),
+            }
+        }
+        let Some(kind) = kind else {
+            return self.err(
+                pos,
+                "device(...) needs a type, e.g. device(type='cpu')".into(),
+            );
+        };
+        let mut dev: Device = kind.parse().or_else(|m| self.err(pos, m))?;
+        if let Some(i) = index {
+            let i = u32::try_from(i).or_else(|_| self.err(pos, format!("bad device index {i}")))?;
+            dev.index = Some(i);
+        }
+        Ok(dev)
+    }
+}

@@ -1,0 +1,648 @@
+//! Scalar types, devices, layouts, memory formats, op names and tensor metadata.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A tensor element type, named as `torch.<name>` and abbreviated as in FX annotations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// `torch.float32`, `f32`
+    Float32,
+    /// `torch.float64`, `f64`
+    Float64,
+    /// `torch.float16`, `f16`
+    Float16,
+    /// `torch.bfloat16`, `bf16`
+    BFloat16,
+    /// `torch.int64`, `i64`
+    Int64,
+    /// `torch.int32`, `i32`
+    Int32,
+    /// `torch.int16`, `i16`
+    Int16,
+    /// `torch.int8`, `i8`
+    Int8,
+    /// `torch.uint8`, `u8`
+    UInt8,
+    /// `torch.bool`, `b8`
+    Bool,
+    /// `torch.complex64`, `c64`
+    Complex64,
+    /// `torch.complex128`, `c128`
+    Complex128,
+}
+
+/// (dtype, FX annotation abbreviation, canonical torch name)
+const DTYPES: [(Dtype, &str, &str); 12] = [
+    (Dtype::Float32, "f32", "float32"),
+    (Dtype::Float64, "f64", "float64"),
+    (Dtype::Float16, "f16", "float16"),
+    (Dtype::BFloat16, "bf16", "bfloat16"),
+    (Dtype::Int64, "i64", "int64"),
+    (Dtype::Int32, "i32", "int32"),
+    (Dtype::Int16, "i16", "int16"),
+    (Dtype::Int8, "i8", "int8"),
+    (Dtype::UInt8, "u8", "uint8"),
+    (Dtype::Bool, "b8", "bool"),
+    (Dtype::Complex64, "c64", "complex64"),
+    (Dtype::Complex128, "c128", "complex128"),
+];
+
+impl Dtype {
+    /// Every supported dtype, in a fixed order.
+    pub const ALL: [Dtype; 12] = [
+        Dtype::Float32,
+        Dtype::Float64,
+        Dtype::Float16,
+        Dtype::BFloat16,
+        Dtype::Int64,
+        Dtype::Int32,
+        Dtype::Int16,
+        Dtype::Int8,
+        Dtype::UInt8,
+        Dtype::Bool,
+        Dtype::Complex64,
+        Dtype::Complex128,
+    ];
+
+    fn entry(self) -> (Dtype, &'static str, &'static str) {
+        DTYPES[self as usize]
+    }
+
+    /// The FX annotation abbreviation, e.g. `f32`.
+    pub fn short_name(self) -> &'static str {
+        self.entry().1
+    }
+
+    /// The canonical torch attribute name, e.g. `float32` for `torch.float32`.
+    pub fn torch_name(self) -> &'static str {
+        self.entry().2
+    }
+
+    /// Looks a dtype up by its FX annotation abbreviation (`f32`, `b8`, ...).
+    pub fn from_short_name(s: &str) -> Option<Dtype> {
+        DTYPES.iter().find(|e| e.1 == s).map(|e| e.0)
+    }
+
+    /// Looks a dtype up by its torch attribute name, aliases included (`float`, `long`, ...).
+    pub fn from_torch_name(s: &str) -> Option<Dtype> {
+        let canonical = match s {
+            "float" => "float32",
+            "double" => "float64",
+            "half" => "float16",
+            "long" => "int64",
+            "int" => "int32",
+            "short" => "int16",
+            "cfloat" => "complex64",
+            "cdouble" => "complex128",
+            other => other,
+        };
+        DTYPES.iter().find(|e| e.2 == canonical).map(|e| e.0)
+    }
+
+    /// Size of one element in bytes.
+    pub fn itemsize(self) -> usize {
+        match self {
+            Dtype::Float64 | Dtype::Int64 | Dtype::Complex64 => 8,
+            Dtype::Float32 | Dtype::Int32 => 4,
+            Dtype::Float16 | Dtype::BFloat16 | Dtype::Int16 => 2,
+            Dtype::Int8 | Dtype::UInt8 | Dtype::Bool => 1,
+            Dtype::Complex128 => 16,
+        }
+    }
+
+    /// True for real floating-point dtypes (the ones autograd differentiates).
+    pub fn is_floating_point(self) -> bool {
+        matches!(
+            self,
+            Dtype::Float32 | Dtype::Float64 | Dtype::Float16 | Dtype::BFloat16
+        )
+    }
+
+    /// True for complex dtypes.
+    pub fn is_complex(self) -> bool {
+        matches!(self, Dtype::Complex64 | Dtype::Complex128)
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "torch.{}", self.torch_name())
+    }
+}
+
+/// Shape and dtype of one tensor value (static shapes only).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TensorMeta {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Sizes of each dimension; empty for a 0-d tensor.
+    pub shape: Vec<i64>,
+}
+
+impl TensorMeta {
+    /// A meta from a dtype and a shape.
+    pub fn new(dtype: Dtype, shape: impl Into<Vec<i64>>) -> Self {
+        TensorMeta {
+            dtype,
+            shape: shape.into(),
+        }
+    }
+
+    /// Number of elements (1 for a 0-d tensor).
+    pub fn numel(&self) -> i64 {
+        self.shape.iter().product()
+    }
+
+    /// Bytes of a contiguous tensor with this meta.
+    pub fn nbytes(&self) -> u64 {
+        self.numel().max(0) as u64 * self.dtype.itemsize() as u64
+    }
+
+    /// Parses an FX annotation body such as `f32[2, 8]` (the text inside the quotes).
+    ///
+    /// PyTorch's `include_stride` / `include_device` suffixes (`f32[2, 8][8, 1]cpu`) are
+    /// accepted and dropped: the IR keeps dtype and shape only.
+    pub fn parse_annotation(text: &str) -> Result<TensorMeta, String> {
+        let t = text.trim();
+        if let Some(inner) = t.strip_prefix("Sym(").and_then(|r| r.strip_suffix(')')) {
+            return Err(format!(
+                "symbolic value `{inner}` in annotation \"{t}\" is not supported (static shapes only)"
+            ));
+        }
+        let open = t
+            .find('[')
+            .ok_or_else(|| format!("annotation \"{t}\" is not of the form \"<dtype>[<sizes>]\""))?;
+        let dtype_text = &t[..open];
+        let dtype = Dtype::from_short_name(dtype_text).ok_or_else(|| {
+            let known: Vec<&str> = DTYPES.iter().map(|e| e.1).collect();
+            format!(
+                "unknown dtype `{dtype_text}` in annotation \"{t}\" (known: {})",
+                known.join(" ")
+            )
+        })?;
+        let rest = &t[open + 1..];
+        let close = rest
+            .find(']')
+            .ok_or_else(|| format!("annotation \"{t}\" has no closing `]`"))?;
+        let shape = parse_dims(&rest[..close], t)?;
+        let tail = &rest[close + 1..];
+        // Optional stride list and device, as printed with include_stride/include_device.
+        let tail = match tail.strip_prefix('[') {
+            Some(strides) => {
+                let end = strides
+                    .find(']')
+                    .ok_or_else(|| format!("annotation \"{t}\" has an unclosed stride list"))?;
+                parse_dims(&strides[..end], t)?;
+                &strides[end + 1..]
+            }
+            None => tail,
+        };
+        if !tail.is_empty() && tail.parse::<Device>().is_err() {
+            return Err(format!(
+                "unexpected `{tail}` after the sizes in annotation \"{t}\""
+            ));
+        }
+        Ok(TensorMeta { dtype, shape })
+    }
+}
+
+fn parse_dims(body: &str, whole: &str) -> Result<Vec<i64>, String> {
+    let body = body.trim();
+    if body.is_empty() {
+        return Ok(Vec::new());
+    }
+    body.split(',')
+        .map(|d| {
+            let d = d.trim();
+            d.parse::<i64>().map_err(|_| {
+                if d.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') {
+                    format!(
+                        "symbolic size `{d}` in annotation \"{whole}\" is not supported (static shapes only)"
+                    )
+                } else {
+                    format!("bad size `{d}` in annotation \"{whole}\"")
+                }
+            })
+        })
+        .collect()
+}
+
+impl fmt::Display for TensorMeta {
+    /// Formats as the FX annotation body, e.g. `f32[2, 8]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.dtype.short_name())?;
+        for (i, d) in self.shape.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// What is known about the value(s) a node produces.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Meta {
+    /// Nothing is known.
+    #[default]
+    Unknown,
+    /// A single tensor.
+    Tensor(TensorMeta),
+    /// Several outputs (a tuple or list), read through getitem; `None` where unknown.
+    Multi(Vec<Option<TensorMeta>>),
+}
+
+impl Meta {
+    /// The tensor meta of a single-tensor value.
+    pub fn tensor(&self) -> Option<&TensorMeta> {
+        match self {
+            Meta::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The meta of output `index` of a multi-output value.
+    pub fn item(&self, index: usize) -> Option<&TensorMeta> {
+        match self {
+            Meta::Multi(items) => items.get(index).and_then(Option::as_ref),
+            _ => None,
+        }
+    }
+}
+
+/// A device such as `cpu` or `cuda:0`, printed as FX prints `torch.device`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Device {
+    /// Device type: `cpu`, `cuda`, `meta`, ...
+    pub kind: String,
+    /// Device index, if one was given.
+    pub index: Option<u32>,
+}
+
+const DEVICE_KINDS: [&str; 7] = ["cpu", "cuda", "meta", "mps", "xpu", "hip", "privateuseone"];
+
+impl Device {
+    /// The CPU device.
+    pub fn cpu() -> Self {
+        Device {
+            kind: "cpu".into(),
+            index: None,
+        }
+    }
+
+    /// The CUDA device with the given index.
+    pub fn cuda(index: u32) -> Self {
+        Device {
+            kind: "cuda".into(),
+            index: Some(index),
+        }
+    }
+
+    /// True for CUDA devices.
+    pub fn is_cuda(&self) -> bool {
+        self.kind == "cuda"
+    }
+
+    /// A device from its type name and optional index, checking the type name.
+    pub fn new(kind: &str, index: Option<u32>) -> Result<Self, String> {
+        if !DEVICE_KINDS.contains(&kind) {
+            return Err(format!(
+                "unknown device type `{kind}` (known: {})",
+                DEVICE_KINDS.join(", ")
+            ));
+        }
+        Ok(Device {
+            kind: kind.to_string(),
+            index,
+        })
+    }
+}
+
+impl FromStr for Device {
+    type Err = String;
+
+    /// Parses `cpu`, `cuda`, `cuda:1`, ...
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            Some((kind, idx)) => {
+                let index = idx
+                    .parse::<u32>()
+                    .map_err(|_| format!("bad device index `{idx}` in `{s}`"))?;
+                Device::new(kind, Some(index))
+            }
+            None => Device::new(s, None),
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    /// Formats as torch's device string, e.g. `cuda:0`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "{}:{}", self.kind, i),
+            None => f.write_str(&self.kind),
+        }
+    }
+}
+
+/// `torch.memory_format` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryFormat {
+    /// `torch.contiguous_format`
+    ContiguousFormat,
+    /// `torch.channels_last`
+    ChannelsLast,
+    /// `torch.channels_last_3d`
+    ChannelsLast3d,
+    /// `torch.preserve_format`
+    PreserveFormat,
+}
+
+impl MemoryFormat {
+    /// The torch attribute name.
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            MemoryFormat::ContiguousFormat => "contiguous_format",
+            MemoryFormat::ChannelsLast => "channels_last",
+            MemoryFormat::ChannelsLast3d => "channels_last_3d",
+            MemoryFormat::PreserveFormat => "preserve_format",
+        }
+    }
+
+    /// Looks a memory format up by its torch attribute name.
+    pub fn from_torch_name(s: &str) -> Option<Self> {
+        [
+            MemoryFormat::ContiguousFormat,
+            MemoryFormat::ChannelsLast,
+            MemoryFormat::ChannelsLast3d,
+            MemoryFormat::PreserveFormat,
+        ]
+        .into_iter()
+        .find(|m| m.torch_name() == s)
+    }
+}
+
+/// `torch.layout` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// `torch.strided`
+    Strided,
+    /// `torch.sparse_coo`
+    SparseCoo,
+    /// `torch.sparse_csr`
+    SparseCsr,
+    /// `torch.sparse_csc`
+    SparseCsc,
+    /// `torch.sparse_bsr`
+    SparseBsr,
+    /// `torch.sparse_bsc`
+    SparseBsc,
+    /// `torch._mkldnn`
+    Mkldnn,
+}
+
+impl Layout {
+    /// The torch attribute name.
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            Layout::Strided => "strided",
+            Layout::SparseCoo => "sparse_coo",
+            Layout::SparseCsr => "sparse_csr",
+            Layout::SparseCsc => "sparse_csc",
+            Layout::SparseBsr => "sparse_bsr",
+            Layout::SparseBsc => "sparse_bsc",
+            Layout::Mkldnn => "_mkldnn",
+        }
+    }
+
+    /// Looks a layout up by its torch attribute name.
+    pub fn from_torch_name(s: &str) -> Option<Self> {
+        [
+            Layout::Strided,
+            Layout::SparseCoo,
+            Layout::SparseCsr,
+            Layout::SparseCsc,
+            Layout::SparseBsr,
+            Layout::SparseBsc,
+            Layout::Mkldnn,
+        ]
+        .into_iter()
+        .find(|l| l.torch_name() == s)
+    }
+}
+
+/// An operator overload: `aten::add.Tensor` is namespace `aten`, name `add`, overload `Tensor`.
+///
+/// The overload is spelled as in Python: the schema's unnamed overload is `default`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OpName {
+    /// Operator namespace, e.g. `aten`, `prims`.
+    pub namespace: String,
+    /// Operator name (the overload packet), e.g. `add`, `relu_`.
+    pub name: String,
+    /// Overload name, e.g. `Tensor`, `default`.
+    pub overload: String,
+}
+
+impl OpName {
+    /// An op in any namespace.
+    pub fn new(namespace: &str, name: &str, overload: &str) -> Self {
+        OpName {
+            namespace: namespace.into(),
+            name: name.into(),
+            overload: overload.into(),
+        }
+    }
+
+    /// An `aten` op.
+    pub fn aten(name: &str, overload: &str) -> Self {
+        OpName::new("aten", name, overload)
+    }
+
+    /// Parses `aten::add.Tensor`, `aten.add.Tensor` or `torch.ops.aten.add.Tensor`.
+    /// A schema-style name without an overload (`aten::relu`) means `default`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let err = || {
+            format!(
+                "bad op name `{text}`: expected `ns::name.overload`, `ns.name.overload` or `torch.ops.ns.name.overload`"
+            )
+        };
+        let ident = |s: &str| {
+            !s.is_empty()
+                && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && !s.starts_with(|c: char| c.is_ascii_digit())
+        };
+        let (ns, rest, overload_required) = if let Some((ns, rest)) = text.split_once("::") {
+            (ns, rest, false)
+        } else {
+            let body = text.strip_prefix("torch.ops.").unwrap_or(text);
+            let (ns, rest) = body.split_once('.').ok_or_else(err)?;
+            (ns, rest, true)
+        };
+        let (name, overload) = match rest.split_once('.') {
+            Some((n, o)) => (n, o),
+            None if !overload_required => (rest, "default"),
+            None => return Err(err()),
+        };
+        let overload = if overload.is_empty() && !overload_required {
+            "default"
+        } else {
+            overload
+        };
+        if !(ident(ns) && ident(name) && ident(overload)) {
+            return Err(err());
+        }
+        Ok(OpName::new(ns, name, overload))
+    }
+
+    /// The Python spelling, e.g. `torch.ops.aten.add.Tensor`.
+    pub fn torch_path(&self) -> String {
+        format!(
+            "torch.ops.{}.{}.{}",
+            self.namespace, self.name, self.overload
+        )
+    }
+
+    /// The short Python spelling, e.g. `aten.add.Tensor`.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}.{}", self.namespace, self.name, self.overload)
+    }
+
+    /// True when the name follows the in-place convention (`add_`, `__iand__`).
+    ///
+    /// A naming heuristic for pure-IR passes; libtorch schemas are authoritative.
+    pub fn is_inplace_by_name(&self) -> bool {
+        let n = self.name.as_str();
+        if let Some(inner) = n.strip_prefix("__").and_then(|r| r.strip_suffix("__")) {
+            return inner.starts_with('i') && !matches!(inner, "index" | "int" | "invert");
+        }
+        n.ends_with('_') || self.overload == "out" || self.overload.ends_with("_out")
+    }
+
+    /// True for ops that draw random numbers (never merged by CSE, never dropped as dead).
+    pub fn is_random(&self) -> bool {
+        const RANDOM: [&str; 17] = [
+            "dropout",
+            "_fused_dropout",
+            "native_dropout",
+            "feature_dropout",
+            "alpha_dropout",
+            "bernoulli",
+            "multinomial",
+            "normal",
+            "poisson",
+            "binomial",
+            "rrelu",
+            "rand",
+            "rand_like",
+            "randn",
+            "randn_like",
+            "randint",
+            "randperm",
+        ];
+        let base = self.name.trim_end_matches('_');
+        RANDOM.contains(&base)
+            || base == "randint_like"
+            || base == "uniform"
+            || base == "exponential"
+    }
+
+    /// True when the op must neither be merged (CSE) nor dropped (DCE) by pure-IR passes:
+    /// mutating ops by naming convention, and random ops.
+    pub fn has_side_effects_by_name(&self) -> bool {
+        self.is_inplace_by_name() || self.is_random()
+    }
+}
+
+impl fmt::Display for OpName {
+    /// Formats as `aten::add.Tensor`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}::{}.{}", self.namespace, self.name, self.overload)
+    }
+}
+
+impl FromStr for OpName {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        OpName::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_names_round_trip() {
+        for d in Dtype::ALL {
+            assert_eq!(Dtype::from_short_name(d.short_name()), Some(d));
+            assert_eq!(Dtype::from_torch_name(d.torch_name()), Some(d));
+        }
+        assert_eq!(Dtype::from_torch_name("long"), Some(Dtype::Int64));
+        assert_eq!(Dtype::from_short_name("q8"), None);
+    }
+
+    #[test]
+    fn annotations() {
+        let m = TensorMeta::parse_annotation("f32[2, 8]").unwrap();
+        assert_eq!(m, TensorMeta::new(Dtype::Float32, vec![2, 8]));
+        assert_eq!(m.to_string(), "f32[2, 8]");
+        assert_eq!(m.nbytes(), 64);
+        let s = TensorMeta::parse_annotation("i64[]").unwrap();
+        assert_eq!(s.shape, Vec::<i64>::new());
+        assert_eq!(s.numel(), 1);
+        assert_eq!(
+            TensorMeta::parse_annotation("f32[8, 64][64, 1]cpu").unwrap(),
+            TensorMeta::new(Dtype::Float32, vec![8, 64])
+        );
+        let e = TensorMeta::parse_annotation("f32[s0, 8]").unwrap_err();
+        assert!(e.contains("symbolic size `s0`"), "{e}");
+        let e = TensorMeta::parse_annotation("Sym(s1)").unwrap_err();
+        assert!(e.contains("symbolic value `s1`"), "{e}");
+        assert!(TensorMeta::parse_annotation("x32[2]")
+            .unwrap_err()
+            .contains("unknown dtype"));
+        assert!(TensorMeta::parse_annotation("f32[2").is_err());
+        assert!(TensorMeta::parse_annotation("f32[2]junk").is_err());
+    }
+
+    #[test]
+    fn op_names() {
+        let a = OpName::parse("torch.ops.aten.add.Tensor").unwrap();
+        assert_eq!(a, OpName::aten("add", "Tensor"));
+        assert_eq!(OpName::parse("aten::add.Tensor").unwrap(), a);
+        assert_eq!(OpName::parse("aten.add.Tensor").unwrap(), a);
+        assert_eq!(
+            OpName::parse("aten::relu").unwrap(),
+            OpName::aten("relu", "default")
+        );
+        assert!(OpName::parse("aten.relu").is_err());
+        assert!(OpName::parse("torch.ops.aten").is_err());
+        assert!(OpName::parse("aten::a b.default").is_err());
+        assert_eq!(a.to_string(), "aten::add.Tensor");
+        assert_eq!(a.torch_path(), "torch.ops.aten.add.Tensor");
+        assert!(OpName::aten("relu_", "default").is_inplace_by_name());
+        assert!(OpName::aten("__iand__", "Tensor").is_inplace_by_name());
+        assert!(!OpName::aten("__and__", "Tensor").is_inplace_by_name());
+        assert!(!OpName::aten("_softmax", "default").is_inplace_by_name());
+        assert!(OpName::aten("native_dropout", "default").is_random());
+        assert!(OpName::aten("uniform_", "default").has_side_effects_by_name());
+    }
+
+    #[test]
+    fn devices() {
+        assert_eq!("cuda:1".parse::<Device>().unwrap(), Device::cuda(1));
+        assert_eq!("cpu".parse::<Device>().unwrap(), Device::cpu());
+        assert!("gpu".parse::<Device>().is_err());
+        assert!("cuda:x".parse::<Device>().is_err());
+        assert_eq!(Device::cuda(0).to_string(), "cuda:0");
+    }
+}

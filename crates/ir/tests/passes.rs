@@ -1,0 +1,239 @@
+//! Graph passes checked against PyTorch's own partitions of the reference joint graphs.
+
+use std::path::PathBuf;
+
+use graphbug_ir::passes::{
+    default_side_effects, eliminate_common_subexpressions, eliminate_dead_code, extract_subgraph,
+};
+use graphbug_ir::{parse_graph, print_graph, Graph, IrError, NodeId, Value};
+
+fn fixture(model: &str, file: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(model)
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+fn ids(g: &Graph, names: &[&str]) -> Vec<NodeId> {
+    names
+        .iter()
+        .map(|n| g.find(n).unwrap_or_else(|| panic!("no node {n}")))
+        .collect()
+}
+
+/// functorch's default partition is two extractions from the joint graph; ours must give
+/// PyTorch's fw_default.py and bw_default.py exactly.
+#[test]
+fn extraction_reproduces_functorch_default_partition() {
+    for model in ["mlp", "cnn", "gpt4"] {
+        let joint = parse_graph(&fixture(model, "joint.py")).unwrap();
+        let info: serde_json::Value =
+            serde_json::from_str(&fixture(model, "partition.json")).unwrap();
+        let saved: Vec<&str> = info["default"]["saved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let num_fwd = info["num_fwd_outputs"].as_u64().unwrap() as usize;
+        let primals: Vec<NodeId> = joint
+            .placeholders()
+            .into_iter()
+            .filter(|&i| joint.node(i).name.starts_with("primals"))
+            .collect();
+        let tangents: Vec<NodeId> = joint
+            .placeholders()
+            .into_iter()
+            .filter(|&i| joint.node(i).name.starts_with("tangents"))
+            .collect();
+        let saved_ids = ids(&joint, &saved);
+
+        let mut fw_out: Vec<Value> = joint.outputs()[..num_fwd].to_vec();
+        fw_out.extend(saved_ids.iter().map(|&i| Value::Node(i)));
+        let fw = extract_subgraph(&joint, &primals, &fw_out, &default_side_effects).unwrap();
+        let want = parse_graph(&fixture(model, "fw_default.py")).unwrap();
+        assert_eq!(print_graph(&fw), print_graph(&want), "{model} forward");
+
+        let mut bw_in = saved_ids.clone();
+        bw_in.extend(tangents);
+        let bw_out = joint.outputs()[num_fwd..].to_vec();
+        let bw = extract_subgraph(&joint, &bw_in, &bw_out, &default_side_effects).unwrap();
+        let want = parse_graph(&fixture(model, "bw_default.py")).unwrap();
+        assert_eq!(print_graph(&bw), print_graph(&want), "{model} backward");
+    }
+}
+
+#[test]
+fn extraction_names_the_missing_input() {
+    let joint = parse_graph(&fixture("mlp", "joint.py")).unwrap();
+    let out = vec![Value::Node(joint.find("addmm_2").unwrap())];
+    let only_some = ids(&joint, &["primals_1", "primals_2"]);
+    let err = extract_subgraph(&joint, &only_some, &out, &default_side_effects).unwrap_err();
+    assert_eq!(
+        err,
+        IrError::Extract(
+            "output `addmm_2` needs `primals_8`, which is not among the inputs".into()
+        )
+    );
+    let twice = ids(&joint, &["primals_1", "primals_1"]);
+    assert!(
+        extract_subgraph(&joint, &twice, &out, &default_side_effects)
+            .unwrap_err()
+            .to_string()
+            .contains("given twice")
+    );
+    let multi = ids(&joint, &["native_layer_norm"]);
+    assert!(
+        extract_subgraph(&joint, &multi, &out, &default_side_effects)
+            .unwrap_err()
+            .to_string()
+            .contains("multi-output")
+    );
+}
+
+const DEAD: &str = r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[4]", b: "i64[]"):
+        relu: "f32[4]" = torch.ops.aten.relu.default(x)
+        neg: "f32[4]" = torch.ops.aten.neg.default(relu)
+        add_: "i64[]" = torch.ops.aten.add_.Tensor(b, 1)
+        sin: "f32[4]" = torch.ops.aten.sin.default(x)
+        split = torch.ops.aten.split.Tensor(x, 2)
+        getitem: "f32[2]" = split[0]
+        getitem_1: "f32[2]" = split[1]
+        return (sin, getitem_1)
+"#;
+
+#[test]
+fn dead_code_elimination_keeps_mutations_and_live_getitems() {
+    let g = parse_graph(DEAD).unwrap();
+    let d = eliminate_dead_code(&g, &default_side_effects);
+    let names: Vec<&str> = d.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["x", "b", "add_", "sin", "split", "getitem_1"]);
+    d.verify().unwrap();
+    // A pass treating nothing as side-effecting drops the mutation too.
+    let d = eliminate_dead_code(&g, &|_| false);
+    assert!(d.find("add_").is_none());
+    // The printed graph stays valid text.
+    let text = print_graph(&d);
+    assert_eq!(print_graph(&parse_graph(&text).unwrap()), text);
+}
+
+#[test]
+fn cse_merges_gpt4_masks_and_keeps_outputs() {
+    let g = parse_graph(&fixture("gpt4", "forward.py")).unwrap();
+    let c = eliminate_common_subexpressions(&g, &default_side_effects);
+    c.verify().unwrap();
+    let count = |g: &Graph, op: &str| {
+        g.nodes
+            .iter()
+            .filter(|n| n.op().is_some_and(|o| o.name == op))
+            .count()
+    };
+    // Each of the 4 layers builds the same causal mask: ones -> tril -> bitwise_not.
+    assert_eq!(count(&g, "ones"), 4);
+    assert_eq!(count(&c, "ones"), 1);
+    assert_eq!(count(&c, "tril"), 1);
+    assert_eq!(count(&c, "bitwise_not"), 1);
+    assert_eq!(c.nodes.len(), g.nodes.len() - 9);
+    assert_eq!(c.outputs().len(), g.outputs().len());
+    // Idempotent.
+    assert_eq!(
+        eliminate_common_subexpressions(&c, &default_side_effects),
+        c
+    );
+}
+
+#[test]
+fn cse_never_merges_side_effects() {
+    let text = r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[4]"):
+        a: "f32[4]" = torch.ops.aten.relu.default(x)
+        b: "f32[4]" = torch.ops.aten.relu.default(x)
+        c = torch.ops.aten.native_dropout.default(x, 0.5, True)
+        getitem: "f32[4]" = c[0]
+        d = torch.ops.aten.native_dropout.default(x, 0.5, True)
+        getitem_1: "f32[4]" = d[0]
+        e: "f32[4]" = torch.ops.aten.relu_.default(x)
+        f: "f32[4]" = torch.ops.aten.relu_.default(x)
+        return (a, b, getitem, getitem_1, e, f)
+"#;
+    let g = parse_graph(text).unwrap();
+    let c = eliminate_common_subexpressions(&g, &default_side_effects);
+    assert_eq!(c.nodes.len(), g.nodes.len() - 1);
+    assert!(c.find("b").is_none());
+    assert_eq!(c.outputs()[0], c.outputs()[1]);
+}
+
+#[test]
+fn users_and_topological_order() {
+    let g = parse_graph(DEAD).unwrap();
+    let users = g.users();
+    let x = g.find("x").unwrap();
+    let names = |ids: &[NodeId]| {
+        ids.iter()
+            .map(|&i| g.node(i).name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&users.nodes[x.index()]), ["relu", "sin", "split"]);
+    let sin = g.find("sin").unwrap();
+    assert!(users.by_output[sin.index()]);
+    assert!(users.is_unused(g.find("neg").unwrap()));
+    assert_eq!(users.count(g.find("split").unwrap()), 2);
+
+    // A graph out of order (as JSON from elsewhere may be) sorts stably.
+    let mut shuffled = g.clone();
+    shuffled.nodes.swap(2, 4); // relu <-> add_: relu now comes after its reader neg.
+    let fix = |v: &mut graphbug_ir::Value| {
+        *v = v.map_nodes(&mut |n| {
+            Value::Node(match n.0 {
+                2 => NodeId(4),
+                4 => NodeId(2),
+                o => NodeId(o),
+            })
+        })
+    };
+    for node in &mut shuffled.nodes {
+        if let graphbug_ir::NodeKind::Call { args, .. } = &mut node.kind {
+            args.iter_mut().for_each(fix);
+        }
+    }
+    assert!(matches!(
+        shuffled.verify(),
+        Err(IrError::UseBeforeDefinition { .. })
+    ));
+    shuffled.sort_topologically().unwrap();
+    shuffled.verify().unwrap();
+    let order: Vec<&str> = shuffled.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        order,
+        [
+            "x",
+            "b",
+            "add_",
+            "relu",
+            "neg",
+            "sin",
+            "split",
+            "getitem",
+            "getitem_1"
+        ]
+    );
+}
+
+#[test]
+fn a_cycle_is_reported_by_name() {
+    let mut g = parse_graph(DEAD).unwrap();
+    // relu reads neg, which reads relu.
+    if let graphbug_ir::NodeKind::Call { args, .. } = &mut g.nodes[2].kind {
+        args[0] = Value::Node(NodeId(3));
+    }
+    assert_eq!(
+        g.topological_order().unwrap_err(),
+        IrError::Cycle {
+            node: "relu".into()
+        }
+    );
+}
