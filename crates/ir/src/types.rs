@@ -323,6 +323,13 @@ impl Device {
     }
 }
 
+impl Default for Device {
+    /// The CPU.
+    fn default() -> Self {
+        Device::cpu()
+    }
+}
+
 impl FromStr for Device {
     type Err = String;
 

@@ -1,0 +1,166 @@
+//! Benchmark: gpt4's forward graph (259 nodes) run by our interpreter (the `eager`
+//! backend) against PyTorch running the same graph as a torch.fx.GraphModule, both on one
+//! CPU thread, measured side by side in this run. Target: at most 0.5x PyTorch's time.
+//!
+//! Also measured: the interpreter's per-node overhead over direct libtorch calls, from a
+//! chain of 2,000 scalar adds run by the interpreter and by tch's unboxed `add` directly.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
+use graphbug_aten::Interpreter;
+use graphbug_ir::{parse_graph, Device, Dtype, GraphBuilder, OpName, TensorMeta};
+use tch::{Kind, Tensor};
+
+const TARGET_RATIO: f64 = 0.5;
+const CHAIN: usize = 2000;
+
+/// Median wall time of `f` over `runs` runs, after a warm-up.
+fn median(runs: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..runs / 10 + 2 {
+        f();
+    }
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[runs / 2]
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// PyTorch's median seconds per call of the graph as a GraphModule, on one thread.
+fn pytorch_seconds(graph: &Path, inputs: &[Tensor]) -> Result<f64, String> {
+    let python = root().join(".venv/bin/python");
+    if !python.exists() {
+        return Err("no .venv (run `cargo xtask setup`)".into());
+    }
+    let dir = std::env::temp_dir().join(format!("graphbug-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("inputs.safetensors");
+    let named: Vec<(String, Tensor)> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("arg{i}"), t.shallow_clone()))
+        .collect();
+    write_tensors(&file, &named).map_err(|e| e.to_string())?;
+    let out = Command::new(python)
+        .arg(root().join("crates/aten/python/torch_graph.py"))
+        .arg(graph)
+        .args([
+            "--inputs",
+            file.to_str().unwrap_or_default(),
+            "--time",
+            "300",
+            "--threads",
+            "1",
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .split("\"seconds_per_call\":")
+        .nth(1)
+        .and_then(|s| s.trim().trim_end_matches('}').trim().parse().ok())
+        .ok_or_else(|| format!("unexpected output: {stdout}"))
+}
+
+/// (interpreter, direct tch) seconds for a chain of CHAIN scalar adds.
+fn per_node_overhead() -> (f64, f64) {
+    let meta = TensorMeta::new(Dtype::Float32, vec![1]);
+    let mut b = GraphBuilder::new("Chain");
+    let x = b.input("x", meta.clone());
+    let one = b.input("one", meta);
+    let mut last = x;
+    for _ in 0..CHAIN {
+        last = b.call(OpName::aten("add", "Tensor"), [last.into(), one.into()]);
+    }
+    b.output([last.into()]);
+    let graph = b.finish().expect("the chain graph is valid");
+    let interp = Interpreter::new(&graph, &Device::cpu(), &HashMap::new()).expect("chain compiles");
+    let x = Tensor::zeros([1], (Kind::Float, tch::Device::Cpu));
+    let one = Tensor::ones([1], (Kind::Float, tch::Device::Cpu));
+    let inputs = [x.shallow_clone(), one.shallow_clone()];
+    let ours = median(30, || {
+        let _ = black_box(interp.run(&inputs).unwrap());
+    });
+    let direct = median(30, || {
+        let mut v = x.shallow_clone();
+        for _ in 0..CHAIN {
+            v = v.f_add(&one).unwrap();
+        }
+        let _ = black_box(v);
+    });
+    (ours.as_secs_f64(), direct.as_secs_f64())
+}
+
+fn main() {
+    if let Some(filter) = std::env::args().skip(1).find(|a| !a.starts_with('-')) {
+        if !"aten_eager".contains(&filter) {
+            return;
+        }
+    }
+    tch::set_num_threads(1);
+    let dir = root().join("tests/fixtures/gpt4");
+    let graph_file = dir.join("forward.py");
+    let graph =
+        parse_graph(&std::fs::read_to_string(&graph_file).expect("fixture")).expect("parses");
+    let names: Vec<String> = (0..graph.placeholders().len())
+        .map(|i| format!("arg{i}"))
+        .collect();
+    let inputs = order_tensors(
+        read_tensors(&dir.join("inputs.npz")).expect("inputs"),
+        &names,
+        "inputs",
+    )
+    .expect("ordered inputs");
+    let interp = Interpreter::new(&graph, &Device::cpu(), &HashMap::new()).expect("compiles");
+    let ours = median(300, || {
+        let _ = black_box(interp.run(&inputs).unwrap());
+    })
+    .as_secs_f64();
+    let nodes = graph.num_call_function_nodes();
+    println!("aten_eager: gpt4 forward.py ({nodes} nodes), 1 CPU thread");
+    println!(
+        "  graphbug eager   {:>8.3} ms per call ({:.2} us per node)",
+        ours * 1e3,
+        ours * 1e6 / nodes as f64
+    );
+
+    let (chain_ours, chain_direct) = per_node_overhead();
+    println!(
+        "  per-node overhead over direct libtorch calls: {:.2} us (chain of {CHAIN} adds: interpreter {:.3} ms, tch direct {:.3} ms)",
+        (chain_ours - chain_direct) * 1e6 / CHAIN as f64,
+        chain_ours * 1e3,
+        chain_direct * 1e3
+    );
+
+    match pytorch_seconds(&graph_file, &inputs) {
+        Ok(py) => {
+            let ratio = ours / py;
+            println!(
+                "  PyTorch GraphModule {:>6.3} ms per call; graphbug takes {ratio:.3}x of it (target <= {TARGET_RATIO}x)",
+                py * 1e3
+            );
+            if ratio > TARGET_RATIO {
+                eprintln!("aten_eager: ratio {ratio:.3} exceeds the {TARGET_RATIO}x target");
+                std::process::exit(1);
+            }
+        }
+        Err(e) => println!("  PyTorch reference unavailable: {e}"),
+    }
+}

@@ -1,0 +1,391 @@
+// graphbug's shim over libtorch's boxed dispatcher.
+//
+// Ops are looked up by name and called through `OperatorHandle::callBoxed`, so every aten op
+// runs without a hand-written table. A "plan" is a prepared argument stack for one node:
+// constants are converted to IValues once, and tensor arguments are "holes" filled on each
+// call. Every entry point catches C++ exceptions and returns them as a malloc'd message
+// (nullptr on success); nothing throws across the FFI boundary.
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Stack = std::vector<c10::IValue>;
+
+char* dup_str(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p != nullptr) {
+    std::memcpy(p, s.data(), s.size());
+    p[s.size()] = '\0';
+  }
+  return p;
+}
+
+// Runs `f`, turning any exception into an error message.
+template <typename F>
+char* guarded(F&& f) {
+  try {
+    f();
+    return nullptr;
+  } catch (const c10::Error& e) {
+    return dup_str(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return dup_str(e.what());
+  } catch (...) {
+    return dup_str("unknown C++ exception");
+  }
+}
+
+void json_str(std::ostream& o, const std::string& s) {
+  o << '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': o << "\\\""; break;
+      case '\\': o << "\\\\"; break;
+      case '\n': o << "\\n"; break;
+      case '\r': o << "\\r"; break;
+      case '\t': o << "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          o << buf;
+        } else {
+          o << c;
+        }
+    }
+  }
+  o << '"';
+}
+
+void json_arg(std::ostream& o, const c10::Argument& a) {
+  o << "{\"name\":";
+  json_str(o, a.name());
+  // real_type() is the declared type (ScalarType, Layout, SymInt, ...); type() is the
+  // JIT type it is stored as (int).
+  o << ",\"type\":";
+  json_str(o, a.real_type()->str());
+  o << ",\"n\":";
+  if (a.N()) {
+    o << *a.N();
+  } else {
+    o << "null";
+  }
+  o << ",\"kwarg_only\":" << (a.kwarg_only() ? "true" : "false");
+  o << ",\"default\":";
+  if (a.default_value()) {
+    std::ostringstream d;
+    d << *a.default_value();
+    json_str(o, d.str());
+  } else {
+    o << "null";
+  }
+  const c10::AliasInfo* alias = a.alias_info();
+  o << ",\"is_write\":" << (alias != nullptr && alias->isWrite() ? "true" : "false");
+  o << ",\"alias_set\":[";
+  if (alias != nullptr) {
+    bool first = true;
+    for (const auto& sym : alias->beforeSets()) {
+      if (!first) o << ',';
+      first = false;
+      json_str(o, sym.toUnqualString());
+    }
+  }
+  // Alias sets of list elements, as in `Tensor(a)[]`.
+  o << "],\"contained_alias_set\":[";
+  if (alias != nullptr) {
+    bool first = true;
+    for (const auto& inner : alias->containedTypes()) {
+      for (const auto& sym : inner.beforeSets()) {
+        if (!first) o << ',';
+        first = false;
+        json_str(o, sym.toUnqualString());
+      }
+    }
+  }
+  o << "]}";
+}
+
+// What a hole in a plan's stack takes from the call's tensor array.
+struct Hole {
+  size_t pos;
+  enum Kind { kTensor, kTensorList, kOptTensorList } kind;
+  std::vector<uint8_t> present;  // list holes: 1 = a tensor from the array, 0 = None
+};
+
+struct Plan {
+  c10::OperatorHandle op;
+  Stack tmpl;
+  std::vector<Hole> holes;
+  size_t n_tensors = 0;
+  explicit Plan(const c10::OperatorHandle& h) : op(h) {}
+};
+
+Plan& plan_of(void* p) { return *static_cast<Plan*>(p); }
+Stack& stack_of(void* s) { return *static_cast<Stack*>(s); }
+
+}  // namespace
+
+extern "C" {
+
+void gb_free_str(char* s) { std::free(s); }
+
+// ---- ops and schemas ----
+
+char* gb_op_find(const char* name, const char* overload, void** out) {
+  return guarded([&] {
+    auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+    *out = new c10::OperatorHandle(op);
+  });
+}
+
+void gb_op_free(void* op) { delete static_cast<c10::OperatorHandle*>(op); }
+
+char* gb_op_schema_json(void* op, char** out) {
+  return guarded([&] {
+    const auto& s = static_cast<c10::OperatorHandle*>(op)->schema();
+    std::ostringstream o;
+    o << "{\"name\":";
+    json_str(o, s.name());
+    o << ",\"overload\":";
+    json_str(o, s.overload_name());
+    o << ",\"is_mutable\":" << (s.is_mutable() ? "true" : "false");
+    o << ",\"is_vararg\":" << (s.is_vararg() ? "true" : "false");
+    o << ",\"text\":";
+    std::ostringstream text;
+    text << s;
+    json_str(o, text.str());
+    o << ",\"arguments\":[";
+    for (size_t i = 0; i < s.arguments().size(); ++i) {
+      if (i) o << ',';
+      json_arg(o, s.arguments()[i]);
+    }
+    o << "],\"returns\":[";
+    for (size_t i = 0; i < s.returns().size(); ++i) {
+      if (i) o << ',';
+      json_arg(o, s.returns()[i]);
+    }
+    o << "]}";
+    *out = dup_str(o.str());
+  });
+}
+
+// ---- plans ----
+
+void* gb_plan_new(void* op) { return new Plan(*static_cast<c10::OperatorHandle*>(op)); }
+
+void gb_plan_free(void* plan) { delete static_cast<Plan*>(plan); }
+
+void gb_plan_push_none(void* plan) { plan_of(plan).tmpl.emplace_back(); }
+
+void gb_plan_push_int(void* plan, int64_t v) { plan_of(plan).tmpl.emplace_back(v); }
+
+void gb_plan_push_double(void* plan, double v) { plan_of(plan).tmpl.emplace_back(v); }
+
+void gb_plan_push_bool(void* plan, uint8_t v) { plan_of(plan).tmpl.emplace_back(v != 0); }
+
+void gb_plan_push_str(void* plan, const char* v) {
+  plan_of(plan).tmpl.emplace_back(std::string(v));
+}
+
+void gb_plan_push_int_list(void* plan, const int64_t* v, size_t n) {
+  plan_of(plan).tmpl.emplace_back(std::vector<int64_t>(v, v + n));
+}
+
+void gb_plan_push_double_list(void* plan, const double* v, size_t n) {
+  plan_of(plan).tmpl.emplace_back(std::vector<double>(v, v + n));
+}
+
+void gb_plan_push_bool_list(void* plan, const uint8_t* v, size_t n) {
+  c10::List<bool> list;
+  list.reserve(n);
+  for (size_t i = 0; i < n; ++i) list.push_back(v[i] != 0);
+  plan_of(plan).tmpl.emplace_back(std::move(list));
+}
+
+// A Python number given for a Tensor argument: a 0-dim "wrapped number" tensor, which type
+// promotion treats as a scalar, as PyTorch's argument parser makes it. kind: 0 int,
+// 1 float, 2 bool.
+char* gb_plan_push_scalar_tensor(void* plan, uint8_t kind, int64_t i, double d) {
+  return guarded([&] {
+    c10::Scalar s = kind == 0 ? c10::Scalar(i) : kind == 1 ? c10::Scalar(d) : c10::Scalar(i != 0);
+    at::Tensor t = at::scalar_to_tensor(s);
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    plan_of(plan).tmpl.emplace_back(std::move(t));
+  });
+}
+
+char* gb_plan_push_device(void* plan, const char* device) {
+  return guarded([&] { plan_of(plan).tmpl.emplace_back(c10::Device(std::string(device))); });
+}
+
+char* gb_plan_push_default(void* plan, size_t arg_index) {
+  return guarded([&] {
+    Plan& p = plan_of(plan);
+    const auto& args = p.op.schema().arguments();
+    TORCH_CHECK(arg_index < args.size(), "argument index ", arg_index, " out of range");
+    const auto& d = args[arg_index].default_value();
+    TORCH_CHECK(d.has_value(), "argument `", args[arg_index].name(), "` has no default");
+    p.tmpl.push_back(*d);
+  });
+}
+
+void gb_plan_push_tensor_hole(void* plan) {
+  Plan& p = plan_of(plan);
+  p.holes.push_back(Hole{p.tmpl.size(), Hole::kTensor, {}});
+  p.tmpl.emplace_back();
+  p.n_tensors += 1;
+}
+
+// A Tensor[] (all present) or Tensor?[] (present[i] == 0 means None) argument.
+void gb_plan_push_list_hole(void* plan, const uint8_t* present, size_t n, uint8_t optional) {
+  Plan& p = plan_of(plan);
+  Hole h{p.tmpl.size(), optional ? Hole::kOptTensorList : Hole::kTensorList,
+         std::vector<uint8_t>(present, present + n)};
+  for (uint8_t b : h.present) p.n_tensors += b ? 1 : 0;
+  p.holes.push_back(std::move(h));
+  p.tmpl.emplace_back();
+}
+
+size_t gb_plan_num_tensors(void* plan) { return plan_of(plan).n_tensors; }
+
+// Fills the plan's holes from `tensors` (in hole order), calls the op, and leaves its
+// results on `stack`.
+char* gb_plan_call(void* plan, const at::Tensor* const* tensors, size_t n, void* stack) {
+  return guarded([&] {
+    Plan& p = plan_of(plan);
+    TORCH_CHECK(n == p.n_tensors, "plan expects ", p.n_tensors, " tensors, got ", n);
+    Stack& st = stack_of(stack);
+    st.assign(p.tmpl.begin(), p.tmpl.end());
+    size_t k = 0;
+    for (const Hole& h : p.holes) {
+      switch (h.kind) {
+        case Hole::kTensor:
+          st[h.pos] = c10::IValue(*tensors[k++]);
+          break;
+        case Hole::kTensorList: {
+          c10::List<at::Tensor> list;
+          list.reserve(h.present.size());
+          for (size_t i = 0; i < h.present.size(); ++i) list.push_back(*tensors[k++]);
+          st[h.pos] = c10::IValue(std::move(list));
+          break;
+        }
+        case Hole::kOptTensorList: {
+          c10::List<std::optional<at::Tensor>> list;
+          list.reserve(h.present.size());
+          for (uint8_t b : h.present) {
+            if (b) {
+              list.push_back(*tensors[k++]);
+            } else {
+              list.push_back(std::nullopt);
+            }
+          }
+          st[h.pos] = c10::IValue(std::move(list));
+          break;
+        }
+      }
+    }
+    // graphbug differentiates graphs itself, so libtorch's autograd and view/in-place
+    // tracking layers are skipped: the same kernels run, with less bookkeeping per op.
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    p.op.callBoxed(st);
+  });
+}
+
+// ---- stacks (results) ----
+
+void* gb_stack_new() { return new Stack(); }
+
+void gb_stack_free(void* stack) { delete static_cast<Stack*>(stack); }
+
+size_t gb_stack_len(void* stack) { return stack_of(stack).size(); }
+
+// The value at `i`, or nullptr when out of range. The accessors below never throw: a wrong
+// index or kind gives a neutral value, and the Rust side checks kinds first.
+static const c10::IValue* value_at(void* stack, size_t i) {
+  const Stack& st = stack_of(stack);
+  return i < st.size() ? &st[i] : nullptr;
+}
+
+// 0 None, 1 defined Tensor, 2 Tensor list, 3 int, 4 double, 5 bool, 6 undefined Tensor,
+// 7 anything else, -1 out of range.
+int32_t gb_stack_kind(void* stack, size_t i) {
+  const c10::IValue* v = value_at(stack, i);
+  if (v == nullptr) return -1;
+  if (v->isNone()) return 0;
+  if (v->isTensor()) return v->toTensor().defined() ? 1 : 6;
+  if (v->isTensorList()) return 2;
+  if (v->isInt()) return 3;
+  if (v->isDouble()) return 4;
+  if (v->isBool()) return 5;
+  return 7;
+}
+
+// A new handle to the tensor at `i` (the caller owns it); nullptr if it is not a tensor.
+at::Tensor* gb_stack_tensor(void* stack, size_t i) {
+  const c10::IValue* v = value_at(stack, i);
+  return v != nullptr && v->isTensor() ? new at::Tensor(v->toTensor()) : nullptr;
+}
+
+size_t gb_stack_list_len(void* stack, size_t i) {
+  const c10::IValue* v = value_at(stack, i);
+  return v != nullptr && v->isTensorList() ? v->toTensorList().size() : 0;
+}
+
+// A new handle to element `j` of the tensor list at `i`; nullptr if there is none.
+at::Tensor* gb_stack_list_tensor(void* stack, size_t i, size_t j) {
+  const c10::IValue* v = value_at(stack, i);
+  if (v == nullptr || !v->isTensorList()) return nullptr;
+  auto list = v->toTensorList();
+  return j < list.size() ? new at::Tensor(list.get(j)) : nullptr;
+}
+
+int64_t gb_stack_int(void* stack, size_t i) {
+  const c10::IValue* v = value_at(stack, i);
+  return v != nullptr && v->isInt() ? v->toInt() : 0;
+}
+
+double gb_stack_double(void* stack, size_t i) {
+  const c10::IValue* v = value_at(stack, i);
+  return v != nullptr && v->isDouble() ? v->toDouble() : 0.0;
+}
+
+uint8_t gb_stack_bool(void* stack, size_t i) {
+  const c10::IValue* v = value_at(stack, i);
+  return v != nullptr && v->isBool() && v->toBool() ? 1 : 0;
+}
+
+// The IValue kind at `i`, for messages.
+char* gb_stack_describe(void* stack, size_t i) {
+  const c10::IValue* v = value_at(stack, i);
+  return dup_str(v != nullptr ? v->tagKind() : std::string("out of range"));
+}
+
+// ---- tensors ----
+
+// A zero-filled contiguous tensor with `t`'s sizes and dtype on `device`.
+char* gb_tensor_zeros_like(const at::Tensor* t, const char* device, at::Tensor** out) {
+  return guarded([&] {
+    *out = new at::Tensor(at::zeros(t->sizes(), t->options().device(c10::Device(std::string(device)))));
+  });
+}
+
+// `t` moved to `device` (for a meta target: a meta tensor with the same sizes and strides).
+char* gb_tensor_to(const at::Tensor* t, const char* device, at::Tensor** out) {
+  return guarded([&] { *out = new at::Tensor(t->to(c10::Device(std::string(device)))); });
+}
+
+// The device of a tensor as torch spells it ("cpu", "cuda:0", "meta"); tch cannot tell meta.
+char* gb_tensor_device(const at::Tensor* t) { return dup_str(t->device().str()); }
+
+}  // extern "C"

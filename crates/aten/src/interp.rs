@@ -1,0 +1,663 @@
+//! The interpreter: runs a graph node by node through libtorch's boxed dispatcher.
+//!
+//! Each call node is prepared once into a [`Plan`] (schema lookup, argument conversion,
+//! defaults, device rewriting); running then only fills tensor holes and calls the op.
+//! Values are freed right after their last use, as FX's generated code does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use graphbug_ir::{Device, Graph, Meta, Node, NodeKind, Value};
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+use crate::device::{ensure_device, same_device};
+use crate::dtype::{c10_layout, c10_memory_format, c10_scalar_type, describe, meta_of};
+use crate::error::{AtenError, Result};
+use crate::schema::{ArgType, Argument, Elem};
+use crate::shim::{tensor_device, tensor_to, zeros_like_on, Op, Plan, Stack, StackValue};
+
+/// A value produced while running a graph.
+#[derive(Debug)]
+pub enum RtValue {
+    /// `None`, or an undefined tensor.
+    None,
+    /// A tensor.
+    Tensor(Tensor),
+    /// A `Tensor[]` result, e.g. of `split`.
+    List(Vec<Tensor>),
+    /// Several results of one op, e.g. `native_layer_norm`'s three.
+    Tuple(Vec<RtValue>),
+    /// An int result.
+    Int(i64),
+    /// A float result.
+    Float(f64),
+    /// A bool result.
+    Bool(bool),
+}
+
+impl RtValue {
+    /// A copy sharing tensor storage (tensors are reference-counted handles).
+    pub fn share(&self) -> RtValue {
+        match self {
+            RtValue::None => RtValue::None,
+            RtValue::Tensor(t) => RtValue::Tensor(t.shallow_clone()),
+            RtValue::List(ts) => RtValue::List(ts.iter().map(Tensor::shallow_clone).collect()),
+            RtValue::Tuple(vs) => RtValue::Tuple(vs.iter().map(RtValue::share).collect()),
+            RtValue::Int(i) => RtValue::Int(*i),
+            RtValue::Float(f) => RtValue::Float(*f),
+            RtValue::Bool(b) => RtValue::Bool(*b),
+        }
+    }
+
+    /// The tensor, if this is one.
+    pub fn as_tensor(&self) -> Option<&Tensor> {
+        match self {
+            RtValue::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Item `index` of a tuple or list value.
+    pub fn item(&self, index: usize) -> Option<RtValue> {
+        match self {
+            RtValue::Tuple(vs) => vs.get(index).map(RtValue::share),
+            RtValue::List(ts) => ts.get(index).map(|t| RtValue::Tensor(t.shallow_clone())),
+            _ => None,
+        }
+    }
+
+    /// What kind of value this is, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RtValue::None => "None",
+            RtValue::Tensor(_) => "a tensor",
+            RtValue::List(_) => "a tensor list",
+            RtValue::Tuple(_) => "a tuple",
+            RtValue::Int(_) => "an int",
+            RtValue::Float(_) => "a float",
+            RtValue::Bool(_) => "a bool",
+        }
+    }
+
+    /// Shape and dtype metadata of this value, as the IR records it.
+    pub fn meta(&self) -> Meta {
+        match self {
+            RtValue::Tensor(t) => meta_of(t).map_or(Meta::Unknown, Meta::Tensor),
+            RtValue::List(ts) => Meta::Multi(ts.iter().map(meta_of).collect()),
+            RtValue::Tuple(vs) => {
+                Meta::Multi(vs.iter().map(|v| v.meta().tensor().cloned()).collect())
+            }
+            _ => Meta::Unknown,
+        }
+    }
+}
+
+enum StepKind {
+    Call {
+        plan: Plan,
+        /// On the meta device: the same call on CPU, for ops without a meta kernel in
+        /// libtorch (PyTorch registers many of those from Python).
+        cpu_fallback: Option<Plan>,
+        /// Nodes whose tensors fill the plan's holes, in order.
+        sources: Vec<usize>,
+        /// Number of values the op returns.
+        n_returns: usize,
+    },
+    GetItem {
+        source: usize,
+        index: usize,
+    },
+    Constant(Tensor),
+}
+
+struct Step {
+    node: usize,
+    kind: StepKind,
+    /// Values whose last use is this step.
+    free: Vec<usize>,
+}
+
+/// A graph prepared to run on one device.
+pub struct Interpreter {
+    graph: Arc<Graph>,
+    device: Device,
+    steps: Vec<Step>,
+    inputs: Vec<usize>,
+}
+
+impl std::fmt::Debug for Interpreter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interpreter")
+            .field("graph", &self.graph.name)
+            .field("device", &self.device)
+            .field("steps", &self.steps.len())
+            .finish()
+    }
+}
+
+impl Interpreter {
+    /// Prepares `graph` to run on `device`. Device arguments in the graph are rewritten to
+    /// `device`, so a graph traced on CUDA replays on CPU and vice versa; `constants` hold
+    /// the tensors of `self.<name>` nodes.
+    pub fn new(
+        graph: &Graph,
+        device: &Device,
+        constants: &HashMap<String, Tensor>,
+    ) -> Result<Interpreter> {
+        graph.verify()?;
+        ensure_device(device)?;
+        let mut steps = Vec::with_capacity(graph.nodes.len());
+        let mut inputs = Vec::new();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let kind = match &node.kind {
+                NodeKind::Placeholder => {
+                    inputs.push(i);
+                    continue;
+                }
+                NodeKind::Call { op, args, kwargs } => {
+                    let op = Op::find(op).map_err(|e| match e {
+                        AtenError::UnknownOp { op, message, .. } => AtenError::UnknownOp {
+                            op,
+                            node: Some(node.name.clone()),
+                            message,
+                        },
+                        other => other,
+                    })?;
+                    let (plan, sources) =
+                        build_plan(graph, node, op.clone(), args, kwargs, device)?;
+                    let cpu_fallback = if device.kind == "meta" {
+                        Some(build_plan(graph, node, op.clone(), args, kwargs, &Device::cpu())?.0)
+                    } else {
+                        None
+                    };
+                    StepKind::Call {
+                        plan,
+                        cpu_fallback,
+                        sources,
+                        n_returns: op.schema.returns.len(),
+                    }
+                }
+                NodeKind::GetItem { source, index } => StepKind::GetItem {
+                    source: source.index(),
+                    index: *index,
+                },
+                NodeKind::GetAttr { target } => match constants.get(target) {
+                    Some(t) => StepKind::Constant(t.shallow_clone()),
+                    None => {
+                        return Err(AtenError::BadInputs(format!(
+                            "node `{}` reads constant `self.{target}`, which was not provided",
+                            node.name
+                        )))
+                    }
+                },
+            };
+            steps.push(Step {
+                node: i,
+                kind,
+                free: Vec::new(),
+            });
+        }
+        // Free each value after the step that reads it last; outputs are kept.
+        let n = graph.nodes.len();
+        let mut last_step: Vec<Option<usize>> = vec![None; n];
+        for (s, step) in steps.iter().enumerate() {
+            last_step[step.node] = Some(s);
+            graph.nodes[step.node].for_each_input(|src| last_step[src.index()] = Some(s));
+        }
+        let mut pinned = vec![false; n];
+        for v in graph.outputs() {
+            v.for_each_node(&mut |id| pinned[id.index()] = true);
+        }
+        for (node, last) in last_step.iter().enumerate() {
+            if let (Some(s), false) = (last, pinned[node]) {
+                steps[*s].free.push(node);
+            }
+        }
+        Ok(Interpreter {
+            graph: Arc::new(graph.clone()),
+            device: device.clone(),
+            steps,
+            inputs,
+        })
+    }
+
+    /// The graph this interpreter runs.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The device it runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// For each step (node name, in order), the values dropped right after it.
+    pub fn free_schedule(&self) -> Vec<(String, Vec<String>)> {
+        let name = |i: usize| self.graph.nodes[i].name.clone();
+        self.steps
+            .iter()
+            .map(|s| (name(s.node), s.free.iter().map(|&f| name(f)).collect()))
+            .collect()
+    }
+
+    /// Runs the graph and returns its outputs (`None` where the graph returns None).
+    ///
+    /// Inputs are used in place, as PyTorch does: an in-place op on an input (say a
+    /// batch-norm running mean) changes the caller's tensor.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        self.run_observed(inputs, &mut |_, _| Ok(()))
+    }
+
+    /// Runs the graph, calling `observe(node_index, value)` after every node.
+    pub fn run_observed(
+        &self,
+        inputs: &[Tensor],
+        observe: &mut dyn FnMut(usize, &RtValue) -> Result<()>,
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.check_inputs(inputs)?;
+        let graph = &*self.graph;
+        let mut values: Vec<Option<RtValue>> = Vec::with_capacity(graph.nodes.len());
+        values.resize_with(graph.nodes.len(), || None);
+        for (k, &i) in self.inputs.iter().enumerate() {
+            let v = RtValue::Tensor(inputs[k].shallow_clone());
+            observe(i, &v)?;
+            values[i] = Some(v);
+        }
+        let mut stack = Stack::new();
+        let mut ptrs: Vec<*const C_tensor> = Vec::new();
+        for step in &self.steps {
+            let node = &graph.nodes[step.node];
+            let value = match &step.kind {
+                StepKind::Call {
+                    plan,
+                    cpu_fallback,
+                    sources,
+                    n_returns,
+                } => {
+                    ptrs.clear();
+                    for &s in sources {
+                        match &values[s] {
+                            Some(RtValue::Tensor(t)) => ptrs.push(t.as_ptr()),
+                            other => {
+                                return Err(AtenError::BadArguments {
+                                    node: node.name.clone(),
+                                    op: plan.op().name.to_string(),
+                                    message: format!(
+                                        "argument `{}` is {}, not a tensor",
+                                        graph.nodes[s].name,
+                                        other.as_ref().map_or("missing", RtValue::kind)
+                                    ),
+                                })
+                            }
+                        }
+                    }
+                    let failed = |message: String| AtenError::OpFailed {
+                        node: node.name.clone(),
+                        op: plan.op().name.to_string(),
+                        inputs: describe_sources(&values, sources),
+                        message,
+                    };
+                    match (plan.call(&ptrs, &mut stack), cpu_fallback) {
+                        (Ok(()), _) => collect_results(&stack, *n_returns).map_err(failed)?,
+                        (Err(_), Some(cpu)) => {
+                            run_on_cpu_zeros(cpu, &values, sources, &mut stack, *n_returns)
+                                .map_err(|m| {
+                                    failed(format!("{m} (run on CPU: the op has no meta kernel)"))
+                                })?
+                        }
+                        (Err(message), None) => return Err(failed(message)),
+                    }
+                }
+                StepKind::GetItem { source, index } => values[*source]
+                    .as_ref()
+                    .and_then(|v| v.item(*index))
+                    .ok_or_else(|| AtenError::BadArguments {
+                        node: node.name.clone(),
+                        op: "getitem".into(),
+                        message: format!("`{}` has no item {index}", graph.nodes[*source].name),
+                    })?,
+                StepKind::Constant(t) => RtValue::Tensor(t.shallow_clone()),
+            };
+            observe(step.node, &value)?;
+            values[step.node] = Some(value);
+            for &f in &step.free {
+                values[f] = None;
+            }
+        }
+        graph
+            .outputs()
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::None => Ok(None),
+                Value::Node(id) => match &values[id.index()] {
+                    Some(RtValue::Tensor(t)) => Ok(Some(t.shallow_clone())),
+                    Some(RtValue::None) => Ok(None),
+                    other => Err(AtenError::BadArguments {
+                        node: "output".into(),
+                        op: "return".into(),
+                        message: format!(
+                            "output {i} (`{}`) is {}, not a tensor",
+                            graph.node(*id).name,
+                            other.as_ref().map_or("missing", RtValue::kind)
+                        ),
+                    }),
+                },
+                other => Err(AtenError::BadArguments {
+                    node: "output".into(),
+                    op: "return".into(),
+                    message: format!("output {i} is the constant {other:?}, not a tensor"),
+                }),
+            })
+            .collect()
+    }
+
+    fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
+        let graph = &*self.graph;
+        if inputs.len() != self.inputs.len() {
+            return Err(AtenError::BadInputs(format!(
+                "graph `{}` takes {} inputs, got {}",
+                graph.name,
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for (k, (&i, t)) in self.inputs.iter().zip(inputs).enumerate() {
+            let node = &graph.nodes[i];
+            if !t.defined() {
+                return Err(AtenError::BadInputs(format!(
+                    "input {k} (`{}`) is an undefined tensor",
+                    node.name
+                )));
+            }
+            if let Meta::Tensor(want) = &node.meta {
+                if meta_of(t).as_ref() != Some(want) {
+                    return Err(AtenError::BadInputs(format!(
+                        "input {k} (`{}`) should be {want} but is {}",
+                        node.name,
+                        describe(t)
+                    )));
+                }
+            }
+            let dev = tensor_device(t);
+            if !same_device(&dev, &self.device) {
+                return Err(AtenError::BadInputs(format!(
+                    "input {k} (`{}`) is on {dev} but the graph runs on {}",
+                    node.name, self.device
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn describe_sources(values: &[Option<RtValue>], sources: &[usize]) -> String {
+    let parts: Vec<String> = sources
+        .iter()
+        .map(|&s| match &values[s] {
+            Some(RtValue::Tensor(t)) => describe(t),
+            Some(other) => other.kind().to_string(),
+            None => "freed".into(),
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// Runs `cpu` on zero-filled CPU copies of the (meta) sources and returns meta results.
+fn run_on_cpu_zeros(
+    cpu: &Plan,
+    values: &[Option<RtValue>],
+    sources: &[usize],
+    stack: &mut Stack,
+    n_returns: usize,
+) -> std::result::Result<RtValue, String> {
+    let zeros = sources
+        .iter()
+        .map(|&s| match &values[s] {
+            Some(RtValue::Tensor(t)) => zeros_like_on(t, "cpu"),
+            _ => Err("a source is not a tensor".to_string()),
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let ptrs: Vec<*const C_tensor> = zeros.iter().map(Tensor::as_ptr).collect();
+    cpu.call(&ptrs, stack)?;
+    to_meta(collect_results(stack, n_returns)?)
+}
+
+/// The same value with every tensor moved to the meta device.
+fn to_meta(v: RtValue) -> std::result::Result<RtValue, String> {
+    Ok(match v {
+        RtValue::Tensor(t) => RtValue::Tensor(tensor_to(&t, "meta")?),
+        RtValue::List(ts) => RtValue::List(
+            ts.iter()
+                .map(|t| tensor_to(t, "meta"))
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        RtValue::Tuple(vs) => RtValue::Tuple(
+            vs.into_iter()
+                .map(to_meta)
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        other => other,
+    })
+}
+
+fn collect_results(stack: &Stack, n_returns: usize) -> std::result::Result<RtValue, String> {
+    let got = stack.len();
+    if got != n_returns {
+        return Err(format!(
+            "op left {got} results, its schema declares {n_returns}"
+        ));
+    }
+    let mut items = Vec::with_capacity(got);
+    for i in 0..got {
+        items.push(match stack.get(i)? {
+            StackValue::None => RtValue::None,
+            StackValue::Tensor(t) => RtValue::Tensor(t),
+            StackValue::TensorList(ts) => RtValue::List(ts),
+            StackValue::Int(v) => RtValue::Int(v),
+            StackValue::Double(v) => RtValue::Float(v),
+            StackValue::Bool(v) => RtValue::Bool(v),
+        });
+    }
+    Ok(match items.len() {
+        0 => RtValue::None,
+        1 => items.pop().expect("one item"),
+        _ => RtValue::Tuple(items),
+    })
+}
+
+/// Binds a call's arguments to its op's schema and prepares the plan.
+fn build_plan(
+    graph: &Graph,
+    node: &Node,
+    op: Arc<Op>,
+    args: &[Value],
+    kwargs: &[(String, Value)],
+    device: &Device,
+) -> Result<(Plan, Vec<usize>)> {
+    let schema = &op.schema;
+    let bad = |message: String| AtenError::BadArguments {
+        node: node.name.clone(),
+        op: op.name.to_string(),
+        message,
+    };
+    let n_pos = schema.num_positional();
+    if args.len() > n_pos {
+        return Err(bad(format!(
+            "takes {n_pos} positional argument{} but {} were given; schema: {}",
+            if n_pos == 1 { "" } else { "s" },
+            args.len(),
+            schema.text
+        )));
+    }
+    let mut bound: Vec<Option<&Value>> = vec![None; schema.arguments.len()];
+    for (slot, v) in bound.iter_mut().zip(args) {
+        *slot = Some(v);
+    }
+    for (key, v) in kwargs {
+        let Some(i) = schema.arguments.iter().position(|a| a.name == *key) else {
+            return Err(bad(format!(
+                "unexpected keyword argument `{key}`; schema: {}",
+                schema.text
+            )));
+        };
+        if bound[i].replace(v).is_some() {
+            return Err(bad(format!("got multiple values for argument `{key}`")));
+        }
+    }
+    let mut plan = Plan::new(op.clone());
+    let mut sources = Vec::new();
+    let name_of = |id: graphbug_ir::NodeId| {
+        graph
+            .nodes
+            .get(id.index())
+            .map_or_else(|| format!("#{}", id.0), |n| n.name.clone())
+    };
+    for (i, (arg, value)) in schema.arguments.iter().zip(&bound).enumerate() {
+        let ty = arg.arg_type();
+        let rewrite_device = ty.elem == Elem::Device && device.kind != "cpu";
+        match value {
+            Some(Value::None) | None if rewrite_device => plan
+                .push_device(&device.to_string())
+                .map_err(|m| bad(format!("argument `{}`: {m}", arg.name)))?,
+            Some(v) => push_value(&mut plan, arg, &ty, v, device, &mut sources).map_err(|m| {
+                let mut shown = String::new();
+                let _ = v.write_python(&mut shown, &name_of);
+                bad(format!(
+                    "argument `{}` ({}) cannot take `{shown}`: {m}",
+                    arg.name,
+                    arg.declared_type()
+                ))
+            })?,
+            None if arg.default.is_some() => plan
+                .push_default(i)
+                .map_err(|m| bad(format!("argument `{}`: {m}", arg.name)))?,
+            None if ty.accepts_none() => plan.push_none(),
+            None => {
+                return Err(bad(format!(
+                    "missing required argument `{}`; schema: {}",
+                    arg.name, schema.text
+                )))
+            }
+        }
+    }
+    Ok((plan, sources))
+}
+
+/// Converts one IR value to the argument's declared type and pushes it.
+fn push_value(
+    plan: &mut Plan,
+    arg: &Argument,
+    ty: &ArgType,
+    v: &Value,
+    device: &Device,
+    sources: &mut Vec<usize>,
+) -> std::result::Result<(), String> {
+    if let Value::None = v {
+        if ty.accepts_none() || ty.elem == Elem::Generator {
+            plan.push_none();
+            return Ok(());
+        }
+        return Err("None is not allowed here".into());
+    }
+    if ty.list {
+        let items: Vec<&Value> = match v {
+            Value::List(items) | Value::Tuple(items) => items.iter().collect(),
+            // A single int stands for a list, as `kernel_size=2` does for `int[2]`.
+            Value::Int(_) if ty.elem == Elem::Int => {
+                vec![v; arg.n.unwrap_or(1)]
+            }
+            _ => return Err("expected a list".into()),
+        };
+        return match ty.elem {
+            Elem::Tensor => {
+                let mut present = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        Value::Node(n) => {
+                            sources.push(n.index());
+                            present.push(true);
+                        }
+                        Value::None if ty.elem_optional => present.push(false),
+                        _ => return Err("list elements must be nodes".into()),
+                    }
+                }
+                plan.push_list_hole(&present, ty.elem_optional);
+                Ok(())
+            }
+            Elem::Int => {
+                let ints = items
+                    .iter()
+                    .map(|i| match i {
+                        Value::Int(x) => Ok(*x),
+                        Value::Bool(b) => Ok(i64::from(*b)),
+                        _ => Err("list elements must be ints".to_string()),
+                    })
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                plan.push_int_list(&ints);
+                Ok(())
+            }
+            Elem::Float => {
+                let floats = items
+                    .iter()
+                    .map(|i| match i {
+                        Value::Float(x) => Ok(*x),
+                        Value::Int(x) => Ok(*x as f64),
+                        _ => Err("list elements must be numbers".to_string()),
+                    })
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                plan.push_double_list(&floats);
+                Ok(())
+            }
+            Elem::Bool => {
+                let bools = items
+                    .iter()
+                    .map(|i| match i {
+                        Value::Bool(x) => Ok(*x),
+                        _ => Err("list elements must be bools".to_string()),
+                    })
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                plan.push_bool_list(&bools);
+                Ok(())
+            }
+            ref other => Err(format!("lists of {other:?} are not supported")),
+        };
+    }
+    match (&ty.elem, v) {
+        (Elem::Tensor, Value::Node(n)) => {
+            sources.push(n.index());
+            plan.push_tensor_hole();
+        }
+        (_, Value::Node(_)) => {
+            return Err("only tensor arguments can come from nodes".into());
+        }
+        (Elem::Tensor, Value::Int(_) | Value::Float(_) | Value::Bool(_)) => {
+            plan.push_scalar_tensor(v)?
+        }
+        (Elem::Int, Value::Int(i)) => plan.push_int(*i),
+        (Elem::Int, Value::Bool(b)) => plan.push_int(i64::from(*b)),
+        (Elem::Float, Value::Float(f)) => plan.push_double(*f),
+        (Elem::Float, Value::Int(i)) => plan.push_double(*i as f64),
+        (Elem::Bool, Value::Bool(b)) => plan.push_bool(*b),
+        (Elem::Scalar, Value::Int(i)) => plan.push_int(*i),
+        (Elem::Scalar, Value::Float(f)) => plan.push_double(*f),
+        (Elem::Scalar, Value::Bool(b)) => plan.push_bool(*b),
+        (Elem::ScalarType, Value::Dtype(d)) => plan.push_int(c10_scalar_type(*d)),
+        (Elem::ScalarType, Value::Int(i)) => plan.push_int(*i),
+        (Elem::Layout, Value::Layout(l)) => plan.push_int(c10_layout(*l)),
+        (Elem::Layout, Value::Int(i)) => plan.push_int(*i),
+        (Elem::MemoryFormat, Value::MemoryFormat(m)) => plan.push_int(c10_memory_format(*m)),
+        (Elem::MemoryFormat, Value::Int(i)) => plan.push_int(*i),
+        // Every device in the graph becomes the device it runs on.
+        (Elem::Device, Value::Device(_)) => plan.push_device(&device.to_string())?,
+        (Elem::Device, Value::Str(s)) => {
+            s.parse::<Device>()?;
+            plan.push_device(&device.to_string())?
+        }
+        (Elem::Str, Value::Str(s)) => plan.push_str(s)?,
+        (Elem::Other(t), _) => return Err(format!("arguments of type {t} are not supported")),
+        _ => return Err(format!("expected {}", arg.declared_type())),
+    }
+    Ok(())
+}

@@ -1,0 +1,1224 @@
+//! Tensor files (`.npz`, `.safetensors`), input ordering and deterministic random inputs.
+//!
+//! Both formats are read and written here rather than through tch's helpers: tch's npz
+//! writer stamps the current time into the zip (so two writes differ) and cannot store
+//! bool or complex tensors, its npz reader panics on a damaged zip entry and trusts the
+//! npy header's size, and its safetensors reader returns tensors in hash-map order.
+//! Reading keeps the file's order (zip entry order for npz, data-offset order for
+//! safetensors); writing is atomic and byte-for-byte deterministic.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::{Cursor, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use graphbug_ir::{Dtype, TensorMeta};
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Bernoulli, Distribution, StandardNormal, Uniform};
+use tch::Tensor;
+
+use crate::dtype::{describe, dtype_of, kind_of};
+use crate::error::AtenError;
+
+/// The two tensor file formats, chosen by file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Npz,
+    Safetensors,
+}
+
+fn file_error(path: &Path, message: impl Into<String>) -> AtenError {
+    AtenError::TensorFile {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+fn format_of(path: &Path) -> crate::Result<Format> {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("npz") => Ok(Format::Npz),
+        Some("safetensors") => Ok(Format::Safetensors),
+        Some(other) => Err(file_error(
+            path,
+            format!("unknown extension `.{other}` (expected .npz or .safetensors)"),
+        )),
+        None => Err(file_error(
+            path,
+            "no file extension (expected .npz or .safetensors)",
+        )),
+    }
+}
+
+/// Reads every tensor of a `.npz` or `.safetensors` file, in the file's order, on CPU.
+pub fn read_tensors(path: &Path) -> crate::Result<Vec<(String, Tensor)>> {
+    let format = format_of(path)?;
+    let bytes = fs::read(path).map_err(|e| file_error(path, format!("cannot read: {e}")))?;
+    match format {
+        Format::Npz => read_npz(path, &bytes),
+        Format::Safetensors => read_safetensors(path, &bytes),
+    }
+}
+
+/// Writes tensors to a `.npz` or `.safetensors` file, atomically and deterministically.
+///
+/// Tensors are moved to CPU and made contiguous first. The file appears complete or not
+/// at all (a temporary file in the same directory is renamed over it). Identical input
+/// gives identical bytes: npz entries keep the given order with a fixed timestamp;
+/// safetensors orders entries by dtype, then name, as the format's writer does.
+/// `.npz` cannot hold bf16 (numpy has no such type); `.safetensors` cannot hold complex.
+pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> crate::Result<()> {
+    let format = format_of(path)?;
+    let mut seen = HashSet::new();
+    for (name, _) in tensors {
+        if !seen.insert(name.as_str()) {
+            return Err(file_error(path, format!("duplicate tensor name `{name}`")));
+        }
+    }
+    let mut entries = Vec::with_capacity(tensors.len());
+    for (name, tensor) in tensors {
+        entries.push(HostTensor::new(path, name, tensor)?);
+    }
+    let bytes = match format {
+        Format::Npz => npz_bytes(path, &entries)?,
+        Format::Safetensors => safetensors_bytes(path, &entries)?,
+    };
+    write_atomically(path, &bytes)
+}
+
+/// A tensor's dtype, shape and raw little-endian C-order bytes, copied to the host.
+struct HostTensor<'a> {
+    name: &'a str,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl<'a> HostTensor<'a> {
+    fn new(path: &Path, name: &'a str, tensor: &Tensor) -> crate::Result<Self> {
+        if !tensor.defined() {
+            return Err(file_error(path, format!("tensor `{name}` is undefined")));
+        }
+        let dtype = tensor.f_kind().ok().and_then(dtype_of).ok_or_else(|| {
+            file_error(
+                path,
+                format!(
+                    "tensor `{name}` ({}) has an unsupported dtype",
+                    describe(tensor)
+                ),
+            )
+        })?;
+        let host = tensor
+            .f_to_device(tch::Device::Cpu)
+            .and_then(|t| t.f_contiguous())
+            .map_err(|e| {
+                file_error(
+                    path,
+                    format!(
+                        "cannot copy tensor `{name}` ({}) to the CPU: {e}",
+                        describe(tensor)
+                    ),
+                )
+            })?;
+        let shape = host
+            .size()
+            .iter()
+            .map(|&d| usize::try_from(d).unwrap_or(0))
+            .collect();
+        let numel = host.numel();
+        let mut data = vec![0u8; numel * dtype.itemsize()];
+        host.f_copy_data_u8(&mut data, numel).map_err(|e| {
+            file_error(
+                path,
+                format!("cannot read the data of tensor `{name}`: {e}"),
+            )
+        })?;
+        Ok(HostTensor {
+            name,
+            dtype,
+            shape,
+            data,
+        })
+    }
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to a fresh temporary file beside `path`, syncs it and renames it over
+/// `path`; on any failure the temporary file is removed.
+fn write_atomically(path: &Path, bytes: &[u8]) -> crate::Result<()> {
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| file_error(path, "the path names no file"))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(file_error(
+            path,
+            format!("directory {} does not exist", dir.display()),
+        ));
+    }
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        file_name.to_string_lossy(),
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| -> std::io::Result<()> {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        file_error(path, format!("cannot write: {e}"))
+    })
+}
+
+// ---------------------------------------------------------------- npz / npy
+
+const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+
+/// The npy `descr` of a dtype; `None` for bf16, which numpy cannot represent.
+fn npy_descr(dtype: Dtype) -> Option<&'static str> {
+    Some(match dtype {
+        Dtype::Float32 => "<f4",
+        Dtype::Float64 => "<f8",
+        Dtype::Float16 => "<f2",
+        Dtype::BFloat16 => return None,
+        Dtype::Int64 => "<i8",
+        Dtype::Int32 => "<i4",
+        Dtype::Int16 => "<i2",
+        Dtype::Int8 => "|i1",
+        Dtype::UInt8 => "|u1",
+        Dtype::Bool => "|b1",
+        Dtype::Complex64 => "<c8",
+        Dtype::Complex128 => "<c16",
+    })
+}
+
+/// The dtype of an npy `descr` such as `<f4`; big-endian multi-byte types are refused.
+fn dtype_of_descr(descr: &str) -> Result<Dtype, String> {
+    let (order, body) = match descr.chars().next() {
+        Some(c @ ('<' | '>' | '|' | '=')) => (c, &descr[1..]),
+        _ => ('=', descr),
+    };
+    let dtype = match body {
+        "f4" | "f" => Dtype::Float32,
+        "f8" | "d" => Dtype::Float64,
+        "f2" | "e" => Dtype::Float16,
+        "i8" | "q" => Dtype::Int64,
+        "i4" | "i" => Dtype::Int32,
+        "i2" | "h" => Dtype::Int16,
+        "i1" | "b" => Dtype::Int8,
+        "u1" | "B" => Dtype::UInt8,
+        "b1" | "?" => Dtype::Bool,
+        "c8" | "F" => Dtype::Complex64,
+        "c16" | "D" => Dtype::Complex128,
+        _ => return Err(format!("unsupported npy dtype `{descr}`")),
+    };
+    if order == '>' && dtype.itemsize() > 1 {
+        return Err(format!("big-endian npy dtype `{descr}` is not supported"));
+    }
+    Ok(dtype)
+}
+
+/// One npy file: header (version 1.0, 64-byte aligned as numpy writes it) and data.
+fn npy_bytes(path: &Path, t: &HostTensor) -> crate::Result<Vec<u8>> {
+    let descr = npy_descr(t.dtype).ok_or_else(|| {
+        file_error(
+            path,
+            format!(
+                "tensor `{}` is {}, which .npz cannot hold (numpy has no bfloat16); use .safetensors",
+                t.name,
+                t.dtype.short_name()
+            ),
+        )
+    })?;
+    let shape = match t.shape.as_slice() {
+        [] => "()".to_string(),
+        [d] => format!("({d},)"),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
+    let unpadded = NPY_MAGIC.len() + 4 + header.len() + 1;
+    header.extend(std::iter::repeat_n(' ', (64 - unpadded % 64) % 64));
+    header.push('\n');
+    let header_len = u16::try_from(header.len())
+        .map_err(|_| file_error(path, format!("npy header of `{}` is too long", t.name)))?;
+    let mut out = Vec::with_capacity(NPY_MAGIC.len() + 4 + header.len() + t.data.len());
+    out.extend_from_slice(NPY_MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&header_len.to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&t.data);
+    Ok(out)
+}
+
+fn npz_bytes(path: &Path, tensors: &[HostTensor]) -> crate::Result<Vec<u8>> {
+    let zip_err = |e: zip::result::ZipError| file_error(path, format!("zip: {e}"));
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    for t in tensors {
+        let npy = npy_bytes(path, t)?;
+        let options = zip::write::FileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            // A fixed timestamp (1980-01-01, the zip epoch) keeps the bytes reproducible.
+            .last_modified_time(zip::DateTime::default())
+            .unix_permissions(0o644)
+            .large_file(npy.len() as u64 >= u64::from(u32::MAX));
+        zip.start_file(format!("{}.npy", t.name), options)
+            .map_err(zip_err)?;
+        zip.write_all(&npy)
+            .map_err(|e| file_error(path, format!("zip: {e}")))?;
+    }
+    Ok(zip.finish().map_err(zip_err)?.into_inner())
+}
+
+/// The parsed dictionary of an npy header.
+#[derive(Debug)]
+struct NpyHeader {
+    dtype: Dtype,
+    fortran_order: bool,
+    shape: Vec<i64>,
+}
+
+/// The text after `'key':` in an npy header dict.
+fn header_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
+    for quote in ['\'', '"'] {
+        let needle = format!("{quote}{key}{quote}");
+        if let Some(pos) = header.find(&needle) {
+            let rest = header[pos + needle.len()..].trim_start();
+            return rest.strip_prefix(':').map(str::trim_start);
+        }
+    }
+    None
+}
+
+fn parse_npy_header(header: &str) -> Result<NpyHeader, String> {
+    let descr_text = header_value(header, "descr").ok_or("npy header has no `descr`")?;
+    let quote = descr_text
+        .chars()
+        .next()
+        .filter(|c| *c == '\'' || *c == '"')
+        .ok_or("npy `descr` is not a string (structured dtypes are not supported)")?;
+    let descr = descr_text[1..]
+        .split(quote)
+        .next()
+        .ok_or("npy `descr` is not terminated")?;
+    let dtype = dtype_of_descr(descr)?;
+    let fortran_text = header_value(header, "fortran_order").unwrap_or("False");
+    let fortran_order = if fortran_text.starts_with("True") {
+        true
+    } else if fortran_text.starts_with("False") {
+        false
+    } else {
+        return Err("npy `fortran_order` is neither True nor False".into());
+    };
+    let shape_text = header_value(header, "shape").ok_or("npy header has no `shape`")?;
+    let body = shape_text
+        .strip_prefix('(')
+        .and_then(|r| r.split(')').next())
+        .ok_or("npy `shape` is not a tuple")?;
+    let shape = body
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            d.trim_end_matches('L')
+                .parse::<i64>()
+                .ok()
+                .filter(|v| *v >= 0)
+                .ok_or_else(|| format!("bad npy dimension `{d}`"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(NpyHeader {
+        dtype,
+        fortran_order,
+        shape,
+    })
+}
+
+/// Builds a CPU tensor from little-endian C-order (or Fortran-order) bytes, checking
+/// that their length fits the dtype and shape exactly.
+fn tensor_from_bytes(
+    data: &[u8],
+    dtype: Dtype,
+    shape: &[i64],
+    fortran_order: bool,
+) -> Result<Tensor, String> {
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+        .ok_or_else(|| format!("shape {shape:?} is too large"))?;
+    let expected = numel
+        .checked_mul(dtype.itemsize())
+        .ok_or_else(|| format!("shape {shape:?} is too large"))?;
+    if data.len() != expected {
+        return Err(format!(
+            "{}{shape:?} needs {expected} bytes of data, found {}",
+            dtype.short_name(),
+            data.len()
+        ));
+    }
+    let stored: Vec<i64> = if fortran_order {
+        shape.iter().rev().copied().collect()
+    } else {
+        shape.to_vec()
+    };
+    let t = Tensor::f_from_data_size(data, &stored, kind_of(dtype)).map_err(|e| e.to_string())?;
+    if fortran_order && shape.len() > 1 {
+        let dims: Vec<i64> = (0..shape.len() as i64).rev().collect();
+        t.f_permute(dims.as_slice())
+            .and_then(|p| p.f_contiguous())
+            .map_err(|e| e.to_string())
+    } else {
+        Ok(t)
+    }
+}
+
+/// Parses one npy file: magic, version 1/2/3 header, data.
+fn parse_npy(bytes: &[u8]) -> Result<Tensor, String> {
+    let rest = bytes
+        .strip_prefix(NPY_MAGIC)
+        .ok_or("not an npy array (bad magic)")?;
+    let (header_len, rest) = match rest {
+        [1, _, a, b, rest @ ..] => (u16::from_le_bytes([*a, *b]) as usize, rest),
+        [2 | 3, _, a, b, c, d, rest @ ..] => (u32::from_le_bytes([*a, *b, *c, *d]) as usize, rest),
+        [v, ..] => return Err(format!("unsupported npy version {v}")),
+        [] => return Err("truncated npy header".into()),
+    };
+    if rest.len() < header_len {
+        return Err("truncated npy header".into());
+    }
+    let header = std::str::from_utf8(&rest[..header_len]).map_err(|_| "npy header is not text")?;
+    let h = parse_npy_header(header)?;
+    tensor_from_bytes(&rest[header_len..], h.dtype, &h.shape, h.fortran_order)
+}
+
+fn read_npz(path: &Path, bytes: &[u8]) -> crate::Result<Vec<(String, Tensor)>> {
+    let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
+        .map_err(|e| file_error(path, format!("not a valid .npz (zip) file: {e}")))?;
+    let mut out = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| file_error(path, format!("zip entry {i}: {e}")))?;
+        let entry_name = entry.name().to_string();
+        let mut data = Vec::new();
+        entry
+            .read_to_end(&mut data)
+            .map_err(|e| file_error(path, format!("entry `{entry_name}`: {e}")))?;
+        let tensor =
+            parse_npy(&data).map_err(|e| file_error(path, format!("entry `{entry_name}`: {e}")))?;
+        let name = entry_name
+            .strip_suffix(".npy")
+            .unwrap_or(&entry_name)
+            .to_string();
+        out.push((name, tensor));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- safetensors
+
+fn safetensors_dtype(dtype: Dtype) -> Option<safetensors::Dtype> {
+    use safetensors::Dtype as S;
+    Some(match dtype {
+        Dtype::Float32 => S::F32,
+        Dtype::Float64 => S::F64,
+        Dtype::Float16 => S::F16,
+        Dtype::BFloat16 => S::BF16,
+        Dtype::Int64 => S::I64,
+        Dtype::Int32 => S::I32,
+        Dtype::Int16 => S::I16,
+        Dtype::Int8 => S::I8,
+        Dtype::UInt8 => S::U8,
+        Dtype::Bool => S::BOOL,
+        Dtype::Complex64 | Dtype::Complex128 => return None,
+    })
+}
+
+fn dtype_of_safetensors(dtype: safetensors::Dtype) -> Option<Dtype> {
+    Dtype::ALL
+        .into_iter()
+        .find(|d| safetensors_dtype(*d) == Some(dtype))
+}
+
+/// A [`safetensors::View`] over host bytes.
+struct SafeView<'t> {
+    dtype: safetensors::Dtype,
+    shape: &'t [usize],
+    data: &'t [u8],
+}
+
+impl safetensors::View for SafeView<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        self.shape
+    }
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+fn safetensors_bytes(path: &Path, tensors: &[HostTensor]) -> crate::Result<Vec<u8>> {
+    let mut views = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        let dtype = safetensors_dtype(t.dtype).ok_or_else(|| {
+            file_error(
+                path,
+                format!(
+                    "tensor `{}` is {}, which .safetensors cannot hold; use .npz",
+                    t.name,
+                    t.dtype.short_name()
+                ),
+            )
+        })?;
+        views.push((
+            t.name,
+            SafeView {
+                dtype,
+                shape: &t.shape,
+                data: &t.data,
+            },
+        ));
+    }
+    // The writer sorts by (dtype alignment, name) and serialises the header from a Vec,
+    // so the output does not depend on hash-map order.
+    safetensors::serialize(views, &None)
+        .map_err(|e| file_error(path, format!("safetensors: {e:?}")))
+}
+
+fn read_safetensors(path: &Path, bytes: &[u8]) -> crate::Result<Vec<(String, Tensor)>> {
+    let st = safetensors::SafeTensors::deserialize(bytes)
+        .map_err(|e| file_error(path, format!("not a valid .safetensors file: {e:?}")))?;
+    let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
+        .map_err(|e| file_error(path, format!("not a valid .safetensors file: {e:?}")))?;
+    // File order: by data offset (zero-size tensors may share an offset; name breaks ties).
+    let mut names: Vec<(String, (usize, usize))> = metadata
+        .tensors()
+        .into_iter()
+        .map(|(name, info)| (name, info.data_offsets))
+        .collect();
+    names.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    let mut out = Vec::with_capacity(names.len());
+    for (name, _) in names {
+        let view = st
+            .tensor(&name)
+            .map_err(|e| file_error(path, format!("tensor `{name}`: {e:?}")))?;
+        let dtype = dtype_of_safetensors(view.dtype()).ok_or_else(|| {
+            file_error(
+                path,
+                format!("tensor `{name}` has unsupported dtype {:?}", view.dtype()),
+            )
+        })?;
+        let shape: Vec<i64> = view
+            .shape()
+            .iter()
+            .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
+            .collect();
+        let tensor = tensor_from_bytes(view.data(), dtype, &shape, false)
+            .map_err(|e| file_error(path, format!("tensor `{name}`: {e}")))?;
+        out.push((name, tensor));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- ordering
+
+/// A short list of names for messages: all of them up to six, else the first three,
+/// `...` and the last.
+fn name_list<S: AsRef<str>>(names: &[S]) -> String {
+    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+    if names.len() <= 6 {
+        names.join(", ")
+    } else {
+        format!("{}, ..., {}", names[..3].join(", "), names[names.len() - 1])
+    }
+}
+
+/// Splits `arg12` into (`arg`, 12): an alphabetic (or `_`) prefix and a canonical index.
+fn indexed_key(key: &str) -> Option<(&str, usize)> {
+    let split = key.find(|c: char| c.is_ascii_digit())?;
+    let (prefix, digits) = key.split_at(split);
+    let prefix_ok =
+        !prefix.is_empty() && prefix.chars().all(|c| c.is_ascii_alphabetic() || c == '_');
+    let digits_ok =
+        digits.chars().all(|c| c.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
+    if !(prefix_ok && digits_ok) {
+        return None;
+    }
+    Some((prefix, digits.parse().ok()?))
+}
+
+/// Puts named tensors in the order of `expected_names` (e.g. a graph's placeholders).
+///
+/// The file's keys must either be exactly the expected names (in any order), or one
+/// common alphabetic prefix plus the indices `0..n` (PyTorch reference files use
+/// `arg0..argN` and `out0..outN`), ordered numerically. `what` ("inputs", "outputs")
+/// names the tensors in the error, a [`AtenError::BadInputs`].
+pub fn order_tensors(
+    named: Vec<(String, Tensor)>,
+    expected_names: &[String],
+    what: &str,
+) -> crate::Result<Vec<Tensor>> {
+    let (keys, tensors): (Vec<String>, Vec<Tensor>) = named.into_iter().unzip();
+    let found = || {
+        format!(
+            "graph has {} {what} ({}), file has {} tensors ({})",
+            expected_names.len(),
+            name_list(expected_names),
+            keys.len(),
+            name_list(&keys)
+        )
+    };
+    if keys.len() != expected_names.len() {
+        return Err(AtenError::BadInputs(found()));
+    }
+    let n = keys.len();
+
+    // (a) exactly the expected names.
+    let position: std::collections::HashMap<&str, usize> = expected_names
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i))
+        .collect();
+    let unique_keys: HashSet<&str> = keys.iter().map(String::as_str).collect();
+    if position.len() == n
+        && unique_keys.len() == n
+        && keys.iter().all(|k| position.contains_key(k.as_str()))
+    {
+        let mut slots: Vec<Option<Tensor>> = (0..n).map(|_| None).collect();
+        for (k, t) in keys.iter().zip(tensors) {
+            slots[position[k.as_str()]] = Some(t);
+        }
+        return Ok(slots
+            .into_iter()
+            .map(|s| s.expect("invariant: the keys are a permutation of the expected names"))
+            .collect());
+    }
+
+    // (b) `<prefix><index>` for indices 0..n.
+    let indexed: Option<Vec<(&str, usize)>> = keys.iter().map(|k| indexed_key(k)).collect();
+    if let Some(indexed) = indexed {
+        let prefix = indexed.first().map(|(p, _)| *p).unwrap_or("");
+        let mut seen = vec![false; n];
+        let ok = indexed.iter().all(|(p, i)| {
+            let fresh = *p == prefix && *i < n && !seen[*i];
+            if fresh {
+                seen[*i] = true;
+            }
+            fresh
+        });
+        if ok {
+            let mut slots: Vec<Option<Tensor>> = (0..n).map(|_| None).collect();
+            for (t, (_, i)) in tensors.into_iter().zip(indexed) {
+                slots[i] = Some(t);
+            }
+            return Ok(slots
+                .into_iter()
+                .map(|s| s.expect("invariant: the indices are a permutation of 0..n"))
+                .collect());
+        }
+    }
+
+    let missing: Vec<&str> = expected_names
+        .iter()
+        .map(String::as_str)
+        .filter(|e| !unique_keys.contains(e))
+        .collect();
+    Err(AtenError::BadInputs(format!(
+        "{}: the names match neither the graph's {what} (missing {}) nor one prefix with indices 0..{}",
+        found(),
+        name_list(&missing),
+        n.saturating_sub(1)
+    )))
+}
+
+// ---------------------------------------------------------------- random inputs
+
+/// Deterministic random tensors for `metas`, independent of libtorch's global RNG.
+///
+/// One ChaCha8 stream seeded with `seed` fills the tensors in order. Floating-point
+/// values are standard normal (complex: real and imaginary parts both normal; f16/bf16
+/// are rounded from f32). Integer tensors are uniform in the "safe range" `[0, 2)`,
+/// i.e. 0 or 1, so that index-like inputs (gather/embedding indices, sizes) stay in
+/// bounds for any tensor with at least two rows; bools are fair coin flips. The same
+/// seed gives bit-identical tensors on every run and machine.
+pub fn random_tensors(
+    metas: &[TensorMeta],
+    seed: u64,
+    device: tch::Device,
+) -> crate::Result<Vec<Tensor>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let ints = Uniform::new(0i64, 2);
+    let coin = Bernoulli::new(0.5).expect("invariant: 0.5 is a valid probability");
+    let mut out = Vec::with_capacity(metas.len());
+    for (i, meta) in metas.iter().enumerate() {
+        let bad =
+            |message: String| AtenError::BadInputs(format!("random input {i} ({meta}): {message}"));
+        if let Some(d) = meta.shape.iter().find(|d| **d < 0) {
+            return Err(bad(format!("negative size {d}")));
+        }
+        let numel = meta
+            .shape
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize))
+            .filter(|n| n.checked_mul(meta.dtype.itemsize()).is_some())
+            .ok_or_else(|| bad("too many elements".into()))?;
+        let normal32 = |rng: &mut ChaCha8Rng, n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    let v: f64 = StandardNormal.sample(rng);
+                    v as f32
+                })
+                .collect()
+        };
+        let normal64 = |rng: &mut ChaCha8Rng, n: usize| -> Vec<f64> {
+            (0..n).map(|_| StandardNormal.sample(rng)).collect()
+        };
+        let (flat, complex) = match meta.dtype {
+            Dtype::Float32 | Dtype::Float16 | Dtype::BFloat16 => {
+                (Tensor::from_slice(&normal32(&mut rng, numel)), false)
+            }
+            Dtype::Float64 => (Tensor::from_slice(&normal64(&mut rng, numel)), false),
+            Dtype::Complex64 => (Tensor::from_slice(&normal32(&mut rng, 2 * numel)), true),
+            Dtype::Complex128 => (Tensor::from_slice(&normal64(&mut rng, 2 * numel)), true),
+            Dtype::Bool => {
+                let v: Vec<bool> = (0..numel).map(|_| coin.sample(&mut rng)).collect();
+                (Tensor::from_slice(&v), false)
+            }
+            Dtype::Int64 | Dtype::Int32 | Dtype::Int16 | Dtype::Int8 | Dtype::UInt8 => {
+                let v: Vec<i64> = (0..numel).map(|_| ints.sample(&mut rng)).collect();
+                (Tensor::from_slice(&v), false)
+            }
+        };
+        let built = if complex {
+            let mut pairs = meta.shape.clone();
+            pairs.push(2);
+            flat.f_reshape(pairs.as_slice())
+                .and_then(|t| t.f_view_as_complex())
+        } else {
+            flat.f_reshape(meta.shape.as_slice())
+        }
+        .and_then(|t| t.f_to_kind(kind_of(meta.dtype)))
+        .map_err(|e| bad(e.to_string()))?;
+        let placed = built.f_to_device(device).map_err(|e| {
+            AtenError::Device(format!(
+                "cannot place random input {i} ({meta}) on {device:?}: {e}"
+            ))
+        })?;
+        out.push(placed);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::meta_of;
+    use tch::Kind;
+
+    const MLP_INPUTS: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/mlp/inputs.npz"
+    );
+    const MLP_OUTPUTS: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/mlp/outputs.npz"
+    );
+    const GPT4_INPUTS: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/gpt4/inputs.npz"
+    );
+
+    fn scratch() -> tempfile::TempDir {
+        tempfile::tempdir().expect("a scratch directory can be created")
+    }
+
+    fn names(prefix: &str, n: usize, suffix: &str) -> Vec<String> {
+        (0..n).map(|i| format!("{prefix}{i}{suffix}")).collect()
+    }
+
+    fn bits_equal(a: &Tensor, b: &Tensor) -> bool {
+        meta_of(a) == meta_of(b) && {
+            let n = a.numel();
+            let size = meta_of(a).expect("supported dtype").dtype.itemsize();
+            let mut x = vec![0u8; n * size];
+            let mut y = vec![0u8; n * size];
+            a.copy_data_u8(&mut x, n);
+            b.copy_data_u8(&mut y, n);
+            x == y
+        }
+    }
+
+    /// One small tensor of each dtype with distinctive values (includes 0-d and empty).
+    fn sample_tensors() -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        for (i, d) in Dtype::ALL.into_iter().enumerate() {
+            let base = Tensor::from_slice(&[1.5f64, -2.0, 3.25, 0.0, 7.0, -0.5]).reshape([2, 3]);
+            let t = if d.is_complex() {
+                let re = base.to_kind(Kind::Double);
+                let im = (&base * 2.0).to_kind(Kind::Double);
+                Tensor::complex(&re, &im).to_kind(kind_of(d))
+            } else {
+                base.to_kind(kind_of(d))
+            };
+            out.push((format!("t{i}_{}", d.short_name()), t));
+        }
+        out.push(("scalar".into(), Tensor::from(3.0f32)));
+        out.push((
+            "empty".into(),
+            Tensor::zeros([0, 4], (Kind::Float, tch::Device::Cpu)),
+        ));
+        // Non-contiguous input is written as its logical (row-major) contents.
+        out.push((
+            "transposed".into(),
+            Tensor::arange(6, (Kind::Float, tch::Device::Cpu))
+                .reshape([2, 3])
+                .tr(),
+        ));
+        out
+    }
+
+    #[test]
+    fn reads_mlp_inputs_in_file_order_and_orders_them() {
+        let named = read_tensors(Path::new(MLP_INPUTS)).unwrap();
+        let keys: Vec<&str> = named.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            names("arg", 9, "")
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        );
+        let shapes = [
+            vec![64, 32],
+            vec![64],
+            vec![64],
+            vec![64],
+            vec![64, 64],
+            vec![64],
+            vec![10, 64],
+            vec![10],
+            vec![8, 32],
+        ];
+        let ordered = order_tensors(named, &names("arg", 9, "_1"), "inputs").unwrap();
+        for (t, shape) in ordered.iter().zip(shapes) {
+            assert_eq!(meta_of(t), Some(TensorMeta::new(Dtype::Float32, shape)));
+        }
+        let outs = read_tensors(Path::new(MLP_OUTPUTS)).unwrap();
+        let outs = order_tensors(outs, &["addmm_2".to_string()], "outputs").unwrap();
+        assert_eq!(describe(&outs[0]), "f32[8, 10]");
+    }
+
+    #[test]
+    fn gpt4_inputs_order_numerically() {
+        let named = read_tensors(Path::new(GPT4_INPUTS)).unwrap();
+        assert_eq!(named.len(), 55);
+        let by_name: Vec<(String, Tensor)> = named
+            .iter()
+            .map(|(k, t)| (k.clone(), t.shallow_clone()))
+            .collect();
+        // Shuffle into lexicographic order (arg0, arg1, arg10, ...) to prove numeric ordering.
+        let mut shuffled = by_name;
+        shuffled.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(shuffled[2].0, "arg10");
+        let ordered = order_tensors(shuffled, &names("primals_", 55, ""), "inputs").unwrap();
+        for (i, t) in ordered.iter().enumerate() {
+            let original = &named
+                .iter()
+                .find(|(k, _)| *k == format!("arg{i}"))
+                .expect("every index is present")
+                .1;
+            assert!(bits_equal(t, original), "arg{i}");
+        }
+    }
+
+    #[test]
+    fn order_by_exact_names_in_any_order() {
+        let named = vec![
+            ("y".to_string(), Tensor::from(2i64)),
+            ("x".to_string(), Tensor::from(1i64)),
+        ];
+        let ordered = order_tensors(named, &["x".into(), "y".into()], "inputs").unwrap();
+        assert_eq!(ordered[0].int64_value(&[]), 1);
+        assert_eq!(ordered[1].int64_value(&[]), 2);
+    }
+
+    #[test]
+    fn order_errors() {
+        let eight: Vec<(String, Tensor)> = (0..8)
+            .map(|i| (format!("arg{i}"), Tensor::from(i as i64)))
+            .collect();
+        let e = order_tensors(eight, &names("arg", 9, "_1"), "inputs")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("graph has 9 inputs (arg0_1, arg1_1, arg2_1, ..., arg8_1), file has 8 tensors (arg0, arg1, arg2, ..., arg7)"),
+            "{e}"
+        );
+        // Same count, wrong names.
+        let named = vec![
+            ("a".to_string(), Tensor::from(0i64)),
+            ("b".to_string(), Tensor::from(1i64)),
+        ];
+        let e = order_tensors(named, &["x".into(), "y".into()], "outputs").unwrap_err();
+        assert!(matches!(e, AtenError::BadInputs(_)));
+        let e = e.to_string();
+        assert!(
+            e.contains("graph has 2 outputs (x, y), file has 2 tensors (a, b)"),
+            "{e}"
+        );
+        assert!(e.contains("missing x, y"), "{e}");
+        // Mixed prefixes, gaps, duplicates and leading zeros are refused.
+        for keys in [
+            ["arg0", "out1"],
+            ["arg0", "arg2"],
+            ["arg1", "arg1"],
+            ["arg00", "arg1"],
+        ] {
+            let named = keys
+                .iter()
+                .map(|k| (k.to_string(), Tensor::from(0i64)))
+                .collect();
+            assert!(
+                order_tensors(named, &["p".into(), "q".into()], "inputs").is_err(),
+                "{keys:?}"
+            );
+        }
+        assert!(order_tensors(Vec::new(), &[], "inputs").unwrap().is_empty());
+    }
+
+    fn round_trip(ext: &str, skip: &[Dtype]) {
+        let dir = scratch();
+        let path = dir.path().join(format!("all.{ext}"));
+        let tensors: Vec<(String, Tensor)> = sample_tensors()
+            .into_iter()
+            .filter(|(_, t)| !skip.contains(&meta_of(t).expect("supported").dtype))
+            .collect();
+        write_tensors(&path, &tensors).unwrap();
+        let back = read_tensors(&path).unwrap();
+        let mut expected: Vec<&(String, Tensor)> = tensors.iter().collect();
+        if ext == "npz" {
+            // npz keeps the given order.
+            let keys: Vec<&str> = back.iter().map(|(k, _)| k.as_str()).collect();
+            let want: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(keys, want);
+        } else {
+            expected.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        for (name, t) in &expected {
+            let (_, b) = back
+                .iter()
+                .find(|(k, _)| k == name)
+                .expect("every written tensor is read back");
+            assert!(
+                bits_equal(&t.contiguous(), b),
+                "{ext}: {name}: {}",
+                describe(b)
+            );
+        }
+        assert_eq!(back.len(), expected.len());
+        // Write the read-back tensors again: identical bytes.
+        let again = dir.path().join(format!("again.{ext}"));
+        write_tensors(&again, &back).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fs::read(&path).unwrap(), fs::read(&again).unwrap(), "{ext}");
+    }
+
+    #[test]
+    fn npz_round_trip_every_dtype() {
+        // numpy has no bfloat16, so .npz cannot hold it.
+        round_trip("npz", &[Dtype::BFloat16]);
+    }
+
+    #[test]
+    fn safetensors_round_trip_every_dtype() {
+        // The safetensors format has no complex dtypes.
+        round_trip("safetensors", &[Dtype::Complex64, Dtype::Complex128]);
+    }
+
+    #[test]
+    fn unsupported_dtypes_are_refused_by_name() {
+        let dir = scratch();
+        let bf = vec![(
+            "w".to_string(),
+            Tensor::from(1.0f32).to_kind(Kind::BFloat16),
+        )];
+        let e = write_tensors(&dir.path().join("a.npz"), &bf)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`w` is bf16") && e.contains("a.npz"), "{e}");
+        let c = vec![(
+            "z".to_string(),
+            Tensor::from(1.0f32).to_kind(Kind::ComplexFloat),
+        )];
+        let e = write_tensors(&dir.path().join("a.safetensors"), &c)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`z` is c64"), "{e}");
+        assert!(!dir.path().join("a.npz").exists());
+        let dup = vec![
+            ("x".to_string(), Tensor::from(1.0f32)),
+            ("x".to_string(), Tensor::from(2.0f32)),
+        ];
+        let e = write_tensors(&dir.path().join("d.npz"), &dup)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("duplicate tensor name `x`"), "{e}");
+    }
+
+    #[test]
+    fn repeated_writes_are_byte_identical() {
+        let dir = scratch();
+        for ext in ["npz", "safetensors"] {
+            let tensors: Vec<(String, Tensor)> = sample_tensors()
+                .into_iter()
+                .filter(|(_, t)| {
+                    let d = meta_of(t).expect("supported").dtype;
+                    if ext == "npz" {
+                        d != Dtype::BFloat16
+                    } else {
+                        !d.is_complex()
+                    }
+                })
+                .collect();
+            let a = dir.path().join(format!("a.{ext}"));
+            let b = dir.path().join(format!("b.{ext}"));
+            write_tensors(&a, &tensors).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+            write_tensors(&b, &tensors).unwrap();
+            assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap(), "{ext}");
+            // Overwriting in place works and gives the same bytes.
+            write_tensors(&a, &tensors).unwrap();
+            assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap(), "{ext}");
+        }
+    }
+
+    #[test]
+    fn writes_are_atomic_and_leave_no_temp_files() {
+        let dir = scratch();
+        let path = dir.path().join("x.safetensors");
+        let tensors = vec![("x".to_string(), Tensor::from_slice(&[1.0f32, 2.0]))];
+        write_tensors(&path, &tensors).unwrap();
+        // A failing write (complex in safetensors) leaves the old file intact.
+        let bad = vec![(
+            "x".to_string(),
+            Tensor::from(1.0f32).to_kind(Kind::ComplexFloat),
+        )];
+        assert!(write_tensors(&path, &bad).is_err());
+        let entries: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(entries, vec!["x.safetensors".to_string()]);
+        assert_eq!(read_tensors(&path).unwrap()[0].0, "x");
+
+        let missing = dir.path().join("no/such/dir/y.npz");
+        let e = write_tensors(&missing, &tensors).unwrap_err();
+        assert!(matches!(e, AtenError::TensorFile { .. }));
+        let e = e.to_string();
+        assert!(
+            e.contains("no/such/dir/y.npz") && e.contains("does not exist"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn read_errors_name_the_file_and_problem() {
+        let dir = scratch();
+        let missing = dir.path().join("missing.npz");
+        let e = read_tensors(&missing).unwrap_err().to_string();
+        assert!(
+            e.contains("missing.npz") && e.contains("cannot read"),
+            "{e}"
+        );
+
+        // Extensions are matched case-insensitively.
+        let e = read_tensors(&dir.path().join("UPPER.NPZ"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("UPPER.NPZ") && e.contains("cannot read"), "{e}");
+
+        let e = read_tensors(Path::new("inputs.pt"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("inputs.pt") && e.contains("unknown extension `.pt`"),
+            "{e}"
+        );
+        let e = read_tensors(Path::new("inputs")).unwrap_err().to_string();
+        assert!(e.contains("no file extension"), "{e}");
+        let e = write_tensors(Path::new("out.txt"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown extension `.txt`"), "{e}");
+
+        let garbage = dir.path().join("garbage.npz");
+        fs::write(&garbage, b"this is not a zip file at all").unwrap();
+        let e = read_tensors(&garbage).unwrap_err().to_string();
+        assert!(
+            e.contains("garbage.npz") && e.contains("not a valid .npz"),
+            "{e}"
+        );
+
+        let garbage = dir.path().join("garbage.safetensors");
+        fs::write(&garbage, b"\x05\0\0\0\0\0\0\0{\"a\":").unwrap();
+        let e = read_tensors(&garbage).unwrap_err().to_string();
+        assert!(
+            e.contains("garbage.safetensors") && e.contains("not a valid"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn corrupt_npz_entries_are_errors_not_panics() {
+        let dir = scratch();
+        let path = dir.path().join("c.npz");
+        let tensors = vec![("w".to_string(), Tensor::from_slice(&[1.0f32, 2.0, 3.0]))];
+        write_tensors(&path, &tensors).unwrap();
+        let good = fs::read(&path).unwrap();
+        // Damage every byte in turn (one at a time): never a panic, and every error names the file.
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x5a;
+            fs::write(&path, &bad).unwrap();
+            if let Err(e) = read_tensors(&path) {
+                assert!(e.to_string().contains("c.npz"), "{e}");
+            }
+        }
+        // Truncated data inside the npy entry is caught by the size check.
+        let npy = npy_bytes(
+            &path,
+            &HostTensor {
+                name: "w",
+                dtype: Dtype::Float32,
+                shape: vec![3],
+                data: vec![0; 12],
+            },
+        )
+        .unwrap();
+        let e = parse_npy(&npy[..npy.len() - 4]).unwrap_err();
+        assert!(e.contains("needs 12 bytes of data, found 8"), "{e}");
+    }
+
+    #[test]
+    fn npy_headers() {
+        let h = parse_npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (128,), }")
+            .unwrap();
+        assert_eq!(
+            (h.dtype, h.fortran_order, h.shape),
+            (Dtype::Float64, false, vec![128])
+        );
+        let h = parse_npy_header("{'descr': '|b1', 'fortran_order': True, 'shape': (), }").unwrap();
+        assert_eq!(
+            (h.dtype, h.fortran_order, h.shape),
+            (Dtype::Bool, true, vec![])
+        );
+        assert!(
+            parse_npy_header("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }")
+                .unwrap_err()
+                .contains("big-endian")
+        );
+        assert!(
+            parse_npy_header("{'descr': '<U3', 'fortran_order': False, 'shape': (1,), }")
+                .unwrap_err()
+                .contains("unsupported npy dtype `<U3`")
+        );
+        assert!(parse_npy_header("{'descr': '<f4', 'shape': (-1,), }").is_err());
+        // Fortran order is transposed into C order.
+        let data: Vec<u8> = [1.0f32, 4.0, 2.0, 5.0, 3.0, 6.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let t = tensor_from_bytes(&data, Dtype::Float32, &[2, 3], true).unwrap();
+        let expected = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).reshape([2, 3]);
+        assert!(bits_equal(&t, &expected));
+    }
+
+    #[test]
+    fn random_tensors_are_deterministic_and_well_formed() {
+        let mut metas: Vec<TensorMeta> = Dtype::ALL
+            .into_iter()
+            .map(|d| TensorMeta::new(d, vec![3, 5]))
+            .collect();
+        metas.push(TensorMeta::new(Dtype::Float32, vec![]));
+        metas.push(TensorMeta::new(Dtype::Int64, vec![0, 7]));
+        let a = random_tensors(&metas, 7, tch::Device::Cpu).unwrap();
+        let b = random_tensors(&metas, 7, tch::Device::Cpu).unwrap();
+        let c = random_tensors(&metas, 8, tch::Device::Cpu).unwrap();
+        assert_eq!(a.len(), metas.len());
+        for ((x, y), meta) in a.iter().zip(&b).zip(&metas) {
+            assert_eq!(meta_of(x).as_ref(), Some(meta));
+            assert!(bits_equal(x, y), "{meta}");
+        }
+        assert!(!bits_equal(&a[0], &c[0]), "different seeds differ");
+        // Integers in [0, 2); floats look normal-ish; bools take both values.
+        let i = &a[4];
+        assert!(i.min().int64_value(&[]) >= 0 && i.max().int64_value(&[]) <= 1);
+        let f = Tensor::cat(
+            &[
+                a[0].flatten(0, -1),
+                a[1].to_kind(Kind::Float).flatten(0, -1),
+            ],
+            0,
+        );
+        assert!(f.abs().max().double_value(&[]) < 6.0);
+        assert!(f.std(true).double_value(&[]) > 0.3);
+        let bools = a[9].to_kind(Kind::Int64).sum(Kind::Int64).int64_value(&[]);
+        assert!(bools > 0 && bools < 15, "{bools}");
+        assert_eq!(a[metas.len() - 1].numel(), 0);
+        // Independent of libtorch's global RNG.
+        tch::manual_seed(123);
+        let _ = Tensor::randn([10], (Kind::Float, tch::Device::Cpu));
+        let d = random_tensors(&metas, 7, tch::Device::Cpu).unwrap();
+        assert!(a.iter().zip(&d).all(|(x, y)| bits_equal(x, y)));
+
+        let e = random_tensors(
+            &[TensorMeta::new(Dtype::Float32, vec![2, -1])],
+            0,
+            tch::Device::Cpu,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("random input 0 (f32[2, -1]): negative size -1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn random_tensors_on_cuda_when_present() {
+        if !tch::Cuda::is_available() {
+            eprintln!("notice: no CUDA device, random_tensors_on_cuda_when_present skipped");
+            return;
+        }
+        let metas = [TensorMeta::new(Dtype::Float16, vec![4, 4])];
+        let gpu = random_tensors(&metas, 1, tch::Device::Cuda(0)).unwrap();
+        let cpu = random_tensors(&metas, 1, tch::Device::Cpu).unwrap();
+        assert!(bits_equal(&gpu[0].to_device(tch::Device::Cpu), &cpu[0]));
+    }
+}

@@ -1,0 +1,19 @@
+//! graphbug-aten: the only crate that touches libtorch.
+//!
+//! It runs any graph of aten ops on CPU or CUDA through libtorch's boxed dispatcher (a
+//! small C++ shim; no hand-written op table), infers shapes of any op on the meta device,
+//! reads and writes tensors, and compares results the way TorchDynamo's `same()` does.
+
+pub mod accuracy;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod interp;
+pub mod io;
+pub mod meta;
+pub mod reference;
+pub mod schema;
+pub mod shim;
+
+pub use error::{AtenError, Result};
+pub use interp::{Interpreter, RtValue};

@@ -1,0 +1,98 @@
+//! Shape inference on the meta device against PyTorch's own annotations.
+
+use graphbug_aten::meta::{check_meta, infer_meta};
+use graphbug_ir::{parse_graph, Dtype, Meta, TensorMeta};
+
+fn fixture(model: &str, file: &str) -> String {
+    let path = format!(
+        "{}/../../tests/fixtures/{model}/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn every_reference_annotation_agrees_with_libtorch() {
+    for model in ["mlp", "cnn", "gpt4"] {
+        for file in [
+            "forward.py",
+            "joint.py",
+            "fw_default.py",
+            "bw_default.py",
+            "fw_mincut.py",
+            "bw_mincut.py",
+        ] {
+            let graph = parse_graph(&fixture(model, file)).unwrap();
+            let mismatches = check_meta(&graph).unwrap_or_else(|e| panic!("{model}/{file}: {e}"));
+            assert!(mismatches.is_empty(), "{model}/{file}: {mismatches:?}");
+        }
+    }
+}
+
+#[test]
+fn inference_fills_unannotated_nodes_and_multi_outputs() {
+    let text = concat!(
+        "class G(torch.nn.Module):\n",
+        "    def forward(self, x: \"f32[4, 6]\", w: \"f32[6]\"):\n",
+        "        ln = torch.ops.aten.native_layer_norm.default(x, [6], w, None, 1e-05)\n",
+        "        y = ln[0]\n",
+        "        s = torch.ops.aten.split.Tensor(y, 4, 1)\n",
+        "        s1 = s[1]\n",
+        "        i = torch.ops.aten.argmax.default(s1)\n",
+        "        return (s1, i)\n",
+    );
+    let g = infer_meta(&parse_graph(text).unwrap()).unwrap();
+    let meta = |name: &str| g.node(g.find(name).unwrap()).meta.clone();
+    let f32 = |s: &[i64]| Some(TensorMeta::new(Dtype::Float32, s.to_vec()));
+    assert_eq!(
+        meta("ln"),
+        Meta::Multi(vec![f32(&[4, 6]), f32(&[4, 1]), f32(&[4, 1])])
+    );
+    assert_eq!(meta("s"), Meta::Multi(vec![f32(&[4, 4]), f32(&[4, 2])]));
+    assert_eq!(
+        meta("s1"),
+        Meta::Tensor(TensorMeta::new(Dtype::Float32, vec![4, 2]))
+    );
+    assert_eq!(
+        meta("i"),
+        Meta::Tensor(TensorMeta::new(Dtype::Int64, vec![]))
+    );
+}
+
+#[test]
+fn wrong_annotations_are_reported() {
+    let text = concat!(
+        "class G(torch.nn.Module):\n",
+        "    def forward(self, a: \"f32[2, 3]\", b: \"f32[3, 5]\"):\n",
+        "        mm: \"f32[2, 4]\" = torch.ops.aten.mm.default(a, b)\n",
+        "        t: \"f32[5, 2]\" = torch.ops.aten.t.default(mm)\n",
+        "        c: \"i64[5, 2]\" = torch.ops.aten.relu.default(t)\n",
+        "        return (c,)\n",
+    );
+    let m = check_meta(&parse_graph(text).unwrap()).unwrap();
+    let shown: Vec<String> = m.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "node `mm`: annotated f32[2, 4], libtorch infers f32[2, 5]",
+            "node `c`: annotated i64[5, 2], libtorch infers f32[5, 2]",
+        ]
+    );
+}
+
+#[test]
+fn inputs_need_annotations_and_shape_errors_name_the_node() {
+    let text = "class G(torch.nn.Module):\n    def forward(self, a, b: \"f32[3]\"):\n        r = torch.ops.aten.add.Tensor(a, b)\n        return (r,)\n";
+    let err = infer_meta(&parse_graph(text).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`a` has no shape annotation"), "{err}");
+    let text = "class G(torch.nn.Module):\n    def forward(self, a: \"f32[2, 3]\", b: \"f32[2, 3]\"):\n        mm = torch.ops.aten.mm.default(a, b)\n        return (mm,)\n";
+    let err = infer_meta(&parse_graph(text).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("node `mm` (aten::mm.default) failed on inputs [f32[2, 3], f32[2, 3]]"),
+        "{err}"
+    );
+}
