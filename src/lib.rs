@@ -2,4 +2,6 @@
 //!
 //! This facade re-exports the workspace crates; the `graphbug` binary is its CLI.
 
+pub use graphbug_aten as aten;
+pub use graphbug_backends as backends;
 pub use graphbug_ir as ir;

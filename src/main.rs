@@ -1,11 +1,11 @@
 //! The `graphbug` command line.
 
-use std::path::{Path, PathBuf};
+mod cli;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use graphbug::ir::{parse_graph, print_graph, Graph};
 
 /// graphbug: debug backends for ML graph compilers.
 #[derive(Parser)]
@@ -27,44 +27,25 @@ enum Command {
     Check {
         /// Graph text file, or `-` for standard input.
         file: PathBuf,
+        /// Also infer every shape on the meta device and report annotations that disagree.
+        #[arg(long)]
+        meta: bool,
     },
+    /// Run a graph through a backend.
+    Run(cli::run::RunArgs),
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let result = match Cli::parse().command {
+        Command::Fmt { file } => cli::fmt(&file),
+        Command::Check { file, meta } => cli::check(&file, meta),
+        Command::Run(args) => cli::run::run(&args),
+    };
+    match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }
-}
-
-fn run(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
-        Command::Fmt { file } => {
-            let graph = load_graph(&file)?;
-            print!("{}", print_graph(&graph));
-        }
-        Command::Check { file } => {
-            let graph = load_graph(&file)?;
-            println!(
-                "{} nodes, {} inputs, {} outputs",
-                graph.num_call_function_nodes(),
-                graph.placeholders().len(),
-                graph.outputs().len()
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Reads and parses a graph file (`-` reads standard input); errors name the file.
-fn load_graph(file: &Path) -> Result<Graph> {
-    let text = if file == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-    } else {
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
-    };
-    parse_graph(&text).with_context(|| format!("{}", file.display()))
 }

@@ -76,3 +76,156 @@ fn bad_input_exits_1_with_the_error() {
     assert!(text(&out.stderr).contains("missing.py"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("graphbug-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn run_reproduces_pytorch_reference_outputs() {
+    for model in ["mlp", "cnn", "gpt4"] {
+        let out = graphbug(&[
+            "run",
+            fixture(&format!("{model}/forward.py")).to_str().unwrap(),
+            "--backend",
+            "eager",
+            "--inputs",
+            fixture(&format!("{model}/inputs.npz")).to_str().unwrap(),
+            "--compare",
+            fixture(&format!("{model}/outputs.npz")).to_str().unwrap(),
+        ]);
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{model}: {}{}",
+            stdout,
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains("max abs diff 0.000000e0"),
+            "{model}: not bit-identical:\n{stdout}"
+        );
+        assert!(stdout.contains("outputs match"), "{stdout}");
+    }
+}
+
+#[test]
+fn run_with_random_inputs_is_deterministic_and_saves_outputs() {
+    let dir = tmpdir("random");
+    let graph = fixture("gpt4/forward.py");
+    let save = |name: &str, seed: &str| {
+        let path = dir.join(name);
+        let out = graphbug(&[
+            "run",
+            graph.to_str().unwrap(),
+            "--seed",
+            seed,
+            "--save-outputs",
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (std::fs::read(&path).unwrap(), text(&out.stdout))
+    };
+    let (a, summary_a) = save("a.safetensors", "7");
+    let (b, summary_b) = save("b.safetensors", "7");
+    let (c, _) = save("c.safetensors", "8");
+    assert_eq!(a, b, "same seed, same bytes");
+    assert_eq!(
+        summary_a.replace("a.safetensors", "X"),
+        summary_b.replace("b.safetensors", "X")
+    );
+    assert_ne!(a, c, "another seed, other inputs");
+    assert!(
+        summary_a.starts_with("out0: f32[2, 16, 128] min="),
+        "{summary_a}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn run_reports_mismatches_and_bad_input_with_exit_1() {
+    let gpt4 = fixture("gpt4/forward.py");
+    let gpt4_inputs = fixture("gpt4/inputs.npz");
+    let mlp_outputs = fixture("mlp/outputs.npz");
+    let mlp_inputs = fixture("mlp/inputs.npz");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "--inputs",
+                gpt4_inputs.to_str().unwrap(),
+                "--compare",
+                mlp_outputs.to_str().unwrap(),
+            ],
+            "shape mismatch",
+        ),
+        (
+            vec!["--inputs", mlp_inputs.to_str().unwrap()],
+            "graph has 55 inputs",
+        ),
+        (
+            vec!["--backend", "nope"],
+            "unknown backend `nope`; known backends: eager",
+        ),
+        (vec!["--inputs", "/no/such/file.npz"], "/no/such/file.npz"),
+        (vec!["--device", "tpu"], "unknown device type `tpu`"),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["run", gpt4.to_str().unwrap()];
+        args.extend(extra.iter().copied());
+        let out = graphbug(&args);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(all.contains(want), "{extra:?}: {all}");
+    }
+}
+
+#[test]
+fn run_on_cuda_or_a_clear_error() {
+    let out = graphbug(&[
+        "run",
+        fixture("mlp/forward.py").to_str().unwrap(),
+        "--device",
+        "cuda:0",
+    ]);
+    if graphbug::aten::device::cuda_device_count() == 0 {
+        eprintln!("notice: no CUDA device; checking that --device cuda:0 fails cleanly");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            text(&out.stderr).contains("cuda:0 requested"),
+            "{}",
+            text(&out.stderr)
+        );
+    } else {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn check_meta_agrees_on_references_and_reports_bad_annotations() {
+    let out = graphbug(&[
+        "check",
+        "--meta",
+        fixture("gpt4/joint.py").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "613 nodes, 56 inputs, 56 outputs\nmeta: every annotation agrees with libtorch\n"
+    );
+    let dir = tmpdir("meta");
+    let bad = dir.join("bad.py");
+    let original = std::fs::read_to_string(fixture("mlp/forward.py")).unwrap();
+    std::fs::write(
+        &bad,
+        original.replace("gelu: \"f32[8, 64]\"", "gelu: \"f32[8, 65]\""),
+    )
+    .unwrap();
+    let out = graphbug(&["check", "--meta", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout)
+        .contains("meta mismatch: node `gelu`: annotated f32[8, 65], libtorch infers f32[8, 64]"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,54 @@
+//! Implementations of the `graphbug` subcommands.
+
+pub mod run;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use graphbug::aten::meta::check_meta;
+use graphbug::ir::{parse_graph, print_graph, Graph};
+
+/// Reads and parses a graph file (`-` reads standard input); errors name the file.
+pub fn load_graph(file: &Path) -> Result<Graph> {
+    let text = if file == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+    };
+    parse_graph(&text).with_context(|| format!("{}", file.display()))
+}
+
+/// `graphbug fmt`: prints the canonical text.
+pub fn fmt(file: &Path) -> Result<ExitCode> {
+    print!("{}", print_graph(&load_graph(file)?));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `graphbug check`: verifies, counts, and with `meta` compares annotations with libtorch.
+pub fn check(file: &Path, meta: bool) -> Result<ExitCode> {
+    let graph = load_graph(file)?;
+    println!(
+        "{} nodes, {} inputs, {} outputs",
+        graph.num_call_function_nodes(),
+        graph.placeholders().len(),
+        graph.outputs().len()
+    );
+    if !meta {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mismatches =
+        check_meta(&graph).with_context(|| format!("{}: meta inference", file.display()))?;
+    if mismatches.is_empty() {
+        println!("meta: every annotation agrees with libtorch");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in &mismatches {
+        println!("meta mismatch: {m}");
+    }
+    println!(
+        "meta: {} annotation(s) disagree with libtorch",
+        mismatches.len()
+    );
+    Ok(ExitCode::FAILURE)
+}

@@ -1,0 +1,192 @@
+//! `graphbug run`: compile a graph with a backend, run it, save or compare its outputs.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use graphbug::aten::accuracy::{same, SameOptions};
+use graphbug::aten::device::ensure_device;
+use graphbug::aten::dtype::{describe, meta_of, tch_device};
+use graphbug::aten::io::{order_tensors, random_tensors, read_tensors, write_tensors};
+use graphbug::aten::reference::fp64_reference;
+use graphbug::backends::{lookup, CompileContext, ExampleInput};
+use graphbug::ir::{Device, Graph, Meta, NodeKind, TensorMeta};
+use tch::{Kind, Tensor};
+
+use super::load_graph;
+
+/// Arguments of `graphbug run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// Graph text file.
+    file: PathBuf,
+    /// Backend to compile with (see `graphbug backends`).
+    #[arg(long, default_value = "eager")]
+    backend: String,
+    /// Inputs (.safetensors or .npz; keys are the placeholder names or arg0..argN; keys
+    /// naming `self.<attr>` constants provide them). Without it, inputs are random.
+    #[arg(long)]
+    inputs: Option<PathBuf>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Device to run on: cpu, cuda, cuda:N. Device arguments in the graph are rewritten.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Write the outputs (out0..outN) to this .safetensors or .npz file.
+    #[arg(long)]
+    save_outputs: Option<PathBuf>,
+    /// Compare the outputs with this file by TorchDynamo's accuracy rules; exit 1 on mismatch.
+    #[arg(long)]
+    compare: Option<PathBuf>,
+}
+
+/// The graph's inputs and constants, loaded or made up, on `device`.
+fn graph_inputs(
+    graph: &Graph,
+    args: &RunArgs,
+    device: tch::Device,
+) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
+    let placeholders: Vec<String> = graph
+        .placeholders()
+        .iter()
+        .map(|&i| graph.node(i).name.clone())
+        .collect();
+    let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::GetAttr { target } => Some((target.clone(), n.meta.tensor().cloned())),
+            _ => None,
+        })
+        .collect();
+    let (inputs, constants) = match &args.inputs {
+        Some(path) => {
+            let named = read_tensors(path)?;
+            let (consts, rest): (Vec<_>, Vec<_>) = named
+                .into_iter()
+                .partition(|(k, _)| constant_metas.iter().any(|(c, _)| c == k));
+            let inputs = order_tensors(rest, &placeholders, "inputs")
+                .with_context(|| format!("{}", path.display()))?;
+            (inputs, consts.into_iter().collect::<HashMap<_, _>>())
+        }
+        None => {
+            let mut metas = Vec::new();
+            for &id in &graph.placeholders() {
+                let node = graph.node(id);
+                let Meta::Tensor(m) = &node.meta else {
+                    return Err(anyhow!(
+                        "input `{}` has no shape annotation; give its value with --inputs",
+                        node.name
+                    ));
+                };
+                metas.push(m.clone());
+            }
+            let mut const_names = Vec::new();
+            for (target, meta) in &constant_metas {
+                let m = meta.clone().ok_or_else(|| {
+                    anyhow!(
+                        "constant `self.{target}` has no shape annotation; give it with --inputs"
+                    )
+                })?;
+                metas.push(m);
+                const_names.push(target.clone());
+            }
+            let mut all = random_tensors(&metas, args.seed, tch::Device::Cpu)?;
+            let consts = all.split_off(placeholders.len());
+            (all, const_names.into_iter().zip(consts).collect())
+        }
+    };
+    let to = |t: Tensor| t.to_device(device);
+    Ok((
+        inputs.into_iter().map(to).collect(),
+        constants.into_iter().map(|(k, t)| (k, to(t))).collect(),
+    ))
+}
+
+/// One line per output: its meta and a few statistics.
+fn summarize(i: usize, t: &Option<Tensor>) -> String {
+    let Some(t) = t else {
+        return format!("out{i}: None");
+    };
+    let cpu = t.to_device(tch::Device::Cpu);
+    if cpu.is_floating_point() && cpu.numel() > 0 {
+        let d = cpu.to_kind(Kind::Double);
+        format!(
+            "out{i}: {} min={:.6e} max={:.6e} mean={:.6e}",
+            describe(t),
+            d.min().double_value(&[]),
+            d.max().double_value(&[]),
+            d.mean(Kind::Double).double_value(&[])
+        )
+    } else {
+        format!("out{i}: {}", describe(t))
+    }
+}
+
+/// `graphbug run`.
+pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    let graph = load_graph(&args.file)?;
+    let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
+    ensure_device(&device)?;
+    let tdev = tch_device(&device)?;
+    let backend = lookup(&args.backend)?;
+    let (inputs, constants) = graph_inputs(&graph, args, tdev)?;
+
+    // The float64 reference runs first, on copies, before the backend can mutate inputs.
+    let fp64 = match &args.compare {
+        Some(_) => Some(
+            fp64_reference(&graph, &inputs, &device, &constants)
+                .context("float64 eager reference run")?,
+        ),
+        None => None,
+    };
+    let examples: Vec<ExampleInput> = inputs
+        .iter()
+        .map(|t| {
+            meta_of(t)
+                .map(ExampleInput::new)
+                .ok_or_else(|| anyhow!("input of unsupported dtype {}", describe(t)))
+        })
+        .collect::<Result<_>>()?;
+    let ctx = CompileContext { device, constants };
+    let outputs = backend
+        .compile(&graph, &examples, &ctx)
+        .and_then(|mut f| f.run(&inputs));
+    let outputs = match outputs {
+        Ok(o) => o,
+        Err(failure) => {
+            eprintln!("{failure}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for (i, o) in outputs.iter().enumerate() {
+        println!("{}", summarize(i, o));
+    }
+    let present: Vec<(String, Tensor)> = outputs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| o.as_ref().map(|t| (format!("out{i}"), t.shallow_clone())))
+        .collect();
+    if let Some(path) = &args.save_outputs {
+        write_tensors(path, &present)?;
+        println!("saved {} outputs to {}", present.len(), path.display());
+    }
+    if let (Some(path), Some(fp64)) = (&args.compare, fp64) {
+        let names: Vec<String> = present.iter().map(|(n, _)| n.clone()).collect();
+        let expected = order_tensors(read_tensors(path)?, &names, "outputs")
+            .with_context(|| format!("{}", path.display()))?;
+        let ours: Vec<Tensor> = present.into_iter().map(|(_, t)| t).collect();
+        let fp64: Vec<Tensor> = fp64.into_iter().flatten().collect();
+        let report = same(&expected, &ours, Some(&fp64), &SameOptions::repro());
+        print!("{report}");
+        if !report.passed() {
+            eprintln!("outputs do not match {}", path.display());
+            return Ok(ExitCode::FAILURE);
+        }
+        println!("outputs match {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
