@@ -14,14 +14,20 @@ fn both_spellings_find_the_same_op() {
     let a = op("aten::add_.Tensor");
     let b = op("torch.ops.aten.add_.Tensor");
     assert_eq!(a.schema, b.schema);
-    assert_eq!(op("aten::relu").schema.text, "aten::relu(Tensor self) -> Tensor");
+    assert_eq!(
+        op("aten::relu").schema.text,
+        "aten::relu(Tensor self) -> Tensor"
+    );
     assert_eq!(op("torch.ops.aten.relu.default").schema.overload, "");
 }
 
 #[test]
 fn schemas_carry_names_types_defaults_kwargs_and_aliasing() {
     let s = &op("aten::add_.Tensor").schema;
-    assert_eq!(s.text, "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)");
+    assert_eq!(
+        s.text,
+        "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"
+    );
     assert!(s.is_mutable);
     assert_eq!(s.mutated_arguments(), [0]);
     let names: Vec<&str> = s.arguments.iter().map(|a| a.name.as_str()).collect();
@@ -34,7 +40,17 @@ fn schemas_carry_names_types_defaults_kwargs_and_aliasing() {
 
     let e = &op("aten::empty.memory_format").schema;
     let types: Vec<String> = e.arguments.iter().map(|a| a.declared_type()).collect();
-    assert_eq!(types, ["SymInt[]", "ScalarType?", "Layout?", "Device?", "bool?", "MemoryFormat?"]);
+    assert_eq!(
+        types,
+        [
+            "SymInt[]",
+            "ScalarType?",
+            "Layout?",
+            "Device?",
+            "bool?",
+            "MemoryFormat?"
+        ]
+    );
     assert_eq!(e.arguments[1].arg_type().elem, Elem::ScalarType);
 
     let m = &op("aten::max_pool2d_with_indices").schema;
@@ -51,9 +67,20 @@ fn schemas_carry_names_types_defaults_kwargs_and_aliasing() {
 
 #[test]
 fn unknown_ops_are_errors_not_crashes() {
-    let err = Op::find(&OpName::aten("no_such_op", "default")).err().unwrap();
+    let err = Op::find(&OpName::aten("no_such_op", "default"))
+        .err()
+        .unwrap();
     assert!(matches!(err, AtenError::UnknownOp { .. }));
-    assert!(err.to_string().starts_with("unknown op `aten::no_such_op.default`: "), "{err}");
-    let err = Op::find(&OpName::aten("relu", "NoSuchOverload")).err().unwrap();
-    assert!(err.to_string().contains("aten::relu.NoSuchOverload"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("unknown op `aten::no_such_op.default`: "),
+        "{err}"
+    );
+    let err = Op::find(&OpName::aten("relu", "NoSuchOverload"))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("aten::relu.NoSuchOverload"),
+        "{err}"
+    );
 }
