@@ -11,6 +11,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "graphbug", version, about)]
 struct Cli {
+    /// Load backends from a plugin library (repeatable; GRAPHBUG_PLUGINS adds more,
+    /// colon-separated).
+    #[arg(long, global = true, value_name = "PATH")]
+    plugin: Vec<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -33,14 +37,25 @@ enum Command {
     },
     /// Run a graph through a backend.
     Run(cli::run::RunArgs),
+    /// List backends: name, tags and what each does.
+    Backends {
+        /// Include the debug and testing backends.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Compile and run a graph through `explain:<backend>` and print what it recorded.
+    Explain(cli::run::ExplainArgs),
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let cli = Cli::parse();
+    let result = cli::load_plugins(&cli.plugin).and_then(|()| match cli.command {
         Command::Fmt { file } => cli::fmt(&file),
         Command::Check { file, meta } => cli::check(&file, meta),
         Command::Run(args) => cli::run::run(&args),
-    };
+        Command::Backends { all } => cli::backends(all),
+        Command::Explain(args) => cli::run::explain(&args),
+    });
     match result {
         Ok(code) => code,
         Err(err) => {

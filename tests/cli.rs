@@ -229,3 +229,171 @@ fn check_meta_agrees_on_references_and_reports_bad_annotations() {
         .contains("meta mismatch: node `gelu`: annotated f32[8, 65], libtorch infers f32[8, 64]"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn graphbug_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("the graphbug binary runs")
+}
+
+#[test]
+fn backends_lists_names_tags_and_descriptions() {
+    let out = graphbug(&["backends"]);
+    assert!(out.status.success());
+    let shown = text(&out.stdout);
+    assert!(shown.starts_with("eager "), "{shown}");
+    assert!(
+        !shown.contains("TESTING_ONLY") && !shown.contains("eager_debug"),
+        "{shown}"
+    );
+    let out = graphbug(&["backends", "--all"]);
+    let all = text(&out.stdout);
+    for line in [
+        "eager_debug                                   [debug] ",
+        "relu_accuracy_error_TESTING_ONLY              [testing] relu(x) becomes x + 1: wrong results",
+        "fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]  [testing] ",
+        "explain:<inner>                               [debug] ",
+    ] {
+        assert!(all.contains(line), "missing {line:?} in\n{all}");
+    }
+}
+
+#[test]
+fn run_exits_1_with_the_classified_failure() {
+    let cnn = fixture("cnn/forward.py");
+    let cnn_inputs = fixture("cnn/inputs.npz");
+    let cnn_outputs = fixture("cnn/outputs.npz");
+    let cases = [
+        ("relu_compile_error_TESTING_ONLY", "compile error in backend `relu_compile_error_TESTING_ONLY` at node `relu` (aten::relu.default): ReluCompileError"),
+        ("relu_runtime_error_TESTING_ONLY", "runtime error in backend `relu_runtime_error_TESTING_ONLY` at node `relu`"),
+        ("relu_accuracy_error_TESTING_ONLY", "outputs do not match"),
+        ("fault:runtime@convolution#2", "runtime error in backend `fault:runtime@convolution#2+eager` at node `convolution_1` (aten::convolution.default)"),
+    ];
+    for (backend, want) in cases {
+        let out = graphbug(&[
+            "run",
+            cnn.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--inputs",
+            cnn_inputs.to_str().unwrap(),
+            "--compare",
+            cnn_outputs.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{backend}");
+        assert!(
+            text(&out.stderr).contains(want),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn inject_fault_env_applies_to_any_backend() {
+    let gpt4 = fixture("gpt4/forward.py");
+    let out = graphbug_env(
+        &["run", gpt4.to_str().unwrap(), "--backend", "eager_noexcept"],
+        &[("GRAPHBUG_INJECT_FAULT", "runtime@aten.gelu.default#3")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("at node `gelu_2` (aten::gelu.default)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unexpected exception when running the compiled graph"),
+        "{err}"
+    );
+    let out = graphbug_env(
+        &["run", gpt4.to_str().unwrap()],
+        &[("GRAPHBUG_INJECT_FAULT", "runtime-gelu")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("GRAPHBUG_INJECT_FAULT=runtime-gelu")
+            && err.contains("expected:\nfault:<kind>"),
+        "{err}"
+    );
+    // A crash fault really aborts the process.
+    let out = graphbug_env(
+        &["run", gpt4.to_str().unwrap()],
+        &[("GRAPHBUG_INJECT_FAULT", "crash@_softmax#2")],
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(6));
+}
+
+#[test]
+fn explain_prints_counts_and_histogram() {
+    let out = graphbug(&[
+        "explain",
+        fixture("cnn/forward.py").to_str().unwrap(),
+        "--backend",
+        "eager",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.starts_with("Graph Count: 1\nGraph Break Count: 0\nOp Count: 19\nOps per Graph:\n  Ops 1:\n    aten.convolution.default\n"), "{shown}");
+    assert!(
+        shown.contains(
+            "Op Histogram:\n       7  operator.getitem\n       2  aten.convolution.default\n"
+        ),
+        "{shown}"
+    );
+    let out = graphbug(&[
+        "explain",
+        fixture("cnn/forward.py").to_str().unwrap(),
+        "--backend",
+        "relu_compile_error_TESTING_ONLY",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).starts_with("Graph Count: 1\n"));
+    assert!(text(&out.stderr).contains("ReluCompileError"));
+}
+
+#[test]
+fn plugins_load_from_the_flag_and_the_environment() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "-q", "-p", "graphbug-plugin-example"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/debug/libgraphbug_plugin_example.so");
+    let mlp = fixture("mlp/forward.py");
+    let args = [
+        "--plugin",
+        lib.to_str().unwrap(),
+        "run",
+        mlp.to_str().unwrap(),
+        "--backend",
+        "plugin_cse_eager",
+    ];
+    let out = graphbug(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = graphbug_env(
+        &[
+            "run",
+            mlp.to_str().unwrap(),
+            "--backend",
+            "plugin_cse_eager",
+        ],
+        &[("GRAPHBUG_PLUGINS", lib.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = graphbug(&["--plugin", "/no/such/plugin.so", "backends"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot load plugin /no/such/plugin.so"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -11,7 +11,8 @@ use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::{describe, meta_of, tch_device};
 use graphbug::aten::io::{order_tensors, random_tensors, read_tensors, write_tensors};
 use graphbug::aten::reference::fp64_reference;
-use graphbug::backends::{lookup, CompileContext, ExampleInput};
+use graphbug::backends::explain::Explain;
+use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
 use graphbug::ir::{Device, Graph, Meta, NodeKind, TensorMeta};
 use tch::{Kind, Tensor};
 
@@ -43,10 +44,24 @@ pub struct RunArgs {
     compare: Option<PathBuf>,
 }
 
+/// Arguments of `graphbug explain`.
+#[derive(Args)]
+pub struct ExplainArgs {
+    /// Graph text file.
+    file: PathBuf,
+    /// The backend `explain` wraps.
+    #[arg(long, default_value = "eager")]
+    backend: String,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
 /// The graph's inputs and constants, loaded or made up, on `device`.
 fn graph_inputs(
     graph: &Graph,
-    args: &RunArgs,
+    inputs_file: Option<&PathBuf>,
+    seed: u64,
     device: tch::Device,
 ) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
     let placeholders: Vec<String> = graph
@@ -62,7 +77,7 @@ fn graph_inputs(
             _ => None,
         })
         .collect();
-    let (inputs, constants) = match &args.inputs {
+    let (inputs, constants) = match inputs_file {
         Some(path) => {
             let named = read_tensors(path)?;
             let (consts, rest): (Vec<_>, Vec<_>) = named
@@ -94,7 +109,7 @@ fn graph_inputs(
                 metas.push(m);
                 const_names.push(target.clone());
             }
-            let mut all = random_tensors(&metas, args.seed, tch::Device::Cpu)?;
+            let mut all = random_tensors(&metas, seed, tch::Device::Cpu)?;
             let consts = all.split_off(placeholders.len());
             (all, const_names.into_iter().zip(consts).collect())
         }
@@ -133,7 +148,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     ensure_device(&device)?;
     let tdev = tch_device(&device)?;
     let backend = lookup(&args.backend)?;
-    let (inputs, constants) = graph_inputs(&graph, args, tdev)?;
+    let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
 
     // The float64 reference runs first, on copies, before the backend can mutate inputs.
     let fp64 = match &args.compare {
@@ -143,14 +158,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         ),
         None => None,
     };
-    let examples: Vec<ExampleInput> = inputs
-        .iter()
-        .map(|t| {
-            meta_of(t)
-                .map(ExampleInput::new)
-                .ok_or_else(|| anyhow!("input of unsupported dtype {}", describe(t)))
-        })
-        .collect::<Result<_>>()?;
+    let examples = example_inputs(&inputs)?;
     let ctx = CompileContext { device, constants };
     let outputs = backend
         .compile(&graph, &examples, &ctx)
@@ -189,4 +197,38 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         println!("outputs match {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Example-input descriptions of concrete inputs.
+fn example_inputs(inputs: &[Tensor]) -> Result<Vec<ExampleInput>> {
+    inputs
+        .iter()
+        .map(|t| {
+            meta_of(t)
+                .map(ExampleInput::new)
+                .ok_or_else(|| anyhow!("input of unsupported dtype {}", describe(t)))
+        })
+        .collect()
+}
+
+/// `graphbug explain`: compile and run through `explain:<backend>`, print the record.
+pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
+    let graph = load_graph(&args.file)?;
+    let explain = Explain::new(lookup(&args.backend)?);
+    let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
+    let ctx = CompileContext {
+        device: Device::cpu(),
+        constants,
+    };
+    let result = explain
+        .compile(&graph, &example_inputs(&inputs)?, &ctx)
+        .and_then(|mut f| f.run(&inputs));
+    print!("{}", explain.output());
+    match result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(failure) => {
+            eprintln!("{failure}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }

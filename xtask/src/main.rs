@@ -24,7 +24,7 @@ struct Cli {
 enum Cmd {
     /// Create .venv with torch 2.13.0 and the .libtorch symlink (idempotent).
     Setup,
-    /// Run setup, then `cargo test --workspace [ARGS]`.
+    /// Run setup, then `cargo test --workspace [ARGS]`, then every example in examples/.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -54,7 +54,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let root = workspace_root()?;
     match cli.command {
         Cmd::Setup => setup(&root).map(|()| ExitCode::SUCCESS),
-        Cmd::Test { args } => cargo_after_setup(&root, "test", &args),
+        Cmd::Test { args } => {
+            let code = cargo_after_setup(&root, "test", &args)?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            run_examples(&root)
+        }
         Cmd::Bench { args } => cargo_after_setup(&root, "bench", &args),
     }
 }
@@ -229,6 +235,33 @@ fn cargo_after_setup(root: &Path, subcommand: &str, args: &[String]) -> Result<E
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
     })
+}
+
+/// Runs each `examples/*.rs` with `cargo run --example`, so examples stay working.
+fn run_examples(root: &Path) -> Result<ExitCode> {
+    let mut names: Vec<String> = fs::read_dir(root.join("examples"))
+        .context("cannot list examples/")?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".rs").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    for name in names {
+        eprintln!("xtask: running example {name}");
+        let status = Command::new(&cargo)
+            .args(["run", "--quiet", "--example", &name])
+            .current_dir(root)
+            .status()
+            .with_context(|| format!("cannot run example {name}"))?;
+        if !status.success() {
+            eprintln!("xtask: example {name} failed ({status})");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Looks up an executable by name in `PATH`.

@@ -9,6 +9,13 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <thread>
 
 #include <cstdint>
 #include <cstdlib>
@@ -132,6 +139,47 @@ struct Plan {
 };
 
 Plan& plan_of(void* p) { return *static_cast<Plan*>(p); }
+
+// graphbug::fault(Tensor self, str kind, float amount, str message) -> Tensor
+// Fault injection as an op: backends that run graphs through the dispatcher execute it like
+// any other op. On meta tensors it passes the shape through, so shape inference never fires it.
+at::Tensor fault_kernel(const at::Tensor& self, c10::string_view kind, double amount,
+                        c10::string_view message) {
+  const std::string msg(message);
+  if (self.is_meta()) return self.clone();
+  if (kind == "runtime") {
+    TORCH_CHECK(false, msg);
+  }
+  if (kind == "accuracy") {
+    if (self.is_floating_point() || self.is_complex()) return self + amount;
+    if (self.scalar_type() == at::kBool) return self.logical_not();
+    return self + static_cast<int64_t>(std::max(1.0, std::round(amount)));
+  }
+  if (kind == "nan") {
+    TORCH_CHECK(self.is_floating_point(), msg, ": a nan fault needs a floating tensor, got ",
+                self.scalar_type());
+    return at::full_like(self, std::numeric_limits<double>::quiet_NaN());
+  }
+  // Schema-breaking kinds, to test checking backends such as eager_debug.
+  if (kind == "alias") return self;                          // undeclared aliasing
+  if (kind == "mutate") {                                    // undeclared mutation
+    at::Tensor copy = self.clone();
+    self.add_(1);
+    return copy;
+  }
+  if (kind == "shape") return self.reshape({-1}).clone();    // not the declared shape
+  if (kind == "crash") {
+    std::fprintf(stderr, "%s: aborting the process\n", msg.c_str());
+    std::fflush(stderr);
+    std::abort();
+  }
+  if (kind == "hang") {
+    std::fprintf(stderr, "%s: hanging forever\n", msg.c_str());
+    std::fflush(stderr);
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  TORCH_CHECK(false, "unknown fault kind `", kind, "`");
+}
 Stack& stack_of(void* s) { return *static_cast<Stack*>(s); }
 
 }  // namespace
@@ -177,6 +225,19 @@ char* gb_op_schema_json(void* op, char** out) {
     }
     o << "]}";
     *out = dup_str(o.str());
+  });
+}
+
+// Registers graphbug::fault once per process; another copy of this shim (in a plugin) may
+// have registered it already.
+char* gb_register_fault_op() {
+  return guarded([&] {
+    if (c10::Dispatcher::singleton().findSchema({"graphbug::fault", ""}).has_value()) return;
+    static torch::Library* lib =
+        new torch::Library(torch::Library::FRAGMENT, "graphbug", std::nullopt, __FILE__, __LINE__);
+    lib->def("fault(Tensor self, str kind, float amount, str message) -> Tensor");
+    lib->impl("fault", torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                                       TORCH_FN(fault_kernel)));
   });
 }
 
@@ -372,6 +433,12 @@ char* gb_stack_describe(void* stack, size_t i) {
 }
 
 // ---- tensors ----
+
+// The address of `t`'s storage (0 when it has none): equal for tensors that alias.
+size_t gb_tensor_storage_ptr(const at::Tensor* t) {
+  if (!t->defined() || !t->has_storage()) return 0;
+  return reinterpret_cast<size_t>(t->storage().unsafeGetStorageImpl());
+}
 
 // A zero-filled contiguous tensor with `t`'s sizes and dtype on `device`.
 char* gb_tensor_zeros_like(const at::Tensor* t, const char* device, at::Tensor** out) {

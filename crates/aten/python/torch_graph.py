@@ -19,8 +19,10 @@ import re
 import struct
 import sys
 import time
+import warnings
 
-import torch
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+import torch  # noqa: E402
 
 _DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,

@@ -37,6 +37,16 @@ pub enum AtenError {
         /// libtorch's message.
         message: String,
     },
+    /// A node ran but broke a rule a checking run enforces (schema, shapes).
+    #[error("node `{node}` ({op}) failed a check: {message}")]
+    Check {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// Which rule, and how it was broken.
+        message: String,
+    },
     /// Graph inputs that do not match the graph's placeholders.
     #[error("bad graph inputs: {0}")]
     BadInputs(String),
@@ -64,8 +74,24 @@ impl AtenError {
     pub fn node(&self) -> Option<&str> {
         match self {
             AtenError::UnknownOp { node, .. } => node.as_deref(),
-            AtenError::BadArguments { node, .. } | AtenError::OpFailed { node, .. } => Some(node),
+            AtenError::BadArguments { node, .. }
+            | AtenError::OpFailed { node, .. }
+            | AtenError::Check { node, .. } => Some(node),
             _ => None,
+        }
+    }
+
+    /// The message without the node and op it is about (for reports that name them apart).
+    pub fn detail(&self) -> String {
+        match self {
+            AtenError::UnknownOp { message, .. } => format!("unknown op: {message}"),
+            AtenError::BadArguments { message, .. } | AtenError::Check { message, .. } => {
+                message.clone()
+            }
+            AtenError::OpFailed {
+                inputs, message, ..
+            } => format!("failed on inputs {inputs}: {message}"),
+            other => other.to_string(),
         }
     }
 
@@ -74,7 +100,8 @@ impl AtenError {
         match self {
             AtenError::UnknownOp { op, .. }
             | AtenError::BadArguments { op, .. }
-            | AtenError::OpFailed { op, .. } => Some(op),
+            | AtenError::OpFailed { op, .. }
+            | AtenError::Check { op, .. } => Some(op),
             _ => None,
         }
     }

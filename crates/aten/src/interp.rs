@@ -93,6 +93,38 @@ impl RtValue {
     }
 }
 
+/// Watches (and may alter) a run node by node; see [`Interpreter::run_with_hook`].
+pub trait RunHook {
+    /// Called before call node `node` runs, with its tensor arguments in order.
+    fn before_call(&mut self, _node: usize, _args: &[&Tensor]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called after node `node` (placeholders included) produced `value`, which the hook
+    /// may replace. An error stops the run.
+    fn after_node(&mut self, _node: usize, _value: &mut RtValue) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A hook that only watches each node's value.
+struct Observer<'f>(&'f mut dyn FnMut(usize, &RtValue) -> Result<()>);
+
+impl RunHook for Observer<'_> {
+    fn after_node(&mut self, node: usize, value: &mut RtValue) -> Result<()> {
+        (self.0)(node, value)
+    }
+}
+
+/// How a call node's tensor arguments map to its schema.
+#[derive(Clone)]
+pub struct CallInfo<'a> {
+    /// The op called.
+    pub op: &'a Arc<Op>,
+    /// For each tensor the call takes (in `before_call` order), its schema argument index.
+    pub tensor_args: &'a [usize],
+}
+
 enum StepKind {
     Call {
         plan: Plan,
@@ -101,6 +133,8 @@ enum StepKind {
         cpu_fallback: Option<Plan>,
         /// Nodes whose tensors fill the plan's holes, in order.
         sources: Vec<usize>,
+        /// The schema argument index of each hole.
+        hole_args: Vec<usize>,
         /// Number of values the op returns.
         n_returns: usize,
     },
@@ -123,6 +157,8 @@ pub struct Interpreter {
     graph: Arc<Graph>,
     device: Device,
     steps: Vec<Step>,
+    /// For each node, its step (placeholders have none).
+    step_of: Vec<Option<usize>>,
     inputs: Vec<usize>,
 }
 
@@ -164,7 +200,7 @@ impl Interpreter {
                         },
                         other => other,
                     })?;
-                    let (plan, sources) =
+                    let (plan, sources, hole_args) =
                         build_plan(graph, node, op.clone(), args, kwargs, device)?;
                     let cpu_fallback = if device.kind == "meta" {
                         Some(build_plan(graph, node, op.clone(), args, kwargs, &Device::cpu())?.0)
@@ -175,6 +211,7 @@ impl Interpreter {
                         plan,
                         cpu_fallback,
                         sources,
+                        hole_args,
                         n_returns: op.schema.returns.len(),
                     }
                 }
@@ -214,10 +251,15 @@ impl Interpreter {
                 steps[*s].free.push(node);
             }
         }
+        let mut step_of = vec![None; n];
+        for (s, step) in steps.iter().enumerate() {
+            step_of[step.node] = Some(s);
+        }
         Ok(Interpreter {
             graph: Arc::new(graph.clone()),
             device: device.clone(),
             steps,
+            step_of,
             inputs,
         })
     }
@@ -249,31 +291,55 @@ impl Interpreter {
         self.run_observed(inputs, &mut |_, _| Ok(()))
     }
 
+    /// The op and tensor-argument mapping of call node `node` (an index into the graph).
+    pub fn call_info(&self, node: usize) -> Option<CallInfo<'_>> {
+        let step = &self.steps[(*self.step_of.get(node)?)?];
+        match &step.kind {
+            StepKind::Call {
+                plan, hole_args, ..
+            } => Some(CallInfo {
+                op: plan.op(),
+                tensor_args: hole_args,
+            }),
+            _ => None,
+        }
+    }
+
     /// Runs the graph, calling `observe(node_index, value)` after every node.
     pub fn run_observed(
         &self,
         inputs: &[Tensor],
         observe: &mut dyn FnMut(usize, &RtValue) -> Result<()>,
     ) -> Result<Vec<Option<Tensor>>> {
+        self.run_with_hook(inputs, &mut Observer(observe))
+    }
+
+    /// Runs the graph with `hook` called around every node.
+    pub fn run_with_hook(
+        &self,
+        inputs: &[Tensor],
+        hook: &mut dyn RunHook,
+    ) -> Result<Vec<Option<Tensor>>> {
         self.check_inputs(inputs)?;
         let graph = &*self.graph;
         let mut values: Vec<Option<RtValue>> = Vec::with_capacity(graph.nodes.len());
         values.resize_with(graph.nodes.len(), || None);
         for (k, &i) in self.inputs.iter().enumerate() {
-            let v = RtValue::Tensor(inputs[k].shallow_clone());
-            observe(i, &v)?;
+            let mut v = RtValue::Tensor(inputs[k].shallow_clone());
+            hook.after_node(i, &mut v)?;
             values[i] = Some(v);
         }
         let mut stack = Stack::new();
         let mut ptrs: Vec<*const C_tensor> = Vec::new();
         for step in &self.steps {
             let node = &graph.nodes[step.node];
-            let value = match &step.kind {
+            let mut value = match &step.kind {
                 StepKind::Call {
                     plan,
                     cpu_fallback,
                     sources,
                     n_returns,
+                    ..
                 } => {
                     ptrs.clear();
                     for &s in sources {
@@ -291,6 +357,13 @@ impl Interpreter {
                                 })
                             }
                         }
+                    }
+                    {
+                        let args: Vec<&Tensor> = sources
+                            .iter()
+                            .filter_map(|&s| values[s].as_ref().and_then(RtValue::as_tensor))
+                            .collect();
+                        hook.before_call(step.node, &args)?;
                     }
                     let failed = |message: String| AtenError::OpFailed {
                         node: node.name.clone(),
@@ -319,7 +392,7 @@ impl Interpreter {
                     })?,
                 StepKind::Constant(t) => RtValue::Tensor(t.shallow_clone()),
             };
-            observe(step.node, &value)?;
+            hook.after_node(step.node, &mut value)?;
             values[step.node] = Some(value);
             for &f in &step.free {
                 values[f] = None;
@@ -475,7 +548,7 @@ fn build_plan(
     args: &[Value],
     kwargs: &[(String, Value)],
     device: &Device,
-) -> Result<(Plan, Vec<usize>)> {
+) -> Result<(Plan, Vec<usize>, Vec<usize>)> {
     let schema = &op.schema;
     let bad = |message: String| AtenError::BadArguments {
         node: node.name.clone(),
@@ -508,6 +581,7 @@ fn build_plan(
     }
     let mut plan = Plan::new(op.clone());
     let mut sources = Vec::new();
+    let mut hole_args = Vec::new();
     let name_of = |id: graphbug_ir::NodeId| {
         graph
             .nodes
@@ -541,8 +615,9 @@ fn build_plan(
                 )))
             }
         }
+        hole_args.resize(sources.len(), i);
     }
-    Ok((plan, sources))
+    Ok((plan, sources, hole_args))
 }
 
 /// Converts one IR value to the argument's declared type and pushes it.

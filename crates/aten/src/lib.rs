@@ -16,4 +16,10 @@ pub mod schema;
 pub mod shim;
 
 pub use error::{AtenError, Result};
+
+/// Side effects by schema, for the IR's passes: true when the op mutates an argument (its
+/// schema says so), draws random numbers, or is unknown to libtorch (kept to be safe).
+pub fn schema_side_effects(op: &graphbug_ir::OpName) -> bool {
+    op.is_random() || shim::Op::find(op).map_or(true, |o| o.schema.is_mutable)
+}
 pub use interp::{Interpreter, RtValue};

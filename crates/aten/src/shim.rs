@@ -57,6 +57,8 @@ extern "C" {
     fn gb_stack_bool(stack: *mut c_void, i: usize) -> u8;
     fn gb_stack_describe(stack: *mut c_void, i: usize) -> *mut c_char;
     fn gb_tensor_device(t: *const C_tensor) -> *mut c_char;
+    fn gb_register_fault_op() -> *mut c_char;
+    fn gb_tensor_storage_ptr(t: *const C_tensor) -> usize;
     fn gb_tensor_zeros_like(
         t: *const C_tensor,
         device: *const c_char,
@@ -123,6 +125,9 @@ impl Op {
     pub fn find(name: &OpName) -> Result<Arc<Op>> {
         if let Some(op) = OPS.lock().get(name) {
             return Ok(op.clone());
+        }
+        if name.namespace == "graphbug" {
+            register_fault_op()?;
         }
         let unknown = |message: String| AtenError::UnknownOp {
             op: name.to_string(),
@@ -420,4 +425,26 @@ pub fn zeros_like_on(t: &Tensor, device: &str) -> std::result::Result<Tensor, St
 /// `t` moved to `device`; to `meta` it keeps only sizes, strides and dtype.
 pub fn tensor_to(t: &Tensor, device: &str) -> std::result::Result<Tensor, String> {
     tensor_op(t, device, gb_tensor_to)
+}
+
+static FAULT_OP: Lazy<std::result::Result<(), String>> =
+    Lazy::new(|| status(unsafe { gb_register_fault_op() }));
+
+/// Registers the `graphbug::fault(Tensor self, str kind, float amount, str message)` op
+/// with the dispatcher (once per process). Kinds: `runtime` (raises `message`), `accuracy`
+/// (adds `amount`), `nan`, `crash` (aborts the process), `hang` (never returns), and the
+/// schema-breaking `alias`, `mutate` and `shape` (for testing checkers); on meta tensors it
+/// passes the shape through.
+pub fn register_fault_op() -> Result<()> {
+    FAULT_OP.clone().map_err(|message| AtenError::UnknownOp {
+        op: "graphbug::fault".into(),
+        node: None,
+        message,
+    })
+}
+
+/// The address of a tensor's storage: two tensors alias when it is equal (0 for none).
+pub fn storage_ptr(t: &Tensor) -> usize {
+    // SAFETY: a live tensor; the shim only reads its storage pointer.
+    unsafe { gb_tensor_storage_ptr(t.as_ptr()) }
 }

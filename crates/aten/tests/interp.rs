@@ -286,3 +286,25 @@ fn gpt4_on_cuda_matches_cpu_where_a_gpu_is_present() {
         .double_value(&[]);
     assert!(diff < 1e-3, "CUDA and CPU differ by {diff}");
 }
+
+#[test]
+fn the_fault_op_perturbs_raises_or_passes_shapes_through() {
+    let fault = |kind: &str| {
+        format!("{G}        f: \"f32[2, 3]\" = torch.ops.graphbug.fault.default(x, '{kind}', 0.5, 'injected {kind} fault')\n        return (f,)\n")
+    };
+    let x = || Tensor::zeros([2, 3], (Kind::Float, tch::Device::Cpu));
+    let out = run(&fault("accuracy"), &[x()]).unwrap();
+    assert_eq!(
+        out[0].as_ref().unwrap().sum(Kind::Double).double_value(&[]),
+        3.0
+    );
+    let out = run(&fault("nan"), &[x()]).unwrap();
+    assert!(out[0].as_ref().unwrap().isnan().all().int64_value(&[]) == 1);
+    let err = run(&fault("runtime"), &[x()]).unwrap_err().to_string();
+    assert!(err.contains("injected runtime fault"), "{err}");
+    let err = run(&fault("boom"), &[x()]).unwrap_err().to_string();
+    assert!(err.contains("unknown fault kind `boom`"), "{err}");
+    // Shape inference passes through even a crash fault.
+    let g = graphbug_aten::meta::infer_meta(&parse_graph(&fault("crash")).unwrap()).unwrap();
+    assert_eq!(g.nodes[1].meta.tensor().unwrap().shape, [2, 3]);
+}

@@ -52,6 +52,11 @@ pub trait Backend: Send + Sync {
     /// A one-line description.
     fn description(&self) -> &str;
 
+    /// Tags such as `debug` or `testing`; tagged backends are hidden from default listings.
+    fn tags(&self) -> &[&str] {
+        &[]
+    }
+
     /// Compiles `graph` for inputs like `example_inputs`.
     fn compile(
         &self,

@@ -66,7 +66,7 @@ impl Failure {
         Failure {
             node: err.node().map(str::to_string),
             op: err.op().map(str::to_string),
-            ..Failure::new(backend, stage, Symptom::Error, err.to_string())
+            ..Failure::new(backend, stage, Symptom::Error, err.detail())
         }
     }
 

@@ -1,20 +1,55 @@
 //! graphbug-backends: backends registered and looked up by name.
 //!
 //! A [`Backend`] compiles a graph into a [`CompiledFn`]; failures are classified by stage
-//! and symptom ([`Failure`]). The global [`registry`] starts with the built-in backends.
+//! and symptom ([`Failure`]). The global [`registry`] holds the built-in backends (the
+//! aten-level analogues of TorchDynamo's `backends/debugging.py`), aliases, parameterised
+//! names (`fault:...`, `explain:...`) and backends loaded from [`plugin`]s.
 
 pub mod backend;
+pub mod debug;
 pub mod eager;
+pub mod explain;
 pub mod failure;
+pub mod fault;
+pub mod plugin;
 pub mod registry;
+pub mod testing;
 
 use std::sync::Arc;
 
 pub use backend::{Backend, CompileContext, CompiledFn, ExampleInput};
 pub use failure::{Failure, Stage, Symptom};
-pub use registry::{list, lookup, register, RegistryError};
+pub use registry::{list, lookup, register, register_alias, resolve, BackendInfo, RegistryError};
 
 /// The backends every registry starts with.
 fn builtin_backends() -> Vec<Arc<dyn Backend>> {
-    vec![Arc::new(eager::Eager)]
+    vec![
+        Arc::new(eager::Eager),
+        Arc::new(debug::EagerNoexcept),
+        Arc::new(debug::EagerDebug),
+        Arc::new(testing::ReluCompileError),
+        Arc::new(testing::ReluRuntimeError),
+        Arc::new(testing::ReluAccuracyError),
+        Arc::new(testing::NonLeafCompileError),
+    ]
+}
+
+/// Parameterised name families every registry starts with.
+fn builtin_factories() -> Vec<registry::FactoryEntry> {
+    vec![
+        registry::FactoryEntry {
+            prefix: "fault:",
+            build: fault::FaultBackend::from_name,
+            usage: "fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]",
+            description: "injects a fault (compile, runtime, accuracy, nan, crash, hang) at an op",
+            tags: &["testing"],
+        },
+        registry::FactoryEntry {
+            prefix: "explain:",
+            build: explain::Explain::from_name,
+            usage: "explain:<inner>",
+            description: "records each graph compiled (ops, histogram), then compiles with <inner>",
+            tags: &["debug"],
+        },
+    ]
 }

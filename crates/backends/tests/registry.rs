@@ -123,7 +123,7 @@ fn register_lookup_list_duplicates_and_unknown_names() {
             .description(),
         "a test backend that refuses everything"
     );
-    let names: Vec<String> = list().iter().map(|b| b.name().to_string()).collect();
+    let names: Vec<String> = list(true).into_iter().map(|b| b.name).collect();
     assert!(names.contains(&"eager".to_string()));
     let mut sorted = names.clone();
     sorted.sort();
@@ -134,8 +134,112 @@ fn register_lookup_list_duplicates_and_unknown_names() {
     let RegistryError::Unknown { known, .. } = &err else {
         panic!("{err:?}")
     };
-    assert_eq!(known, &names);
+    for n in &names {
+        assert!(known.contains(n), "{n} missing from {known:?}");
+    }
+    assert!(
+        known.iter().any(|k| k.starts_with("fault:<kind>")),
+        "{known:?}"
+    );
     assert!(err
         .to_string()
         .starts_with("unknown backend `eagre`; known backends: "));
+}
+
+#[test]
+fn aliases_resolve_and_list_with_their_target() {
+    use graphbug_backends::register_alias;
+    register_alias("test_alias_of_eager", "eager").unwrap();
+    assert_eq!(lookup("test_alias_of_eager").unwrap().name(), "eager");
+    assert_eq!(
+        register_alias("test_alias_of_eager", "eager").unwrap_err(),
+        RegistryError::Duplicate("test_alias_of_eager".into())
+    );
+    assert!(matches!(
+        register_alias("test_alias_2", "no_such"),
+        Err(RegistryError::Unknown { .. })
+    ));
+    let info = list(false)
+        .into_iter()
+        .find(|i| i.name == "test_alias_of_eager")
+        .unwrap();
+    assert_eq!(info.alias_of.as_deref(), Some("eager"));
+}
+
+#[test]
+fn listing_hides_debug_and_testing_backends_unless_asked() {
+    let shown: Vec<String> = list(false).into_iter().map(|i| i.name).collect();
+    let all: Vec<String> = list(true).into_iter().map(|i| i.name).collect();
+    assert!(shown.contains(&"eager".into()));
+    for hidden in [
+        "eager_debug",
+        "eager_noexcept",
+        "relu_compile_error_TESTING_ONLY",
+        "non_leaf_compile_error_TESTING_ONLY",
+    ] {
+        assert!(!shown.contains(&hidden.to_string()), "{hidden}");
+        assert!(all.contains(&hidden.to_string()), "{hidden}");
+    }
+}
+
+struct Named(String);
+
+impl Backend for Named {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn description(&self) -> &str {
+        "a backend registered by the concurrency test"
+    }
+    fn compile(
+        &self,
+        _: &Graph,
+        _: &[ExampleInput],
+        _: &CompileContext,
+    ) -> Result<Box<dyn CompiledFn>, Failure> {
+        Err(Failure::new(
+            &self.0,
+            Stage::Compile,
+            Symptom::Error,
+            "unused",
+        ))
+    }
+}
+
+#[test]
+fn registration_and_lookup_are_thread_safe() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 200;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            s.spawn(move || {
+                for i in 0..PER_THREAD {
+                    let name = format!("concurrent_{t}_{i}");
+                    register(Arc::new(Named(name.clone()))).unwrap();
+                    // Everyone races for one shared name: exactly one wins.
+                    let _ = register(Arc::new(Named(format!("contested_{i}"))));
+                    assert_eq!(lookup(&name).unwrap().name(), name);
+                    assert!(lookup("eager").is_ok());
+                    if i % 50 == 0 {
+                        assert!(list(true).len() >= 7);
+                    }
+                }
+            });
+        }
+    });
+    let all = list(true);
+    for t in 0..THREADS {
+        for i in 0..PER_THREAD {
+            let name = format!("concurrent_{t}_{i}");
+            assert!(all.iter().any(|b| b.name == name), "{name} lost");
+        }
+    }
+    for i in 0..PER_THREAD {
+        assert_eq!(
+            all.iter()
+                .filter(|b| b.name == format!("contested_{i}"))
+                .count(),
+            1
+        );
+    }
 }

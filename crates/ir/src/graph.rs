@@ -384,6 +384,53 @@ impl Graph {
         }
     }
 
+    /// A copy with `node` inserted right after `after` (ids of later nodes shift by one).
+    /// `node` may read `after` and anything before it. With `redirect`, every later reader
+    /// of `after`, and the output, read the new node instead. Returns the copy and the new
+    /// node's id.
+    pub fn insert_after(&self, after: NodeId, node: Node, redirect: bool) -> (Graph, NodeId) {
+        let new = NodeId(after.0 + 1);
+        let shift = |id: NodeId| {
+            if id.0 > after.0 {
+                NodeId(id.0 + 1)
+            } else if redirect && id == after {
+                new
+            } else {
+                id
+            }
+        };
+        let mut nodes = Vec::with_capacity(self.nodes.len() + 1);
+        for (i, n) in self.nodes.iter().enumerate() {
+            let kind = if i as u32 > after.0 {
+                n.try_remap_kind::<()>(&mut |id| Ok(shift(id)))
+                    .expect("remapping with a total function cannot fail")
+            } else {
+                n.kind.clone()
+            };
+            nodes.push(Node {
+                name: n.name.clone(),
+                kind,
+                meta: n.meta.clone(),
+            });
+            if i as u32 == after.0 {
+                nodes.push(node.clone());
+            }
+        }
+        let output = self.output.as_ref().map(|vals| {
+            vals.iter()
+                .map(|v| v.map_nodes(&mut |id| Value::Node(shift(id))))
+                .collect()
+        });
+        (
+            Graph {
+                name: self.name.clone(),
+                nodes,
+                output,
+            },
+            new,
+        )
+    }
+
     /// A stable topological order: placeholders first, then every node as early as its
     /// inputs allow, ties broken by the current position. Fails on a cycle.
     pub fn topological_order(&self) -> Result<Vec<NodeId>, IrError> {

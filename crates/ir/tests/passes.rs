@@ -237,3 +237,35 @@ fn a_cycle_is_reported_by_name() {
         }
     );
 }
+
+#[test]
+fn insert_after_shifts_ids_and_redirects_readers() {
+    let g = parse_graph(DEAD).unwrap();
+    let relu = g.find("relu").unwrap();
+    let node = graphbug_ir::Node {
+        name: "cos".into(),
+        kind: graphbug_ir::NodeKind::Call {
+            op: graphbug_ir::OpName::aten("cos", "default"),
+            args: vec![Value::Node(relu)],
+            kwargs: vec![],
+        },
+        meta: graphbug_ir::Meta::Unknown,
+    };
+    let (redirected, id) = g.insert_after(relu, node.clone(), true);
+    redirected.verify().unwrap();
+    assert_eq!(redirected.node(id).name, "cos");
+    let text = print_graph(&redirected);
+    assert!(
+        text.contains("cos = torch.ops.aten.cos.default(relu);  relu = None\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("neg: \"f32[4]\" = torch.ops.aten.neg.default(cos)"),
+        "{text}"
+    );
+    // Without redirect, readers keep reading the original; later ids still line up.
+    let (plain, _) = g.insert_after(g.find("getitem_1").unwrap(), node, false);
+    plain.verify().unwrap();
+    assert_eq!(plain.outputs().len(), 2);
+    assert!(print_graph(&plain).contains("neg: \"f32[4]\" = torch.ops.aten.neg.default(relu)"));
+}

@@ -1,0 +1,471 @@
+//! General fault injection: `fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]`.
+//!
+//! A compile fault fails compilation when the graph calls the op. Every other kind inserts a
+//! `graphbug::fault` op (registered with libtorch's dispatcher by graphbug-aten) right after
+//! the chosen node and compiles the rewritten graph with the inner backend, so the fault
+//! fires inside whatever runs the graph: an error (`runtime`), a perturbed value
+//! (`accuracy`), NaNs (`nan`), an aborted process (`crash`) or a call that never returns
+//! (`hang`).
+
+use std::fmt;
+use std::sync::Arc;
+
+use graphbug_ir::{Graph, Meta, Namespace, Node, NodeId, NodeKind, OpName, Value};
+use tch::Tensor;
+
+use crate::backend::{Backend, CompileContext, CompiledFn, ExampleInput};
+use crate::failure::{Failure, Stage, Symptom};
+
+/// The grammar of fault specs, shown with every parse error.
+pub const GRAMMAR: &str = "\
+fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]
+  <kind>    compile | runtime | accuracy | nan | crash | hang,
+            or, breaking the op's schema (to test checkers): alias | mutate | shape
+  <amount>  accuracy only: added to the op's output (default 1.0)
+  <op>      relu | aten.relu | aten.relu.default | aten::relu.default
+  <k>       fault only the k-th node calling <op>, in graph order, from 1 (default: every one)
+  <inner>   the backend that compiles the graph (default: eager)
+GRAPHBUG_INJECT_FAULT takes the same spec without `+<inner>`; it applies to any backend.";
+
+/// What an injected fault does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Compilation fails.
+    Compile,
+    /// Running the node raises an error.
+    Runtime,
+    /// The node's value is off by an amount.
+    Accuracy,
+    /// The node's value becomes NaN.
+    Nan,
+    /// The process aborts.
+    Crash,
+    /// The node never returns.
+    Hang,
+    /// The value aliases the op's input, which the schema does not declare.
+    Alias,
+    /// The op's input is changed in place, which the schema does not declare.
+    Mutate,
+    /// The value has another shape than the op's meta function gives.
+    Shape,
+}
+
+impl FaultKind {
+    fn name(self) -> &'static str {
+        match self {
+            FaultKind::Compile => "compile",
+            FaultKind::Runtime => "runtime",
+            FaultKind::Accuracy => "accuracy",
+            FaultKind::Nan => "nan",
+            FaultKind::Crash => "crash",
+            FaultKind::Hang => "hang",
+            FaultKind::Alias => "alias",
+            FaultKind::Mutate => "mutate",
+            FaultKind::Shape => "shape",
+        }
+    }
+}
+
+/// Which ops a spec targets: a name, optionally qualified by namespace and overload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpPattern {
+    /// Namespace, if given (`aten`).
+    pub namespace: Option<String>,
+    /// Op name (`relu`).
+    pub name: String,
+    /// Overload, if given (`default`).
+    pub overload: Option<String>,
+}
+
+impl OpPattern {
+    fn parse(text: &str) -> Result<OpPattern, String> {
+        let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+        let parts: Vec<&str> = match text.split_once("::") {
+            Some((ns, rest)) => std::iter::once(ns).chain(rest.split('.')).collect(),
+            None => text.split('.').collect(),
+        };
+        if !parts.iter().all(|p| ident(p)) {
+            return Err(format!("bad op `{text}`"));
+        }
+        Ok(match parts.as_slice() {
+            [name] => OpPattern {
+                namespace: None,
+                name: name.to_string(),
+                overload: None,
+            },
+            [ns, name] => OpPattern {
+                namespace: Some(ns.to_string()),
+                name: name.to_string(),
+                overload: None,
+            },
+            [ns, name, ov] => OpPattern {
+                namespace: Some(ns.to_string()),
+                name: name.to_string(),
+                overload: Some(ov.to_string()),
+            },
+            _ => return Err(format!("bad op `{text}`")),
+        })
+    }
+
+    /// True when `op` is one of the ops the pattern names.
+    pub fn matches(&self, op: &OpName) -> bool {
+        self.name == op.name
+            && self.namespace.as_ref().is_none_or(|ns| *ns == op.namespace)
+            && self.overload.as_ref().is_none_or(|ov| *ov == op.overload)
+    }
+}
+
+impl fmt::Display for OpPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(ns) = &self.namespace {
+            write!(f, "{ns}.")?;
+        }
+        f.write_str(&self.name)?;
+        if let Some(ov) = &self.overload {
+            write!(f, ".{ov}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A parsed fault spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultSpec {
+    /// What the fault does.
+    pub kind: FaultKind,
+    /// For accuracy faults: how much is added to the value.
+    pub amount: f64,
+    /// The op whose nodes are faulted.
+    pub op: OpPattern,
+    /// Only the k-th such node (1-based, graph order), or every one.
+    pub occurrence: Option<usize>,
+}
+
+impl FaultSpec {
+    /// Parses `<kind>[=<amount>]@<op>[#<k>]` (the part after `fault:`, without `+inner`).
+    pub fn parse(text: &str) -> Result<FaultSpec, String> {
+        let bad = |why: String| format!("{why}\nexpected:\n{GRAMMAR}");
+        let (kind_part, target) = text
+            .split_once('@')
+            .ok_or_else(|| bad(format!("`{text}` has no `@<op>`")))?;
+        let (kind_text, amount_text) = match kind_part.split_once('=') {
+            Some((k, a)) => (k, Some(a)),
+            None => (kind_part, None),
+        };
+        let kind = match kind_text {
+            "compile" => FaultKind::Compile,
+            "runtime" => FaultKind::Runtime,
+            "accuracy" => FaultKind::Accuracy,
+            "nan" => FaultKind::Nan,
+            "crash" => FaultKind::Crash,
+            "hang" => FaultKind::Hang,
+            "alias" => FaultKind::Alias,
+            "mutate" => FaultKind::Mutate,
+            "shape" => FaultKind::Shape,
+            other => return Err(bad(format!("unknown fault kind `{other}`"))),
+        };
+        let amount = match (kind, amount_text) {
+            (_, None) => 1.0,
+            (FaultKind::Accuracy, Some(a)) => a
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| bad(format!("bad amount `{a}`")))?,
+            (_, Some(_)) => {
+                return Err(bad(format!(
+                    "only accuracy faults take an amount, not {kind_text}"
+                )))
+            }
+        };
+        let (op_text, occurrence) = match target.split_once('#') {
+            Some((op, k)) => {
+                let k = k
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|k| *k >= 1)
+                    .ok_or_else(|| bad(format!("bad occurrence `#{k}` (counts from 1)")))?;
+                (op, Some(k))
+            }
+            None => (target, None),
+        };
+        let op = OpPattern::parse(op_text).map_err(bad)?;
+        Ok(FaultSpec {
+            kind,
+            amount,
+            op,
+            occurrence,
+        })
+    }
+
+    /// Parses the value of `GRAPHBUG_INJECT_FAULT` (an optional `fault:` prefix allowed).
+    pub fn parse_env(text: &str) -> Result<FaultSpec, String> {
+        let text = text.trim();
+        let body = text.strip_prefix("fault:").unwrap_or(text);
+        if body.contains('+') {
+            return Err(format!(
+                "`+<inner>` has no meaning in GRAPHBUG_INJECT_FAULT: the fault applies to whichever backend runs\nexpected:\n{GRAMMAR}"
+            ));
+        }
+        FaultSpec::parse(body)
+    }
+
+    /// The nodes this spec faults in `graph`, in graph order.
+    pub fn targets(&self, graph: &Graph) -> Vec<NodeId> {
+        let all: Vec<NodeId> = graph
+            .ids()
+            .filter(|&i| graph.node(i).op().is_some_and(|op| self.op.matches(op)))
+            .collect();
+        match self.occurrence {
+            Some(k) => all.get(k - 1).copied().into_iter().collect(),
+            None => all,
+        }
+    }
+}
+
+impl fmt::Display for FaultSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind.name())?;
+        if self.kind == FaultKind::Accuracy && self.amount != 1.0 {
+            write!(f, "={}", self.amount)?;
+        }
+        write!(f, "@{}", self.op)?;
+        if let Some(k) = self.occurrence {
+            write!(f, "#{k}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The `fault:` backend: injects a fault, then compiles with the inner backend.
+pub struct FaultBackend {
+    spec: FaultSpec,
+    inner: Arc<dyn Backend>,
+    name: String,
+}
+
+impl FaultBackend {
+    /// Wraps `inner` with the fault `spec`.
+    pub fn new(spec: FaultSpec, inner: Arc<dyn Backend>) -> Self {
+        let name = format!("fault:{spec}+{}", inner.name());
+        FaultBackend { spec, inner, name }
+    }
+
+    /// Builds the backend for a name after `fault:` (`<spec>[+<inner>]`).
+    pub fn from_name(rest: &str) -> Result<Arc<dyn Backend>, String> {
+        let (spec, inner) = match rest.split_once('+') {
+            Some((s, i)) => (s, i),
+            None => (rest, "eager"),
+        };
+        let spec = FaultSpec::parse(spec)?;
+        let inner = crate::registry::resolve(inner).map_err(|e| format!("inner backend: {e}"))?;
+        Ok(Arc::new(FaultBackend::new(spec, inner)))
+    }
+
+    /// The graph with a `graphbug::fault` node after each target, and (fault node, target)
+    /// pairs.
+    fn rewrite(
+        &self,
+        graph: &Graph,
+        targets: &[NodeId],
+    ) -> Result<(Graph, Vec<(String, NodeId)>), Failure> {
+        let mut names = Namespace::new();
+        for n in &graph.nodes {
+            names.reserve(&n.name);
+        }
+        let users = graph.users();
+        // Where each fault goes: after the target, or after the first read of a
+        // multi-output target.
+        let mut sites = Vec::with_capacity(targets.len());
+        for &target in targets {
+            let node = graph.node(target);
+            let readers = &users.nodes[target.index()];
+            let multi = matches!(node.meta, Meta::Multi(_))
+                || readers
+                    .iter()
+                    .any(|u| matches!(graph.node(*u).kind, NodeKind::GetItem { .. }));
+            let at = if multi {
+                *readers.first().ok_or_else(|| {
+                    self.failure(
+                        Stage::Compile,
+                        graph,
+                        target,
+                        "cannot inject here: none of this node's outputs is read".into(),
+                    )
+                })?
+            } else {
+                target
+            };
+            sites.push((at, target));
+        }
+        // Last site first, so earlier ids stay valid while inserting.
+        sites.sort_by_key(|s| std::cmp::Reverse(s.0));
+        let mut g = graph.clone();
+        let mut inserted = Vec::new();
+        for (at, target) in sites {
+            let node = graph.node(target);
+            let op = node.op().map(ToString::to_string).unwrap_or_default();
+            let name = names.create_name("fault");
+            let fault = Node {
+                name: name.clone(),
+                kind: NodeKind::Call {
+                    op: OpName::new("graphbug", "fault", "default"),
+                    args: vec![
+                        Value::Node(at),
+                        Value::Str(self.spec.kind.name().into()),
+                        Value::Float(self.spec.amount),
+                        Value::Str(format!(
+                            "injected {} fault at node `{}` ({op})",
+                            self.spec.kind.name(),
+                            node.name
+                        )),
+                    ],
+                    kwargs: Vec::new(),
+                },
+                meta: graph.node(at).meta.clone(),
+            };
+            g = g.insert_after(at, fault, true).0;
+            inserted.push((name, target));
+        }
+        Ok((g, inserted))
+    }
+
+    fn failure(&self, stage: Stage, graph: &Graph, target: NodeId, message: String) -> Failure {
+        let node = graph.node(target);
+        Failure::new(&self.name, stage, Symptom::Error, message).at(
+            &node.name,
+            &node.op().map(ToString::to_string).unwrap_or_default(),
+        )
+    }
+}
+
+impl Backend for FaultBackend {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        "injects a fault at an op, then compiles with an inner backend"
+    }
+
+    fn tags(&self) -> &[&str] {
+        &["testing"]
+    }
+
+    fn compile(
+        &self,
+        graph: &Graph,
+        example_inputs: &[ExampleInput],
+        ctx: &CompileContext,
+    ) -> Result<Box<dyn CompiledFn>, Failure> {
+        let targets = self.spec.targets(graph);
+        if targets.is_empty() {
+            return self.inner.compile(graph, example_inputs, ctx);
+        }
+        if self.spec.kind == FaultKind::Compile {
+            let node = &graph.node(targets[0]).name;
+            return Err(self.failure(
+                Stage::Compile,
+                graph,
+                targets[0],
+                format!(
+                    "injected compile fault at node `{node}` (fault:{})",
+                    self.spec
+                ),
+            ));
+        }
+        let (rewritten, inserted) = self.rewrite(graph, &targets)?;
+        let names: Vec<(String, String, String)> = inserted
+            .iter()
+            .map(|(fault, t)| {
+                let n = graph.node(*t);
+                (
+                    fault.clone(),
+                    n.name.clone(),
+                    n.op().map(ToString::to_string).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let backend = self.name.clone();
+        let relabel = move |mut f: Failure| {
+            if let Some((_, node, op)) = names
+                .iter()
+                .find(|(fault, _, _)| f.node.as_deref() == Some(fault))
+            {
+                f = f.at(node, op);
+            }
+            f.backend = backend.clone();
+            f
+        };
+        let inner = self
+            .inner
+            .compile(&rewritten, example_inputs, ctx)
+            .map_err(&relabel)?;
+        Ok(Box::new(Faulted {
+            inner,
+            relabel: Box::new(relabel),
+        }))
+    }
+}
+
+/// A compiled function whose failures at inserted fault nodes name the faulted node.
+struct Faulted {
+    inner: Box<dyn CompiledFn>,
+    relabel: Box<dyn Fn(Failure) -> Failure + Send>,
+}
+
+impl CompiledFn for Faulted {
+    fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>, Failure> {
+        self.inner.run(inputs).map_err(&self.relabel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print() {
+        let s = FaultSpec::parse("accuracy=0.5@aten.gelu.default#2").unwrap();
+        assert_eq!(s.kind, FaultKind::Accuracy);
+        assert_eq!(s.amount, 0.5);
+        assert_eq!(s.occurrence, Some(2));
+        assert!(s.op.matches(&OpName::aten("gelu", "default")));
+        assert!(!s.op.matches(&OpName::aten("gelu", "out")));
+        assert_eq!(s.to_string(), "accuracy=0.5@aten.gelu.default#2");
+        let r = FaultSpec::parse("runtime@relu").unwrap();
+        assert!(
+            r.op.matches(&OpName::aten("relu", "default"))
+                && r.op.matches(&OpName::new("prims", "relu", "x"))
+        );
+        assert!(FaultSpec::parse("crash@aten::mm.default")
+            .unwrap()
+            .op
+            .matches(&OpName::aten("mm", "default")));
+        assert_eq!(
+            FaultSpec::parse_env("fault:nan@mm#1").unwrap().kind,
+            FaultKind::Nan
+        );
+    }
+
+    #[test]
+    fn malformed_specs_show_the_grammar() {
+        for bad in [
+            "oops",
+            "explode@relu",
+            "runtime=2@relu",
+            "accuracy=x@relu",
+            "runtime@relu#0",
+            "runtime@a.b.c.d",
+            "runtime@",
+        ] {
+            let e = FaultSpec::parse(bad).unwrap_err();
+            assert!(
+                e.contains("expected:\nfault:<kind>[=<amount>]@<op>[#<k>][+<inner>]"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(FaultSpec::parse_env("runtime@relu+eager")
+            .unwrap_err()
+            .contains("+<inner>"));
+    }
+}
