@@ -5,3 +5,5 @@
 pub use graphbug_aten as aten;
 pub use graphbug_backends as backends;
 pub use graphbug_ir as ir;
+pub use graphbug_minifier as minifier;
+pub use graphbug_repro as repro;

@@ -45,6 +45,14 @@ enum Command {
     },
     /// Compile and run a graph through `explain:<backend>` and print what it recorded.
     Explain(cli::run::ExplainArgs),
+    /// Shrink a failing graph to a 1-minimal one that fails the same way.
+    Minify(Box<cli::minify::MinifyArgs>),
+    /// Internal: answers minifier queries in an isolated process.
+    #[command(name = "__minify-worker", hide = true)]
+    MinifyWorker {
+        /// The worker spec (JSON).
+        spec: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -55,6 +63,10 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::run(&args),
         Command::Backends { all } => cli::backends(all),
         Command::Explain(args) => cli::run::explain(&args),
+        Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),
+        Command::MinifyWorker { spec } => graphbug::repro::isolate::worker_main(&spec)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
     });
     match result {
         Ok(code) => code,

@@ -1,6 +1,5 @@
 //! `graphbug run`: compile a graph with a backend, run it, save or compare its outputs.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,14 +8,14 @@ use clap::Args;
 use graphbug::aten::accuracy::{same, SameOptions};
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::{describe, meta_of, tch_device};
-use graphbug::aten::io::{order_tensors, random_tensors, read_tensors, write_tensors};
+use graphbug::aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug::aten::reference::fp64_reference;
 use graphbug::backends::explain::Explain;
 use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
-use graphbug::ir::{Device, Graph, Meta, NodeKind, TensorMeta};
+use graphbug::ir::Device;
 use tch::{Kind, Tensor};
 
-use super::load_graph;
+use super::{graph_inputs, load_graph};
 
 /// Arguments of `graphbug run`.
 #[derive(Args)]
@@ -55,70 +54,6 @@ pub struct ExplainArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-}
-
-/// The graph's inputs and constants, loaded or made up, on `device`.
-fn graph_inputs(
-    graph: &Graph,
-    inputs_file: Option<&PathBuf>,
-    seed: u64,
-    device: tch::Device,
-) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
-    let placeholders: Vec<String> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i).name.clone())
-        .collect();
-    let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
-        .nodes
-        .iter()
-        .filter_map(|n| match &n.kind {
-            NodeKind::GetAttr { target } => Some((target.clone(), n.meta.tensor().cloned())),
-            _ => None,
-        })
-        .collect();
-    let (inputs, constants) = match inputs_file {
-        Some(path) => {
-            let named = read_tensors(path)?;
-            let (consts, rest): (Vec<_>, Vec<_>) = named
-                .into_iter()
-                .partition(|(k, _)| constant_metas.iter().any(|(c, _)| c == k));
-            let inputs = order_tensors(rest, &placeholders, "inputs")
-                .with_context(|| format!("{}", path.display()))?;
-            (inputs, consts.into_iter().collect::<HashMap<_, _>>())
-        }
-        None => {
-            let mut metas = Vec::new();
-            for &id in &graph.placeholders() {
-                let node = graph.node(id);
-                let Meta::Tensor(m) = &node.meta else {
-                    return Err(anyhow!(
-                        "input `{}` has no shape annotation; give its value with --inputs",
-                        node.name
-                    ));
-                };
-                metas.push(m.clone());
-            }
-            let mut const_names = Vec::new();
-            for (target, meta) in &constant_metas {
-                let m = meta.clone().ok_or_else(|| {
-                    anyhow!(
-                        "constant `self.{target}` has no shape annotation; give it with --inputs"
-                    )
-                })?;
-                metas.push(m);
-                const_names.push(target.clone());
-            }
-            let mut all = random_tensors(&metas, seed, tch::Device::Cpu)?;
-            let consts = all.split_off(placeholders.len());
-            (all, const_names.into_iter().zip(consts).collect())
-        }
-    };
-    let to = |t: Tensor| t.to_device(device);
-    Ok((
-        inputs.into_iter().map(to).collect(),
-        constants.into_iter().map(|(k, t)| (k, to(t))).collect(),
-    ))
 }
 
 /// One line per output: its meta and a few statistics.

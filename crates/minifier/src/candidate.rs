@@ -1,0 +1,312 @@
+//! Candidates: the subgraph that keeps a set of the original's nodes and feeds everything
+//! else it reads from inputs holding the values the original run computed.
+//!
+//! Keeping a set of nodes determines a candidate completely, which makes every strategy a
+//! move in one space (truncating a suffix keeps a prefix; delta debugging drops windows;
+//! a 1-minimal candidate is a set no single removal of which still fails) and makes the
+//! kept set a canonical cache key. Nothing kept is ever dead: nodes no kept node reads are
+//! the candidate's outputs (multi-output ones still run, but are not returned).
+
+use std::collections::HashMap;
+
+use graphbug_ir::{Graph, Meta, Node, NodeId, NodeKind, Value};
+use serde::{Deserialize, Serialize};
+
+/// Where a candidate's input value comes from, in terms of the original graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Origin {
+    /// The original graph's k-th input.
+    Input(usize),
+    /// The value the original node with this id produced in the reference run.
+    Node(u32),
+}
+
+/// A graph to query, with the origin of each of its inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The candidate graph (placeholders first, one per entry of `inputs`).
+    pub graph: Graph,
+    /// Where each placeholder's value comes from.
+    pub inputs: Vec<Origin>,
+    /// The original node ids kept, ascending.
+    pub kept: Vec<u32>,
+}
+
+impl Candidate {
+    /// Number of call_function nodes (calls and getitems), the size the minifier reduces.
+    pub fn size(&self) -> usize {
+        self.graph.num_call_function_nodes()
+    }
+}
+
+/// Facts about the original graph the candidates are cut from.
+#[derive(Clone, Debug)]
+pub struct Original {
+    graph: Graph,
+    /// Index among the placeholders, for each placeholder node.
+    input_index: Vec<Option<usize>>,
+    /// The placeholder ids, in order.
+    placeholders: Vec<NodeId>,
+    /// Nodes that can be kept or dropped: calls, getitems and constants.
+    removable: Vec<u32>,
+}
+
+impl Original {
+    /// Prepares `graph` (which must verify) for cutting.
+    pub fn new(graph: Graph) -> Self {
+        let mut input_index = vec![None; graph.nodes.len()];
+        let placeholders = graph.placeholders();
+        for (k, id) in placeholders.iter().enumerate() {
+            input_index[id.index()] = Some(k);
+        }
+        let removable = graph
+            .ids()
+            .filter(|&i| !graph.node(i).is_placeholder())
+            .map(|i| i.0)
+            .collect();
+        Original {
+            graph,
+            input_index,
+            placeholders,
+            removable,
+        }
+    }
+
+    /// The original graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Every node that can be kept, ascending: the kept set of the whole graph.
+    pub fn all(&self) -> Vec<u32> {
+        self.removable.clone()
+    }
+
+    /// `kept` made consistent: a getitem is kept only with its source (otherwise its value
+    /// becomes an input, as any dropped node's does). Sorted and deduplicated.
+    pub fn normalize(&self, kept: &[u32]) -> Vec<u32> {
+        let mut keep = vec![false; self.graph.nodes.len()];
+        for &k in kept {
+            if let Some(slot) = keep.get_mut(k as usize) {
+                *slot = !self.graph.nodes[k as usize].is_placeholder();
+            }
+        }
+        for id in self.graph.ids() {
+            if let NodeKind::GetItem { source, .. } = &self.graph.node(id).kind {
+                if keep[id.index()] && !keep[source.index()] {
+                    keep[id.index()] = false;
+                }
+            }
+        }
+        (0..keep.len() as u32)
+            .filter(|&i| keep[i as usize])
+            .collect()
+    }
+
+    /// The candidate that keeps `kept` (normalized first).
+    pub fn candidate(&self, kept: &[u32]) -> Candidate {
+        let kept = self.normalize(kept);
+        let g = &self.graph;
+        let n = g.nodes.len();
+        let mut is_kept = vec![false; n];
+        for &k in &kept {
+            is_kept[k as usize] = true;
+        }
+        // Inputs: every value a kept node reads that is not kept, ordered by origin.
+        let mut origins: Vec<Origin> = Vec::new();
+        let mut seen = vec![false; n];
+        for &k in &kept {
+            g.nodes[k as usize].for_each_input(|src| {
+                if !is_kept[src.index()] && !seen[src.index()] {
+                    seen[src.index()] = true;
+                    origins.push(match self.input_index[src.index()] {
+                        Some(i) => Origin::Input(i),
+                        None => Origin::Node(src.0),
+                    });
+                }
+            });
+        }
+        origins.sort();
+        let mut new_id: HashMap<u32, NodeId> = HashMap::with_capacity(origins.len() + kept.len());
+        let mut nodes: Vec<Node> = Vec::with_capacity(origins.len() + kept.len());
+        for o in &origins {
+            let src = match *o {
+                Origin::Input(i) => self.placeholders[i],
+                Origin::Node(id) => NodeId(id),
+            };
+            let node = g.node(src);
+            new_id.insert(src.0, NodeId(nodes.len() as u32));
+            nodes.push(Node {
+                name: node.name.clone(),
+                kind: NodeKind::Placeholder,
+                meta: match &node.meta {
+                    Meta::Tensor(t) => Meta::Tensor(t.clone()),
+                    _ => Meta::Unknown,
+                },
+            });
+        }
+        for &k in &kept {
+            let node = &g.nodes[k as usize];
+            let kind = node
+                .try_remap_kind::<()>(&mut |src| new_id.get(&src.0).copied().ok_or(()))
+                .expect("every input of a kept node is kept or an input");
+            new_id.insert(k, NodeId(nodes.len() as u32));
+            nodes.push(Node {
+                name: node.name.clone(),
+                kind,
+                meta: node.meta.clone(),
+            });
+        }
+        // Outputs: kept single-tensor values nothing kept reads.
+        let users = g.users();
+        let output = kept
+            .iter()
+            .filter(|&&k| {
+                let multi = matches!(g.nodes[k as usize].meta, Meta::Multi(_))
+                    || users.nodes[k as usize]
+                        .iter()
+                        .any(|u| matches!(g.node(*u).kind, NodeKind::GetItem { .. }));
+                !multi && !kept_reader(&users.nodes[k as usize], &is_kept)
+            })
+            .map(|k| Value::Node(new_id[k]))
+            .collect();
+        Candidate {
+            graph: Graph {
+                name: g.name.clone(),
+                nodes,
+                output: Some(output),
+            },
+            inputs: origins,
+            kept,
+        }
+    }
+
+    /// Kept nodes that reach the original graph's outputs (the rest is dead code there).
+    pub fn live(&self, kept: &[u32]) -> Vec<u32> {
+        let g = &self.graph;
+        let mut live = vec![false; g.nodes.len()];
+        for v in g.outputs() {
+            v.for_each_node(&mut |id| live[id.index()] = true);
+        }
+        for id in g.ids().rev() {
+            if live[id.index()] {
+                g.node(id).for_each_input(|src| live[src.index()] = true);
+            }
+        }
+        kept.iter().copied().filter(|&k| live[k as usize]).collect()
+    }
+
+    /// The kept nodes of `kept` with no kept reader: the candidate's sinks.
+    pub fn sinks(&self, kept: &[u32]) -> Vec<u32> {
+        let users = self.graph.users();
+        let mut is_kept = vec![false; self.graph.nodes.len()];
+        for &k in kept {
+            is_kept[k as usize] = true;
+        }
+        kept.iter()
+            .copied()
+            .filter(|&k| !kept_reader(&users.nodes[k as usize], &is_kept))
+            .collect()
+    }
+
+    /// `kept` without `sink` and every kept node that only serves it (its exclusive
+    /// ancestors), as removing an output and the code behind it does.
+    pub fn without_output(&self, kept: &[u32], sink: u32) -> Vec<u32> {
+        let g = &self.graph;
+        let mut is_kept = vec![false; g.nodes.len()];
+        for &k in kept {
+            is_kept[k as usize] = true;
+        }
+        is_kept[sink as usize] = false;
+        // Walk backwards: a kept node stays if some other kept node reads it or it is a sink
+        // that was not removed.
+        let users = g.users();
+        let sinks: Vec<u32> = self.sinks(kept);
+        for &k in kept.iter().rev() {
+            if k == sink || !is_kept[k as usize] {
+                continue;
+            }
+            let read = kept_reader(&users.nodes[k as usize], &is_kept);
+            let own_sink = sinks.contains(&k);
+            if !read && !own_sink {
+                is_kept[k as usize] = false;
+            }
+        }
+        kept.iter()
+            .copied()
+            .filter(|&k| is_kept[k as usize])
+            .collect()
+    }
+}
+
+fn kept_reader(readers: &[NodeId], is_kept: &[bool]) -> bool {
+    readers.iter().any(|r| is_kept[r.index()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graphbug_ir::{parse_graph, print_graph};
+
+    const G: &str = r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[4, 8]", w: "f32[8]"):
+        ln = torch.ops.aten.native_layer_norm.default(x, [8], w, None, 1e-05)
+        getitem: "f32[4, 8]" = ln[0]
+        relu: "f32[4, 8]" = torch.ops.aten.relu.default(getitem)
+        sin: "f32[4, 8]" = torch.ops.aten.sin.default(relu)
+        cos: "f32[4, 8]" = torch.ops.aten.cos.default(x)
+        add: "f32[4, 8]" = torch.ops.aten.add.Tensor(sin, cos)
+        return (add,)
+"#;
+
+    fn original() -> Original {
+        Original::new(parse_graph(G).unwrap())
+    }
+
+    #[test]
+    fn the_whole_set_is_the_original() {
+        let o = original();
+        let c = o.candidate(&o.all());
+        assert_eq!(print_graph(&c.graph), print_graph(o.graph()));
+        assert_eq!(c.inputs, [Origin::Input(0), Origin::Input(1)]);
+    }
+
+    #[test]
+    fn dropped_nodes_become_inputs_with_their_names() {
+        let o = original();
+        // Keep sin and add: relu and cos become inputs.
+        let c = o.candidate(&[5, 7]);
+        assert_eq!(c.inputs, [Origin::Node(4), Origin::Node(6)]);
+        let text = print_graph(&c.graph);
+        assert!(
+            text.contains("def forward(self, relu: \"f32[4, 8]\", cos: \"f32[4, 8]\"):"),
+            "{text}"
+        );
+        assert!(text.contains("return (add,)"), "{text}");
+        c.graph.verify().unwrap();
+    }
+
+    #[test]
+    fn getitems_need_their_source_and_multi_outputs_are_not_returned() {
+        let o = original();
+        assert_eq!(o.normalize(&[3, 4]), [4]);
+        let c = o.candidate(&[2]);
+        // native_layer_norm alone: it runs, but returns nothing.
+        assert_eq!(c.size(), 1);
+        assert!(c.graph.outputs().is_empty());
+        let c = o.candidate(&[2, 3]);
+        assert_eq!(c.graph.outputs().len(), 1);
+    }
+
+    #[test]
+    fn live_sinks_and_removing_an_output() {
+        let o = original();
+        let all = o.all();
+        assert_eq!(o.sinks(&all), [7]);
+        assert_eq!(o.sinks(&[5, 6]), [5, 6]);
+        // Removing sink `sin` from {relu, sin, cos} also drops relu, which only served it.
+        assert_eq!(o.without_output(&[4, 5, 6], 5), [6]);
+        assert_eq!(o.live(&all), all);
+    }
+}

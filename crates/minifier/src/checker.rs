@@ -1,0 +1,208 @@
+//! Checkers decide whether a candidate still shows the bug; bug identity keeps the
+//! minifier from drifting onto another one.
+
+use std::collections::BTreeSet;
+
+use graphbug_ir::OpName;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::candidate::Candidate;
+
+/// How a candidate failed, enough to tell one bug from another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signature {
+    /// The kind of failure, e.g. `runtime error`, `compile error`, `accuracy wrong result`,
+    /// `runtime crash`, `contains`.
+    pub kind: String,
+    /// The op the failure is at, when known.
+    pub op: Option<String>,
+    /// The message.
+    pub message: String,
+}
+
+/// A checker's answer for one candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// The candidate fails, like this.
+    Fails(Signature),
+    /// The candidate works.
+    Passes,
+    /// The candidate could not be judged (for example its reference run failed).
+    Unresolved(String),
+}
+
+/// Decides whether candidates fail.
+pub trait Checker {
+    /// What is checked, for logs (e.g. `runtime error of backend eager`).
+    fn describe(&self) -> String;
+
+    /// Runs the check on one candidate.
+    fn check(&mut self, candidate: &Candidate) -> Verdict;
+}
+
+/// Whether a failure is the original bug: same kind, same op (when both name one), and a
+/// message that matches `--check-str` or, without it, resembles the original's.
+#[derive(Clone, Debug)]
+pub struct BugIdentity {
+    original: Signature,
+    check_str: Option<Regex>,
+}
+
+impl BugIdentity {
+    /// The identity of `original`, optionally pinned by a regex on the message.
+    pub fn new(original: Signature, check_str: Option<&str>) -> Result<Self, regex::Error> {
+        Ok(BugIdentity {
+            original,
+            check_str: check_str.map(Regex::new).transpose()?,
+        })
+    }
+
+    /// The original failure.
+    pub fn original(&self) -> &Signature {
+        &self.original
+    }
+
+    /// True when `sig` is the same bug.
+    pub fn matches(&self, sig: &Signature) -> bool {
+        if sig.kind != self.original.kind {
+            return false;
+        }
+        if let (Some(a), Some(b)) = (&sig.op, &self.original.op) {
+            if a != b {
+                return false;
+            }
+        }
+        match &self.check_str {
+            Some(re) => re.is_match(&sig.message),
+            None => similar(&self.original.message, &sig.message),
+        }
+    }
+}
+
+/// Words of a message with numbers masked, so sizes and counts do not make two reports of
+/// one bug look different.
+fn words(message: &str) -> BTreeSet<String> {
+    message
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            // Every run of digits becomes one `#`: `2x3` and `4x5` are the same word.
+            let mut out = String::with_capacity(w.len());
+            for c in w.chars() {
+                if c.is_ascii_digit() {
+                    if !out.ends_with('#') {
+                        out.push('#');
+                    }
+                } else {
+                    out.push(c.to_ascii_lowercase());
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// True when two failure messages describe the same problem: at least 80% of their
+/// (number-masked) words are shared.
+pub fn similar(a: &str, b: &str) -> bool {
+    let (wa, wb) = (words(a), words(b));
+    if wa.is_empty() && wb.is_empty() {
+        return true;
+    }
+    let shared = wa.intersection(&wb).count();
+    let union = wa.union(&wb).count();
+    shared * 5 >= union * 4
+}
+
+/// `contains:OP[,OP…]`: a candidate "fails" when it calls every listed op.
+#[derive(Clone, Debug)]
+pub struct Contains {
+    ops: Vec<OpName>,
+}
+
+impl Contains {
+    /// Parses `aten._softmax.default,aten.native_layer_norm.default` (also `aten::x.y`).
+    pub fn parse(list: &str) -> Result<Contains, String> {
+        let ops = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(OpName::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        if ops.is_empty() {
+            return Err("contains: needs at least one op, e.g. contains:aten.gelu.default".into());
+        }
+        Ok(Contains { ops })
+    }
+}
+
+impl Checker for Contains {
+    fn describe(&self) -> String {
+        let names: Vec<String> = self.ops.iter().map(OpName::qualified).collect();
+        format!("contains {}", names.join(", "))
+    }
+
+    fn check(&mut self, candidate: &Candidate) -> Verdict {
+        let present = |op: &OpName| candidate.graph.nodes.iter().any(|n| n.op() == Some(op));
+        if self.ops.iter().all(present) {
+            Verdict::Fails(Signature {
+                kind: "contains".into(),
+                op: None,
+                message: self.describe(),
+            })
+        } else {
+            Verdict::Passes
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(kind: &str, op: Option<&str>, message: &str) -> Signature {
+        Signature {
+            kind: kind.into(),
+            op: op.map(str::to_string),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn identity_needs_kind_op_and_a_similar_message() {
+        let orig = sig("runtime error", Some("aten::mm.default"), "failed on inputs [f32[2, 3], f32[2, 3]]: mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)");
+        let id = BugIdentity::new(orig.clone(), None).unwrap();
+        assert!(id.matches(&orig));
+        // Other sizes: the same bug.
+        assert!(id.matches(&sig("runtime error", Some("aten::mm.default"), "failed on inputs [f32[4, 5], f32[4, 5]]: mat1 and mat2 shapes cannot be multiplied (4x5 and 4x5)")));
+        // Another op, kind or message: another bug.
+        assert!(!id.matches(&sig(
+            "runtime error",
+            Some("aten::bmm.default"),
+            &orig.message
+        )));
+        assert!(!id.matches(&sig(
+            "compile error",
+            Some("aten::mm.default"),
+            &orig.message
+        )));
+        assert!(!id.matches(&sig(
+            "runtime error",
+            Some("aten::mm.default"),
+            "failed on inputs [f32[2, 3]]: ReluRuntimeError"
+        )));
+        // A --check-str regex decides the message instead.
+        let id = BugIdentity::new(orig.clone(), Some("ReluRuntime")).unwrap();
+        assert!(!id.matches(&orig));
+        assert!(id.matches(&sig("runtime error", None, "x ReluRuntimeError")));
+        assert!(BugIdentity::new(orig, Some("(")).is_err());
+    }
+
+    #[test]
+    fn contains_parses_op_lists() {
+        assert!(Contains::parse("aten._softmax.default, aten::native_layer_norm.default").is_ok());
+        assert!(Contains::parse("").is_err());
+        assert!(Contains::parse("softmax").is_err());
+    }
+}

@@ -1,0 +1,463 @@
+//! The minification driver: strategies over kept-node sets, a query cache, logging,
+//! progress, and a sink that saves every improvement.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+
+use graphbug_ir::{Graph, IrError};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::candidate::{Candidate, Original};
+use crate::checker::{BugIdentity, Checker, Signature, Verdict};
+
+/// Knobs of a minification run.
+#[derive(Clone, Debug, Default)]
+pub struct MinifyOptions {
+    /// A regex the failure message must match (else: similar to the original's).
+    pub check_str: Option<String>,
+    /// Resume from this kept set (original node ids) instead of the whole graph.
+    pub resume: Option<Vec<u32>>,
+    /// Print log lines to standard error as they happen.
+    pub verbose: bool,
+    /// Show a progress display when standard error is a terminal.
+    pub progress: bool,
+    /// Stop querying after this many queries (the best so far is the result).
+    pub max_queries: Option<usize>,
+}
+
+/// Counts reported with every improvement.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Nodes of the original graph (call_function nodes).
+    pub start_nodes: usize,
+    /// Nodes of the current best candidate.
+    pub end_nodes: usize,
+    /// Checker queries made.
+    pub queries: usize,
+    /// Candidates answered from the cache instead of the checker.
+    pub cache_hits: usize,
+}
+
+/// Receives each smaller failing candidate as it is found (to save it atomically).
+pub trait Sink {
+    /// Called after every success, with the new best candidate.
+    fn improved(&mut self, best: &Candidate, stats: &Stats) -> Result<(), String>;
+}
+
+/// A sink that keeps nothing.
+pub struct NoSink;
+
+impl Sink for NoSink {
+    fn improved(&mut self, _: &Candidate, _: &Stats) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The result of a minification.
+#[derive(Clone, Debug)]
+pub struct Minified {
+    /// The smallest failing candidate found.
+    pub candidate: Candidate,
+    /// The failure it reproduces (the original's).
+    pub signature: Signature,
+    /// Query counts and sizes.
+    pub stats: Stats,
+    /// What each strategy tried, functorch-style.
+    pub log: Vec<String>,
+}
+
+impl Minified {
+    /// The minimized graph.
+    pub fn graph(&self) -> &Graph {
+        &self.candidate.graph
+    }
+}
+
+/// Why minification could not start or continue.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MinifyError {
+    /// The graph given does not verify.
+    #[error("invalid graph: {0}")]
+    Graph(#[from] IrError),
+    /// The starting graph does not fail.
+    #[error("input graph does not fail ({checker}): {verdict}")]
+    DoesNotFail {
+        /// What was checked.
+        checker: String,
+        /// What the checker said.
+        verdict: String,
+    },
+    /// The checker answered differently for the same graph.
+    #[error("the checker is flaky: the same graph first gave `{first}`, then `{second}`")]
+    Flaky {
+        /// First answer.
+        first: String,
+        /// Second answer.
+        second: String,
+    },
+    /// `--check-str` is not a valid regex.
+    #[error("bad --check-str: {0}")]
+    CheckStr(String),
+    /// The resume state does not fit the graph.
+    #[error("cannot resume: {0}")]
+    Resume(String),
+    /// The sink could not save an improvement.
+    #[error("saving progress: {0}")]
+    Sink(String),
+}
+
+fn describe(v: &Verdict) -> String {
+    match v {
+        Verdict::Fails(s) => format!("{}: {}", s.kind, s.message),
+        Verdict::Passes => "passes".into(),
+        Verdict::Unresolved(m) => format!("unresolved: {m}"),
+    }
+}
+
+struct Session<'a> {
+    original: Original,
+    checker: &'a mut dyn Checker,
+    identity: BugIdentity,
+    sink: &'a mut dyn Sink,
+    cache: HashMap<Vec<u32>, bool>,
+    stats: Stats,
+    log: Vec<String>,
+    verbose: bool,
+    bar: Option<ProgressBar>,
+    max_queries: Option<usize>,
+    best_size: usize,
+    sink_error: Option<String>,
+}
+
+impl Session<'_> {
+    fn note(&mut self, line: String) {
+        if self.verbose {
+            match &self.bar {
+                Some(bar) => bar.println(&line),
+                None => eprintln!("{line}"),
+            }
+        }
+        self.log.push(line);
+    }
+
+    fn out_of_queries(&self) -> bool {
+        self.max_queries.is_some_and(|m| self.stats.queries >= m)
+    }
+
+    /// Whether the candidate keeping `kept` still shows the bug (cached by kept set).
+    fn test(&mut self, kept: &[u32]) -> bool {
+        let kept = self.original.normalize(kept);
+        if kept.is_empty() {
+            return false;
+        }
+        if let Some(&hit) = self.cache.get(&kept) {
+            self.stats.cache_hits += 1;
+            return hit;
+        }
+        if self.out_of_queries() {
+            return false;
+        }
+        let candidate = self.original.candidate(&kept);
+        self.stats.queries += 1;
+        let verdict = self.checker.check(&candidate);
+        let interesting = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
+        self.cache.insert(kept.clone(), interesting);
+        if interesting && candidate.size() < self.best_size {
+            self.best_size = candidate.size();
+            self.stats.end_nodes = self.best_size;
+            if let Err(e) = self.sink.improved(&candidate, &self.stats) {
+                self.sink_error.get_or_insert(e);
+            }
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!(
+                "{} nodes, {} queries, {} cache hits",
+                self.best_size, self.stats.queries, self.stats.cache_hits
+            ));
+        }
+        interesting
+    }
+
+    fn sizes(&self, kept: &[u32]) -> (usize, usize) {
+        let c = self.original.candidate(kept);
+        (c.size(), c.inputs.len())
+    }
+
+    /// Logs a strategy attempt and its outcome.
+    fn attempt(&mut self, name: &str, from: &[u32], to: &[u32], ok: bool) {
+        let (nodes, inputs) = self.sizes(from);
+        let mut line = format!("Strategy: {name} ({nodes} nodes, {inputs} inputs)");
+        if ok {
+            let (n2, _) = self.sizes(to);
+            line.push_str(&format!("\nSUCCESS: Went from {nodes} to {n2} nodes"));
+        } else {
+            line.push_str("\nFAIL: Could not remove anything");
+        }
+        self.note(line);
+    }
+
+    /// Drops every node that does not reach the original graph's outputs.
+    fn eliminate_dead_code(&mut self, s: Vec<u32>) -> Vec<u32> {
+        let live = self.original.live(&s);
+        if live.len() == s.len() || live.is_empty() {
+            return s;
+        }
+        let ok = self.test(&live);
+        self.attempt("Eliminate dead code", &s, &live, ok);
+        if ok {
+            live
+        } else {
+            s
+        }
+    }
+
+    /// Binary search for the shortest failing prefix.
+    fn truncate_suffix(&mut self, s: Vec<u32>) -> Vec<u32> {
+        let (mut lo, mut hi) = (0usize, s.len());
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let ok = self.test(&s[..mid]);
+            self.attempt(
+                &format!("Truncate suffix (G: {})", hi - lo),
+                &s[..hi],
+                &s[..mid],
+                ok,
+            );
+            if ok {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        s[..hi].to_vec()
+    }
+
+    /// Removes outputs and the code only they need, in halving groups.
+    fn remove_outputs(&mut self, mut s: Vec<u32>) -> Vec<u32> {
+        let mut g = self.original.sinks(&s).len() / 2;
+        while g >= 1 {
+            let sinks = self.original.sinks(&s);
+            if sinks.len() <= 1 {
+                break;
+            }
+            let mut progress = false;
+            for chunk in sinks.chunks(g) {
+                let mut t = s.clone();
+                for &sink in chunk {
+                    t = self.original.without_output(&t, sink);
+                }
+                if t.is_empty() || t.len() == s.len() {
+                    continue;
+                }
+                let ok = self.test(&t);
+                self.attempt(&format!("Remove outputs (G: {g})"), &s, &t, ok);
+                if ok {
+                    s = t;
+                    progress = true;
+                    break;
+                }
+            }
+            if !progress {
+                g /= 2;
+            }
+        }
+        s
+    }
+
+    /// Delta debugging (ddmin) with removal meaning "replace by an input": subsets first,
+    /// then complements, doubling the granularity when neither fails.
+    fn delta_debugging(&mut self, mut s: Vec<u32>) -> Vec<u32> {
+        let mut n = 2usize;
+        while s.len() >= 2 && !self.out_of_queries() {
+            let chunks = split(&s, n);
+            let mut reduced = None;
+            for c in &chunks {
+                if self.test(c) {
+                    reduced = Some((c.clone(), 2));
+                    break;
+                }
+            }
+            if reduced.is_none() {
+                for i in 0..chunks.len() {
+                    let rest: Vec<u32> = chunks
+                        .iter()
+                        .enumerate()
+                        .filter(|&(j, _)| j != i)
+                        .flat_map(|(_, c)| c.iter().copied())
+                        .collect();
+                    if self.test(&rest) {
+                        reduced = Some((rest, (n - 1).max(2)));
+                        break;
+                    }
+                }
+            }
+            let g = s.len().div_ceil(n);
+            match reduced {
+                Some((t, next_n)) => {
+                    self.attempt(&format!("Delta Debugging (G: {g})"), &s, &t, true);
+                    s = self.original.normalize(&t);
+                    n = next_n.min(s.len().max(2));
+                }
+                None => {
+                    self.attempt(&format!("Delta Debugging (G: {g})"), &s, &s, false);
+                    if n >= s.len() {
+                        break;
+                    }
+                    n = (2 * n).min(s.len());
+                }
+            }
+        }
+        s
+    }
+
+    /// Until no single node can be dropped (replaced by an input) without losing the bug.
+    fn one_minimal(&mut self, mut s: Vec<u32>) -> Vec<u32> {
+        loop {
+            let mut changed = false;
+            let mut i = 0;
+            while i < s.len() && !self.out_of_queries() {
+                let t: Vec<u32> = s
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != i)
+                    .map(|(_, &k)| k)
+                    .collect();
+                if self.test(&t) {
+                    self.attempt("1-minimality", &s, &t, true);
+                    s = self.original.normalize(&t);
+                    changed = true;
+                } else {
+                    i += 1;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        s
+    }
+}
+
+/// `s` cut into `n` contiguous chunks of nearly equal size.
+fn split(s: &[u32], n: usize) -> Vec<Vec<u32>> {
+    let n = n.clamp(1, s.len().max(1));
+    let size = s.len().div_ceil(n);
+    s.chunks(size.max(1)).map(<[u32]>::to_vec).collect()
+}
+
+/// Shrinks `graph` to a 1-minimal candidate that still fails `checker` the way the whole
+/// graph does.
+///
+/// The original is checked first (and once more, to catch a flaky checker). Strategies
+/// then loop until nothing shrinks: eliminate dead code, truncate suffix, remove outputs,
+/// delta debugging; a final pass makes the result 1-minimal. No kept set is queried twice.
+pub fn minify(
+    graph: &Graph,
+    checker: &mut dyn Checker,
+    options: &MinifyOptions,
+    sink: &mut dyn Sink,
+) -> Result<Minified, MinifyError> {
+    graph.verify()?;
+    let original = Original::new(graph.clone());
+    let start = match &options.resume {
+        Some(kept) => {
+            let n = graph.nodes.len() as u32;
+            if let Some(bad) = kept.iter().find(|&&k| k >= n) {
+                return Err(MinifyError::Resume(format!(
+                    "node #{bad} does not exist in a graph of {n} nodes"
+                )));
+            }
+            original.normalize(kept)
+        }
+        None => original.all(),
+    };
+    let first = original.candidate(&start);
+    let checker_name = checker.describe();
+    let v1 = checker.check(&first);
+    let Verdict::Fails(signature) = v1.clone() else {
+        return Err(MinifyError::DoesNotFail {
+            checker: checker_name,
+            verdict: describe(&v1),
+        });
+    };
+    let v2 = checker.check(&first);
+    if v2 != v1 {
+        return Err(MinifyError::Flaky {
+            first: describe(&v1),
+            second: describe(&v2),
+        });
+    }
+    let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
+        .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
+    if !identity.matches(&signature) {
+        return Err(MinifyError::DoesNotFail {
+            checker: checker_name,
+            verdict: format!("{} (does not match --check-str)", describe(&v1)),
+        });
+    }
+    let bar = (options.progress && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} minifying: {msg} [{elapsed}]")
+                .expect("the progress template is valid"),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        bar
+    });
+    let start_size = first.size();
+    let mut session = Session {
+        cache: HashMap::from([(start.clone(), true)]),
+        original,
+        checker,
+        identity,
+        sink,
+        stats: Stats {
+            start_nodes: graph.num_call_function_nodes(),
+            end_nodes: start_size,
+            queries: 2,
+            cache_hits: 0,
+        },
+        log: vec![format!(
+            "Started with {start_size} nodes; checking {checker_name}"
+        )],
+        verbose: options.verbose,
+        bar,
+        max_queries: options.max_queries,
+        best_size: start_size,
+        sink_error: None,
+    };
+    let mut s = start;
+    loop {
+        let before = s.clone();
+        s = session.eliminate_dead_code(s);
+        s = session.truncate_suffix(s);
+        s = session.remove_outputs(s);
+        s = session.delta_debugging(s);
+        if s == before || session.out_of_queries() {
+            break;
+        }
+    }
+    s = session.one_minimal(s);
+    if let Some(bar) = &session.bar {
+        bar.finish_and_clear();
+    }
+    if let Some(e) = session.sink_error.take() {
+        return Err(MinifyError::Sink(e));
+    }
+    let candidate = session.original.candidate(&s);
+    session.stats.end_nodes = candidate.size();
+    session.note(format!(
+        "Made {} queries ({} cache hits): {} nodes -> {} nodes",
+        session.stats.queries,
+        session.stats.cache_hits,
+        session.stats.start_nodes,
+        candidate.size()
+    ));
+    Ok(Minified {
+        candidate,
+        signature,
+        stats: session.stats,
+        log: session.log,
+    })
+}

@@ -1,0 +1,320 @@
+//! The minification driver with synthetic checkers: identity, flakiness, caching,
+//! determinism, 1-minimality, resuming and saving.
+
+use std::collections::HashSet;
+
+use graphbug_ir::models::{gpt_forward, GptConfig};
+use graphbug_ir::{Graph, NodeKind};
+use graphbug_minifier::{
+    minify, Candidate, Checker, MinifyError, MinifyOptions, NoSink, Signature, Sink, Stats, Verdict,
+};
+use proptest::prelude::*;
+
+/// Fails when the candidate calls every op in `ops` (by op name); records every query.
+struct Ops {
+    ops: Vec<&'static str>,
+    message: &'static str,
+    seen: Vec<Vec<u32>>,
+}
+
+impl Ops {
+    fn new(ops: &[&'static str]) -> Self {
+        Ops {
+            ops: ops.to_vec(),
+            message: "boom at the op",
+            seen: Vec::new(),
+        }
+    }
+}
+
+fn calls(c: &Candidate, op: &str) -> bool {
+    c.graph
+        .nodes
+        .iter()
+        .any(|n| n.op().is_some_and(|o| o.name == op))
+}
+
+fn sig(message: &str) -> Signature {
+    Signature {
+        kind: "runtime error".into(),
+        op: None,
+        message: message.into(),
+    }
+}
+
+impl Checker for Ops {
+    fn describe(&self) -> String {
+        format!("calls {:?}", self.ops)
+    }
+    fn check(&mut self, c: &Candidate) -> Verdict {
+        self.seen.push(c.kept.clone());
+        if self.ops.iter().all(|op| calls(c, op)) {
+            Verdict::Fails(sig(self.message))
+        } else {
+            Verdict::Passes
+        }
+    }
+}
+
+fn gpt4() -> Graph {
+    gpt_forward(&GptConfig::gpt4())
+}
+
+#[test]
+fn no_candidate_is_queried_twice_and_runs_are_deterministic() {
+    let g = gpt4();
+    let mut a = Ops::new(&["_softmax", "native_layer_norm"]);
+    let ma = minify(&g, &mut a, &MinifyOptions::default(), &mut NoSink).unwrap();
+    // The original is checked twice on purpose (flakiness); nothing else repeats.
+    let distinct: HashSet<&Vec<u32>> = a.seen.iter().collect();
+    assert_eq!(distinct.len(), a.seen.len() - 1);
+    assert_eq!(a.seen.len(), ma.stats.queries);
+    let mut b = Ops::new(&["_softmax", "native_layer_norm"]);
+    let mb = minify(&g, &mut b, &MinifyOptions::default(), &mut NoSink).unwrap();
+    assert_eq!(ma.candidate, mb.candidate);
+    assert_eq!(ma.stats, mb.stats);
+    assert_eq!(a.seen, b.seen);
+    assert_eq!(ma.log, mb.log);
+}
+
+/// Asserts no single kept node can be dropped without losing the failure.
+fn assert_one_minimal(g: &Graph, kept: &[u32], checker: &mut dyn Checker) {
+    let original = graphbug_minifier::Original::new(g.clone());
+    for i in 0..kept.len() {
+        let rest: Vec<u32> = kept
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, &k)| k)
+            .collect();
+        let v = checker.check(&original.candidate(&rest));
+        assert!(
+            !matches!(v, Verdict::Fails(_)),
+            "dropping node #{} still fails",
+            kept[i]
+        );
+    }
+}
+
+#[test]
+fn results_are_one_minimal() {
+    let g = gpt4();
+    for ops in [
+        vec!["gelu"],
+        vec!["_softmax", "native_layer_norm"],
+        vec!["masked_fill", "addmm", "tril"],
+    ] {
+        let mut c = Ops::new(&ops);
+        let m = minify(&g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+        assert_eq!(m.stats.end_nodes, ops.len(), "{ops:?}");
+        assert_one_minimal(&g, &m.candidate.kept, &mut c);
+    }
+}
+
+/// Fails with the original bug while node `bug` is kept; with another message when only
+/// node `other` is: a minifier that drifts would settle on `other`'s smaller failure.
+struct TwoBugs {
+    bug: String,
+    other: String,
+}
+
+impl Checker for TwoBugs {
+    fn describe(&self) -> String {
+        "two bugs".into()
+    }
+    fn check(&mut self, c: &Candidate) -> Verdict {
+        let has = |name: &str| {
+            c.graph
+                .nodes
+                .iter()
+                .any(|n| n.name == name && !n.is_placeholder())
+        };
+        if has(&self.bug) {
+            Verdict::Fails(sig("ReluRuntimeError: the relu fired"))
+        } else if has(&self.other) {
+            Verdict::Fails(sig(
+                "CUDA illegal memory access in a completely different kernel",
+            ))
+        } else {
+            Verdict::Passes
+        }
+    }
+}
+
+#[test]
+fn the_minifier_never_drifts_onto_another_bug() {
+    let g = gpt4();
+    let mut c = TwoBugs {
+        bug: "gelu_3".into(),
+        other: "t".into(),
+    };
+    let m = minify(&g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+    let names: Vec<&str> = m
+        .graph()
+        .nodes
+        .iter()
+        .filter(|n| !n.is_placeholder())
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(names, ["gelu_3"]);
+    // With --check-str pinned to the other bug, that one is minified instead.
+    let mut c = TwoBugs {
+        bug: "t".into(),
+        other: "gelu_3".into(),
+    };
+    let opts = MinifyOptions {
+        check_str: Some("ReluRuntime".into()),
+        ..MinifyOptions::default()
+    };
+    let m = minify(&g, &mut c, &opts, &mut NoSink).unwrap();
+    assert_eq!(m.stats.end_nodes, 1);
+    assert!(m
+        .graph()
+        .find("t")
+        .is_some_and(|id| !m.graph().node(id).is_placeholder()));
+}
+
+#[test]
+fn a_passing_graph_a_flaky_checker_and_a_bad_regex_are_errors() {
+    let g = gpt4();
+    let err = minify(
+        &g,
+        &mut Ops::new(&["relu"]),
+        &MinifyOptions::default(),
+        &mut NoSink,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "input graph does not fail (calls [\"relu\"]): passes"
+    );
+
+    struct Flaky(usize);
+    impl Checker for Flaky {
+        fn describe(&self) -> String {
+            "flaky".into()
+        }
+        fn check(&mut self, _: &Candidate) -> Verdict {
+            self.0 += 1;
+            if self.0 % 2 == 1 {
+                Verdict::Fails(sig("sometimes"))
+            } else {
+                Verdict::Passes
+            }
+        }
+    }
+    let err = minify(&g, &mut Flaky(0), &MinifyOptions::default(), &mut NoSink).unwrap_err();
+    assert!(matches!(err, MinifyError::Flaky { .. }), "{err}");
+
+    let opts = MinifyOptions {
+        check_str: Some("(".into()),
+        ..MinifyOptions::default()
+    };
+    let err = minify(&g, &mut Ops::new(&["gelu"]), &opts, &mut NoSink).unwrap_err();
+    assert!(matches!(err, MinifyError::CheckStr(_)), "{err}");
+    let opts = MinifyOptions {
+        check_str: Some("not in the message".into()),
+        ..MinifyOptions::default()
+    };
+    let err = minify(&g, &mut Ops::new(&["gelu"]), &opts, &mut NoSink).unwrap_err();
+    assert!(
+        err.to_string().contains("does not match --check-str"),
+        "{err}"
+    );
+}
+
+/// Records the sizes it is told about.
+struct Recorder(Vec<(usize, Vec<u32>)>);
+
+impl Sink for Recorder {
+    fn improved(&mut self, best: &Candidate, stats: &Stats) -> Result<(), String> {
+        assert_eq!(stats.end_nodes, best.size());
+        self.0.push((best.size(), best.kept.clone()));
+        Ok(())
+    }
+}
+
+#[test]
+fn every_improvement_reaches_the_sink_and_a_resumed_run_ends_the_same() {
+    let g = gpt4();
+    let mut rec = Recorder(Vec::new());
+    let full = minify(
+        &g,
+        &mut Ops::new(&["_softmax", "native_layer_norm"]),
+        &MinifyOptions::default(),
+        &mut rec,
+    )
+    .unwrap();
+    let sizes: Vec<usize> = rec.0.iter().map(|(s, _)| *s).collect();
+    assert!(sizes.windows(2).all(|w| w[1] < w[0]), "{sizes:?}");
+    assert_eq!(*sizes.last().unwrap(), full.stats.end_nodes);
+
+    // Stop early (as a killed run would), then resume from the last saved state.
+    let stopped = minify(
+        &g,
+        &mut Ops::new(&["_softmax", "native_layer_norm"]),
+        &MinifyOptions {
+            max_queries: Some(8),
+            ..MinifyOptions::default()
+        },
+        &mut NoSink,
+    )
+    .unwrap();
+    assert!(stopped.stats.end_nodes > full.stats.end_nodes);
+    let resumed = minify(
+        &g,
+        &mut Ops::new(&["_softmax", "native_layer_norm"]),
+        &MinifyOptions {
+            resume: Some(stopped.candidate.kept.clone()),
+            ..MinifyOptions::default()
+        },
+        &mut NoSink,
+    )
+    .unwrap();
+    assert_eq!(resumed.stats.end_nodes, full.stats.end_nodes);
+    let err = minify(
+        &g,
+        &mut Ops::new(&["gelu"]),
+        &MinifyOptions {
+            resume: Some(vec![999_999]),
+            ..MinifyOptions::default()
+        },
+        &mut NoSink,
+    )
+    .unwrap_err();
+    assert!(matches!(err, MinifyError::Resume(_)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// On random chains of ops, the result keeps exactly the ops asked for and is 1-minimal.
+    #[test]
+    fn random_graphs_minify_to_the_ops_asked_for(
+        ops in prop::collection::vec(0usize..5, 4..40),
+        wanted in prop::collection::btree_set(0usize..5, 1..3),
+    ) {
+        const NAMES: [&str; 5] = ["relu", "sin", "cos", "neg", "abs"];
+        let mut b = graphbug_ir::GraphBuilder::new("G");
+        let x = b.input("x", graphbug_ir::TensorMeta::new(graphbug_ir::Dtype::Float32, vec![4]));
+        let mut vals = vec![x];
+        for (i, &o) in ops.iter().enumerate() {
+            let a = vals[i % vals.len()];
+            let t = b.call(graphbug_ir::OpName::aten(NAMES[o], "default"), [a.into()]);
+            vals.push(t);
+        }
+        b.output([vals.last().copied().unwrap().into()]);
+        let g = b.finish().unwrap();
+        let wanted: Vec<&'static str> = wanted.into_iter().map(|i| NAMES[i]).collect();
+        prop_assume!(wanted.iter().all(|w| ops.iter().any(|&o| NAMES[o] == *w)));
+        let mut c = Ops::new(&wanted);
+        let m = minify(&g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+        prop_assert_eq!(m.stats.end_nodes, wanted.len());
+        for node in &m.graph().nodes {
+            if let NodeKind::Call { op, .. } = &node.kind {
+                prop_assert!(wanted.contains(&op.name.as_str()));
+            }
+        }
+        assert_one_minimal(&g, &m.candidate.kept, &mut c);
+    }
+}

@@ -1,0 +1,304 @@
+//! Isolation: candidates run in a worker process, so a crash (abort, segfault) or a hang in
+//! the backend is a verdict, not the end of the run.
+//!
+//! The worker (`graphbug __minify-worker SPEC`) loads the original graph and its inputs
+//! once, records the reference values, and then answers one query per line: the kept node
+//! set comes in on stdin, the verdict goes out on stdout as JSON. It is reused between
+//! queries and restarted after it dies, so libtorch start-up is paid once per crash, not
+//! once per query.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use graphbug_aten::io::{order_tensors, read_tensors};
+use graphbug_backends::lookup;
+use graphbug_backends::plugin::load_plugin;
+use graphbug_ir::{parse_graph, Device};
+use graphbug_minifier::{Candidate, Checker, Original, Signature, Verdict};
+use serde::{Deserialize, Serialize};
+
+use crate::checkers::{BackendChecker, CheckKind};
+use crate::error::{ReproError, Result};
+use crate::values::ReferenceValues;
+
+/// What a worker needs to answer queries, written as JSON for it to read.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// The original graph's text.
+    pub graph: String,
+    /// Its inputs, keyed by placeholder name.
+    pub inputs: PathBuf,
+    /// Its constants (`self.<attr>` tensors), if any.
+    pub constants: Option<PathBuf>,
+    /// The device to run on.
+    pub device: String,
+    /// The backend to check.
+    pub backend: String,
+    /// Which failure to look for.
+    pub check: CheckKind,
+    /// Plugin libraries to load first.
+    pub plugins: Vec<PathBuf>,
+    /// Where to spill reference values, if anywhere.
+    pub offload: Option<PathBuf>,
+}
+
+/// One query to a worker.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    kept: Vec<u32>,
+}
+
+/// Runs the worker loop on standard input and output until input ends.
+pub fn worker_main(spec_path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(spec_path).map_err(|e| ReproError::io(spec_path, e))?;
+    let spec: WorkerSpec = serde_json::from_str(&text).map_err(|e| ReproError::io(spec_path, e))?;
+    for p in &spec.plugins {
+        load_plugin(p).map_err(|e| ReproError::Other(e.to_string()))?;
+    }
+    let graph = parse_graph(&spec.graph)?;
+    let names: Vec<String> = graph
+        .placeholders()
+        .iter()
+        .map(|&i| graph.node(i).name.clone())
+        .collect();
+    let device: Device = spec.device.parse().map_err(ReproError::Other)?;
+    let tdev = graphbug_aten::dtype::tch_device(&device)?;
+    let inputs: Vec<tch::Tensor> = order_tensors(read_tensors(&spec.inputs)?, &names, "inputs")?
+        .into_iter()
+        .map(|t| t.to_device(tdev))
+        .collect();
+    let constants = match &spec.constants {
+        Some(p) => read_tensors(p)?
+            .into_iter()
+            .map(|(k, t)| (k, t.to_device(tdev)))
+            .collect(),
+        None => Default::default(),
+    };
+    let values = ReferenceValues::record(
+        &graph,
+        &inputs,
+        &constants,
+        &device,
+        spec.offload.as_deref(),
+    )?;
+    let mut checker = BackendChecker::new(lookup(&spec.backend)?, spec.check, values);
+    checker.on_stage(Box::new(|stage| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "@stage {stage}");
+        let _ = out.flush();
+    }));
+    let original = Original::new(graph);
+    let stdout = std::io::stdout();
+    writeln!(stdout.lock(), "@ready").map_err(|e| ReproError::Other(e.to_string()))?;
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| ReproError::Other(format!("reading a query: {e}")))?;
+        let req: Request = serde_json::from_str(&line)
+            .map_err(|e| ReproError::Other(format!("bad query `{line}`: {e}")))?;
+        let verdict = checker.check(&original.candidate(&req.kept));
+        let mut out = stdout.lock();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&verdict).expect("verdicts serialize")
+        )
+        .and_then(|()| out.flush())
+        .map_err(|e| ReproError::Other(format!("answering: {e}")))?;
+    }
+    Ok(())
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// A checker that asks a worker process, classifying its death as a crash and its silence
+/// as a timeout.
+pub struct IsolatedChecker {
+    exe: PathBuf,
+    spec: PathBuf,
+    name: String,
+    timeout: Option<Duration>,
+    worker: Option<Worker>,
+    /// How many workers were started (1 plus one per crash or timeout).
+    pub starts: usize,
+}
+
+impl IsolatedChecker {
+    /// A checker running `exe __minify-worker spec` (started on first use).
+    pub fn new(exe: PathBuf, spec: PathBuf, describe: String, timeout: Option<Duration>) -> Self {
+        IsolatedChecker {
+            exe,
+            spec,
+            name: describe,
+            timeout,
+            worker: None,
+            starts: 0,
+        }
+    }
+
+    fn start(&mut self) -> std::result::Result<(), String> {
+        let mut child = Command::new(&self.exe)
+            .arg("__minify-worker")
+            .arg(&self.spec)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start worker {}: {e}", self.exe.display()))?;
+        self.starts += 1;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = stderr_tail.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                let mut t = tail.lock().expect("the tail lock is never poisoned");
+                t.push_back(line);
+                if t.len() > 20 {
+                    t.pop_front();
+                }
+            }
+        });
+        let mut worker = Worker {
+            child,
+            stdin,
+            lines,
+            stderr_tail,
+        };
+        // Start-up (reference run) has no time limit.
+        loop {
+            match worker.lines.recv() {
+                Ok(l) if l == "@ready" => break,
+                Ok(_) => continue,
+                Err(_) => {
+                    let status = worker
+                        .child
+                        .wait()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
+                    return Err(format!(
+                        "the worker died while starting ({status}): {}",
+                        last_lines(&worker.stderr_tail)
+                    ));
+                }
+            }
+        }
+        self.worker = Some(worker);
+        Ok(())
+    }
+
+    fn kill(&mut self) -> Option<Worker> {
+        let mut w = self.worker.take()?;
+        let _ = w.child.kill();
+        let _ = w.child.wait();
+        Some(w)
+    }
+}
+
+fn last_lines(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
+    // Give the stderr reader a moment to drain what a dying worker printed.
+    std::thread::sleep(Duration::from_millis(50));
+    let t = tail.lock().expect("the tail lock is never poisoned");
+    t.iter()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .cloned()
+        .unwrap_or_default()
+}
+
+impl Checker for IsolatedChecker {
+    fn describe(&self) -> String {
+        format!("{} (isolated)", self.name)
+    }
+
+    fn check(&mut self, candidate: &Candidate) -> Verdict {
+        if self.worker.is_none() {
+            if let Err(e) = self.start() {
+                return Verdict::Unresolved(e);
+            }
+        }
+        let request = serde_json::to_string(&Request {
+            kept: candidate.kept.clone(),
+        })
+        .expect("requests serialize");
+        let worker = self.worker.as_mut().expect("started above");
+        let sent = writeln!(worker.stdin, "{request}").and_then(|()| worker.stdin.flush());
+        let mut stage = "compile".to_string();
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        loop {
+            let answer = if sent.is_err() {
+                Err(RecvTimeoutError::Disconnected)
+            } else {
+                match deadline {
+                    Some(d) => worker
+                        .lines
+                        .recv_timeout(d.saturating_duration_since(Instant::now())),
+                    None => worker
+                        .lines
+                        .recv()
+                        .map_err(|_| RecvTimeoutError::Disconnected),
+                }
+            };
+            match answer {
+                Ok(line) => {
+                    if let Some(s) = line.strip_prefix("@stage ") {
+                        stage = s.to_string();
+                        continue;
+                    }
+                    return serde_json::from_str(&line).unwrap_or_else(|e| {
+                        Verdict::Unresolved(format!("bad worker answer `{line}`: {e}"))
+                    });
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    self.kill();
+                    let secs = self.timeout.map_or(0.0, |t| t.as_secs_f64());
+                    return Verdict::Fails(Signature {
+                        kind: format!("{stage} timeout"),
+                        op: None,
+                        message: format!("no answer within {secs} s"),
+                    });
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let w = self.worker.take().expect("a worker was running");
+                    let mut w = w;
+                    let status = w.child.wait().ok();
+                    let last = last_lines(&w.stderr_tail);
+                    let how =
+                        status.map_or_else(|| "the worker vanished".to_string(), |s| s.to_string());
+                    return Verdict::Fails(Signature {
+                        kind: format!("{stage} crash"),
+                        op: None,
+                        message: if last.is_empty() {
+                            how
+                        } else {
+                            format!("{last} ({how})")
+                        },
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Drop for IsolatedChecker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,154 @@
+//! Reference values: what one eager run of the original graph computed, node by node,
+//! kept in memory or spilled to disk and loaded on demand.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use graphbug_aten::io::{read_tensors, write_tensors};
+use graphbug_aten::{Interpreter, RtValue};
+use graphbug_ir::{Device, Graph, NodeKind};
+use graphbug_minifier::Origin;
+use tch::Tensor;
+
+use crate::error::{ReproError, Result};
+
+enum Store {
+    Memory(HashMap<u32, Tensor>),
+    /// One .safetensors file per node in this directory.
+    Disk(PathBuf),
+}
+
+/// The original graph's inputs and every node's value from one eager run.
+pub struct ReferenceValues {
+    inputs: Vec<Tensor>,
+    constants: HashMap<String, Tensor>,
+    store: Store,
+    device: Device,
+    tdev: tch::Device,
+}
+
+impl ReferenceValues {
+    /// Runs `graph` eagerly on copies of `inputs` and records each node's value (a copy,
+    /// so later in-place ops cannot change it). With `offload`, values go to one
+    /// .safetensors file each in that directory instead of memory.
+    pub fn record(
+        graph: &Graph,
+        inputs: &[Tensor],
+        constants: &HashMap<String, Tensor>,
+        device: &Device,
+        offload: Option<&Path>,
+    ) -> Result<Self> {
+        let tdev = graphbug_aten::dtype::tch_device(device)?;
+        let originals: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
+        let run_inputs: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
+        let interp = Interpreter::new(graph, device, constants)?;
+        let mut memory = HashMap::new();
+        if let Some(dir) = offload {
+            std::fs::create_dir_all(dir).map_err(|e| ReproError::io(dir, e))?;
+        }
+        let mut failure = None;
+        interp.run_observed(&run_inputs, &mut |i, v| {
+            let node = &graph.nodes[i];
+            if node.is_placeholder() {
+                return Ok(());
+            }
+            if let RtValue::Tensor(t) = v {
+                match offload {
+                    Some(dir) => {
+                        let file = dir.join(format!("{i}.safetensors"));
+                        if let Err(e) = write_tensors(
+                            &file,
+                            &[("value".to_string(), t.to_device(tch::Device::Cpu))],
+                        ) {
+                            failure.get_or_insert(e.to_string());
+                        }
+                    }
+                    None => {
+                        memory.insert(i as u32, t.copy());
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        if let Some(f) = failure {
+            return Err(ReproError::Other(format!("spilling reference values: {f}")));
+        }
+        Ok(ReferenceValues {
+            inputs: originals,
+            constants: constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.copy()))
+                .collect(),
+            store: match offload {
+                Some(dir) => Store::Disk(dir.to_path_buf()),
+                None => Store::Memory(memory),
+            },
+            device: device.clone(),
+            tdev,
+        })
+    }
+
+    /// The device values are given on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The original graph's constants.
+    pub fn constants(&self) -> &HashMap<String, Tensor> {
+        &self.constants
+    }
+
+    /// A fresh copy of the value of `origin` (callers may mutate it).
+    pub fn get(&self, origin: Origin) -> Result<Tensor> {
+        match origin {
+            Origin::Input(k) => self
+                .inputs
+                .get(k)
+                .map(Tensor::copy)
+                .ok_or_else(|| ReproError::Other(format!("the graph has no input {k}"))),
+            Origin::Node(id) => match &self.store {
+                Store::Memory(m) => m.get(&id).map(Tensor::copy).ok_or_else(|| missing(id)),
+                Store::Disk(dir) => {
+                    let file = dir.join(format!("{id}.safetensors"));
+                    if !file.exists() {
+                        return Err(missing(id));
+                    }
+                    let mut named = read_tensors(&file)?;
+                    let (_, t) = named.pop().ok_or_else(|| missing(id))?;
+                    Ok(t.to_device(self.tdev))
+                }
+            },
+        }
+    }
+
+    /// Values for a candidate's inputs, and the constants its `self.<attr>` nodes read.
+    pub fn candidate_inputs(
+        &self,
+        candidate: &graphbug_minifier::Candidate,
+    ) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
+        let inputs = candidate
+            .inputs
+            .iter()
+            .map(|&o| self.get(o))
+            .collect::<Result<Vec<_>>>()?;
+        let constants = candidate
+            .graph
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.kind {
+                NodeKind::GetAttr { target } => self
+                    .constants
+                    .get(target)
+                    .map(|t| (target.clone(), t.shallow_clone())),
+                _ => None,
+            })
+            .collect();
+        Ok((inputs, constants))
+    }
+}
+
+fn missing(id: u32) -> ReproError {
+    ReproError::Other(format!(
+        "no reference value for node #{id} (it produced no single tensor)"
+    ))
+}

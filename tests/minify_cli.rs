@@ -1,0 +1,264 @@
+//! `graphbug minify` end to end: backends, isolation, resuming a killed run, offloading.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn fixture(rel: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+fn graphbug(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(args)
+        .output()
+        .expect("the graphbug binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The JSON summary line `--json` ends with.
+fn summary(out: &Output) -> serde_json::Value {
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("last line `{last}`: {e}\n{}", text(&out.stderr)))
+}
+
+fn call_nodes(graph_file: &Path) -> Vec<String> {
+    let g = graphbug::ir::parse_graph(&std::fs::read_to_string(graph_file).unwrap()).unwrap();
+    g.nodes
+        .iter()
+        .filter(|n| n.is_call_function())
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+#[test]
+fn relu_accuracy_error_minifies_to_the_single_relu() {
+    for model in ["mlp", "cnn"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = graphbug(&[
+            "minify",
+            &fixture(&format!("{model}/forward.py")),
+            "--inputs",
+            &fixture(&format!("{model}/inputs.npz")),
+            "--backend",
+            "relu_accuracy_error_TESTING_ONLY",
+            "--check",
+            "accuracy",
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(out.status.success(), "{model}: {}", text(&out.stderr));
+        let s = summary(&out);
+        assert_eq!(s["end_nodes"], 1, "{model}");
+        assert_eq!(
+            call_nodes(&dir.path().join("minified/graph.py")),
+            ["relu"],
+            "{model}"
+        );
+        for key in ["start_nodes", "queries", "cache_hits", "seconds"] {
+            assert!(s.get(key).is_some(), "{key}");
+        }
+        // The saved repro reproduces: the backend is off, eager is not.
+        let g = dir.path().join("minified/graph.py");
+        let inp = dir.path().join("minified/inputs.safetensors");
+        let eager = dir.path().join("eager.safetensors");
+        let ok = graphbug(&[
+            "run",
+            g.to_str().unwrap(),
+            "--inputs",
+            inp.to_str().unwrap(),
+            "--save-outputs",
+            eager.to_str().unwrap(),
+        ]);
+        assert!(ok.status.success());
+        let bad = graphbug(&[
+            "run",
+            g.to_str().unwrap(),
+            "--inputs",
+            inp.to_str().unwrap(),
+            "--backend",
+            "relu_accuracy_error_TESTING_ONLY",
+            "--compare",
+            eager.to_str().unwrap(),
+        ]);
+        assert_eq!(bad.status.code(), Some(1), "{model}: {}", text(&bad.stdout));
+    }
+}
+
+#[test]
+fn offloading_to_disk_gives_the_same_result() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "minify",
+            "--backend",
+            "relu_runtime_error_TESTING_ONLY",
+            "--check",
+            "runtime",
+            "--check-str",
+            "ReluRuntimeError",
+            "--json",
+        ];
+        let file = fixture("cnn/forward.py");
+        args.insert(1, &file);
+        args.extend_from_slice(extra);
+        let out = graphbug(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let graph: String = stdout
+            .lines()
+            .take_while(|l| !l.starts_with("minified "))
+            .collect();
+        let s = summary(&out);
+        (graph, s["end_nodes"].clone(), s["queries"].clone())
+    };
+    let memory = run(&[]);
+    assert_eq!(memory.1, 1);
+    assert_eq!(run(&["--offload-to-disk"]), memory);
+}
+
+#[test]
+fn a_crashing_backend_minifies_under_isolation() {
+    let out = graphbug(&[
+        "minify",
+        &fixture("gpt4/forward.py"),
+        "--backend",
+        "fault:crash@aten.bmm.default",
+        "--check",
+        "runtime",
+        "--isolate",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(summary(&out)["end_nodes"], 1);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("failure: runtime crash: injected crash fault at node `bmm`"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("bmm: \"f32[8, 16, 16]\" = torch.ops.aten.bmm.default("),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_hanging_backend_is_a_timeout_verdict() {
+    let out = graphbug(&[
+        "minify",
+        &fixture("mlp/forward.py"),
+        "--backend",
+        "fault:hang@aten.gelu.default",
+        "--check",
+        "runtime",
+        "--isolate",
+        "--timeout",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(summary(&out)["end_nodes"], 1);
+    assert!(text(&out.stdout).contains("failure: runtime timeout: no answer within 1 s"));
+}
+
+#[test]
+fn a_killed_run_leaves_a_valid_repro_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    // An external interestingness test, slowed down so the run can be killed midway.
+    let script = dir.path().join("check.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nsleep 0.05\ngrep -q 'torch.ops.aten.gelu.default' \"$1/graph.py\" && exit 1\nexit 0\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let args = |resume: bool| {
+        let mut a = vec![
+            "minify".to_string(),
+            fixture("gpt4/forward.py"),
+            "--check-command".into(),
+            format!("sh {}", script.display()),
+            "--out".into(),
+            out_dir.display().to_string(),
+            "--json".into(),
+        ];
+        if resume {
+            a.push("--resume".into());
+        }
+        a
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(args(false))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once it has saved some progress, but long before it is done.
+    let state = out_dir.join("state.json");
+    for _ in 0..400 {
+        if state.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let nodes_at_kill = saved["stats"]["end_nodes"].as_u64().unwrap();
+    assert!(nodes_at_kill > 1, "the run finished before it was killed");
+    // What was left is a valid repro: it parses and runs, and still calls gelu.
+    let g = out_dir.join("minified/graph.py");
+    let inp = out_dir.join("minified/inputs.safetensors");
+    let ran = graphbug(&[
+        "run",
+        g.to_str().unwrap(),
+        "--inputs",
+        inp.to_str().unwrap(),
+    ]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    assert!(std::fs::read_to_string(&g)
+        .unwrap()
+        .contains("aten.gelu.default"));
+
+    let resumed = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(args(true))
+        .output()
+        .unwrap();
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert!(text(&resumed.stderr).contains(&format!("resuming from {nodes_at_kill} nodes")));
+    assert_eq!(summary(&resumed)["end_nodes"], 1);
+    assert_eq!(call_nodes(&g).len(), 1);
+}
+
+#[test]
+fn a_graph_that_does_not_fail_is_a_clear_error() {
+    let out = graphbug(&[
+        "minify",
+        &fixture("mlp/forward.py"),
+        "--backend",
+        "eager",
+        "--check",
+        "runtime",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(
+            "input graph does not fail (compile or runtime errors of backend eager): passes"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = graphbug(&["minify", &fixture("mlp/forward.py"), "--check", "runtime"]);
+    assert!(text(&out.stderr).contains("--check runtime needs --backend NAME"));
+}
