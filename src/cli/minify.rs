@@ -205,6 +205,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
     let values = ReferenceValues::record(&graph, &inputs, &constants, &device, offload.as_deref())
         .context("eager reference run of the original graph")?;
     let mut options = MinifyOptions {
+        value_keys: Some(values.value_keys().clone()),
         check_str: args.check_str.clone(),
         verbose: true,
         progress: true,

@@ -49,6 +49,8 @@ pub struct Original {
     placeholders: Vec<NodeId>,
     /// Nodes that can be kept or dropped: calls, getitems and constants.
     removable: Vec<u32>,
+    /// Fingerprints of the reference values, for merging inputs that hold equal values.
+    value_keys: HashMap<Origin, u64>,
 }
 
 impl Original {
@@ -69,7 +71,20 @@ impl Original {
             input_index,
             placeholders,
             removable,
+            value_keys: HashMap::new(),
         }
+    }
+
+    /// Fingerprints of the reference values by origin (equal fingerprints mean equal
+    /// values), which lets [`Original::candidate_with`] merge inputs.
+    pub fn with_value_keys(mut self, keys: HashMap<Origin, u64>) -> Self {
+        self.value_keys = keys;
+        self
+    }
+
+    /// True when fingerprints of the reference values are known.
+    pub fn has_value_keys(&self) -> bool {
+        !self.value_keys.is_empty()
     }
 
     /// The original graph.
@@ -105,6 +120,13 @@ impl Original {
 
     /// The candidate that keeps `kept` (normalized first).
     pub fn candidate(&self, kept: &[u32]) -> Candidate {
+        self.candidate_with(kept, false)
+    }
+
+    /// The candidate that keeps `kept`; with `consolidate`, inputs holding equal values
+    /// (equal fingerprints and metas) share one placeholder, unless a kept node reading
+    /// them mutates in place.
+    pub fn candidate_with(&self, kept: &[u32], consolidate: bool) -> Candidate {
         let kept = self.normalize(kept);
         let g = &self.graph;
         let n = g.nodes.len();
@@ -127,14 +149,34 @@ impl Original {
             });
         }
         origins.sort();
+        let src_of = |o: Origin| match o {
+            Origin::Input(i) => self.placeholders[i],
+            Origin::Node(id) => NodeId(id),
+        };
         let mut new_id: HashMap<u32, NodeId> = HashMap::with_capacity(origins.len() + kept.len());
         let mut nodes: Vec<Node> = Vec::with_capacity(origins.len() + kept.len());
-        for o in &origins {
-            let src = match *o {
-                Origin::Input(i) => self.placeholders[i],
-                Origin::Node(id) => NodeId(id),
-            };
+        // Merged inputs: a later origin with the same value reads the first one's placeholder.
+        let mut merged: HashMap<(u64, Meta), NodeId> = HashMap::new();
+        let mutated = if consolidate {
+            self.mutated_by(&kept)
+        } else {
+            Vec::new()
+        };
+        let mut distinct = Vec::with_capacity(origins.len());
+        for &o in &origins {
+            let src = src_of(o);
             let node = g.node(src);
+            if consolidate && !mutated.contains(&src.0) {
+                if let Some(&key) = self.value_keys.get(&o) {
+                    let slot = (key, node.meta.clone());
+                    if let Some(&existing) = merged.get(&slot) {
+                        new_id.insert(src.0, existing);
+                        continue;
+                    }
+                    merged.insert(slot, NodeId(nodes.len() as u32));
+                }
+            }
+            distinct.push(o);
             new_id.insert(src.0, NodeId(nodes.len() as u32));
             nodes.push(Node {
                 name: node.name.clone(),
@@ -176,9 +218,21 @@ impl Original {
                 nodes,
                 output: Some(output),
             },
-            inputs: origins,
+            inputs: distinct,
             kept,
         }
+    }
+
+    /// Values that kept nodes may change in place (read by an in-place op, by name).
+    fn mutated_by(&self, kept: &[u32]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for &k in kept {
+            let node = &self.graph.nodes[k as usize];
+            if node.op().is_some_and(|op| op.is_inplace_by_name()) {
+                node.for_each_input(|src| out.push(src.0));
+            }
+        }
+        out
     }
 
     /// Kept nodes that reach the original graph's outputs (the rest is dead code there).

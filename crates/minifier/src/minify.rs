@@ -24,6 +24,9 @@ pub struct MinifyOptions {
     pub progress: bool,
     /// Stop querying after this many queries (the best so far is the result).
     pub max_queries: Option<usize>,
+    /// Fingerprints of the reference values (equal means equal values), which enable the
+    /// "consolidate inputs" strategy.
+    pub value_keys: Option<HashMap<crate::candidate::Origin, u64>>,
 }
 
 /// Counts reported with every improvement.
@@ -120,7 +123,10 @@ struct Session<'a> {
     checker: &'a mut dyn Checker,
     identity: BugIdentity,
     sink: &'a mut dyn Sink,
-    cache: HashMap<Vec<u32>, bool>,
+    /// Verdicts by (kept set, inputs consolidated).
+    cache: HashMap<(Vec<u32>, bool), bool>,
+    /// Whether inputs with equal values share a placeholder.
+    consolidate: bool,
     stats: Stats,
     log: Vec<String>,
     verbose: bool,
@@ -151,18 +157,20 @@ impl Session<'_> {
         if kept.is_empty() {
             return false;
         }
-        if let Some(&hit) = self.cache.get(&kept) {
+        let key = (kept, self.consolidate);
+        if let Some(&hit) = self.cache.get(&key) {
             self.stats.cache_hits += 1;
             return hit;
         }
         if self.out_of_queries() {
             return false;
         }
-        let candidate = self.original.candidate(&kept);
+        let (kept, _) = &key;
+        let candidate = self.original.candidate_with(kept, self.consolidate);
         self.stats.queries += 1;
         let verdict = self.checker.check(&candidate);
         let interesting = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
-        self.cache.insert(kept.clone(), interesting);
+        self.cache.insert(key.clone(), interesting);
         if interesting && candidate.size() < self.best_size {
             self.best_size = candidate.size();
             self.stats.end_nodes = self.best_size;
@@ -180,8 +188,32 @@ impl Session<'_> {
     }
 
     fn sizes(&self, kept: &[u32]) -> (usize, usize) {
-        let c = self.original.candidate(kept);
+        let c = self.original.candidate_with(kept, self.consolidate);
         (c.size(), c.inputs.len())
+    }
+
+    /// Lets inputs that hold equal values share a placeholder, if the bug survives it.
+    fn consolidate_inputs(&mut self, s: Vec<u32>) -> Vec<u32> {
+        if self.consolidate || !self.original.has_value_keys() {
+            return s;
+        }
+        let before = self.original.candidate_with(&s, false).inputs.len();
+        let after = self.original.candidate_with(&s, true).inputs.len();
+        if after >= before {
+            return s;
+        }
+        self.consolidate = true;
+        let ok = self.test(&s);
+        let (nodes, _) = self.sizes(&s);
+        let mut line = format!("Strategy: Consolidate inputs ({nodes} nodes, {before} inputs)");
+        if ok {
+            line.push_str(&format!("\nSUCCESS: Went from {before} to {after} inputs"));
+        } else {
+            self.consolidate = false;
+            line.push_str("\nFAIL: Could not remove anything");
+        }
+        self.note(line);
+        s
     }
 
     /// Logs a strategy attempt and its outcome.
@@ -351,7 +383,9 @@ fn split(s: &[u32], n: usize) -> Vec<Vec<u32>> {
 ///
 /// The original is checked first (and once more, to catch a flaky checker). Strategies
 /// then loop until nothing shrinks: eliminate dead code, truncate suffix, remove outputs,
-/// delta debugging; a final pass makes the result 1-minimal. No kept set is queried twice.
+/// consolidate inputs (with value fingerprints), delta debugging; a final pass makes the
+/// result 1-minimal. Unused inputs never arise: a candidate's inputs are exactly what its
+/// nodes read. No candidate is queried twice.
 pub fn minify(
     graph: &Graph,
     checker: &mut dyn Checker,
@@ -359,7 +393,8 @@ pub fn minify(
     sink: &mut dyn Sink,
 ) -> Result<Minified, MinifyError> {
     graph.verify()?;
-    let original = Original::new(graph.clone());
+    let original = Original::new(graph.clone())
+        .with_value_keys(options.value_keys.clone().unwrap_or_default());
     let start = match &options.resume {
         Some(kept) => {
             let n = graph.nodes.len() as u32;
@@ -407,7 +442,8 @@ pub fn minify(
     });
     let start_size = first.size();
     let mut session = Session {
-        cache: HashMap::from([(start.clone(), true)]),
+        cache: HashMap::from([((start.clone(), false), true)]),
+        consolidate: false,
         original,
         checker,
         identity,
@@ -433,6 +469,7 @@ pub fn minify(
         s = session.eliminate_dead_code(s);
         s = session.truncate_suffix(s);
         s = session.remove_outputs(s);
+        s = session.consolidate_inputs(s);
         s = session.delta_debugging(s);
         if s == before || session.out_of_queries() {
             break;
@@ -445,7 +482,7 @@ pub fn minify(
     if let Some(e) = session.sink_error.take() {
         return Err(MinifyError::Sink(e));
     }
-    let candidate = session.original.candidate(&s);
+    let candidate = session.original.candidate_with(&s, session.consolidate);
     session.stats.end_nodes = candidate.size();
     session.note(format!(
         "Made {} queries ({} cache hits): {} nodes -> {} nodes",

@@ -318,3 +318,57 @@ proptest! {
         assert_one_minimal(&g, &m.candidate.kept, &mut c);
     }
 }
+
+#[test]
+fn inputs_holding_equal_values_are_consolidated() {
+    use graphbug_minifier::Origin;
+    let g = gpt4();
+    // Every layer builds the same causal mask: tell the minifier those values are equal.
+    let id = |name: &str| g.find(name).unwrap().0;
+    let mut keys = std::collections::HashMap::new();
+    for name in [
+        "bitwise_not",
+        "bitwise_not_1",
+        "bitwise_not_2",
+        "bitwise_not_3",
+    ] {
+        keys.insert(Origin::Node(id(name)), 42u64);
+    }
+    struct TwoFills;
+    impl Checker for TwoFills {
+        fn describe(&self) -> String {
+            "two masked fills".into()
+        }
+        fn check(&mut self, c: &Candidate) -> Verdict {
+            let fills = c
+                .graph
+                .nodes
+                .iter()
+                .filter(|n| n.op().is_some_and(|o| o.name == "masked_fill"))
+                .count();
+            if fills >= 2 {
+                Verdict::Fails(sig("two fills"))
+            } else {
+                Verdict::Passes
+            }
+        }
+    }
+    let opts = MinifyOptions {
+        value_keys: Some(keys),
+        ..MinifyOptions::default()
+    };
+    let m = minify(&g, &mut TwoFills, &opts, &mut NoSink).unwrap();
+    assert_eq!(m.stats.end_nodes, 2);
+    // Two different scores, one shared mask.
+    assert_eq!(m.candidate.inputs.len(), 3, "{:?}", m.candidate.inputs);
+    assert!(
+        m.log
+            .iter()
+            .any(|l| l.starts_with("Strategy: Consolidate inputs") && l.contains("SUCCESS")),
+        "{:#?}",
+        m.log
+    );
+    // Without fingerprints nothing is merged.
+    let m = minify(&g, &mut TwoFills, &MinifyOptions::default(), &mut NoSink).unwrap();
+    assert_eq!(m.candidate.inputs.len(), 4);
+}

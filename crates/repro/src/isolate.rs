@@ -19,7 +19,7 @@ use graphbug_aten::io::{order_tensors, read_tensors};
 use graphbug_backends::lookup;
 use graphbug_backends::plugin::load_plugin;
 use graphbug_ir::{parse_graph, Device};
-use graphbug_minifier::{Candidate, Checker, Original, Signature, Verdict};
+use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
 use serde::{Deserialize, Serialize};
 
 use crate::checkers::{BackendChecker, CheckKind};
@@ -47,9 +47,11 @@ pub struct WorkerSpec {
     pub offload: Option<PathBuf>,
 }
 
-/// One query to a worker.
+/// One query to a worker: the candidate itself.
 #[derive(Serialize, Deserialize)]
 struct Request {
+    graph: String,
+    inputs: Vec<graphbug_minifier::Origin>,
     kept: Vec<u32>,
 }
 
@@ -92,14 +94,20 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
         let _ = writeln!(out, "@stage {stage}");
         let _ = out.flush();
     }));
-    let original = Original::new(graph);
     let stdout = std::io::stdout();
     writeln!(stdout.lock(), "@ready").map_err(|e| ReproError::Other(e.to_string()))?;
     for line in std::io::stdin().lock().lines() {
         let line = line.map_err(|e| ReproError::Other(format!("reading a query: {e}")))?;
         let req: Request = serde_json::from_str(&line)
             .map_err(|e| ReproError::Other(format!("bad query `{line}`: {e}")))?;
-        let verdict = checker.check(&original.candidate(&req.kept));
+        let verdict = match parse_graph(&req.graph) {
+            Ok(graph) => checker.check(&Candidate {
+                graph,
+                inputs: req.inputs,
+                kept: req.kept,
+            }),
+            Err(e) => Verdict::Unresolved(format!("bad candidate graph: {e}")),
+        };
         let mut out = stdout.lock();
         writeln!(
             out,
@@ -235,6 +243,8 @@ impl Checker for IsolatedChecker {
             }
         }
         let request = serde_json::to_string(&Request {
+            graph: graphbug_ir::print_graph(&candidate.graph),
+            inputs: candidate.inputs.clone(),
             kept: candidate.kept.clone(),
         })
         .expect("requests serialize");

@@ -21,6 +21,7 @@ enum Store {
 /// The original graph's inputs and every node's value from one eager run.
 pub struct ReferenceValues {
     inputs: Vec<Tensor>,
+    keys: HashMap<Origin, u64>,
     constants: HashMap<String, Tensor>,
     store: Store,
     device: Device,
@@ -47,12 +48,18 @@ impl ReferenceValues {
             std::fs::create_dir_all(dir).map_err(|e| ReproError::io(dir, e))?;
         }
         let mut failure = None;
+        let mut keys: HashMap<Origin, u64> = originals
+            .iter()
+            .enumerate()
+            .map(|(k, t)| (Origin::Input(k), fingerprint(t)))
+            .collect();
         interp.run_observed(&run_inputs, &mut |i, v| {
             let node = &graph.nodes[i];
             if node.is_placeholder() {
                 return Ok(());
             }
             if let RtValue::Tensor(t) = v {
+                keys.insert(Origin::Node(i as u32), fingerprint(t));
                 match offload {
                     Some(dir) => {
                         let file = dir.join(format!("{i}.safetensors"));
@@ -75,6 +82,7 @@ impl ReferenceValues {
         }
         Ok(ReferenceValues {
             inputs: originals,
+            keys,
             constants: constants
                 .iter()
                 .map(|(k, t)| (k.clone(), t.copy()))
@@ -86,6 +94,11 @@ impl ReferenceValues {
             device: device.clone(),
             tdev,
         })
+    }
+
+    /// Fingerprints of every value (dtype, shape and bytes): equal values, equal keys.
+    pub fn value_keys(&self) -> &HashMap<Origin, u64> {
+        &self.keys
     }
 
     /// The device values are given on.
@@ -151,4 +164,22 @@ fn missing(id: u32) -> ReproError {
     ReproError::Other(format!(
         "no reference value for node #{id} (it produced no single tensor)"
     ))
+}
+
+/// FNV-1a over a tensor's dtype, shape and bytes.
+fn fingerprint(t: &Tensor) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(format!("{:?}{:?}", t.kind(), t.size()).as_bytes());
+    let cpu = t.to_device(tch::Device::Cpu).contiguous();
+    let n = cpu.numel() * cpu.kind().elt_size_in_bytes();
+    let mut buf = vec![0u8; n];
+    cpu.copy_data_u8(&mut buf, cpu.numel());
+    eat(&buf);
+    h
 }
