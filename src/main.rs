@@ -47,6 +47,9 @@ enum Command {
     Explain(cli::run::ExplainArgs),
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
     Minify(Box<cli::minify::MinifyArgs>),
+    /// The main job: compile a graph under repro levels, write and minify a repro; or run,
+    /// minify and analyze a repro directory. Without arguments: the bundled demo.
+    Repro(Box<cli::repro::ReproArgs>),
     /// Internal: answers minifier queries in an isolated process.
     #[command(name = "__minify-worker", hide = true)]
     MinifyWorker {
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Backends { all } => cli::backends(all),
         Command::Explain(args) => cli::run::explain(&args),
         Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),
+        Command::Repro(args) => cli::repro::repro(&args, &cli.plugin),
         Command::MinifyWorker { spec } => graphbug::repro::isolate::worker_main(&spec)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),

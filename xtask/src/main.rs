@@ -30,6 +30,12 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run setup, then the main job: `graphbug repro [ARGS]` (no arguments: the demo).
+    Repro {
+        /// Arguments passed to `graphbug repro`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run setup, then `cargo bench --workspace [ARGS]`.
     Bench {
         /// Extra arguments passed to `cargo bench`.
@@ -62,6 +68,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             run_examples(&root)
         }
         Cmd::Bench { args } => cargo_after_setup(&root, "bench", &args),
+        Cmd::Repro { args } => repro(&root, &args),
     }
 }
 
@@ -230,6 +237,26 @@ fn cargo_after_setup(root: &Path, subcommand: &str, args: &[String]) -> Result<E
         .current_dir(root)
         .status()
         .with_context(|| format!("cannot run `cargo {subcommand}`"))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
+
+/// Runs setup, then `graphbug repro ARGS` in the caller's directory.
+fn repro(root: &Path, args: &[String]) -> Result<ExitCode> {
+    setup(root)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .arg("run")
+        .arg("--quiet")
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .args(["--bin", "graphbug", "--", "repro"])
+        .args(args)
+        .status()
+        .context("cannot run `graphbug repro`")?;
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

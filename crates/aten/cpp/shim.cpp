@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <torch/headeronly/version.h>
 #include <torch/library.h>
 
 #include <chrono>
@@ -187,6 +188,9 @@ Stack& stack_of(void* s) { return *static_cast<Stack*>(s); }
 extern "C" {
 
 void gb_free_str(char* s) { std::free(s); }
+
+// The libtorch version the shim was built against, e.g. "2.13.0".
+const char* gb_torch_version() { return TORCH_VERSION; }
 
 // ---- ops and schemas ----
 

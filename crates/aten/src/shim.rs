@@ -16,6 +16,7 @@ use crate::schema::Schema;
 
 extern "C" {
     fn gb_free_str(s: *mut c_char);
+    fn gb_torch_version() -> *const c_char;
     fn gb_op_find(
         name: *const c_char,
         overload: *const c_char,
@@ -447,4 +448,12 @@ pub fn register_fault_op() -> Result<()> {
 pub fn storage_ptr(t: &Tensor) -> usize {
     // SAFETY: a live tensor; the shim only reads its storage pointer.
     unsafe { gb_tensor_storage_ptr(t.as_ptr()) }
+}
+
+/// The libtorch version graphbug is built against, e.g. `2.13.0`.
+pub fn torch_version() -> String {
+    // SAFETY: a static NUL-terminated string literal in the shim.
+    unsafe { CStr::from_ptr(gb_torch_version()) }
+        .to_string_lossy()
+        .into_owned()
 }

@@ -1,14 +1,21 @@
 //! graphbug-repro: what it takes to reproduce a failure outside the model.
 //!
-//! Reference values of the original run ([`values`]), checkers that compile and run
-//! candidates with a backend ([`checkers`]) or an external command ([`command`]), worker
-//! processes that survive crashes and hangs ([`isolate`]), and repro directories written
-//! atomically ([`save`]).
+//! [`compile`] wraps a backend with TorchDynamo-style repro levels; a failure becomes a
+//! repro directory ([`case`]: graph, inputs, manifest, a standalone Rust program and a
+//! PyTorch script from [`codegen`]) that [`actions`] can run, minify and analyze.
+//! Minification uses reference values of the original run ([`values`]), checkers that
+//! compile and run candidates with a backend ([`checkers`]) or an external command
+//! ([`command`]), and worker processes that survive crashes and hangs ([`isolate`]).
 
+pub mod actions;
+pub mod case;
 pub mod checkers;
+pub mod codegen;
 pub mod command;
+pub mod compile;
 pub mod error;
 pub mod isolate;
+pub mod manifest;
 pub mod progress;
 pub mod save;
 pub mod values;

@@ -14,7 +14,9 @@ use graphbug_minifier::{Candidate, Sink, Stats};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
+use crate::case::{write_repro_dir, ReproCase};
 use crate::error::{ReproError, Result};
+use crate::manifest::Manifest;
 use crate::save::{replace_dir_atomically, write_file_atomically, write_graph_and_inputs};
 use crate::values::ReferenceValues;
 
@@ -47,6 +49,8 @@ pub struct MinifyDir<'v> {
     dir: PathBuf,
     fingerprint: String,
     values: &'v ReferenceValues,
+    /// When minifying a repro directory: the manifest each minified repro gets.
+    manifest: Option<Manifest>,
 }
 
 impl<'v> MinifyDir<'v> {
@@ -67,7 +71,24 @@ impl<'v> MinifyDir<'v> {
             dir: dir.to_path_buf(),
             fingerprint: fingerprint(graph),
             values,
+            manifest: None,
         })
+    }
+
+    /// Minifies inside repro directory `dir` (which is the original): each improvement is
+    /// written to `dir/minified/` as a complete repro directory with `manifest`.
+    pub fn in_repro_dir(
+        dir: &Path,
+        graph: &Graph,
+        values: &'v ReferenceValues,
+        manifest: Manifest,
+    ) -> Self {
+        MinifyDir {
+            dir: dir.to_path_buf(),
+            fingerprint: fingerprint(graph),
+            values,
+            manifest: Some(manifest),
+        }
     }
 
     /// The saved state, if a previous run left one for this graph; an error if it was left
@@ -97,13 +118,24 @@ impl<'v> MinifyDir<'v> {
 
 impl Sink for MinifyDir<'_> {
     fn improved(&mut self, best: &Candidate, stats: &Stats) -> std::result::Result<(), String> {
-        let (inputs, _) = self
+        let (inputs, constants) = self
             .values
             .candidate_inputs(best)
             .map_err(|e| e.to_string())?;
-        replace_dir_atomically(&self.minified(), |d| {
-            write_graph_and_inputs(d, &best.graph, &inputs)
-        })
+        match &self.manifest {
+            Some(manifest) => write_repro_dir(
+                &self.minified(),
+                &ReproCase {
+                    graph: best.graph.clone(),
+                    inputs,
+                    constants,
+                    manifest: manifest.clone(),
+                },
+            ),
+            None => replace_dir_atomically(&self.minified(), |d| {
+                write_graph_and_inputs(d, &best.graph, &inputs)
+            }),
+        }
         .map_err(|e| e.to_string())?;
         let state = MinifyState {
             graph_fingerprint: self.fingerprint.clone(),

@@ -1,0 +1,458 @@
+//! What can be done with a repro directory: run it, minify it, analyze it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use graphbug_aten::accuracy::{same, SameOptions};
+use graphbug_aten::dtype::meta_of;
+use graphbug_aten::io::write_tensors;
+use graphbug_aten::reference::{fp64_copy, fp64_graph};
+use graphbug_aten::{Interpreter, RtValue};
+use graphbug_backends::plugin::load_plugin;
+use graphbug_backends::registry::INJECT_FAULT_ENV;
+use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
+use graphbug_ir::{print_graph, Graph, Meta, NodeKind, Value};
+use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions};
+use tch::Tensor;
+
+use crate::case::{read_repro_dir_with_graph, ReproCase};
+use crate::checkers::{describe_check, signature_of, BackendChecker, CheckKind};
+use crate::error::{ReproError, Result};
+use crate::isolate::{IsolatedChecker, WorkerSpec};
+use crate::manifest::FailureRecord;
+use crate::progress::MinifyDir;
+use crate::values::ReferenceValues;
+
+/// Overrides for acting on a repro directory.
+#[derive(Clone, Debug, Default)]
+pub struct ActionOptions {
+    /// Use this backend instead of the manifest's.
+    pub backend: Option<String>,
+    /// Run on this device instead of the manifest's.
+    pub device: Option<String>,
+    /// Regex the failure message must match.
+    pub check_str: Option<String>,
+    /// Minify in a worker process (automatic for crashes and timeouts).
+    pub isolate: bool,
+    /// Per-query time limit when isolating.
+    pub timeout: Option<Duration>,
+    /// The graphbug binary, to start isolation workers.
+    pub worker_exe: Option<PathBuf>,
+}
+
+/// Makes the environment what the manifest recorded: its fault spec and plugins.
+fn prepare(case: &mut ReproCase, opts: &ActionOptions) -> Result<Arc<dyn Backend>> {
+    if let Some(d) = &opts.device {
+        let device: graphbug_ir::Device = d.parse().map_err(ReproError::Other)?;
+        let tdev = graphbug_aten::dtype::tch_device(&device)?;
+        case.inputs = case.inputs.iter().map(|t| t.to_device(tdev)).collect();
+        case.constants = case
+            .constants
+            .iter()
+            .map(|(k, t)| (k.clone(), t.to_device(tdev)))
+            .collect();
+        case.manifest.device = device.to_string();
+    }
+    // The whole process reproduces under the recorded fault, as the original run did.
+    let current = std::env::var(INJECT_FAULT_ENV).ok();
+    if current != case.manifest.fault_spec {
+        match &case.manifest.fault_spec {
+            Some(spec) => std::env::set_var(INJECT_FAULT_ENV, spec),
+            None => std::env::remove_var(INJECT_FAULT_ENV),
+        }
+    }
+    for p in &case.manifest.plugins {
+        match load_plugin(p) {
+            Ok(_) | Err(graphbug_backends::plugin::PluginError::Register { .. }) => {}
+            Err(e) => return Err(ReproError::Other(e.to_string())),
+        }
+    }
+    let name = opts.backend.as_deref().unwrap_or(&case.manifest.backend);
+    Ok(lookup(name)?)
+}
+
+/// Compiles and runs the case with `backend` on fresh copies of its inputs.
+fn run_backend(
+    backend: &dyn Backend,
+    case: &ReproCase,
+    graph: &Graph,
+) -> std::result::Result<Vec<Option<Tensor>>, Failure> {
+    let inputs = case.input_copies();
+    let examples: Vec<ExampleInput> = inputs
+        .iter()
+        .filter_map(|t| meta_of(t).map(ExampleInput::new))
+        .collect();
+    let ctx = CompileContext {
+        device: case.device().map_err(|e| {
+            Failure::new(
+                backend.name(),
+                Stage::Compile,
+                Symptom::Error,
+                e.to_string(),
+            )
+        })?,
+        constants: case
+            .constants
+            .iter()
+            .map(|(k, t)| (k.clone(), t.shallow_clone()))
+            .collect(),
+    };
+    backend.compile(graph, &examples, &ctx)?.run(&inputs)
+}
+
+/// The accuracy failure of `outputs` against eager (TorchDynamo's float64 `same()` rules),
+/// if any.
+pub fn accuracy_check(
+    backend: &str,
+    case: &ReproCase,
+    outputs: Vec<Option<Tensor>>,
+) -> Result<Option<Failure>> {
+    let device = case.device()?;
+    let eager =
+        Interpreter::new(&case.graph, &device, &case.constants)?.run(&case.input_copies())?;
+    let fp64 = graphbug_aten::reference::fp64_reference(
+        &case.graph,
+        &case.input_copies(),
+        &device,
+        &case.constants,
+    )?;
+    let report = same(
+        &eager.into_iter().flatten().collect::<Vec<_>>(),
+        &outputs.into_iter().flatten().collect::<Vec<_>>(),
+        Some(&fp64.into_iter().flatten().collect::<Vec<_>>()),
+        &SameOptions::repro(),
+    );
+    Ok((!report.passed()).then(|| {
+        Failure::new(
+            backend,
+            Stage::Accuracy,
+            Symptom::WrongResult,
+            report.to_string().trim_end(),
+        )
+    }))
+}
+
+/// What running a repro gave.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The recorded failure happened again.
+    Reproduced(Failure),
+    /// It did not: what was expected, and what happened instead.
+    DoesNotReproduce {
+        /// The recorded failure (None for a launcher dumped before compiling).
+        expected: Option<FailureRecord>,
+        /// What happened.
+        got: String,
+    },
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Reproduced(failure) => write!(f, "reproduced: {failure}"),
+            Outcome::DoesNotReproduce { expected, got } => {
+                write!(f, "does not reproduce: ")?;
+                match expected {
+                    Some(e) => write!(f, "recorded {} {}: {}", e.stage, e.symptom, e.message)?,
+                    None => write!(f, "no failure was recorded")?,
+                }
+                write!(f, "; this run: {got}")
+            }
+        }
+    }
+}
+
+/// Runs the case's backend and checks for the recorded failure.
+pub fn reproduce(case: &mut ReproCase, opts: &ActionOptions) -> Result<Outcome> {
+    let backend = prepare(case, opts)?;
+    let expected = case.manifest.failure.clone();
+    let result = run_backend(backend.as_ref(), case, &case.graph);
+    let failure = match result {
+        Err(f) => Some(f),
+        Ok(outputs) => accuracy_check(backend.name(), case, outputs)?,
+    };
+    let Some(failure) = failure else {
+        return Ok(Outcome::DoesNotReproduce {
+            expected,
+            got: "the backend compiled and ran, and its outputs match eager".into(),
+        });
+    };
+    let Some(rec) = &expected else {
+        return Ok(Outcome::Reproduced(failure));
+    };
+    let identity = BugIdentity::new(
+        signature_of(&rec.to_failure(backend.name())),
+        opts.check_str.as_deref(),
+    )
+    .map_err(|e| ReproError::Other(format!("bad --check-str: {e}")))?;
+    if identity.matches(&signature_of(&failure)) {
+        Ok(Outcome::Reproduced(failure))
+    } else {
+        Ok(Outcome::DoesNotReproduce {
+            expected,
+            got: failure.to_string(),
+        })
+    }
+}
+
+/// The `main` of a generated repro.rs: reproduce the directory's failure with the embedded
+/// graph; exit 1 when it reproduces, 0 when it does not, 2 when the repro is broken.
+pub fn reproduce_main(graph_text: &str, dir: &Path) -> ExitCode {
+    let outcome = read_repro_dir_with_graph(dir, Some(graph_text))
+        .and_then(|mut case| reproduce(&mut case, &ActionOptions::default()));
+    match outcome {
+        Ok(o @ Outcome::Reproduced(_)) => {
+            println!("{o}");
+            ExitCode::from(1)
+        }
+        Ok(o) => {
+            println!("{o}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The checker kind that finds the recorded failure.
+fn check_kind(case: &ReproCase) -> CheckKind {
+    match case.manifest.failure.as_ref().map(|f| f.stage) {
+        Some(Stage::Compile) => CheckKind::Compile,
+        Some(Stage::Accuracy) => CheckKind::Accuracy,
+        Some(Stage::Runtime) | None => CheckKind::Runtime,
+    }
+}
+
+/// Minifies the case; every improvement is written to `dir/minified/` as a complete repro
+/// directory. Crashes and timeouts are minified in a worker process.
+pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> Result<Minified> {
+    let backend = prepare(case, opts)?;
+    let device = case.device()?;
+    let kind = check_kind(case);
+    let isolate = opts.isolate
+        || case
+            .manifest
+            .failure
+            .as_ref()
+            .is_some_and(|f| matches!(f.symptom, Symptom::Crash | Symptom::Timeout));
+    let scratch =
+        tempfile::tempdir().map_err(|e| ReproError::Other(format!("scratch directory: {e}")))?;
+    let mut checker: Box<dyn Checker> = if isolate {
+        let exe = opts
+            .worker_exe
+            .clone()
+            .ok_or_else(|| ReproError::Other("isolation needs the graphbug binary".into()))?;
+        let inputs_file = scratch.path().join("inputs.safetensors");
+        let named: Vec<(String, Tensor)> = case
+            .graph
+            .placeholders()
+            .iter()
+            .map(|&i| case.graph.node(i).name.clone())
+            .zip(case.inputs.iter().map(Tensor::shallow_clone))
+            .collect();
+        write_tensors(&inputs_file, &named)?;
+        let constants = if case.constants.is_empty() {
+            None
+        } else {
+            let f = scratch.path().join("constants.safetensors");
+            let c: Vec<(String, Tensor)> = case
+                .constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect();
+            write_tensors(&f, &c)?;
+            Some(f)
+        };
+        let spec = WorkerSpec {
+            graph: print_graph(&case.graph),
+            inputs: inputs_file,
+            constants,
+            device: device.to_string(),
+            backend: backend.name().to_string(),
+            check: kind,
+            plugins: case.manifest.plugins.clone(),
+            offload: None,
+        };
+        let spec_file = scratch.path().join("worker.json");
+        std::fs::write(
+            &spec_file,
+            serde_json::to_string(&spec).expect("specs serialize"),
+        )
+        .map_err(|e| ReproError::io(&spec_file, e))?;
+        Box::new(IsolatedChecker::new(
+            exe,
+            spec_file,
+            describe_check(kind, backend.name()),
+            opts.timeout,
+        ))
+    } else {
+        let values =
+            ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
+        Box::new(BackendChecker::new(backend.clone(), kind, values))
+    };
+    let values =
+        ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
+    let mut sink = MinifyDir::in_repro_dir(dir, &case.graph, &values, case.manifest.clone());
+    let options = MinifyOptions {
+        check_str: opts.check_str.clone(),
+        value_keys: Some(values.value_keys().clone()),
+        verbose: true,
+        progress: true,
+        ..MinifyOptions::default()
+    };
+    minify(&case.graph, checker.as_mut(), &options, &mut sink)
+        .map_err(|e| ReproError::Other(e.to_string()))
+}
+
+/// What `analyze` found.
+#[derive(Debug)]
+pub struct Analysis {
+    /// Intermediates compared (nodes with a single tensor value).
+    pub compared: usize,
+    /// The first node whose backend value fails the accuracy rules against eager, with why.
+    pub first_divergence: Option<(String, String, String)>,
+    /// Whether two backend runs on the same inputs differ, and where.
+    pub nondeterminism: Option<String>,
+    /// A failure of the backend itself, if it did not run.
+    pub backend_failure: Option<Failure>,
+}
+
+impl fmt::Display for Analysis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(fail) = &self.backend_failure {
+            return write!(f, "the backend does not run: {fail}");
+        }
+        writeln!(
+            f,
+            "compared {} intermediates against the float64 eager reference",
+            self.compared
+        )?;
+        match &self.first_divergence {
+            Some((node, op, why)) => writeln!(f, "first divergence: node `{node}` ({op}): {why}")?,
+            None => writeln!(f, "no intermediate diverges")?,
+        }
+        match &self.nondeterminism {
+            Some(what) => writeln!(f, "the backend is nondeterministic: {what}"),
+            None => writeln!(
+                f,
+                "the backend is deterministic: two runs gave identical outputs"
+            ),
+        }
+    }
+}
+
+/// Every node's value in one eager run, by node index (single tensors only).
+fn intermediates(
+    graph: &Graph,
+    inputs: &[Tensor],
+    case: &ReproCase,
+    constants: &HashMap<String, Tensor>,
+) -> Result<HashMap<usize, Tensor>> {
+    let mut out = HashMap::new();
+    Interpreter::new(graph, &case.device()?, constants)?.run_observed(inputs, &mut |i, v| {
+        if let RtValue::Tensor(t) = v {
+            if !graph.nodes[i].is_placeholder() {
+                out.insert(i, t.copy());
+            }
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Runs the backend and the float64 eager reference intermediate by intermediate (the
+/// backend compiles the graph with every intermediate as an extra output), names the
+/// first node that diverges, and runs the backend twice to tell whether it is
+/// deterministic.
+pub fn analyze(case: &mut ReproCase, opts: &ActionOptions) -> Result<Analysis> {
+    let backend = prepare(case, opts)?;
+    // Every single-tensor node becomes an output.
+    let graph = &case.graph;
+    let tensor_nodes: Vec<usize> = (0..graph.nodes.len())
+        .filter(|&i| {
+            let n = &graph.nodes[i];
+            n.is_call_function() && matches!(n.meta, Meta::Tensor(_) | Meta::Unknown) && !matches!(n.kind, NodeKind::Call { .. } if graph.users().nodes[i].iter().any(|u| matches!(graph.nodes[u.index()].kind, NodeKind::GetItem { .. })))
+        })
+        .collect();
+    let mut wide = graph.clone();
+    wide.output = Some(
+        tensor_nodes
+            .iter()
+            .map(|&i| Value::Node(graphbug_ir::NodeId(i as u32)))
+            .collect(),
+    );
+    let first = match run_backend(backend.as_ref(), case, &wide) {
+        Ok(o) => o,
+        Err(f) => {
+            return Ok(Analysis {
+                compared: 0,
+                first_divergence: None,
+                nondeterminism: None,
+                backend_failure: Some(f),
+            })
+        }
+    };
+    let second = run_backend(backend.as_ref(), case, &wide).map_err(ReproError::Failure)?;
+    let nondeterminism = first
+        .iter()
+        .zip(&second)
+        .enumerate()
+        .find_map(|(k, (a, b))| match (a, b) {
+            (Some(a), Some(b)) if !(a.size() == b.size() && a.equal(b)) => Some(format!(
+                "`{}` differs between two runs",
+                graph.nodes[tensor_nodes[k]].name
+            )),
+            _ => None,
+        });
+    let eager = intermediates(graph, &case.input_copies(), case, &case.constants)?;
+    let g64 = fp64_graph(graph);
+    let consts64: HashMap<String, Tensor> = case
+        .constants
+        .iter()
+        .map(|(k, t)| (k.clone(), fp64_copy(t)))
+        .collect();
+    let inputs64: Vec<Tensor> = case.inputs.iter().map(fp64_copy).collect();
+    let fp64 = intermediates(&g64, &inputs64, case, &consts64)?;
+    let mut compared = 0;
+    let mut first_divergence = None;
+    for (k, &i) in tensor_nodes.iter().enumerate() {
+        let (Some(res), Some(e), Some(r64)) = (first[k].as_ref(), eager.get(&i), fp64.get(&i))
+        else {
+            continue;
+        };
+        compared += 1;
+        let report = same(
+            &[e.shallow_clone()],
+            &[res.shallow_clone()],
+            Some(&[r64.shallow_clone()]),
+            &SameOptions::repro(),
+        );
+        if !report.passed() {
+            let node = &graph.nodes[i];
+            let why = report
+                .first_failure()
+                .map(|v| v.reason.clone())
+                .unwrap_or_default();
+            first_divergence = Some((
+                node.name.clone(),
+                node.op()
+                    .map(ToString::to_string)
+                    .unwrap_or_else(|| "getitem".into()),
+                why,
+            ));
+            break;
+        }
+    }
+    Ok(Analysis {
+        compared,
+        first_divergence,
+        nondeterminism,
+        backend_failure: None,
+    })
+}

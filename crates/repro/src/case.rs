@@ -1,0 +1,207 @@
+//! Repro directories: a failing graph with its inputs, manifest, standalone Rust program,
+//! PyTorch script and README, written atomically and read back with clear errors.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use graphbug_aten::dtype::tch_device;
+use graphbug_aten::io::{order_tensors, random_tensors, read_tensors, write_tensors};
+use graphbug_aten::Interpreter;
+use graphbug_ir::{parse_graph, Device, Graph, Meta, NodeKind};
+use tch::Tensor;
+
+use crate::codegen;
+use crate::error::{ReproError, Result};
+use crate::manifest::{InputsRecord, Manifest, MANIFEST_FILE};
+use crate::save::{replace_dir_atomically, write_file_atomically, GRAPH_FILE, INPUTS_FILE};
+
+/// Constants (`self.<attr>` tensors) of the graph, when it has any.
+pub const CONSTANTS_FILE: &str = "constants.safetensors";
+/// graphbug's eager outputs on the inputs, for repro.py to compare with.
+pub const EAGER_OUTPUTS_FILE: &str = "eager_outputs.safetensors";
+
+/// A failing graph with everything needed to run it again.
+pub struct ReproCase {
+    /// The graph.
+    pub graph: Graph,
+    /// Its inputs, in placeholder order.
+    pub inputs: Vec<Tensor>,
+    /// Its constants by attribute name.
+    pub constants: HashMap<String, Tensor>,
+    /// Backend, failure, versions.
+    pub manifest: Manifest,
+}
+
+impl ReproCase {
+    /// The device the case runs on.
+    pub fn device(&self) -> Result<Device> {
+        self.manifest.device.parse().map_err(ReproError::Other)
+    }
+
+    /// Fresh copies of the inputs (backends may change them in place).
+    pub fn input_copies(&self) -> Vec<Tensor> {
+        self.inputs.iter().map(Tensor::copy).collect()
+    }
+}
+
+fn named(graph: &Graph, tensors: &[Tensor]) -> Vec<(String, Tensor)> {
+    graph
+        .placeholders()
+        .iter()
+        .map(|&i| graph.node(i).name.clone())
+        .zip(tensors.iter().map(Tensor::shallow_clone))
+        .collect()
+}
+
+fn write_text(dir: &Path, name: &str, text: &str) -> Result<()> {
+    write_file_atomically(&dir.join(name), text.as_bytes())
+}
+
+/// Writes `case` as a repro directory at `link` (a symlink swapped atomically).
+pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
+    let shown = std::path::absolute(link).unwrap_or_else(|_| link.to_path_buf());
+    replace_dir_atomically(link, |d| {
+        let m = &case.manifest;
+        write_text(d, GRAPH_FILE, &graphbug_ir::print_graph(&case.graph))?;
+        if m.inputs == InputsRecord::Real {
+            write_tensors(&d.join(INPUTS_FILE), &named(&case.graph, &case.inputs))?;
+        }
+        if !case.constants.is_empty() {
+            let mut consts: Vec<(String, Tensor)> = case
+                .constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect();
+            consts.sort_by(|a, b| a.0.cmp(&b.0));
+            write_tensors(&d.join(CONSTANTS_FILE), &consts)?;
+        }
+        write_text(d, MANIFEST_FILE, &m.to_json())?;
+        write_text(d, "repro.rs", &codegen::repro_rs(&case.graph, m))?;
+        write_text(d, "Cargo.toml", &codegen::cargo_toml())?;
+        std::fs::create_dir_all(d.join(".cargo")).map_err(|e| ReproError::io(d, e))?;
+        write_text(d, ".cargo/config.toml", &codegen::cargo_config())?;
+        let lock = codegen::workspace_root().join("Cargo.lock");
+        if let Ok(bytes) = std::fs::read(&lock) {
+            write_file_atomically(&d.join("Cargo.lock"), &bytes)?;
+        }
+        write_text(d, "repro.py", &codegen::repro_py(&case.graph, m))?;
+        write_text(d, "README.md", &codegen::readme(m, &shown))?;
+        if let Ok(outputs) = eager_outputs(case) {
+            let present: Vec<(String, Tensor)> = outputs
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, o)| o.map(|t| (format!("out{i}"), t)))
+                .collect();
+            write_tensors(&d.join(EAGER_OUTPUTS_FILE), &present)?;
+        }
+        if m.level >= 2 {
+            let launcher = d.join("minifier_launcher.sh");
+            write_text(
+                d,
+                "minifier_launcher.sh",
+                &codegen::minifier_launcher(&shown),
+            )?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| ReproError::io(&launcher, e))?;
+        }
+        Ok(())
+    })
+}
+
+/// graphbug's eager outputs of the case.
+pub fn eager_outputs(case: &ReproCase) -> Result<Vec<Option<Tensor>>> {
+    let device = case.device()?;
+    Ok(Interpreter::new(&case.graph, &device, &case.constants)?.run(&case.input_copies())?)
+}
+
+/// Reads a repro directory; each problem names the file at fault.
+pub fn read_repro_dir(dir: &Path) -> Result<ReproCase> {
+    read_repro_dir_with_graph(dir, None)
+}
+
+/// Reads a repro directory, taking the graph from `graph_text` instead of graph.py when
+/// given (the standalone program embeds its graph).
+pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result<ReproCase> {
+    if !dir.is_dir() {
+        return Err(ReproError::io(dir, "not a directory"));
+    }
+    let mpath = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&mpath).map_err(|e| {
+        ReproError::io(
+            &mpath,
+            format!("{e} (is {} a graphbug repro directory?)", dir.display()),
+        )
+    })?;
+    let manifest: Manifest = serde_json::from_str(&text)
+        .map_err(|e| ReproError::io(&mpath, format!("corrupt manifest: {e}")))?;
+    let gpath = dir.join(GRAPH_FILE);
+    let graph = match graph_text {
+        Some(t) => parse_graph(t).map_err(|e| ReproError::Other(format!("embedded graph: {e}")))?,
+        None => {
+            let t = std::fs::read_to_string(&gpath).map_err(|e| ReproError::io(&gpath, e))?;
+            parse_graph(&t).map_err(|e| ReproError::io(&gpath, e))?
+        }
+    };
+    let device: Device = manifest.device.parse().map_err(ReproError::Other)?;
+    let tdev = tch_device(&device)?;
+    let names: Vec<String> = graph
+        .placeholders()
+        .iter()
+        .map(|&i| graph.node(i).name.clone())
+        .collect();
+    let inputs = match &manifest.inputs {
+        InputsRecord::Real => {
+            let ipath = dir.join(INPUTS_FILE);
+            order_tensors(read_tensors(&ipath)?, &names, "inputs")
+                .map_err(|e| ReproError::io(&ipath, e))?
+        }
+        InputsRecord::Random { seed } => {
+            let metas = graph
+                .placeholders()
+                .iter()
+                .map(|&i| match &graph.node(i).meta {
+                    Meta::Tensor(m) => Ok(m.clone()),
+                    _ => Err(ReproError::io(
+                        &gpath,
+                        format!(
+                            "input `{}` has no annotation to draw random values from",
+                            graph.node(i).name
+                        ),
+                    )),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            random_tensors(&metas, *seed, tch::Device::Cpu)?
+        }
+    };
+    let cpath = dir.join(CONSTANTS_FILE);
+    let constants: HashMap<String, Tensor> = if cpath.exists() {
+        read_tensors(&cpath)?.into_iter().collect()
+    } else {
+        HashMap::new()
+    };
+    for node in &graph.nodes {
+        if let NodeKind::GetAttr { target } = &node.kind {
+            if !constants.contains_key(target) {
+                return Err(ReproError::io(
+                    &cpath,
+                    format!("no tensor for constant `self.{target}`"),
+                ));
+            }
+        }
+    }
+    Ok(ReproCase {
+        graph,
+        inputs: inputs.into_iter().map(|t| t.to_device(tdev)).collect(),
+        constants: constants
+            .into_iter()
+            .map(|(k, t)| (k, t.to_device(tdev)))
+            .collect(),
+        manifest,
+    })
+}
+
+/// The absolute form of `path` (for messages and generated files).
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

@@ -1,0 +1,307 @@
+//! `compile(graph, backend, options)`: the analogue of `torch.compile(backend=...)` with
+//! TorchDynamo's repro machinery around it (`TORCHDYNAMO_REPRO_AFTER`/`_LEVEL`).
+//!
+//! | level | what is dumped |
+//! |---|---|
+//! | 0 | nothing |
+//! | 1 | a repro directory on a compile or runtime failure |
+//! | 2 | the repro directory plus a minifier launcher, on failure |
+//! | 3 | the launcher before compiling (a crash that kills the process still leaves it), then as 2 |
+//! | 4 | as 2, and outputs are checked against eager (float64 `same()` rules): an accuracy failure is dumped too |
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use graphbug_aten::dtype::meta_of;
+use graphbug_backends::{lookup, Backend, CompileContext, CompiledFn, ExampleInput, Failure};
+use graphbug_ir::{Device, Graph};
+use tch::Tensor;
+
+use crate::actions::accuracy_check;
+use crate::case::{write_repro_dir, ReproCase};
+use crate::error::{ReproError, Result};
+use crate::manifest::{FailureRecord, InputsRecord, Manifest, ReproAfter};
+
+/// Environment variable choosing where repros are taken: `dynamo` or `aot`.
+pub const REPRO_AFTER_ENV: &str = "GRAPHBUG_REPRO_AFTER";
+/// Environment variable choosing the repro level, 0 to 4.
+pub const REPRO_LEVEL_ENV: &str = "GRAPHBUG_REPRO_LEVEL";
+
+/// How `compile` dumps repros.
+#[derive(Clone, Debug)]
+pub struct ReproOptions {
+    /// Where repros are taken.
+    pub after: ReproAfter,
+    /// 0 to 4 (see the module docs).
+    pub level: u8,
+    /// The repro directory to write (a symlink swapped atomically).
+    pub dir: PathBuf,
+    /// Keep only shapes and this seed instead of the real inputs.
+    pub random_inputs: Option<u64>,
+    /// The device to run on.
+    pub device: Device,
+    /// Plugin libraries the backend comes from (recorded in the manifest).
+    pub plugins: Vec<PathBuf>,
+}
+
+impl ReproOptions {
+    /// Defaults (after dynamo, level 2, CPU) with `GRAPHBUG_REPRO_AFTER` and
+    /// `GRAPHBUG_REPRO_LEVEL` applied; a bad value is an error naming the variable.
+    pub fn from_env(dir: PathBuf) -> Result<Self> {
+        let mut opts = ReproOptions {
+            after: ReproAfter::Dynamo,
+            level: 2,
+            dir,
+            random_inputs: None,
+            device: Device::cpu(),
+            plugins: Vec::new(),
+        };
+        if let Ok(v) = std::env::var(REPRO_AFTER_ENV) {
+            opts.after = match v.trim() {
+                "dynamo" | "" => ReproAfter::Dynamo,
+                "aot" => ReproAfter::Aot,
+                other => {
+                    return Err(ReproError::Other(format!(
+                        "{REPRO_AFTER_ENV}={other}: expected `dynamo` or `aot`"
+                    )))
+                }
+            };
+        }
+        if let Ok(v) = std::env::var(REPRO_LEVEL_ENV) {
+            opts.level = v
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|l| *l <= 4)
+                .ok_or_else(|| {
+                    ReproError::Other(format!("{REPRO_LEVEL_ENV}={v}: expected 0 to 4"))
+                })?;
+        }
+        Ok(opts)
+    }
+}
+
+/// A failure `compile` or a run met, and the repro written for it.
+#[derive(Debug)]
+pub struct ReproFailure {
+    /// The classified failure.
+    pub failure: Box<Failure>,
+    /// The repro directory, when one was written.
+    pub repro: Option<PathBuf>,
+}
+
+impl fmt::Display for ReproFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.failure)?;
+        if let Some(dir) = &self.repro {
+            write!(f, "\nrepro written to {}", dir.display())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ReproFailure {}
+
+/// A graph compiled under the repro machinery.
+pub struct Compiled {
+    graph: Graph,
+    backend: Arc<dyn Backend>,
+    inner: Box<dyn CompiledFn>,
+    constants: HashMap<String, Tensor>,
+    options: ReproOptions,
+}
+
+fn case(
+    graph: &Graph,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    manifest: Manifest,
+) -> ReproCase {
+    ReproCase {
+        graph: graph.clone(),
+        inputs: inputs.iter().map(Tensor::copy).collect(),
+        constants: constants
+            .iter()
+            .map(|(k, t)| (k.clone(), t.copy()))
+            .collect(),
+        manifest,
+    }
+}
+
+fn manifest_for(backend: &str, options: &ReproOptions, failure: Option<&Failure>) -> Manifest {
+    let mut m = Manifest::new(
+        backend,
+        options.after,
+        options.level,
+        &options.device.to_string(),
+    );
+    m.plugins = options.plugins.clone();
+    if let Some(seed) = options.random_inputs {
+        m.inputs = InputsRecord::Random { seed };
+    }
+    m.failure = failure.map(FailureRecord::from);
+    m
+}
+
+/// Writes the repro for `failure` (levels 1 and up) and wraps it.
+fn dump(
+    graph: &Graph,
+    backend: &str,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    options: &ReproOptions,
+    failure: Failure,
+) -> ReproFailure {
+    if options.level == 0 {
+        return ReproFailure {
+            failure: Box::new(failure),
+            repro: None,
+        };
+    }
+    let c = case(
+        graph,
+        inputs,
+        constants,
+        manifest_for(backend, options, Some(&failure)),
+    );
+    match write_repro_dir(&options.dir, &c) {
+        Ok(()) => ReproFailure {
+            failure: Box::new(failure),
+            repro: Some(options.dir.clone()),
+        },
+        Err(e) => {
+            let mut failure = failure;
+            failure
+                .message
+                .push_str(&format!(" (and writing the repro failed: {e})"));
+            ReproFailure {
+                failure: Box::new(failure),
+                repro: None,
+            }
+        }
+    }
+}
+
+/// Compiles `graph` with the named backend, dumping repros as `options.level` says.
+/// `example_inputs` are real tensors: they are what a compile-time repro records.
+pub fn compile(
+    graph: &Graph,
+    backend: &str,
+    example_inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    options: ReproOptions,
+) -> std::result::Result<Compiled, ReproFailure> {
+    let other = |message: String| ReproFailure {
+        failure: Box::new(Failure::new(
+            backend,
+            graphbug_backends::Stage::Compile,
+            graphbug_backends::Symptom::Error,
+            message,
+        )),
+        repro: None,
+    };
+    if options.after == ReproAfter::Aot {
+        return Err(other(format!(
+            "{REPRO_AFTER_ENV}=aot takes repros of the forward and backward graphs of an AOT pipeline, which graphbug does not have yet (it comes with aot_eager); use dynamo"
+        )));
+    }
+    let b = lookup(backend).map_err(|e| other(e.to_string()))?;
+    if options.level >= 3 {
+        let c = case(
+            graph,
+            example_inputs,
+            constants,
+            manifest_for(backend, &options, None),
+        );
+        write_repro_dir(&options.dir, &c)
+            .map_err(|e| other(format!("writing the launcher: {e}")))?;
+    }
+    let examples: Vec<ExampleInput> = example_inputs
+        .iter()
+        .filter_map(|t| meta_of(t).map(ExampleInput::new))
+        .collect();
+    let ctx = CompileContext {
+        device: options.device.clone(),
+        constants: constants
+            .iter()
+            .map(|(k, t)| (k.clone(), t.shallow_clone()))
+            .collect(),
+    };
+    match b.compile(graph, &examples, &ctx) {
+        Ok(inner) => Ok(Compiled {
+            graph: graph.clone(),
+            backend: b,
+            inner,
+            constants: constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect(),
+            options,
+        }),
+        Err(f) => Err(dump(graph, backend, example_inputs, constants, &options, f)),
+    }
+}
+
+impl Compiled {
+    /// Runs the compiled graph; at level 4 also checks its outputs against eager.
+    pub fn run(
+        &mut self,
+        inputs: &[Tensor],
+    ) -> std::result::Result<Vec<Option<Tensor>>, ReproFailure> {
+        let name = self.backend.name().to_string();
+        // Copies taken first: the run may change its inputs in place.
+        let saved: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
+        let outputs = match self.inner.run(inputs) {
+            Ok(o) => o,
+            Err(f) => {
+                return Err(dump(
+                    &self.graph,
+                    &name,
+                    &saved,
+                    &self.constants,
+                    &self.options,
+                    f,
+                ))
+            }
+        };
+        if self.options.level >= 4 {
+            let c = case(
+                &self.graph,
+                &saved,
+                &self.constants,
+                manifest_for(&name, &self.options, None),
+            );
+            let shared: Vec<Option<Tensor>> = outputs
+                .iter()
+                .map(|o| o.as_ref().map(Tensor::shallow_clone))
+                .collect();
+            match accuracy_check(&name, &c, shared) {
+                Ok(Some(f)) => {
+                    return Err(dump(
+                        &self.graph,
+                        &name,
+                        &saved,
+                        &self.constants,
+                        &self.options,
+                        f,
+                    ))
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(ReproFailure {
+                        failure: Box::new(Failure::new(
+                            &name,
+                            graphbug_backends::Stage::Accuracy,
+                            graphbug_backends::Symptom::Error,
+                            format!("the eager reference failed: {e}"),
+                        )),
+                        repro: None,
+                    })
+                }
+            }
+        }
+        Ok(outputs)
+    }
+}

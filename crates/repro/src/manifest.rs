@@ -1,0 +1,124 @@
+//! `manifest.json`: everything needed to reproduce a failure besides the graph and inputs.
+
+use std::path::PathBuf;
+
+use graphbug_backends::{Failure, Stage, Symptom};
+use serde::{Deserialize, Serialize};
+
+/// The manifest's file name.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Where the repro was taken: before AOTAutograd (the graph as given) or after it (a
+/// forward or backward graph), as `TORCHDYNAMO_REPRO_AFTER` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReproAfter {
+    /// The graph handed to the backend.
+    Dynamo,
+    /// A forward or backward graph an AOT pipeline handed to an inner compiler.
+    Aot,
+}
+
+/// How the inputs are stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum InputsRecord {
+    /// The real inputs, in `inputs.safetensors`.
+    Real,
+    /// Only shapes and dtypes (the graph's annotations) and a seed for random values.
+    Random {
+        /// The seed of `graphbug_aten::io::random_tensors`.
+        seed: u64,
+    },
+}
+
+/// A recorded failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureRecord {
+    /// compile, runtime or accuracy.
+    pub stage: Stage,
+    /// error, crash, timeout or wrong result.
+    pub symptom: Symptom,
+    /// The message.
+    pub message: String,
+    /// The node, when known.
+    pub node: Option<String>,
+    /// Its op, when known.
+    pub op: Option<String>,
+}
+
+impl From<&Failure> for FailureRecord {
+    fn from(f: &Failure) -> Self {
+        FailureRecord {
+            stage: f.stage,
+            symptom: f.symptom,
+            message: f.message.clone(),
+            node: f.node.clone(),
+            op: f.op.clone(),
+        }
+    }
+}
+
+impl FailureRecord {
+    /// The failure as the backend would report it.
+    pub fn to_failure(&self, backend: &str) -> Failure {
+        Failure {
+            backend: backend.to_string(),
+            stage: self.stage,
+            symptom: self.symptom,
+            node: self.node.clone(),
+            op: self.op.clone(),
+            message: self.message.clone(),
+        }
+    }
+}
+
+/// The manifest of a repro directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The graphbug version that wrote it.
+    pub graphbug_version: String,
+    /// The libtorch version it ran on.
+    pub libtorch_version: String,
+    /// The backend that failed.
+    pub backend: String,
+    /// Where the graph was taken.
+    pub after: ReproAfter,
+    /// The repro level it was written at.
+    pub level: u8,
+    /// The device it ran on.
+    pub device: String,
+    /// How the inputs are stored.
+    pub inputs: InputsRecord,
+    /// The fault spec active through `GRAPHBUG_INJECT_FAULT`, if any.
+    pub fault_spec: Option<String>,
+    /// Plugin libraries the backend came from.
+    pub plugins: Vec<PathBuf>,
+    /// The failure, or `None` for a launcher dumped before compiling (level 3).
+    pub failure: Option<FailureRecord>,
+}
+
+impl Manifest {
+    /// A manifest for `backend` on `device`, with this build's versions.
+    pub fn new(backend: &str, after: ReproAfter, level: u8, device: &str) -> Self {
+        Manifest {
+            graphbug_version: env!("CARGO_PKG_VERSION").to_string(),
+            libtorch_version: graphbug_aten::shim::torch_version(),
+            backend: backend.to_string(),
+            after,
+            level,
+            device: device.to_string(),
+            inputs: InputsRecord::Real,
+            fault_spec: std::env::var(graphbug_backends::registry::INJECT_FAULT_ENV)
+                .ok()
+                .filter(|s| !s.trim().is_empty()),
+            plugins: Vec::new(),
+            failure: None,
+        }
+    }
+
+    /// The manifest as pretty JSON (deterministic: fields in declaration order).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("manifests serialize") + "\n"
+    }
+}

@@ -1,0 +1,223 @@
+//! `graphbug repro`: the main job. Compile a graph under the repro machinery, write a repro
+//! when the backend fails, minify it; or run, minify and analyze an existing repro.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use graphbug::aten::device::ensure_device;
+use graphbug::aten::dtype::tch_device;
+use graphbug::ir::Device;
+use graphbug::repro::actions::{analyze, minify_repro, reproduce, ActionOptions, Outcome};
+use graphbug::repro::case::{absolute, read_repro_dir};
+use graphbug::repro::compile::{compile, ReproOptions};
+
+use super::{graph_inputs, load_graph};
+
+/// Arguments of `graphbug repro`.
+#[derive(Args)]
+pub struct ReproArgs {
+    /// A graph file (run the whole flow on it) or a repro directory (with an action).
+    /// Without it: the bundled demo.
+    target: Option<PathBuf>,
+    /// For a repro directory: run, minify or analyze.
+    action: Option<String>,
+    /// Backend (for a graph file: required; for a repro: overrides the manifest's).
+    #[arg(long)]
+    backend: Option<String>,
+    /// Repro level 0-4 (default: GRAPHBUG_REPRO_LEVEL, else 4 for a graph file).
+    #[arg(long)]
+    level: Option<u8>,
+    /// Inputs for a graph file (.safetensors/.npz); without it, seeded random inputs.
+    #[arg(long)]
+    inputs: Option<PathBuf>,
+    /// Seed of random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Record only shapes and the seed in the repro, not the real inputs.
+    #[arg(long)]
+    random_inputs: bool,
+    /// Device to run on.
+    #[arg(long)]
+    device: Option<String>,
+    /// Where a graph file's repro goes.
+    #[arg(long, default_value = "repro_out")]
+    out: PathBuf,
+    /// Minify in a worker process (crashes and hangs become verdicts).
+    #[arg(long)]
+    isolate: bool,
+    /// Seconds a query may take when isolating.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Regex the failure message must match.
+    #[arg(long)]
+    check_str: Option<String>,
+}
+
+fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
+    Ok(ActionOptions {
+        backend: args.backend.clone(),
+        device: args.device.clone(),
+        check_str: args.check_str.clone(),
+        isolate: args.isolate,
+        timeout: args.timeout.map(Duration::from_secs_f64),
+        worker_exe: Some(std::env::current_exe().context("locating the graphbug binary")?),
+    })
+}
+
+/// `graphbug repro`.
+pub fn repro(args: &ReproArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
+    match &args.target {
+        None => {
+            let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cnn");
+            println!("graphbug demo: the CNN reference graph (examples/cnn) through relu_accuracy_error_TESTING_ONLY at level 4");
+            flow(
+                &demo.join("forward.py"),
+                Some(&demo.join("inputs.npz")),
+                "relu_accuracy_error_TESTING_ONLY",
+                Some(4),
+                args,
+                plugins,
+            )
+        }
+        Some(t) if t.is_dir() => {
+            let action = args.action.as_deref().ok_or_else(|| {
+                anyhow!(
+                    "say what to do with {}: run, minify or analyze",
+                    t.display()
+                )
+            })?;
+            on_dir(t, action, args)
+        }
+        Some(t) => {
+            if let Some(a) = &args.action {
+                bail!("{} is not a repro directory, so `{a}` does not apply; give a graph file alone to run the whole flow", t.display());
+            }
+            let backend = args
+                .backend
+                .as_deref()
+                .ok_or_else(|| anyhow!("--backend NAME is needed to compile {}", t.display()))?;
+            flow(t, args.inputs.as_ref(), backend, args.level, args, plugins)
+        }
+    }
+}
+
+/// Compile, run, and on failure write the repro and minify it.
+fn flow(
+    file: &Path,
+    inputs_file: Option<&PathBuf>,
+    backend: &str,
+    level: Option<u8>,
+    args: &ReproArgs,
+    plugins: &[PathBuf],
+) -> Result<ExitCode> {
+    let started = Instant::now();
+    let graph = load_graph(file)?;
+    graphbug::backends::lookup(backend)?;
+    let device: Device = args
+        .device
+        .as_deref()
+        .unwrap_or("cpu")
+        .parse()
+        .map_err(|e: String| anyhow!(e))?;
+    ensure_device(&device)?;
+    let (inputs, constants) = graph_inputs(&graph, inputs_file, args.seed, tch_device(&device)?)?;
+    let mut options = ReproOptions::from_env(args.out.clone())?;
+    if let Some(l) = level {
+        options.level = l;
+    } else if std::env::var(graphbug::repro::compile::REPRO_LEVEL_ENV).is_err() {
+        options.level = 4;
+    }
+    options.device = device;
+    options.plugins = plugins.to_vec();
+    options.random_inputs = args.random_inputs.then_some(args.seed);
+    println!(
+        "compiling {} ({} nodes) with `{backend}` at repro level {}",
+        file.display(),
+        graph.num_call_function_nodes(),
+        options.level
+    );
+    let result =
+        compile(&graph, backend, &inputs, &constants, options).and_then(|mut c| c.run(&inputs));
+    let failure = match result {
+        Ok(_) => {
+            println!("no failure: `{backend}` compiled and ran the graph without error; at level 4 its outputs match eager");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(f) => f,
+    };
+    println!("detected: {}", failure.failure);
+    let Some(dir) = &failure.repro else {
+        println!("no repro written (level 0)");
+        return Ok(ExitCode::FAILURE);
+    };
+    let shown = absolute(dir);
+    println!("repro written to {}", shown.display());
+    let mut case = read_repro_dir(dir)?;
+    let m = minify_repro(dir, &mut case, &action_options(args)?)?;
+    let minified = shown.join("minified");
+    println!(
+        "minified {} nodes to {} in {} queries ({} cache hits): {}",
+        m.stats.start_nodes,
+        m.stats.end_nodes,
+        m.stats.queries,
+        m.stats.cache_hits,
+        minified.display()
+    );
+    print!("{}", graphbug::ir::print_graph(m.graph()));
+    let rel = |p: &Path| p.display().to_string();
+    println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
+    println!(
+        "  cargo xtask repro {} run        # reproduce the minified failure (exit 1)",
+        rel(&minified)
+    );
+    println!(
+        "  cargo xtask repro {} analyze    # the first node that diverges",
+        rel(&minified)
+    );
+    println!(
+        "  (cd {} && cargo run)            # the standalone Rust reproduction",
+        rel(&minified)
+    );
+    println!(
+        "  .venv/bin/python {}/repro.py    # the graph in PyTorch",
+        rel(&minified)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// run / minify / analyze on a repro directory.
+fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
+    let mut case = read_repro_dir(dir)?;
+    let opts = action_options(args)?;
+    match action {
+        "run" => {
+            let outcome = reproduce(&mut case, &opts)?;
+            println!("{outcome}");
+            Ok(match outcome {
+                Outcome::Reproduced(_) => ExitCode::FAILURE,
+                Outcome::DoesNotReproduce { .. } => ExitCode::SUCCESS,
+            })
+        }
+        "minify" => {
+            let m = minify_repro(dir, &mut case, &opts)?;
+            print!("{}", graphbug::ir::print_graph(m.graph()));
+            println!(
+                "minified {} nodes to {} in {} queries ({} cache hits): {}",
+                m.stats.start_nodes,
+                m.stats.end_nodes,
+                m.stats.queries,
+                m.stats.cache_hits,
+                absolute(dir).join("minified").display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        "analyze" => {
+            print!("{}", analyze(&mut case, &opts)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        other => bail!("unknown action `{other}`: expected run, minify or analyze"),
+    }
+}

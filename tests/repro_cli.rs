@@ -1,0 +1,265 @@
+//! The main job end to end, as PyTorch's test_minifier_common.py does it: a backend fails
+//! on a graph with a relu, the launcher is dumped at the right level, minifying gives the
+//! single relu, and the minified repro reproduces with `repro DIR run` and its own
+//! `cargo run`; repro.py agrees with graphbug's eager outputs in PyTorch.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn graphbug_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the graphbug binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn call_nodes(graph_file: &Path) -> Vec<String> {
+    let g = graphbug::ir::parse_graph(&std::fs::read_to_string(graph_file).unwrap()).unwrap();
+    g.nodes
+        .iter()
+        .filter(|n| n.is_call_function())
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+#[test]
+fn relu_failures_dump_minify_and_reproduce() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mlp = root().join("tests/fixtures/mlp/forward.py");
+    let inputs = root().join("tests/fixtures/mlp/inputs.npz");
+    let cases = [
+        ("relu_compile_error_TESTING_ONLY", "2", "ReluCompileError"),
+        ("relu_runtime_error_TESTING_ONLY", "2", "ReluRuntimeError"),
+        ("relu_accuracy_error_TESTING_ONLY", "4", "accuracy"),
+    ];
+    for (i, (backend, level, what)) in cases.iter().enumerate() {
+        let out_dir = tmp.path().join(format!("case{i}"));
+        let out = graphbug_in(
+            tmp.path(),
+            &[
+                "repro",
+                mlp.to_str().unwrap(),
+                "--backend",
+                backend,
+                "--level",
+                level,
+                "--inputs",
+                inputs.to_str().unwrap(),
+                "--out",
+                out_dir.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{backend}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stdout).contains("detected: ") && text(&out.stdout).contains(what),
+            "{}",
+            text(&out.stdout)
+        );
+        // The launcher was dumped; running it minifies again, into out_dir/minified.
+        let launcher = out_dir.join("minifier_launcher.sh");
+        assert!(launcher.exists(), "{backend}: no launcher");
+        let _ = std::fs::remove_dir_all(out_dir.join("minified"));
+        let _ = std::fs::remove_file(out_dir.join("minified"));
+        let ran = Command::new("sh").arg(&launcher).output().unwrap();
+        assert!(
+            ran.status.success(),
+            "{backend} launcher: {}{}",
+            text(&ran.stdout),
+            text(&ran.stderr)
+        );
+        let minified = out_dir.join("minified");
+        assert_eq!(
+            call_nodes(&minified.join("graph.py")),
+            ["relu"],
+            "{backend}"
+        );
+        // `repro DIR run` reproduces (exit 1).
+        let run = graphbug_in(tmp.path(), &["repro", minified.to_str().unwrap(), "run"]);
+        assert_eq!(
+            run.status.code(),
+            Some(1),
+            "{backend}: {}{}",
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+        assert!(
+            text(&run.stdout).starts_with("reproduced: "),
+            "{}",
+            text(&run.stdout)
+        );
+        // So does its own cargo run.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let own = Command::new(&cargo)
+            .args(["run", "-q"])
+            .current_dir(&minified)
+            .output()
+            .unwrap();
+        assert_eq!(
+            own.status.code(),
+            Some(1),
+            "{backend} cargo run: {}{}",
+            text(&own.stdout),
+            text(&own.stderr)
+        );
+        assert!(
+            text(&own.stdout).starts_with("reproduced: "),
+            "{}",
+            text(&own.stdout)
+        );
+    }
+}
+
+#[test]
+fn repro_py_runs_in_pytorch_and_matches_graphbug_eager() {
+    let python = root().join(".venv/bin/python");
+    assert!(python.exists(), "run `cargo xtask setup`");
+    let tmp = tempfile::tempdir().unwrap();
+    for model in ["mlp", "cnn", "gpt4"] {
+        let out_dir = tmp.path().join(model);
+        let g = root().join(format!("tests/fixtures/{model}/forward.py"));
+        let inputs = root().join(format!("tests/fixtures/{model}/inputs.npz"));
+        // A fault on the last op makes every model fail, so a repro is written.
+        let out = graphbug_in(
+            tmp.path(),
+            &[
+                "repro",
+                g.to_str().unwrap(),
+                "--backend",
+                "fault:runtime@addmm",
+                "--level",
+                "1",
+                "--inputs",
+                inputs.to_str().unwrap(),
+                "--out",
+                out_dir.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "{model}: {}", text(&out.stderr));
+        let py = Command::new(&python)
+            .arg(out_dir.join("repro.py"))
+            .output()
+            .unwrap();
+        assert!(
+            py.status.success(),
+            "{model}: {}{}",
+            text(&py.stdout),
+            text(&py.stderr)
+        );
+        assert!(
+            text(&py.stdout).contains("out0 matches graphbug's eager output: True"),
+            "{model}: {}",
+            text(&py.stdout)
+        );
+    }
+}
+
+#[test]
+fn the_demo_runs_the_whole_flow() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = graphbug_in(tmp.path(), &["repro"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "detected: accuracy wrong result in backend `relu_accuracy_error_TESTING_ONLY`"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("minified 19 nodes to 1"), "{stdout}");
+    assert!(stdout.contains("cargo xtask repro"), "{stdout}");
+    assert_eq!(
+        call_nodes(&tmp.path().join("repro_out/minified/graph.py")),
+        ["relu"]
+    );
+    let manifest = std::fs::read_to_string(tmp.path().join("repro_out/manifest.json")).unwrap();
+    assert!(
+        manifest.contains("\"level\": 4") && manifest.contains("\"stage\": \"accuracy\""),
+        "{manifest}"
+    );
+}
+
+#[test]
+fn a_crash_at_level_3_leaves_a_launcher_that_minifies_under_isolation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("crash");
+    let g = root().join("tests/fixtures/mlp/forward.py");
+    // The crash kills the process during the run; the launcher was written before compiling.
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            g.to_str().unwrap(),
+            "--backend",
+            "fault:crash@gelu",
+            "--level",
+            "3",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(6), "{}", text(&out.stderr));
+    assert!(out_dir.join("minifier_launcher.sh").exists());
+    let min = graphbug_in(
+        tmp.path(),
+        &["repro", out_dir.to_str().unwrap(), "minify", "--isolate"],
+    );
+    assert!(
+        min.status.success(),
+        "{}{}",
+        text(&min.stdout),
+        text(&min.stderr)
+    );
+    assert_eq!(call_nodes(&out_dir.join("minified/graph.py")), ["gelu"]);
+}
+
+#[test]
+fn bad_repro_arguments_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = root().join("tests/fixtures/mlp/forward.py");
+    let out = graphbug_in(tmp.path(), &["repro", g.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--backend NAME is needed"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = graphbug_in(tmp.path(), &["repro", tmp.path().to_str().unwrap(), "run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("graphbug repro directory"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            g.to_str().unwrap(),
+            "--backend",
+            "no_such",
+            "--out",
+            "x",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("unknown backend `no_such`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
