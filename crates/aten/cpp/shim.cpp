@@ -326,7 +326,8 @@ size_t gb_plan_num_tensors(void* plan) { return plan_of(plan).n_tensors; }
 
 // Fills the plan's holes from `tensors` (in hole order), calls the op, and leaves its
 // results on `stack`.
-char* gb_plan_call(void* plan, const at::Tensor* const* tensors, size_t n, void* stack) {
+char* gb_plan_call(void* plan, const at::Tensor* const* tensors, size_t n, void* stack,
+                   uint8_t with_autograd) {
   return guarded([&] {
     Plan& p = plan_of(plan);
     TORCH_CHECK(n == p.n_tensors, "plan expects ", p.n_tensors, " tensors, got ", n);
@@ -361,9 +362,14 @@ char* gb_plan_call(void* plan, const at::Tensor* const* tensors, size_t n, void*
       }
     }
     // graphbug differentiates graphs itself, so libtorch's autograd and view/in-place
-    // tracking layers are skipped: the same kernels run, with less bookkeeping per op.
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    p.op.callBoxed(st);
+    // tracking layers are skipped (the same kernels run, with less bookkeeping per op),
+    // unless a caller records libtorch's autograd graph on purpose.
+    if (with_autograd) {
+      p.op.callBoxed(st);
+    } else {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      p.op.callBoxed(st);
+    }
   });
 }
 

@@ -160,6 +160,8 @@ pub struct Interpreter {
     /// For each node, its step (placeholders have none).
     step_of: Vec<Option<usize>>,
     inputs: Vec<usize>,
+    /// Record libtorch's autograd graph while running.
+    autograd: bool,
 }
 
 impl std::fmt::Debug for Interpreter {
@@ -261,7 +263,15 @@ impl Interpreter {
             steps,
             step_of,
             inputs,
+            autograd: false,
         })
+    }
+
+    /// Makes runs record libtorch's own autograd graph (for checking graphbug's gradients
+    /// against libtorch autograd); by default that layer is skipped.
+    pub fn with_autograd(mut self, on: bool) -> Self {
+        self.autograd = on;
+        self
     }
 
     /// The graph this interpreter runs.
@@ -371,7 +381,7 @@ impl Interpreter {
                         inputs: describe_sources(&values, sources),
                         message,
                     };
-                    match (plan.call(&ptrs, &mut stack), cpu_fallback) {
+                    match (plan.call(&ptrs, &mut stack, self.autograd), cpu_fallback) {
                         (Ok(()), _) => collect_results(&stack, *n_returns).map_err(failed)?,
                         (Err(_), Some(cpu)) => {
                             run_on_cpu_zeros(cpu, &values, sources, &mut stack, *n_returns)
@@ -493,7 +503,7 @@ fn run_on_cpu_zeros(
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let ptrs: Vec<*const C_tensor> = zeros.iter().map(Tensor::as_ptr).collect();
-    cpu.call(&ptrs, stack)?;
+    cpu.call(&ptrs, stack, false)?;
     to_meta(collect_results(stack, n_returns)?)
 }
 

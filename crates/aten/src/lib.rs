@@ -12,10 +12,10 @@ pub mod interp;
 pub mod io;
 pub mod meta;
 pub mod reference;
-pub mod schema;
 pub mod shim;
 
 pub use error::{AtenError, Result};
+pub use graphbug_ir::schema;
 
 /// Side effects by schema, for the IR's passes: true when the op mutates an argument (its
 /// schema says so), draws random numbers, or is unknown to libtorch (kept to be safe).
@@ -23,3 +23,12 @@ pub fn schema_side_effects(op: &graphbug_ir::OpName) -> bool {
     op.is_random() || shim::Op::find(op).map_or(true, |o| o.schema.is_mutable)
 }
 pub use interp::{Interpreter, RtValue};
+
+/// Op schemas from libtorch's dispatcher, for pure-Rust passes.
+pub struct LibtorchSchemas;
+
+impl schema::Schemas for LibtorchSchemas {
+    fn schema(&self, op: &graphbug_ir::OpName) -> Option<std::sync::Arc<schema::Schema>> {
+        shim::Op::find(op).ok().map(|o| o.schema.clone())
+    }
+}

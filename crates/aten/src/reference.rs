@@ -51,3 +51,79 @@ pub fn fp64_reference(
     let inputs: Vec<Tensor> = inputs.iter().map(fp64_copy).collect();
     Interpreter::new(&g, device, &consts)?.run(&inputs)
 }
+
+/// A run's outputs and one gradient per input.
+pub type OutputsAndGradients = (Vec<Option<Tensor>>, Vec<Option<Tensor>>);
+
+/// Gradients by libtorch's own autograd: runs `graph` recording autograd on copies of
+/// `inputs` (those with `requires_grad` set track gradients), then back-propagates
+/// `grad_outputs` (one per output; `None` skips an output). Returns the forward outputs
+/// and one gradient per input (`None` where it has none).
+pub fn autograd_gradients(
+    graph: &Graph,
+    inputs: &[Tensor],
+    requires_grad: &[bool],
+    grad_outputs: &[Option<Tensor>],
+    device: &Device,
+) -> Result<OutputsAndGradients> {
+    let leaves: Vec<Tensor> = inputs
+        .iter()
+        .zip(requires_grad.iter().chain(std::iter::repeat(&false)))
+        .map(|(t, &rg)| {
+            let c = t.detach().copy();
+            if rg {
+                c.set_requires_grad(true)
+            } else {
+                c
+            }
+        })
+        .collect();
+    let outputs = Interpreter::new(graph, device, &HashMap::new())?
+        .with_autograd(true)
+        .run(&leaves)?;
+    let mut outs = Vec::new();
+    let mut grads = Vec::new();
+    for (o, g) in outputs.iter().zip(grad_outputs) {
+        if let (Some(o), Some(g)) = (o, g) {
+            if o.requires_grad() {
+                outs.push(o.shallow_clone());
+                grads.push(g.shallow_clone());
+            }
+        }
+    }
+    let wanted: Vec<&Tensor> = leaves
+        .iter()
+        .zip(requires_grad)
+        .filter(|(_, &rg)| rg)
+        .map(|(t, _)| t)
+        .collect();
+    let computed = if outs.is_empty() || wanted.is_empty() {
+        Vec::new()
+    } else {
+        // The vector-Jacobian product for all outputs: back-propagate sum(output * grad).
+        let mut loss: Option<Tensor> = None;
+        for (o, g) in outs.iter().zip(&grads) {
+            let term = (o * g).sum(o.kind());
+            loss = Some(match loss {
+                Some(l) => l + term,
+                None => term,
+            });
+        }
+        let loss = loss.expect("at least one output");
+        Tensor::f_run_backward(&[loss], &wanted, false, false)?
+    };
+    let mut computed = computed.into_iter();
+    let input_grads = requires_grad
+        .iter()
+        .map(|&rg| {
+            if !rg {
+                return None;
+            }
+            computed.next().filter(Tensor::defined)
+        })
+        .collect();
+    Ok((
+        outputs.into_iter().map(|o| o.map(|t| t.detach())).collect(),
+        input_grads,
+    ))
+}

@@ -45,6 +45,7 @@ extern "C" {
         tensors: *const *const C_tensor,
         n: usize,
         stack: *mut c_void,
+        with_autograd: u8,
     ) -> *mut c_char;
     fn gb_stack_new() -> *mut c_void;
     fn gb_stack_free(stack: *mut c_void);
@@ -102,7 +103,7 @@ fn c_string(s: &str) -> std::result::Result<CString, String> {
 pub struct Op {
     handle: NonNull<c_void>,
     /// The op's schema, read from the dispatcher.
-    pub schema: Schema,
+    pub schema: Arc<Schema>,
     /// The op as the graph names it.
     pub name: OpName,
 }
@@ -161,7 +162,7 @@ impl Op {
         };
         let op = Arc::new(Op {
             handle,
-            schema,
+            schema: Arc::new(schema),
             name: name.clone(),
         });
         OPS.lock().insert(name.clone(), op.clone());
@@ -292,11 +293,13 @@ impl Plan {
         unsafe { gb_plan_num_tensors(self.p()) }
     }
 
-    /// Calls the op with `tensors` filling the holes, leaving its results on `stack`.
+    /// Calls the op with `tensors` filling the holes, leaving its results on `stack`;
+    /// with `autograd`, libtorch records its autograd graph as it runs.
     pub fn call(
         &self,
         tensors: &[*const C_tensor],
         stack: &mut Stack,
+        autograd: bool,
     ) -> std::result::Result<(), String> {
         // SAFETY: every pointer is a live at::Tensor owned by the caller for the call's
         // duration; the shim checks the count.
@@ -306,6 +309,7 @@ impl Plan {
                 tensors.as_ptr(),
                 tensors.len(),
                 stack.ptr.as_ptr(),
+                u8::from(autograd),
             )
         })
     }

@@ -84,3 +84,26 @@ fn unknown_ops_are_errors_not_crashes() {
         "{err}"
     );
 }
+
+#[test]
+fn schema_text_parses_to_what_the_dispatcher_reports() {
+    // Pure-Rust tests build schemas from text; check that reading agrees with libtorch's.
+    for model in ["mlp", "cnn", "gpt4"] {
+        let path = format!(
+            "{}/../../tests/fixtures/{model}/joint.py",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let g = graphbug_ir::parse_graph(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for node in &g.nodes {
+            let Some(name) = node.op() else { continue };
+            let from_libtorch = op(&name.to_string());
+            let parsed = graphbug_ir::schema::Schema::parse(&from_libtorch.schema.text).unwrap();
+            assert_eq!(
+                &parsed,
+                from_libtorch.schema.as_ref(),
+                "{}",
+                from_libtorch.schema.text
+            );
+        }
+    }
+}

@@ -12,6 +12,7 @@ pub mod graph;
 pub mod models;
 pub mod naming;
 pub mod passes;
+pub mod schema;
 pub mod text;
 pub mod types;
 pub mod value;
