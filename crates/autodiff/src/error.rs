@@ -1,0 +1,30 @@
+//! The error type of the autodiff crate.
+
+use graphbug_ir::IrError;
+
+/// Why a graph cannot be functionalized or differentiated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AutodiffError {
+    /// A node does something graphbug cannot handle (a mutation it cannot remove, an op
+    /// with no derivative rule), named with its op.
+    #[error("node `{node}` ({op}): {message}")]
+    Unsupported {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is not supported.
+        message: String,
+    },
+    /// A node lacks the shape/dtype annotation a pass needs.
+    #[error("node `{node}` has no shape annotation: {message}")]
+    MissingMeta {
+        /// The node.
+        node: String,
+        /// Why it is needed.
+        message: String,
+    },
+    /// A graph error.
+    #[error(transparent)]
+    Ir(#[from] IrError),
+}

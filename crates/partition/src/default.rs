@@ -1,0 +1,199 @@
+//! functorch's `default_partition`: the forward computes what the forward outputs need;
+//! every forward value the backward reads is saved.
+
+use std::collections::HashSet;
+
+use graphbug_ir::passes::{default_side_effects, extract_subgraph};
+use graphbug_ir::{Graph, IrError, Meta, NodeId, NodeKind, Value};
+use serde::{Deserialize, Serialize};
+
+/// Why a joint graph cannot be partitioned.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PartitionError {
+    /// The joint graph does not have the expected shape.
+    #[error("bad joint graph: {0}")]
+    BadJoint(String),
+    /// A saved value has no shape, so its size is unknown.
+    #[error("saved value `{0}` has no shape annotation")]
+    MissingMeta(String),
+    /// A graph error.
+    #[error(transparent)]
+    Ir(#[from] IrError),
+}
+
+/// What a partition saves and computes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartitionReport {
+    /// Names of the saved values, in the order the forward returns them.
+    pub saved: Vec<String>,
+    /// Their total size in bytes.
+    pub saved_bytes: u64,
+    /// call_function nodes of the forward graph.
+    pub fw_ops: usize,
+    /// call_function nodes of the backward graph.
+    pub bw_ops: usize,
+}
+
+/// A joint graph split in two.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partition {
+    /// Takes the primals; returns the forward outputs, then the saved values.
+    pub forward: Graph,
+    /// Takes the saved values, then the tangents; returns one gradient per primal.
+    pub backward: Graph,
+    /// Sizes and counts.
+    pub report: PartitionReport,
+}
+
+/// The joint's primals and tangents (by AOTAutograd's placeholder names).
+pub fn joint_inputs(joint: &Graph) -> Result<(Vec<NodeId>, Vec<NodeId>), PartitionError> {
+    let mut primals = Vec::new();
+    let mut tangents = Vec::new();
+    for id in joint.placeholders() {
+        let name = &joint.node(id).name;
+        if name.starts_with("tangents") {
+            tangents.push(id);
+        } else if name.starts_with("primals") {
+            primals.push(id);
+        } else {
+            return Err(PartitionError::BadJoint(format!(
+                "input `{name}` is neither a primal (primals_N) nor a tangent (tangents_N)"
+            )));
+        }
+    }
+    Ok((primals, tangents))
+}
+
+/// Splits the joint outputs into (forward outputs, gradients).
+pub fn split_outputs(
+    joint: &Graph,
+    num_fwd_outputs: usize,
+) -> Result<(Vec<Value>, Vec<Value>), PartitionError> {
+    let outs = joint.outputs();
+    if num_fwd_outputs > outs.len() {
+        return Err(PartitionError::BadJoint(format!(
+            "--num-fwd-outputs {num_fwd_outputs}, but the joint graph returns {} values",
+            outs.len()
+        )));
+    }
+    Ok((
+        outs[..num_fwd_outputs].to_vec(),
+        outs[num_fwd_outputs..].to_vec(),
+    ))
+}
+
+/// Total bytes of the saved values, by their metas.
+pub fn saved_bytes(joint: &Graph, saved: &[NodeId]) -> Result<u64, PartitionError> {
+    saved
+        .iter()
+        .map(|&id| match &joint.node(id).meta {
+            Meta::Tensor(t) => Ok(t.nbytes()),
+            _ => Err(PartitionError::MissingMeta(joint.node(id).name.clone())),
+        })
+        .sum()
+}
+
+/// Extracts the forward and backward graphs for a given set of saved values.
+pub fn extract_fwd_bwd(
+    joint: &Graph,
+    num_fwd_outputs: usize,
+    saved: &[NodeId],
+) -> Result<(Graph, Graph), PartitionError> {
+    let (primals, tangents) = joint_inputs(joint)?;
+    let (fwd_outputs, bwd_outputs) = split_outputs(joint, num_fwd_outputs)?;
+    let mut bw_inputs = saved.to_vec();
+    bw_inputs.extend(&tangents);
+    let backward = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &default_side_effects)?;
+    let mut fw_out = fwd_outputs;
+    fw_out.extend(saved.iter().map(|&s| Value::Node(s)));
+    let forward = extract_subgraph(joint, &primals, &fw_out, &default_side_effects)?;
+    Ok((forward, backward))
+}
+
+/// functorch's `default_partition`: the forward graph computes the forward outputs; each
+/// forward value the backward reads is saved (multi-output nodes through their getitems).
+pub fn default_partition(
+    joint: &Graph,
+    num_fwd_outputs: usize,
+) -> Result<Partition, PartitionError> {
+    default_partition_with(joint, num_fwd_outputs, &|_| false)
+}
+
+/// `default_partition` with a selective activation-checkpointing policy: forward nodes for
+/// which `recompute` is true are not saved; the backward recomputes them from what is saved
+/// (as PyTorch does for nodes tagged `MUST_RECOMPUTE`).
+pub fn default_partition_with(
+    joint: &Graph,
+    num_fwd_outputs: usize,
+    recompute: &dyn Fn(&graphbug_ir::Node) -> bool,
+) -> Result<Partition, PartitionError> {
+    let (primals, tangents) = joint_inputs(joint)?;
+    let (fwd_outputs, bwd_outputs) = split_outputs(joint, num_fwd_outputs)?;
+    // The forward region, as PyTorch 2.13 takes it: every node before the last one the
+    // forward outputs need, in the joint's (trace) order, that does not read a tangent.
+    let forward_only = extract_subgraph(joint, &primals, &fwd_outputs, &default_side_effects)?;
+    let needed: HashSet<&str> = forward_only.nodes.iter().map(|n| n.name.as_str()).collect();
+    let last_forward = joint
+        .ids()
+        .filter(|&i| needed.contains(joint.node(i).name.as_str()))
+        .max()
+        .unwrap_or(NodeId(0));
+    let mut reads_tangent = vec![false; joint.nodes.len()];
+    for &t in &tangents {
+        reads_tangent[t.index()] = true;
+    }
+    for id in joint.ids() {
+        let mut r = reads_tangent[id.index()];
+        joint
+            .node(id)
+            .for_each_input(|src| r |= reads_tangent[src.index()]);
+        reads_tangent[id.index()] = r;
+    }
+    let users = joint.users();
+    // Every forward tensor is a candidate; multi-output nodes are saved through their
+    // getitems, which are forward nodes of their own.
+    let mut candidates: Vec<NodeId> = Vec::new();
+    for id in joint.ids() {
+        if id > last_forward || reads_tangent[id.index()] {
+            continue;
+        }
+        let node = joint.node(id);
+        let multi = matches!(node.meta, Meta::Multi(_))
+            || users.nodes[id.index()]
+                .iter()
+                .any(|u| matches!(joint.node(*u).kind, NodeKind::GetItem { .. }));
+        let recomputed = recompute(node) && !node.is_placeholder();
+        if !multi && !recomputed {
+            candidates.push(id);
+        }
+    }
+    let mut seen = HashSet::new();
+    candidates.retain(|c| seen.insert(*c));
+    // Keep only the candidates the backward actually reads.
+    let mut bw_inputs = candidates.clone();
+    bw_inputs.extend(&tangents);
+    let probe = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &default_side_effects)?;
+    let probe_users = probe.users();
+    let used: HashSet<&str> = probe
+        .placeholders()
+        .into_iter()
+        .filter(|&p| !probe_users.is_unused(p))
+        .map(|p| probe.node(p).name.as_str())
+        .collect();
+    let saved: Vec<NodeId> = candidates
+        .into_iter()
+        .filter(|&c| used.contains(joint.node(c).name.as_str()))
+        .collect();
+    let (forward, backward) = extract_fwd_bwd(joint, num_fwd_outputs, &saved)?;
+    let report = PartitionReport {
+        saved: saved.iter().map(|&s| joint.node(s).name.clone()).collect(),
+        saved_bytes: saved_bytes(joint, &saved)?,
+        fw_ops: forward.num_call_function_nodes(),
+        bw_ops: backward.num_call_function_nodes(),
+    };
+    Ok(Partition {
+        forward,
+        backward,
+        report,
+    })
+}

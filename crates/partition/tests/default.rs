@@ -1,0 +1,98 @@
+//! The default partitioner on PyTorch's own joint graphs, against functorch's partitions.
+
+use graphbug_ir::{parse_graph, print_graph, Graph};
+use graphbug_partition::default_partition;
+
+fn fixture(model: &str, file: &str) -> String {
+    let path = format!(
+        "{}/../../tests/fixtures/{model}/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn info(model: &str) -> serde_json::Value {
+    serde_json::from_str(&fixture(model, "partition.json")).unwrap()
+}
+
+/// The graph text without its class line, for comparing graphs named differently.
+fn body(g: &Graph) -> String {
+    print_graph(g).split_once('\n').unwrap().1.to_string()
+}
+
+#[test]
+fn saves_exactly_what_functorch_saves() {
+    for model in ["mlp", "cnn", "gpt4"] {
+        let joint = parse_graph(&fixture(model, "joint.py")).unwrap();
+        let info = info(model);
+        let n = info["num_fwd_outputs"].as_u64().unwrap() as usize;
+        let p = default_partition(&joint, n).unwrap();
+        let want: Vec<String> = info["default"]["saved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(p.report.saved, want, "{model}");
+        assert_eq!(
+            p.report.saved_bytes,
+            info["default"]["saved_bytes"].as_u64().unwrap(),
+            "{model}"
+        );
+        assert_eq!(
+            p.report.fw_ops as u64,
+            info["default"]["fw_ops"].as_u64().unwrap(),
+            "{model}"
+        );
+        assert_eq!(
+            p.report.bw_ops as u64,
+            info["default"]["bw_ops"].as_u64().unwrap(),
+            "{model}"
+        );
+        // And the graphs themselves are functorch's, node for node.
+        assert_eq!(
+            body(&p.forward),
+            body(&parse_graph(&fixture(model, "fw_default.py")).unwrap()),
+            "{model} forward"
+        );
+        assert_eq!(
+            body(&p.backward),
+            body(&parse_graph(&fixture(model, "bw_default.py")).unwrap()),
+            "{model} backward"
+        );
+    }
+}
+
+#[test]
+fn bad_joints_are_named() {
+    let joint = parse_graph(&fixture("mlp", "joint.py")).unwrap();
+    let err = default_partition(&joint, 99).unwrap_err().to_string();
+    assert!(
+        err.contains("--num-fwd-outputs 99, but the joint graph returns 10 values"),
+        "{err}"
+    );
+    let fwd = parse_graph(&fixture("mlp", "forward.py")).unwrap();
+    let err = default_partition(&fwd, 1).unwrap_err().to_string();
+    assert!(err.contains("input `arg0_1` is neither a primal"), "{err}");
+}
+
+#[test]
+fn a_recompute_policy_moves_ops_to_the_backward() {
+    let joint = parse_graph(&fixture("mlp", "joint.py")).unwrap();
+    let relu = |n: &graphbug_ir::Node| n.op().is_some_and(|o| o.name == "relu");
+    let p = graphbug_partition::default_partition_with(&joint, 1, &relu).unwrap();
+    assert!(
+        !p.report.saved.contains(&"relu".to_string()),
+        "{:?}",
+        p.report.saved
+    );
+    assert!(
+        p.report.saved.contains(&"addmm_1".to_string()),
+        "{:?}",
+        p.report.saved
+    );
+    let relus = |g: &Graph| g.nodes.iter().filter(|n| relu(n)).count();
+    assert_eq!((relus(&p.forward), relus(&p.backward)), (1, 1));
+    p.forward.verify().unwrap();
+    p.backward.verify().unwrap();
+}
