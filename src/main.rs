@@ -50,6 +50,10 @@ enum Command {
     /// The main job: compile a graph under repro levels, write and minify a repro; or run,
     /// minify and analyze a repro directory. Without arguments: the bundled demo.
     Repro(Box<cli::repro::ReproArgs>),
+    /// Print the joint forward/backward graph of a forward graph (AOTAutograd's shape).
+    Joint(cli::autodiff::JointArgs),
+    /// Split a joint graph into forward and backward graphs.
+    Partition(cli::autodiff::PartitionArgs),
     /// Internal: answers minifier queries in an isolated process.
     #[command(name = "__minify-worker", hide = true)]
     MinifyWorker {
@@ -68,6 +72,8 @@ fn main() -> ExitCode {
         Command::Explain(args) => cli::run::explain(&args),
         Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),
         Command::Repro(args) => cli::repro::repro(&args, &cli.plugin),
+        Command::Joint(args) => cli::autodiff::joint(&args),
+        Command::Partition(args) => cli::autodiff::partition(&args),
         Command::MinifyWorker { spec } => graphbug::repro::isolate::worker_main(&spec)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),

@@ -167,7 +167,7 @@ fn run_reports_mismatches_and_bad_input_with_exit_1() {
         ),
         (
             vec!["--backend", "nope"],
-            "unknown backend `nope`; known backends: eager",
+            "unknown backend `nope`; known backends: aot_eager, ",
         ),
         (vec!["--inputs", "/no/such/file.npz"], "/no/such/file.npz"),
         (vec!["--device", "tpu"], "unknown device type `tpu`"),
@@ -251,14 +251,28 @@ fn backends_lists_names_tags_and_descriptions() {
     );
     let out = graphbug(&["backends", "--all"]);
     let all = text(&out.stdout);
-    for line in [
-        "eager_debug                                   [debug] ",
-        "relu_accuracy_error_TESTING_ONLY              [testing] relu(x) becomes x + 1: wrong results",
-        "fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]  [testing] ",
-        "explain:<inner>                               [debug] ",
+    for (name, rest) in [
+        ("eager_debug", "[debug] "),
+        (
+            "relu_accuracy_error_TESTING_ONLY",
+            "[testing] relu(x) becomes x + 1: wrong results",
+        ),
+        ("fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]", "[testing] "),
+        ("explain:<inner>", "[debug] "),
+        ("aot_eager", "[debug] "),
     ] {
-        assert!(all.contains(line), "missing {line:?} in\n{all}");
+        let line = all
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name));
+        assert!(
+            line.is_some_and(|l| l.contains(rest)),
+            "missing {name} ... {rest:?} in\n{all}"
+        );
     }
+    assert!(
+        all.contains("(alias of aot_eager_default_partitioner)"),
+        "{all}"
+    );
 }
 
 #[test]
@@ -396,4 +410,74 @@ fn plugins_load_from_the_flag_and_the_environment() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn joint_and_partition_reproduce_aotautograd() {
+    let dir = tmpdir("joint");
+    // The MLP's joint, differentiating the parameters but not the data (input 8), is
+    // PyTorch's joint.py.
+    let out = graphbug(&[
+        "joint",
+        fixture("mlp/forward.py").to_str().unwrap(),
+        "--requires-grad",
+        "0,1,2,3,4,5,6,7",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("num_fwd_outputs = 1"));
+    let body = |s: &str| s.split_once('\n').unwrap().1.to_string();
+    let theirs = graphbug(&["fmt", fixture("mlp/joint.py").to_str().unwrap()]);
+    assert_eq!(body(&text(&out.stdout)), body(&text(&theirs.stdout)));
+    let joint = dir.join("joint.py");
+    std::fs::write(&joint, &out.stdout).unwrap();
+    // Partitioning it, and PyTorch's own joints, saves what functorch's default saves.
+    let mut joints = vec![("mlp", joint)];
+    for m in ["mlp", "cnn", "gpt4"] {
+        joints.push((m, fixture(&format!("{m}/joint.py"))));
+    }
+    for (model, file) in joints {
+        let out = graphbug(&["partition", file.to_str().unwrap(), "--json"]);
+        assert!(out.status.success(), "{model}: {}", text(&out.stderr));
+        let ours: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let reference: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(&format!("{model}/partition.json"))).unwrap(),
+        )
+        .unwrap();
+        for key in ["saved", "saved_bytes", "fw_ops", "bw_ops"] {
+            assert_eq!(ours[key], reference["default"][key], "{model}: {key}");
+        }
+        assert!(ours["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{ours}");
+    }
+    // Without --json: both graphs, then the summary.
+    let out = graphbug(&["partition", fixture("mlp/joint.py").to_str().unwrap()]);
+    let shown = text(&out.stdout);
+    assert_eq!(shown.matches("(torch.nn.Module):").count(), 2, "{shown}");
+    assert!(shown.contains("# saved 12 values, 30784 bytes"), "{shown}");
+    // Bad input names the culprit.
+    let (fw, jt) = (fixture("mlp/forward.py"), fixture("mlp/joint.py"));
+    let (fw, jt) = (fw.to_str().unwrap(), jt.to_str().unwrap());
+    let bad = [
+        (
+            vec!["joint", fw, "--requires-grad", "9"],
+            "input 9 does not exist",
+        ),
+        (
+            vec!["joint", fw, "--requires-grad", "w"],
+            "no input named `w`",
+        ),
+        (
+            vec!["partition", jt, "--partitioner", "best"],
+            "unknown partitioner `best`",
+        ),
+        (vec!["partition", fw], "pass --num-fwd-outputs"),
+    ];
+    for (args, want) in bad {
+        let out = graphbug(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(want),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
 }

@@ -124,6 +124,91 @@ fn relu_failures_dump_minify_and_reproduce() {
 }
 
 #[test]
+fn backward_graph_failures_are_dumped_after_aot_and_minify_to_the_relu() {
+    // As test_minifier_common's `_test_after_aot` for the backward: aot_eager hands the
+    // backward graph (relu recomputed into it) to a relu testing backend.
+    let tmp = tempfile::tempdir().unwrap();
+    let mlp = root().join("tests/fixtures/mlp/forward.py");
+    let inputs = root().join("tests/fixtures/mlp/inputs.npz");
+    let cases = [
+        ("relu_compile_error_TESTING_ONLY", "2", "ReluCompileError"),
+        ("relu_runtime_error_TESTING_ONLY", "2", "ReluRuntimeError"),
+        ("relu_accuracy_error_TESTING_ONLY", "4", "accuracy"),
+    ];
+    for (i, (inner, level, what)) in cases.iter().enumerate() {
+        let out_dir = tmp.path().join(format!("aot{i}"));
+        let backend = format!("aot_eager:bw={inner},recompute=relu");
+        let out = graphbug_in(
+            tmp.path(),
+            &[
+                "repro",
+                mlp.to_str().unwrap(),
+                "--backend",
+                &backend,
+                "--after",
+                "aot",
+                "--level",
+                level,
+                "--inputs",
+                inputs.to_str().unwrap(),
+                "--out",
+                out_dir.to_str().unwrap(),
+            ],
+        );
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{backend}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains("in the backward graph") && stdout.contains(what),
+            "{stdout}"
+        );
+        // The repro is the backward graph with the inner compiler as its backend.
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["after"], "aot");
+        assert_eq!(manifest["backend"], *inner);
+        let dumped = std::fs::read_to_string(out_dir.join("graph.py")).unwrap();
+        assert!(dumped.contains("tangents_1"), "{dumped}");
+        let minified = out_dir.join("minified");
+        assert_eq!(
+            call_nodes(&minified.join("graph.py")),
+            ["relu"],
+            "{backend}"
+        );
+        let run = graphbug_in(tmp.path(), &["repro", minified.to_str().unwrap(), "run"]);
+        assert_eq!(
+            run.status.code(),
+            Some(1),
+            "{backend}: {}{}",
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+    }
+    // A whole-graph backend has no forward and backward graphs to take repros of.
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            mlp.to_str().unwrap(),
+            "--backend",
+            "relu_compile_error_TESTING_ONLY",
+            "--after",
+            "aot",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("use --after dynamo"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn repro_py_runs_in_pytorch_and_matches_graphbug_eager() {
     let python = root().join(".venv/bin/python");
     assert!(python.exists(), "run `cargo xtask setup`");

@@ -1,5 +1,6 @@
 //! Implementations of the `graphbug` subcommands.
 
+pub mod autodiff;
 pub mod minify;
 pub mod repro;
 pub mod run;

@@ -13,8 +13,10 @@ use graphbug::ir::Device;
 use graphbug::repro::actions::{analyze, minify_repro, reproduce, ActionOptions, Outcome};
 use graphbug::repro::case::{absolute, read_repro_dir};
 use graphbug::repro::compile::{compile, ReproOptions};
+use graphbug::repro::manifest::ReproAfter;
 
 use super::{graph_inputs, load_graph};
+use tch::Tensor;
 
 /// Arguments of `graphbug repro`.
 #[derive(Args)]
@@ -30,6 +32,11 @@ pub struct ReproArgs {
     /// Repro level 0-4 (default: GRAPHBUG_REPRO_LEVEL, else 4 for a graph file).
     #[arg(long)]
     level: Option<u8>,
+    /// Where to take the repro: `dynamo` (the graph given to the backend) or `aot` (the
+    /// forward or backward graph an AOT pipeline gives its inner compiler). Default:
+    /// GRAPHBUG_REPRO_AFTER, else dynamo.
+    #[arg(long)]
+    after: Option<ReproAfter>,
     /// Inputs for a graph file (.safetensors/.npz); without it, seeded random inputs.
     #[arg(long)]
     inputs: Option<PathBuf>,
@@ -115,7 +122,7 @@ fn flow(
 ) -> Result<ExitCode> {
     let started = Instant::now();
     let graph = load_graph(file)?;
-    graphbug::backends::lookup(backend)?;
+    let training = graphbug::backends::lookup(backend)?.delegates_faults();
     let device: Device = args
         .device
         .as_deref()
@@ -130,17 +137,37 @@ fn flow(
     } else if std::env::var(graphbug::repro::compile::REPRO_LEVEL_ENV).is_err() {
         options.level = 4;
     }
+    if let Some(after) = args.after {
+        options.after = after;
+    }
+    if options.after == ReproAfter::Aot && !training {
+        bail!("repros after aot are taken of the forward and backward graphs an AOT pipeline (such as aot_eager) hands to its inner compilers; `{backend}` compiles the graph whole: use --after dynamo");
+    }
     options.device = device;
     options.plugins = plugins.to_vec();
     options.random_inputs = args.random_inputs.then_some(args.seed);
+    // Training pipelines differentiate every floating input and run the backward too.
+    if training {
+        options.requires_grad = inputs.iter().map(|t| t.is_floating_point()).collect();
+    }
     println!(
         "compiling {} ({} nodes) with `{backend}` at repro level {}",
         file.display(),
         graph.num_call_function_nodes(),
         options.level
     );
-    let result =
-        compile(&graph, backend, &inputs, &constants, options).and_then(|mut c| c.run(&inputs));
+    let result = compile(&graph, backend, &inputs, &constants, options).and_then(|mut c| {
+        let outputs = c.run(&inputs)?;
+        if !training {
+            return Ok(outputs);
+        }
+        // Ones as the gradient of every output, the way `out.sum().backward()` seeds it.
+        let seeds: Vec<Option<Tensor>> = outputs
+            .iter()
+            .map(|o| o.as_ref().map(Tensor::ones_like))
+            .collect();
+        c.backward(&seeds)
+    });
     let failure = match result {
         Ok(_) => {
             println!("no failure: `{backend}` compiled and ran the graph without error; at level 4 its outputs match eager");
@@ -156,7 +183,13 @@ fn flow(
     let shown = absolute(dir);
     println!("repro written to {}", shown.display());
     let mut case = read_repro_dir(dir)?;
-    let m = minify_repro(dir, &mut case, &action_options(args)?)?;
+    // The manifest names the backend that failed: after AOT that is the inner compiler,
+    // not the `--backend` pipeline that was compiled.
+    let opts = ActionOptions {
+        backend: None,
+        ..action_options(args)?
+    };
+    let m = minify_repro(dir, &mut case, &opts)?;
     let minified = shown.join("minified");
     println!(
         "minified {} nodes to {} in {} queries ({} cache hits): {}",

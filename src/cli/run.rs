@@ -94,7 +94,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         None => None,
     };
     let examples = example_inputs(&inputs)?;
-    let ctx = CompileContext { device, constants };
+    let ctx = CompileContext {
+        device,
+        constants,
+        ..CompileContext::default()
+    };
     let outputs = backend
         .compile(&graph, &examples, &ctx)
         .and_then(|mut f| f.run(&inputs));
@@ -154,6 +158,7 @@ pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
     let ctx = CompileContext {
         device: Device::cpu(),
         constants,
+        ..CompileContext::default()
     };
     let result = explain
         .compile(&graph, &example_inputs(&inputs)?, &ctx)

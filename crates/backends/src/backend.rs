@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use graphbug_ir::{Device, Graph, TensorMeta};
+use graphbug_ir::{Device, Graph, Meta, TensorMeta};
 use tch::Tensor;
 
 use crate::failure::Failure;
@@ -29,19 +29,104 @@ impl ExampleInput {
     }
 }
 
+/// `graph` with its placeholders annotated from the example inputs (when they match one
+/// to one), so meta inference starts from what will really run.
+pub(crate) fn with_example_metas(graph: &Graph, example_inputs: &[ExampleInput]) -> Graph {
+    let mut g = graph.clone();
+    let placeholders = g.placeholders();
+    if placeholders.len() == example_inputs.len() {
+        for (id, ex) in placeholders.iter().zip(example_inputs) {
+            g.nodes[id.index()].meta = Meta::Tensor(ex.meta.clone());
+        }
+    }
+    g
+}
+
+/// Which graph of an AOT pipeline an inner compiler is handling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AotPart {
+    /// The forward graph.
+    Forward,
+    /// The backward graph.
+    Backward,
+}
+
+impl std::fmt::Display for AotPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AotPart::Forward => "forward",
+            AotPart::Backward => "backward",
+        })
+    }
+}
+
+/// What an AOT pipeline tells its hook about an inner compiler (after-AOT repros).
+pub struct InnerEvent<'a> {
+    /// Forward or backward.
+    pub part: AotPart,
+    /// The graph the inner compiler gets.
+    pub graph: &'a Graph,
+    /// Its real inputs (primals; or saved values then tangents).
+    pub inputs: &'a [Tensor],
+    /// The inner compiler's name.
+    pub backend: &'a str,
+    /// The failure, or `None` just before compiling.
+    pub failure: Option<&'a Failure>,
+}
+
+/// Called by AOT pipelines before each inner compile and on each inner failure.
+pub type InnerHook = std::sync::Arc<dyn Fn(&InnerEvent<'_>) + Send + Sync>;
+
 /// Everything a backend gets besides the graph and its example inputs.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct CompileContext {
     /// Where the compiled function runs.
     pub device: Device,
     /// Tensors of the graph's `self.<name>` constants.
     pub constants: HashMap<String, Tensor>,
+    /// For AOT pipelines: told about inner compilers (repros after AOT).
+    pub inner_hook: Option<InnerHook>,
+    /// For AOT pipelines: check each inner graph's outputs against eager (float64
+    /// `same()` rules); a mismatch is an accuracy failure of that graph.
+    pub check_inner_accuracy: bool,
+}
+
+impl std::fmt::Debug for CompileContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompileContext")
+            .field("device", &self.device)
+            .field("constants", &self.constants.keys().collect::<Vec<_>>())
+            .field("inner_hook", &self.inner_hook.is_some())
+            .field("check_inner_accuracy", &self.check_inner_accuracy)
+            .finish()
+    }
 }
 
 /// A compiled graph, ready to run.
 pub trait CompiledFn: Send {
-    /// Runs on inputs (on the compile device) and returns the graph's outputs.
+    /// Runs on inputs (on the compile device) and returns the graph's outputs. For a
+    /// training pipeline this is the forward, which keeps what the backward needs.
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>, Failure>;
+
+    /// The forward of a training pipeline (AOTAutograd's name for `run`): outputs, with
+    /// the saved values kept for `backward`.
+    fn forward(&mut self, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>, Failure> {
+        self.run(inputs)
+    }
+
+    /// The backward of the last `run`: gradients of the outputs in, one gradient per input
+    /// out (`None` where an input gets none). Only training pipelines have one.
+    fn backward(
+        &mut self,
+        _grad_outputs: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>, Failure> {
+        Err(Failure::new(
+            "backward",
+            crate::failure::Stage::Runtime,
+            crate::failure::Symptom::Error,
+            "this compiled function has no backward (compile with an AOT pipeline such as aot_eager)",
+        ))
+    }
 }
 
 /// A compiler of graphs, registered by name.
@@ -55,6 +140,12 @@ pub trait Backend: Send + Sync {
     /// Tags such as `debug` or `testing`; tagged backends are hidden from default listings.
     fn tags(&self) -> &[&str] {
         &[]
+    }
+
+    /// True for pipelines that compile their graphs with inner backends (AOT): a fault from
+    /// `GRAPHBUG_INJECT_FAULT` then goes to those inner compilers, not around the pipeline.
+    fn delegates_faults(&self) -> bool {
+        false
     }
 
     /// Compiles `graph` for inputs like `example_inputs`.

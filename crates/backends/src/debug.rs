@@ -9,7 +9,7 @@ use graphbug_aten::{AtenError, Interpreter};
 use graphbug_ir::{Graph, Meta, NodeKind, Value};
 use tch::Tensor;
 
-use crate::backend::{Backend, CompileContext, CompiledFn, ExampleInput};
+use crate::backend::{with_example_metas, Backend, CompileContext, CompiledFn, ExampleInput};
 use crate::eager::EagerFn;
 use crate::failure::{Failure, Stage};
 
@@ -313,13 +313,7 @@ impl Backend for EagerDebug {
         ctx: &CompileContext,
     ) -> Result<Box<dyn CompiledFn>, Failure> {
         // Shapes to expect, inferred from the example inputs.
-        let mut g = graph.clone();
-        let placeholders = g.placeholders();
-        if placeholders.len() == example_inputs.len() {
-            for (id, ex) in placeholders.iter().zip(example_inputs) {
-                g.nodes[id.index()].meta = Meta::Tensor(ex.meta.clone());
-            }
-        }
+        let mut g = with_example_metas(graph, example_inputs);
         for node in &mut g.nodes {
             if let NodeKind::GetAttr { target } = &node.kind {
                 if let Some(m) = ctx.constants.get(target).and_then(meta_of) {

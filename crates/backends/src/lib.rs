@@ -5,6 +5,7 @@
 //! aten-level analogues of TorchDynamo's `backends/debugging.py`), aliases, parameterised
 //! names (`fault:...`, `explain:...`) and backends loaded from [`plugin`]s.
 
+pub mod aot;
 pub mod backend;
 pub mod debug;
 pub mod eager;
@@ -17,7 +18,9 @@ pub mod testing;
 
 use std::sync::Arc;
 
-pub use backend::{Backend, CompileContext, CompiledFn, ExampleInput};
+pub use backend::{
+    AotPart, Backend, CompileContext, CompiledFn, ExampleInput, InnerEvent, InnerHook,
+};
 pub use failure::{Failure, Stage, Symptom};
 pub use registry::{list, lookup, register, register_alias, resolve, BackendInfo, RegistryError};
 
@@ -31,7 +34,17 @@ fn builtin_backends() -> Vec<Arc<dyn Backend>> {
         Arc::new(testing::ReluRuntimeError),
         Arc::new(testing::ReluAccuracyError),
         Arc::new(testing::NonLeafCompileError),
+        Arc::new(aot::AotEager::new(
+            "aot_eager_default_partitioner",
+            aot::AotConfig::default(),
+        )),
     ]
+}
+
+/// Aliases every registry starts with: (alias, target).
+fn builtin_aliases() -> Vec<(&'static str, &'static str)> {
+    // aot_eager uses the default partitioner until the min-cut partitioner lands.
+    vec![("aot_eager", "aot_eager_default_partitioner")]
 }
 
 /// Parameterised name families every registry starts with.
@@ -43,6 +56,13 @@ fn builtin_factories() -> Vec<registry::FactoryEntry> {
             usage: "fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]",
             description: "injects a fault (compile, runtime, accuracy, nan, crash, hang) at an op",
             tags: &["testing"],
+        },
+        registry::FactoryEntry {
+            prefix: "aot_eager:",
+            build: aot::AotEager::from_name,
+            usage: "aot_eager:fw=<backend>,bw=<backend>,recompute=<op>|<op>",
+            description: "aot_eager with other inner compilers or a recompute policy",
+            tags: &["debug"],
         },
         registry::FactoryEntry {
             prefix: "explain:",

@@ -89,6 +89,9 @@ static REGISTRY: Lazy<RwLock<Registry>> = Lazy::new(|| {
     for b in crate::builtin_backends() {
         reg.backends.insert(b.name().to_string(), b);
     }
+    for (alias, target) in crate::builtin_aliases() {
+        reg.aliases.insert(alias.to_string(), target.to_string());
+    }
     RwLock::new(reg)
 });
 
@@ -156,7 +159,7 @@ pub fn resolve(name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
 pub fn lookup(name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
     let backend = resolve(name)?;
     match std::env::var(INJECT_FAULT_ENV) {
-        Ok(spec) if !spec.trim().is_empty() => {
+        Ok(spec) if !spec.trim().is_empty() && !backend.delegates_faults() => {
             let spec = FaultSpec::parse_env(&spec).map_err(|message| RegistryError::BadName {
                 name: format!("{INJECT_FAULT_ENV}={spec}"),
                 message,

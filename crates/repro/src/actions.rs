@@ -100,6 +100,7 @@ fn run_backend(
             .iter()
             .map(|(k, t)| (k.clone(), t.shallow_clone()))
             .collect(),
+        ..CompileContext::default()
     };
     backend.compile(graph, &examples, &ctx)?.run(&inputs)
 }

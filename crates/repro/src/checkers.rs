@@ -107,6 +107,7 @@ impl BackendChecker {
         let ctx = CompileContext {
             device: self.values.device().clone(),
             constants,
+            ..CompileContext::default()
         };
         self.stage("compile");
         let mut compiled = self.backend.compile(&candidate.graph, &examples, &ctx)?;

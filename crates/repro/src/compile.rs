@@ -12,10 +12,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use graphbug_aten::dtype::meta_of;
-use graphbug_backends::{lookup, Backend, CompileContext, CompiledFn, ExampleInput, Failure};
+use graphbug_backends::{
+    lookup, Backend, CompileContext, CompiledFn, ExampleInput, Failure, InnerEvent, InnerHook,
+};
 use graphbug_ir::{Device, Graph};
 use tch::Tensor;
 
@@ -44,6 +46,8 @@ pub struct ReproOptions {
     pub device: Device,
     /// Plugin libraries the backend comes from (recorded in the manifest).
     pub plugins: Vec<PathBuf>,
+    /// Which inputs require grad (for training pipelines such as aot_eager); none when empty.
+    pub requires_grad: Vec<bool>,
 }
 
 impl ReproOptions {
@@ -57,17 +61,12 @@ impl ReproOptions {
             random_inputs: None,
             device: Device::cpu(),
             plugins: Vec::new(),
+            requires_grad: Vec::new(),
         };
         if let Ok(v) = std::env::var(REPRO_AFTER_ENV) {
-            opts.after = match v.trim() {
-                "dynamo" | "" => ReproAfter::Dynamo,
-                "aot" => ReproAfter::Aot,
-                other => {
-                    return Err(ReproError::Other(format!(
-                        "{REPRO_AFTER_ENV}={other}: expected `dynamo` or `aot`"
-                    )))
-                }
-            };
+            opts.after = v
+                .parse()
+                .map_err(|e| ReproError::Other(format!("{REPRO_AFTER_ENV}={e}")))?;
         }
         if let Ok(v) = std::env::var(REPRO_LEVEL_ENV) {
             opts.level = v
@@ -111,6 +110,8 @@ pub struct Compiled {
     inner: Box<dyn CompiledFn>,
     constants: HashMap<String, Tensor>,
     options: ReproOptions,
+    /// After AOT: where the inner-compiler hook wrote its last repro.
+    aot_repro: Option<Arc<Mutex<Option<PathBuf>>>>,
 }
 
 fn case(
@@ -202,13 +203,14 @@ pub fn compile(
         )),
         repro: None,
     };
-    if options.after == ReproAfter::Aot {
+    let b = lookup(backend).map_err(|e| other(e.to_string()))?;
+    let aot = options.after == ReproAfter::Aot;
+    if aot && !b.delegates_faults() {
         return Err(other(format!(
-            "{REPRO_AFTER_ENV}=aot takes repros of the forward and backward graphs of an AOT pipeline, which graphbug does not have yet (it comes with aot_eager); use dynamo"
+            "{REPRO_AFTER_ENV}=aot takes repros of the forward and backward graphs an AOT pipeline (such as aot_eager) hands to its inner compilers; `{backend}` compiles the graph whole: use dynamo"
         )));
     }
-    let b = lookup(backend).map_err(|e| other(e.to_string()))?;
-    if options.level >= 3 {
+    if options.level >= 3 && !aot {
         let c = case(
             graph,
             example_inputs,
@@ -220,14 +222,25 @@ pub fn compile(
     }
     let examples: Vec<ExampleInput> = example_inputs
         .iter()
-        .filter_map(|t| meta_of(t).map(ExampleInput::new))
+        .enumerate()
+        .filter_map(|(i, t)| {
+            meta_of(t).map(|m| ExampleInput {
+                requires_grad: options.requires_grad.get(i).copied().unwrap_or(false),
+                ..ExampleInput::new(m)
+            })
+        })
         .collect();
+    let aot_repro = aot.then(|| Arc::new(Mutex::new(None)));
     let ctx = CompileContext {
         device: options.device.clone(),
         constants: constants
             .iter()
             .map(|(k, t)| (k.clone(), t.shallow_clone()))
             .collect(),
+        inner_hook: aot_repro
+            .as_ref()
+            .map(|written| aot_hook(options.clone(), written.clone(), constants)),
+        check_inner_accuracy: aot && options.level >= 4,
     };
     match b.compile(graph, &examples, &ctx) {
         Ok(inner) => Ok(Compiled {
@@ -239,8 +252,73 @@ pub fn compile(
                 .map(|(k, t)| (k.clone(), t.shallow_clone()))
                 .collect(),
             options,
+            aot_repro,
         }),
-        Err(f) => Err(dump(graph, backend, example_inputs, constants, &options, f)),
+        Err(f) => match &aot_repro {
+            Some(written) => Err(aot_failure(f, written)),
+            None => Err(dump(graph, backend, example_inputs, constants, &options, f)),
+        },
+    }
+}
+
+/// The hook an AOT pipeline calls around its inner compilers: repros of the forward or
+/// backward graph with its real inputs (launchers before compiling at level 3).
+fn aot_hook(
+    options: ReproOptions,
+    written: Arc<Mutex<Option<PathBuf>>>,
+    constants: &HashMap<String, Tensor>,
+) -> InnerHook {
+    // Tensors are not Sync; the hook is shared, so its constants sit behind a lock.
+    let constants: Mutex<HashMap<String, Tensor>> = Mutex::new(
+        constants
+            .iter()
+            .map(|(k, t)| (k.clone(), t.copy()))
+            .collect(),
+    );
+    Arc::new(move |e: &InnerEvent<'_>| {
+        let wanted = match e.failure {
+            None => options.level >= 3,
+            Some(_) => options.level >= 1,
+        };
+        if !wanted {
+            return;
+        }
+        let constants = constants
+            .lock()
+            .expect("the constants lock is never poisoned");
+        let used: HashMap<String, Tensor> = e
+            .graph
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.kind {
+                graphbug_ir::NodeKind::GetAttr { target } => {
+                    constants.get(target).map(|t| (target.clone(), t.copy()))
+                }
+                _ => None,
+            })
+            .collect();
+        let c = case(
+            e.graph,
+            e.inputs,
+            &used,
+            manifest_for(e.backend, &options, e.failure),
+        );
+        if write_repro_dir(&options.dir, &c).is_ok() {
+            *written
+                .lock()
+                .expect("the repro path lock is never poisoned") = Some(options.dir.clone());
+        }
+    })
+}
+
+/// A failure of an AOT pipeline, with the repro its hook wrote (if any).
+fn aot_failure(f: Failure, written: &Arc<Mutex<Option<PathBuf>>>) -> ReproFailure {
+    ReproFailure {
+        failure: Box::new(f),
+        repro: written
+            .lock()
+            .expect("the repro path lock is never poisoned")
+            .clone(),
     }
 }
 
@@ -255,6 +333,9 @@ impl Compiled {
         let saved: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
         let outputs = match self.inner.run(inputs) {
             Ok(o) => o,
+            Err(f) if self.aot_repro.is_some() => {
+                return Err(aot_failure(f, self.aot_repro.as_ref().expect("checked")))
+            }
             Err(f) => {
                 return Err(dump(
                     &self.graph,
@@ -266,7 +347,7 @@ impl Compiled {
                 ))
             }
         };
-        if self.options.level >= 4 {
+        if self.options.level >= 4 && self.aot_repro.is_none() {
             let c = case(
                 &self.graph,
                 &saved,
@@ -303,5 +384,22 @@ impl Compiled {
             }
         }
         Ok(outputs)
+    }
+
+    /// The backward of the last run (training pipelines): one gradient per input. After
+    /// AOT, a failure of the backward graph's compiler is written as a repro of that graph.
+    pub fn backward(
+        &mut self,
+        grad_outputs: &[Option<Tensor>],
+    ) -> std::result::Result<Vec<Option<Tensor>>, ReproFailure> {
+        self.inner
+            .backward(grad_outputs)
+            .map_err(|f| match &self.aot_repro {
+                Some(written) => aot_failure(f, written),
+                None => ReproFailure {
+                    failure: Box::new(f),
+                    repro: None,
+                },
+            })
     }
 }

@@ -19,6 +19,18 @@ pub enum ReproAfter {
     Aot,
 }
 
+impl std::str::FromStr for ReproAfter {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "dynamo" | "" => Ok(ReproAfter::Dynamo),
+            "aot" => Ok(ReproAfter::Aot),
+            other => Err(format!("`{other}`: expected `dynamo` or `aot`")),
+        }
+    }
+}
+
 /// How the inputs are stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]

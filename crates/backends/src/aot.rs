@@ -1,0 +1,457 @@
+//! AOT pipelines: `aot_eager` and its variants, as PyTorch's `aot_autograd(fw_compiler=,
+//! bw_compiler=)` builds them. The graph is functionalized, differentiated into a joint
+//! forward/backward graph and partitioned; inner compilers (any registered backend, eager
+//! by default) compile the forward and backward graphs, each when first needed, so the
+//! real inputs of each are known for repros taken after AOT.
+//!
+//! Names: `aot_eager_default_partitioner` and `aot_eager` (eager inner compilers, default
+//! partition), and `aot_eager:fw=NAME,bw=NAME,recompute=OP|OP,partitioner=default` for
+//! other inner compilers (a testing backend or a `fault:` spec in either graph) or a
+//! selective recompute policy.
+
+use std::sync::Arc;
+
+use graphbug_aten::accuracy::{same, SameOptions};
+use graphbug_aten::dtype::meta_of;
+use graphbug_aten::meta::infer_meta;
+use graphbug_aten::reference::fp64_reference;
+use graphbug_aten::{Interpreter, LibtorchSchemas};
+use graphbug_autodiff::{functionalize, joint_graph, AutodiffError};
+use graphbug_ir::Graph;
+use graphbug_partition::default_partition_with;
+use tch::Tensor;
+
+use crate::backend::{
+    with_example_metas, AotPart, Backend, CompileContext, CompiledFn, ExampleInput, InnerEvent,
+    InnerHook,
+};
+use crate::failure::{Failure, Stage, Symptom};
+use crate::fault::OpPattern;
+use crate::registry::lookup;
+
+/// How an AOT pipeline is put together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AotConfig {
+    /// Inner compiler of the forward graph.
+    pub fw: String,
+    /// Inner compiler of the backward graph.
+    pub bw: String,
+    /// Forward ops to recompute in the backward instead of saving (selective
+    /// activation checkpointing).
+    pub recompute: Vec<OpPattern>,
+}
+
+impl Default for AotConfig {
+    fn default() -> Self {
+        AotConfig {
+            fw: "eager".into(),
+            bw: "eager".into(),
+            recompute: Vec::new(),
+        }
+    }
+}
+
+impl AotConfig {
+    /// Parses `fw=NAME,bw=NAME,recompute=OP|OP,partitioner=default`.
+    pub fn parse(spec: &str) -> Result<AotConfig, String> {
+        let mut c = AotConfig::default();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                format!("`{item}` is not KEY=VALUE (keys: fw, bw, recompute, partitioner)")
+            })?;
+            match k {
+                "fw" => c.fw = v.to_string(),
+                "bw" => c.bw = v.to_string(),
+                "recompute" => {
+                    for op in v.split('|') {
+                        let spec = crate::fault::FaultSpec::parse(&format!("runtime@{op}"))
+                            .map_err(|_| format!("bad op `{op}` in recompute"))?;
+                        c.recompute.push(spec.op);
+                    }
+                }
+                "partitioner" if v == "default" => {}
+                "partitioner" => return Err(format!("unknown partitioner `{v}` (known: default)")),
+                other => {
+                    return Err(format!(
+                        "unknown key `{other}` (keys: fw, bw, recompute, partitioner)"
+                    ))
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// An AOT pipeline with eager inner compilers by default.
+pub struct AotEager {
+    name: String,
+    config: AotConfig,
+}
+
+impl AotEager {
+    /// A pipeline registered as `name`.
+    pub fn new(name: &str, config: AotConfig) -> Self {
+        AotEager {
+            name: name.to_string(),
+            config,
+        }
+    }
+
+    /// Builds the backend for a name after `aot_eager:`.
+    pub fn from_name(rest: &str) -> Result<Arc<dyn Backend>, String> {
+        let config = AotConfig::parse(rest)?;
+        for inner in [&config.fw, &config.bw] {
+            crate::registry::resolve(inner).map_err(|e| format!("inner compiler: {e}"))?;
+        }
+        Ok(Arc::new(AotEager::new(
+            &format!("aot_eager:{rest}"),
+            config,
+        )))
+    }
+
+    fn failure(&self, stage: Stage, message: String) -> Failure {
+        Failure::new(&self.name, stage, Symptom::Error, message)
+    }
+
+    fn autodiff_failure(&self, what: &str, e: AutodiffError) -> Failure {
+        let f = self.failure(Stage::Compile, format!("{what}: {e}"));
+        match e {
+            AutodiffError::Unsupported { node, op, .. } => f.at(&node, &op),
+            _ => f,
+        }
+    }
+}
+
+impl Backend for AotEager {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        "functionalize, build the joint forward/backward graph, partition, run both halves with inner compilers (eager)"
+    }
+
+    fn tags(&self) -> &[&str] {
+        &["debug"]
+    }
+
+    fn delegates_faults(&self) -> bool {
+        true
+    }
+
+    fn compile(
+        &self,
+        graph: &Graph,
+        example_inputs: &[ExampleInput],
+        ctx: &CompileContext,
+    ) -> Result<Box<dyn CompiledFn>, Failure> {
+        let inputs = graph.placeholders().len();
+        if example_inputs.len() != inputs {
+            return Err(self.failure(
+                Stage::Compile,
+                format!(
+                    "the graph has {inputs} inputs but {} example inputs were given",
+                    example_inputs.len()
+                ),
+            ));
+        }
+        let g = with_example_metas(graph, example_inputs);
+        let functional = functionalize(&g, &LibtorchSchemas)
+            .map_err(|e| self.autodiff_failure("functionalization", e))?;
+        let fg = infer_meta(&functional.graph)
+            .map_err(|e| Failure::from_aten(&self.name, Stage::Compile, &e))?;
+        let requires_grad: Vec<bool> = example_inputs.iter().map(|e| e.requires_grad).collect();
+        let joint = joint_graph(&fg, &requires_grad)
+            .map_err(|e| self.autodiff_failure("joint graph", e))?;
+        let jg = infer_meta(&joint.graph)
+            .map_err(|e| Failure::from_aten(&self.name, Stage::Compile, &e))?;
+        let policy = |n: &graphbug_ir::Node| {
+            n.op()
+                .is_some_and(|op| self.config.recompute.iter().any(|p| p.matches(op)))
+        };
+        let partition = default_partition_with(&jg, joint.num_fwd_outputs, &policy)
+            .map_err(|e| self.failure(Stage::Compile, format!("partition: {e}")))?;
+        let fw_backend =
+            lookup(&self.config.fw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;
+        let bw_backend =
+            lookup(&self.config.bw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;
+        Ok(Box::new(AotCompiled {
+            name: self.name.clone(),
+            forward: Inner::new(AotPart::Forward, partition.forward, fw_backend),
+            backward: Inner::new(AotPart::Backward, partition.backward, bw_backend),
+            device: ctx.device.clone(),
+            constants: ctx
+                .constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect(),
+            hook: ctx.inner_hook.clone(),
+            check_accuracy: ctx.check_inner_accuracy,
+            num_fwd_outputs: joint.num_fwd_outputs,
+            mutated_inputs: functional.mutated_inputs,
+            tangent_outputs: joint.tangent_outputs,
+            saved: None,
+        }))
+    }
+}
+
+/// One half of the pipeline and its inner compiler.
+struct Inner {
+    part: AotPart,
+    graph: Graph,
+    backend: Arc<dyn Backend>,
+    compiled: Option<Box<dyn CompiledFn>>,
+}
+
+impl Inner {
+    fn new(part: AotPart, graph: Graph, backend: Arc<dyn Backend>) -> Self {
+        Inner {
+            part,
+            graph,
+            backend,
+            compiled: None,
+        }
+    }
+}
+
+/// The compiled pipeline: forward now, backward later.
+struct AotCompiled {
+    name: String,
+    forward: Inner,
+    backward: Inner,
+    device: graphbug_ir::Device,
+    constants: std::collections::HashMap<String, Tensor>,
+    hook: Option<InnerHook>,
+    check_accuracy: bool,
+    num_fwd_outputs: usize,
+    mutated_inputs: Vec<usize>,
+    tangent_outputs: Vec<usize>,
+    saved: Option<Vec<Tensor>>,
+}
+
+impl AotCompiled {
+    /// Runs one half: compiles it on first use, tells the hook, checks accuracy if asked,
+    /// and reports failures as the pipeline's, naming the half.
+    fn run_inner(
+        &mut self,
+        which: AotPart,
+        inputs: &[Tensor],
+    ) -> Result<Vec<Option<Tensor>>, Failure> {
+        let inner = match which {
+            AotPart::Forward => &mut self.forward,
+            AotPart::Backward => &mut self.backward,
+        };
+        let hook = self.hook.clone();
+        let tell = |inner: &Inner, failure: Option<&Failure>| {
+            if let Some(h) = &hook {
+                h(&InnerEvent {
+                    part: inner.part,
+                    graph: &inner.graph,
+                    inputs,
+                    backend: inner.backend.name(),
+                    failure,
+                });
+            }
+        };
+        let name = self.name.clone();
+        let relabel = |inner: &Inner, mut f: Failure| {
+            f.message = format!(
+                "in the {} graph (compiled by `{}`): {}",
+                inner.part,
+                inner.backend.name(),
+                f.message
+            );
+            f.backend = name.clone();
+            f
+        };
+        // Copies first: the inner run may change its inputs in place.
+        let saved_inputs: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
+        if inner.compiled.is_none() {
+            tell(inner, None);
+            let examples: Vec<ExampleInput> = inputs
+                .iter()
+                .filter_map(|t| meta_of(t).map(ExampleInput::new))
+                .collect();
+            let ctx = CompileContext {
+                device: self.device.clone(),
+                constants: self
+                    .constants
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                    .collect(),
+                ..CompileContext::default()
+            };
+            match inner.backend.compile(&inner.graph, &examples, &ctx) {
+                Ok(c) => inner.compiled = Some(c),
+                Err(f) => {
+                    tell(inner, Some(&f));
+                    return Err(relabel(inner, f));
+                }
+            }
+        }
+        let outputs = match inner.compiled.as_mut().expect("compiled above").run(inputs) {
+            Ok(o) => o,
+            Err(f) => {
+                tell(inner, Some(&f));
+                return Err(relabel(inner, f));
+            }
+        };
+        if self.check_accuracy {
+            if let Some(f) = inner_accuracy(
+                inner,
+                &saved_inputs,
+                &outputs,
+                &self.device,
+                &self.constants,
+            ) {
+                tell(inner, Some(&f));
+                return Err(relabel(inner, f));
+            }
+        }
+        Ok(outputs)
+    }
+}
+
+/// An accuracy failure of an inner graph's outputs against eager, if any.
+fn inner_accuracy(
+    inner: &Inner,
+    inputs: &[Tensor],
+    outputs: &[Option<Tensor>],
+    device: &graphbug_ir::Device,
+    constants: &std::collections::HashMap<String, Tensor>,
+) -> Option<Failure> {
+    let copies = || inputs.iter().map(Tensor::copy).collect::<Vec<_>>();
+    let eager = Interpreter::new(&inner.graph, device, constants)
+        .ok()?
+        .run(&copies())
+        .ok()?;
+    let fp64 = fp64_reference(&inner.graph, &copies(), device, constants).ok()?;
+    let present = |v: &[Option<Tensor>]| {
+        v.iter()
+            .flatten()
+            .map(Tensor::shallow_clone)
+            .collect::<Vec<_>>()
+    };
+    let report = same(
+        &present(&eager),
+        &present(outputs),
+        Some(&present(&fp64)),
+        &SameOptions::repro(),
+    );
+    (!report.passed()).then(|| {
+        Failure::new(
+            inner.backend.name(),
+            Stage::Accuracy,
+            Symptom::WrongResult,
+            report.to_string().trim_end(),
+        )
+    })
+}
+
+impl CompiledFn for AotCompiled {
+    fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>, Failure> {
+        let outs = self.run_inner(AotPart::Forward, inputs)?;
+        if outs.len() < self.num_fwd_outputs {
+            return Err(Failure::new(
+                &self.name,
+                Stage::Runtime,
+                Symptom::Error,
+                format!(
+                    "the forward graph returned {} values, expected at least {}",
+                    outs.len(),
+                    self.num_fwd_outputs
+                ),
+            ));
+        }
+        let (fwd, saved) = outs.split_at(self.num_fwd_outputs);
+        // Mutated inputs: write the new values back into the caller's tensors.
+        for (k, &idx) in self.mutated_inputs.iter().enumerate() {
+            if let (Some(new), Some(dst)) = (&fwd[k], inputs.get(idx)) {
+                dst.shallow_clone().f_copy_(new).map_err(|e| {
+                    Failure::new(
+                        &self.name,
+                        Stage::Runtime,
+                        Symptom::Error,
+                        format!("writing back mutated input {idx}: {e}"),
+                    )
+                })?;
+            }
+        }
+        let saved: Option<Vec<Tensor>> = saved
+            .iter()
+            .map(|s| s.as_ref().map(Tensor::shallow_clone))
+            .collect();
+        self.saved = Some(saved.ok_or_else(|| {
+            Failure::new(
+                &self.name,
+                Stage::Runtime,
+                Symptom::Error,
+                "the forward graph returned None for a saved value",
+            )
+        })?);
+        Ok(fwd[self.mutated_inputs.len()..]
+            .iter()
+            .map(|o| o.as_ref().map(Tensor::shallow_clone))
+            .collect())
+    }
+
+    fn backward(
+        &mut self,
+        grad_outputs: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>, Failure> {
+        let Some(saved) = self.saved.take() else {
+            return Err(Failure::new(
+                &self.name,
+                Stage::Runtime,
+                Symptom::Error,
+                "backward called before forward, or twice for one forward",
+            ));
+        };
+        let n_mut = self.mutated_inputs.len();
+        let mut inputs = saved;
+        for &out in &self.tangent_outputs {
+            let user = out.checked_sub(n_mut);
+            let grad = user
+                .and_then(|u| grad_outputs.get(u))
+                .and_then(Option::as_ref);
+            let tangent = match grad {
+                Some(g) => g.shallow_clone(),
+                None => {
+                    // No gradient given for this output: zeros of its shape.
+                    let meta = self
+                        .backward
+                        .graph
+                        .placeholders()
+                        .get(inputs.len())
+                        .and_then(|&p| self.backward.graph.node(p).meta.tensor().cloned());
+                    match meta {
+                        Some(m) => Tensor::zeros(
+                            m.shape.clone(),
+                            (
+                                graphbug_aten::dtype::kind_of(m.dtype),
+                                graphbug_aten::dtype::tch_device(&self.device).map_err(|e| {
+                                    Failure::new(
+                                        &self.name,
+                                        Stage::Runtime,
+                                        Symptom::Error,
+                                        e.to_string(),
+                                    )
+                                })?,
+                            ),
+                        ),
+                        None => {
+                            return Err(Failure::new(
+                                &self.name,
+                                Stage::Runtime,
+                                Symptom::Error,
+                                format!("no gradient for output {out} and no shape to make zeros"),
+                            ))
+                        }
+                    }
+                }
+            };
+            inputs.push(tangent);
+        }
+        self.run_inner(AotPart::Backward, &inputs)
+    }
+}
