@@ -406,3 +406,124 @@ pub fn cnn_forward() -> Graph {
     let out = m.linear(h, fc, 4);
     m.finish(&[out])
 }
+
+/// One step of [`random_forward`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RandomStep {
+    /// relu, gelu, sigmoid, tanh, exp or neg (index modulo 6).
+    Unary(usize),
+    /// add (false) or mul (true) with a value of the same or a broadcast shape.
+    Binary(bool),
+    /// mm with a new weight.
+    Mm,
+    /// t.
+    T,
+    /// view to the transposed shape (neg when not contiguous).
+    View,
+    /// sum over dim 1, keepdim.
+    Sum,
+    /// mean over dim 1, keepdim.
+    Mean,
+}
+
+/// A random forward graph for property tests: input `x: f32[4, 6]`, then one value per
+/// step (reading earlier values picked by the step's two indices; weights become new
+/// inputs `w1..`), returning the last value and a middle one. Every op has a derivative
+/// rule, so the graph differentiates.
+pub fn random_forward(steps: &[(RandomStep, usize, usize)]) -> Graph {
+    let meta = |s: [i64; 2]| TensorMeta::new(Dtype::Float32, s.to_vec());
+    let mut b = GraphBuilder::new("Random");
+    // (value, shape, contiguous)
+    let mut vals: Vec<(TensorRef, [i64; 2], bool)> = Vec::new();
+    let x = b.input("x", meta([4, 6]));
+    vals.push((x, [4, 6], true));
+    let mut params = 0;
+    let mut param = |b: &mut GraphBuilder, s: [i64; 2]| {
+        params += 1;
+        b.input(&format!("w{params}"), meta(s))
+    };
+    for &(st, ai, bi) in steps {
+        let (a, sa, ca) = vals[ai % vals.len()];
+        let (out, shape, contiguous) = match st {
+            RandomStep::Unary(k) => {
+                let name = ["relu", "gelu", "sigmoid", "tanh", "exp", "neg"][k % 6];
+                (b.call(OpName::aten(name, "default"), [a.into()]), sa, ca)
+            }
+            RandomStep::Binary(mul) => {
+                // Another value of the same shape, or one that broadcasts ([r, 1]).
+                let fits = |s: [i64; 2]| s == sa || (s[0] == sa[0] && (s[1] == 1 || sa[1] == 1));
+                let pick = (0..vals.len())
+                    .map(|k| (bi + k) % vals.len())
+                    .find(|&k| fits(vals[k].1) && k != ai % vals.len());
+                let (other, so, co) = match pick {
+                    Some(k) => vals[k],
+                    None => (param(&mut b, sa), sa, true),
+                };
+                let shape = [sa[0], sa[1].max(so[1])];
+                let op = OpName::aten(if mul { "mul" } else { "add" }, "Tensor");
+                (b.call(op, [a.into(), other.into()]), shape, ca && co)
+            }
+            RandomStep::Mm => {
+                let w = param(&mut b, [sa[1], 1 + (bi % 5) as i64]);
+                let shape = [sa[0], 1 + (bi % 5) as i64];
+                (
+                    b.call(OpName::aten("mm", "default"), [a.into(), w.into()]),
+                    shape,
+                    true,
+                )
+            }
+            RandomStep::T => (
+                b.call(OpName::aten("t", "default"), [a.into()]),
+                [sa[1], sa[0]],
+                false,
+            ),
+            RandomStep::View if ca => {
+                let shape = [sa[1], sa[0]];
+                let op = OpName::aten("view", "default");
+                (
+                    b.call(op, [a.into(), vec![sa[1], sa[0]].into()]),
+                    shape,
+                    true,
+                )
+            }
+            RandomStep::View => (b.call(OpName::aten("neg", "default"), [a.into()]), sa, ca),
+            RandomStep::Sum | RandomStep::Mean => {
+                let op = if matches!(st, RandomStep::Sum) {
+                    OpName::aten("sum", "dim_IntList")
+                } else {
+                    OpName::aten("mean", "dim")
+                };
+                let args = [a.into(), vec![1i64].into(), true.into()];
+                (b.call(op, args), [sa[0], 1], true)
+            }
+        };
+        b.set_meta(out, meta(shape));
+        vals.push((out, shape, contiguous));
+    }
+    // The last value, and a middle one so that more of the graph stays alive.
+    let last = vals.len() - 1;
+    let mid = 1 + (last - 1) / 2;
+    let mut outs: Vec<Value> = vec![vals[last].0.into()];
+    if mid < last {
+        outs.push(vals[mid].0.into());
+    }
+    b.output(outs);
+    b.finish()
+        .expect("every step reads earlier values and sets its meta")
+}
+
+/// A proptest strategy for one [`RandomStep`] with its two indices (feature `proptest`).
+#[cfg(feature = "proptest")]
+pub fn random_step() -> impl proptest::strategy::Strategy<Value = (RandomStep, usize, usize)> {
+    use proptest::prelude::*;
+    let op = prop_oneof![
+        4 => (0..6usize).prop_map(RandomStep::Unary),
+        4 => any::<bool>().prop_map(RandomStep::Binary),
+        2 => Just(RandomStep::Mm),
+        1 => Just(RandomStep::T),
+        1 => Just(RandomStep::View),
+        1 => Just(RandomStep::Sum),
+        1 => Just(RandomStep::Mean),
+    ];
+    (op, 0..64usize, 0..64usize)
+}

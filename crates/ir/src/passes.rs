@@ -4,7 +4,9 @@
 //! dropped as dead nor merged. [`default_side_effects`] decides by naming convention;
 //! crates with libtorch schemas at hand pass a schema-based one.
 
-use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::error::IrError;
 use crate::graph::{Graph, Node, NodeId, NodeKind};
@@ -52,7 +54,8 @@ pub fn eliminate_common_subexpressions(
 ) -> Graph {
     let mut new_id: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
     let mut nodes: Vec<Node> = Vec::with_capacity(graph.nodes.len());
-    let mut seen: HashMap<NodeKind, NodeId> = HashMap::new();
+    // Kinds by hash; a bucket holds the kept nodes with that hash (compared in full).
+    let mut seen: FxHashMap<u64, Vec<NodeId>> = FxHashMap::default();
     for node in &graph.nodes {
         let kind = node
             .try_remap_kind::<()>(&mut |src| Ok(new_id[src.index()]))
@@ -62,15 +65,16 @@ pub fn eliminate_common_subexpressions(
             NodeKind::Call { op, .. } => !side_effects(op),
             NodeKind::GetItem { .. } | NodeKind::GetAttr { .. } => true,
         };
+        let id = NodeId(nodes.len() as u32);
         if mergeable {
-            if let Some(&existing) = seen.get(&kind) {
+            let mut hasher = FxHasher::default();
+            kind.hash(&mut hasher);
+            let bucket = seen.entry(hasher.finish()).or_default();
+            if let Some(&existing) = bucket.iter().find(|&&e| nodes[e.index()].kind == kind) {
                 new_id.push(existing);
                 continue;
             }
-        }
-        let id = NodeId(nodes.len() as u32);
-        if mergeable {
-            seen.insert(kind.clone(), id);
+            bucket.push(id);
         }
         nodes.push(Node {
             name: node.name.clone(),
@@ -164,12 +168,29 @@ pub fn extract_subgraph(
         });
         err?;
     }
-    // Placeholders in the order given, then computable nodes in program order.
+    // Dead-code elimination before copying: the computable nodes the outputs need, and
+    // computable calls with side effects (with what they read).
+    let mut live = vec![false; n];
+    for v in outputs {
+        v.for_each_node(&mut |id| live[id.index()] = true);
+    }
+    for id in graph.ids().rev() {
+        let i = id.index();
+        if is_input[i] || missing[i].is_some() {
+            continue;
+        }
+        let node = graph.node(id);
+        if live[i] || node.op().is_some_and(side_effects) {
+            live[i] = true;
+            node.for_each_input(|src| live[src.index()] = true);
+        }
+    }
+    // Placeholders in the order given, then the live computable nodes in program order.
     let mut order: Vec<NodeId> = inputs.to_vec();
     order.extend(
         graph
             .ids()
-            .filter(|i| !is_input[i.index()] && missing[i.index()].is_none()),
+            .filter(|i| !is_input[i.index()] && missing[i.index()].is_none() && live[i.index()]),
     );
     let mut new_id: Vec<Option<NodeId>> = vec![None; n];
     for (pos, id) in order.iter().enumerate() {
@@ -203,7 +224,6 @@ pub fn extract_subgraph(
         nodes,
         output: Some(output),
     };
-    let extracted = eliminate_dead_code(&extracted, side_effects);
     extracted.verify()?;
     Ok(extracted)
 }
