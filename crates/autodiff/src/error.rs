@@ -24,6 +24,14 @@ pub enum AutodiffError {
         /// Why it is needed.
         message: String,
     },
+    /// A decomposition was asked for by a name graphbug has no decomposition for.
+    #[error("no decomposition for `{name}` (known: {known})")]
+    UnknownDecomposition {
+        /// The name as given.
+        name: String,
+        /// The ops graphbug can decompose.
+        known: String,
+    },
     /// A graph error.
     #[error(transparent)]
     Ir(#[from] IrError),

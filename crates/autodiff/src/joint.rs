@@ -34,7 +34,7 @@ pub struct Joint {
     pub tangent_outputs: Vec<usize>,
 }
 
-/// Builds the joint graph of a functional forward graph (no in-place ops; every node annotated with metas) for the inputs with requires_grad[i] set.
+/// Builds the joint graph of a functional forward graph (no in-place ops; every node annotated with metas) for the inputs with `requires_grad[i]` set.
 pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<Joint, AutodiffError> {
     forward.verify()?;
     let placeholders = forward.placeholders();

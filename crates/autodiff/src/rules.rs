@@ -1959,6 +1959,76 @@ pub(crate) fn contiguous(shape: &[i64]) -> Vec<i64> {
     strides
 }
 
+/// The strides TensorIterator gives the output of a pointwise op whose tensor inputs
+/// (shape, strides, in argument order) broadcast to `shape`: dense, with the dimensions
+/// ordered as the first input with a strict stride order for each pair says
+/// (ATen's `reorder_dimensions`; broadcast dimensions are ambiguous, and equal strides
+/// put the smaller size inside).
+fn pointwise_strides(shape: &[i64], inputs: &[(Vec<i64>, Vec<i64>)]) -> Vec<i64> {
+    let n = shape.len();
+    // Input strides aligned with the output's dimensions, 0 where broadcast.
+    let aligned: Vec<Vec<i64>> = inputs
+        .iter()
+        .map(|(sh, st)| {
+            let lead = n.saturating_sub(sh.len());
+            (0..n)
+                .map(|d| {
+                    if d < lead {
+                        return 0;
+                    }
+                    let k = d - lead;
+                    match (sh.get(k), st.get(k)) {
+                        (Some(&size), Some(&stride)) if !(size == 1 && shape[d] != 1) => stride,
+                        _ => 0,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    // 1: `a` goes outside `b`; -1: inside; 0: no input decides.
+    let should_swap = |a: usize, b: usize| -> i32 {
+        for st in &aligned {
+            let (sa, sb) = (st[a], st[b]);
+            if sa == 0 || sb == 0 {
+                continue;
+            }
+            if sa < sb {
+                return -1;
+            }
+            if sa > sb {
+                return 1;
+            }
+            if shape[a] > shape[b] {
+                return 1;
+            }
+        }
+        0
+    };
+    // Innermost first, starting from the last dimension; insertion sort that stops at the
+    // first decided comparison.
+    let mut perm: Vec<usize> = (0..n).rev().collect();
+    for i in 1..n {
+        let mut d1 = i;
+        for d0 in (0..i).rev() {
+            match should_swap(perm[d0], perm[d1]) {
+                c if c > 0 => {
+                    perm.swap(d0, d1);
+                    d1 = d0;
+                }
+                c if c < 0 => break,
+                _ => {}
+            }
+        }
+    }
+    let mut strides = vec![0i64; n];
+    let mut next = 1i64;
+    for &d in &perm {
+        strides[d] = next;
+        next = next.saturating_mul(shape[d].max(1));
+    }
+    strides
+}
+
 fn is_contiguous(shape: &[i64], strides: &[i64]) -> bool {
     let mut expected = 1;
     for (&size, &stride) in shape.iter().zip(strides).rev() {
@@ -2226,33 +2296,23 @@ pub(crate) fn call_strides(
         // cat keeps a channels-last layout its inputs share; below 4-d there is none.
         "cat" if shape.len() < 4 => Some(contiguous(shape)),
         _ => {
-            // Pointwise: the common layout of the full-size tensor inputs; other ops: contiguous
-            // when every tensor input is.
+            // Pointwise: TensorIterator's output layout; other ops: contiguous when every
+            // tensor input is.
             let mut tensors = Vec::new();
             for v in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
                 v.for_each_node(&mut |id| tensors.push(id));
             }
-            let mut layouts = Vec::new();
+            let mut layouts = Vec::with_capacity(tensors.len());
             for id in tensors {
-                let m = ctx.meta(id)?;
-                let st = ctx.strides(id)?;
-                if POINTWISE.contains(&name) && m.shape != shape {
-                    continue;
-                }
-                if !is_contiguous(&m.shape, st) {
-                    layouts.push(st.to_vec());
-                }
+                layouts.push((ctx.meta(id)?.shape.clone(), ctx.strides(id)?.to_vec()));
             }
-            match layouts.first() {
-                None => Some(contiguous(shape)),
-                Some(first)
-                    if POINTWISE.contains(&name)
-                        && layouts.iter().all(|l| l == first)
-                        && is_dense(shape, first) =>
-                {
-                    Some(first.clone())
-                }
-                _ => None,
+            if POINTWISE.contains(&name) {
+                Some(pointwise_strides(shape, &layouts))
+            } else {
+                layouts
+                    .iter()
+                    .all(|(sh, st)| is_contiguous(sh, st))
+                    .then(|| contiguous(shape))
             }
         }
     }

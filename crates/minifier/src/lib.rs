@@ -3,7 +3,7 @@
 //! Candidates are sets of the original's nodes; everything else they read comes from
 //! inputs holding the values one reference run computed ([`candidate`]). A [`Checker`]
 //! judges candidates and [`BugIdentity`] keeps the search on the original bug. The driver
-//! ([`minify`]) truncates suffixes by binary search, removes outputs, runs delta debugging
+//! ([`minify()`]) truncates suffixes by binary search, removes outputs, runs delta debugging
 //! with "replace by input" as removal, and ends with a 1-minimality pass, never querying a
 //! candidate twice. No libtorch here: checkers that run graphs live in graphbug-repro.
 
