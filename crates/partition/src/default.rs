@@ -1,11 +1,13 @@
 //! functorch's `default_partition`: the forward computes what the forward outputs need;
 //! every forward value the backward reads is saved.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use graphbug_ir::passes::{default_side_effects, extract_subgraph};
 use graphbug_ir::{Graph, IrError, Meta, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
+
+use crate::cost::{node_flops, CostModel};
 
 /// Why a joint graph cannot be partitioned.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -16,6 +18,26 @@ pub enum PartitionError {
     /// A saved value has no shape, so its size is unknown.
     #[error("saved value `{0}` has no shape annotation")]
     MissingMeta(String),
+    /// An option is out of range.
+    #[error("bad option: {0}")]
+    BadOption(String),
+    /// No partition saves as little as the memory budget allows.
+    #[error(
+        "activation memory budget {budget} is unreachable: the least the forward can save is \
+         {min_bytes} bytes (budget {min_budget:.4}), because values that are never recomputed \
+         (random ops, must-save nodes) have to be saved"
+    )]
+    BudgetUnreachable {
+        /// The requested budget.
+        budget: f64,
+        /// The smallest budget that can be met.
+        min_budget: f64,
+        /// The bytes saved at that budget.
+        min_bytes: u64,
+    },
+    /// The memory-budget knapsack failed (for example, too many items for `exact`).
+    #[error("memory budget: {0}")]
+    Knapsack(#[from] crate::knapsack::KnapsackError),
     /// A graph error.
     #[error(transparent)]
     Ir(#[from] IrError),
@@ -32,6 +54,47 @@ pub struct PartitionReport {
     pub fw_ops: usize,
     /// call_function nodes of the backward graph.
     pub bw_ops: usize,
+    /// Forward ops the backward recomputes, counted by op (`aten.relu`).
+    #[serde(default)]
+    pub recomputed: BTreeMap<String, usize>,
+    /// FLOPs of those recomputed ops.
+    #[serde(default)]
+    pub recompute_flops: u64,
+    /// Their estimated runtime in seconds on [`CostModel::default`]'s nominal machine.
+    #[serde(default)]
+    pub recompute_seconds: f64,
+}
+
+impl PartitionReport {
+    /// The report of a forward/backward pair saving `saved` (ids of `joint`).
+    pub fn new(
+        joint: &Graph,
+        saved: &[NodeId],
+        forward: &Graph,
+        backward: &Graph,
+    ) -> Result<PartitionReport, PartitionError> {
+        let recomputed = recomputed_nodes(forward, backward);
+        let model = CostModel::default();
+        let mut counts = BTreeMap::new();
+        let (mut flops, mut seconds) = (0u64, 0.0);
+        for &id in &recomputed {
+            let op = backward.node(id).op().expect("recomputed nodes are calls");
+            *counts
+                .entry(format!("{}.{}", op.namespace, op.name))
+                .or_insert(0) += 1;
+            flops = flops.saturating_add(node_flops(backward, id));
+            seconds += model.estimate_runtime(backward, id);
+        }
+        Ok(PartitionReport {
+            saved: saved.iter().map(|&s| joint.node(s).name.clone()).collect(),
+            saved_bytes: saved_bytes(joint, saved)?,
+            fw_ops: forward.num_call_function_nodes(),
+            bw_ops: backward.num_call_function_nodes(),
+            recomputed: counts,
+            recompute_flops: flops,
+            recompute_seconds: seconds,
+        })
+    }
 }
 
 /// A joint graph split in two.
@@ -91,6 +154,24 @@ pub fn saved_bytes(joint: &Graph, saved: &[NodeId]) -> Result<u64, PartitionErro
             _ => Err(PartitionError::MissingMeta(joint.node(id).name.clone())),
         })
         .sum()
+}
+
+/// The calls of `backward` that `forward` computes too (by node name): the forward ops
+/// the backward recomputes, in backward order.
+pub fn recomputed_nodes(forward: &Graph, backward: &Graph) -> Vec<NodeId> {
+    let in_forward: HashSet<&str> = forward
+        .nodes
+        .iter()
+        .filter(|n| n.op().is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    backward
+        .ids()
+        .filter(|&id| {
+            let node = backward.node(id);
+            node.op().is_some() && in_forward.contains(node.name.as_str())
+        })
+        .collect()
 }
 
 /// Extracts the forward and backward graphs for a given set of saved values.
@@ -185,12 +266,7 @@ pub fn default_partition_with(
         .filter(|&c| used.contains(joint.node(c).name.as_str()))
         .collect();
     let (forward, backward) = extract_fwd_bwd(joint, num_fwd_outputs, &saved)?;
-    let report = PartitionReport {
-        saved: saved.iter().map(|&s| joint.node(s).name.clone()).collect(),
-        saved_bytes: saved_bytes(joint, &saved)?,
-        fw_ops: forward.num_call_function_nodes(),
-        bw_ops: backward.num_call_function_nodes(),
-    };
+    let report = PartitionReport::new(joint, &saved, &forward, &backward)?;
     Ok(Partition {
         forward,
         backward,

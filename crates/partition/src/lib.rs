@@ -2,8 +2,20 @@
 //! also returns the values the backward needs) and a backward graph, as AOTAutograd's
 //! partitioners do. Pure Rust.
 
+pub mod budget;
+pub mod cost;
 pub mod default;
+pub mod knapsack;
+pub mod mincut;
+pub mod ops;
+pub mod reorder;
 
+pub use budget::{pareto_curve, BudgetChoice, BudgetStage, ParetoPoint};
 pub use default::{
     default_partition, default_partition_with, Partition, PartitionError, PartitionReport,
 };
+pub use mincut::{
+    min_cut_rematerialization_partition, BanHeuristics, MinCut, MinCutOptions, MinCutProblem,
+    NodeClass, NodePolicy,
+};
+pub use ops::OpClasses;

@@ -1,19 +1,11 @@
 //! The default partitioner on PyTorch's own joint graphs, against functorch's partitions.
 
+mod common;
+
+use common::{fixture, info};
+
 use graphbug_ir::{parse_graph, print_graph, Graph};
 use graphbug_partition::default_partition;
-
-fn fixture(model: &str, file: &str) -> String {
-    let path = format!(
-        "{}/../../tests/fixtures/{model}/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn info(model: &str) -> serde_json::Value {
-    serde_json::from_str(&fixture(model, "partition.json")).unwrap()
-}
 
 /// The graph text without its class line, for comparing graphs named differently.
 fn body(g: &Graph) -> String {
