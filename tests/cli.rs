@@ -259,7 +259,9 @@ fn backends_lists_names_tags_and_descriptions() {
         ),
         ("fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]", "[testing] "),
         ("explain:<inner>", "[debug] "),
-        ("aot_eager", "[debug] "),
+        ("aot_eager", "min-cut"),
+        ("aot_eager_default_partitioner", "default partition"),
+        ("aot_eager_decomp_partition", "decompose"),
     ] {
         let line = all
             .lines()
@@ -269,10 +271,6 @@ fn backends_lists_names_tags_and_descriptions() {
             "missing {name} ... {rest:?} in\n{all}"
         );
     }
-    assert!(
-        all.contains("(alias of aot_eager_default_partitioner)"),
-        "{all}"
-    );
 }
 
 #[test]
@@ -448,11 +446,92 @@ fn joint_and_partition_reproduce_aotautograd() {
         }
         assert!(ours["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{ours}");
     }
+    // The min-cut partitioner saves no more than functorch's.
+    for m in ["mlp", "cnn", "gpt4"] {
+        let joint = fixture(&format!("{m}/joint.py"));
+        let out = graphbug(&[
+            "partition",
+            joint.to_str().unwrap(),
+            "--partitioner",
+            "min-cut",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{m}: {}", text(&out.stderr));
+        let ours: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let reference: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(&format!("{m}/partition.json"))).unwrap(),
+        )
+        .unwrap();
+        let (saved, bound) = (
+            ours["saved_bytes"].as_u64().unwrap(),
+            reference["mincut"]["saved_bytes"].as_u64().unwrap(),
+        );
+        assert!(saved <= bound, "{m}: {saved} > {bound}");
+        assert!(
+            ours["recomputed"].is_object() && ours["seconds"].is_f64(),
+            "{ours}"
+        );
+    }
     // Without --json: both graphs, then the summary.
     let out = graphbug(&["partition", fixture("mlp/joint.py").to_str().unwrap()]);
     let shown = text(&out.stdout);
     assert_eq!(shown.matches("(torch.nn.Module):").count(), 2, "{shown}");
     assert!(shown.contains("# saved 12 values, 30784 bytes"), "{shown}");
+    // A memory budget: the achieved bytes and the recomputation paid for them.
+    let cnn = fixture("cnn/joint.py");
+    let cnn = cnn.to_str().unwrap();
+    let out = graphbug(&[
+        "partition",
+        cnn,
+        "--partitioner",
+        "min-cut",
+        "--memory-budget",
+        "0.3",
+    ]);
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let budget_line = shown
+        .lines()
+        .find(|l| l.starts_with("# memory budget 0.3: saved "))
+        .unwrap_or_else(|| panic!("{shown}"));
+    let numbers: Vec<u64> = budget_line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // "# memory budget 0.3: saved S bytes of at most L ..."
+    assert!(numbers[2] <= numbers[3], "{budget_line}");
+    assert!(
+        shown.contains("# recomputed in the backward: aten."),
+        "{shown}"
+    );
+    // The pareto curve: 0, 0.25, ..., 1.
+    let out = graphbug(&[
+        "partition",
+        cnn,
+        "--partitioner",
+        "min-cut",
+        "--pareto",
+        "4",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let curve: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(curve.len(), 5);
+    let bytes: Vec<u64> = curve
+        .iter()
+        .map(|p| p["saved_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(
+        bytes.windows(2).all(|w| w[0] <= w[1]) && bytes[0] < bytes[4],
+        "{bytes:?}"
+    );
+    let out = graphbug(&["partition", cnn, "--partitioner", "min-cut", "--pareto"]);
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        12,
+        "{}",
+        text(&out.stdout)
+    );
     // Bad input names the culprit.
     let (fw, jt) = (fixture("mlp/forward.py"), fixture("mlp/joint.py"));
     let (fw, jt) = (fw.to_str().unwrap(), jt.to_str().unwrap());
@@ -470,6 +549,32 @@ fn joint_and_partition_reproduce_aotautograd() {
             "unknown partitioner `best`",
         ),
         (vec!["partition", fw], "pass --num-fwd-outputs"),
+        (
+            vec!["partition", jt, "--memory-budget", "0.5"],
+            "need --partitioner min-cut",
+        ),
+        (
+            vec![
+                "partition",
+                jt,
+                "--partitioner",
+                "min-cut",
+                "--memory-budget",
+                "2",
+            ],
+            "activation memory budget 2 is outside 0..=1",
+        ),
+        (
+            vec![
+                "partition",
+                jt,
+                "--partitioner",
+                "min-cut",
+                "--op-classes",
+                "tpu",
+            ],
+            "unknown op classes `tpu`",
+        ),
     ];
     for (args, want) in bad {
         let out = graphbug(&args);

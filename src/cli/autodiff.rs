@@ -10,7 +10,11 @@ use graphbug::aten::meta::infer_meta;
 use graphbug::aten::LibtorchSchemas;
 use graphbug::autodiff::{functionalize, joint_graph};
 use graphbug::ir::{print_graph, Graph, Meta};
-use graphbug::partition::default_partition;
+use graphbug::partition::knapsack::KnapsackSolver;
+use graphbug::partition::{
+    default_partition, min_cut_rematerialization_partition, pareto_curve, MinCutOptions,
+    MinCutProblem, OpClasses,
+};
 
 use super::load_graph;
 
@@ -34,10 +38,24 @@ pub struct PartitionArgs {
     /// after one gradient per `primals_*` input, AOTAutograd's joint layout).
     #[arg(long)]
     num_fwd_outputs: Option<usize>,
-    /// default (min-cut arrives with its own issue).
+    /// `default` (functorch's default_partition) or `min-cut`
+    /// (min_cut_rematerialization_partition).
     #[arg(long, default_value = "default")]
     partitioner: String,
-    /// Print one JSON object instead of the two graphs.
+    /// Min-cut: activation memory budget, 0 (save only the inputs) to 1 (the
+    /// runtime-optimal cut).
+    #[arg(long)]
+    memory_budget: Option<f64>,
+    /// Min-cut: the knapsack solver of the memory budget (greedy, dp, exact).
+    #[arg(long, default_value = "dp")]
+    solver: KnapsackSolver,
+    /// Min-cut: op classes, `inductor` (functorch's default) or `base`.
+    #[arg(long, default_value = "inductor")]
+    op_classes: String,
+    /// Min-cut: print the memory/recompute curve over budgets 0 to 1 in STEPS steps.
+    #[arg(long, num_args = 0..=1, default_missing_value = "10")]
+    pareto: Option<usize>,
+    /// Print JSON instead of the two graphs.
     #[arg(long)]
     json: bool,
 }
@@ -127,29 +145,131 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         Some(n) => n,
         None => infer_num_fwd_outputs(&joint)?,
     };
+    let min_cut = match args.partitioner.as_str() {
+        "default" => false,
+        "min-cut" | "mincut" | "min_cut" => true,
+        other => bail!("unknown partitioner `{other}` (known: default, min-cut)"),
+    };
+    if !min_cut && (args.memory_budget.is_some() || args.pareto.is_some()) {
+        bail!("--memory-budget and --pareto need --partitioner min-cut");
+    }
+    let options = MinCutOptions {
+        op_classes: match args.op_classes.as_str() {
+            "inductor" => OpClasses::Inductor,
+            "base" => OpClasses::Base,
+            other => bail!("unknown op classes `{other}` (known: inductor, base)"),
+        },
+        activation_memory_budget: args.memory_budget.unwrap_or(1.0),
+        knapsack_solver: args.solver,
+        ..Default::default()
+    };
+    if let Some(steps) = args.pareto {
+        return pareto(&joint, num_fwd_outputs, &options, steps, args.json);
+    }
     let started = Instant::now();
-    let p = match args.partitioner.as_str() {
-        "default" => default_partition(&joint, num_fwd_outputs)?,
-        other => bail!("unknown partitioner `{other}` (known: default)"),
+    let (p, budget) = if !min_cut {
+        (default_partition(&joint, num_fwd_outputs)?, None)
+    } else if let Some(b) = args.memory_budget {
+        let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
+        let (p, choice) = problem.partition_with_budget(b)?;
+        (p, Some(choice))
+    } else {
+        (
+            min_cut_rematerialization_partition(&joint, num_fwd_outputs, &options)?,
+            None,
+        )
     };
     let seconds = started.elapsed().as_secs_f64();
+    let r = &p.report;
     if args.json {
         // The report is deterministic; the timing rides along only here.
-        let mut json = serde_json::to_value(&p.report)?;
+        let mut json = serde_json::to_value(r)?;
         json["seconds"] = seconds.into();
+        if let Some(c) = &budget {
+            json["memory_budget"] = serde_json::json!({
+                "budget": args.memory_budget,
+                "limit_bytes": c.limit_bytes,
+                "inputs_bytes": c.inputs_bytes,
+                "runtime_optimal_bytes": c.runtime_optimal_bytes,
+                "stage": c.stage,
+            });
+        }
         println!("{json}");
-    } else {
-        print!("{}", print_graph(&p.forward));
-        print!("{}", print_graph(&p.backward));
-        let r = &p.report;
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", print_graph(&p.forward));
+    print!("{}", print_graph(&p.backward));
+    println!(
+        "# saved {} values, {} bytes: {}; forward {} ops, backward {} ops",
+        r.saved.len(),
+        r.saved_bytes,
+        r.saved.join(", "),
+        r.fw_ops,
+        r.bw_ops
+    );
+    println!(
+        "# recomputed in the backward: {} ({} FLOPs, about {:.3e} s on the nominal machine)",
+        recomputed_text(&r.recomputed),
+        r.recompute_flops,
+        r.recompute_seconds
+    );
+    if let (Some(c), Some(b)) = (&budget, args.memory_budget) {
         println!(
-            "# saved {} values, {} bytes: {}; forward {} ops, backward {} ops",
-            r.saved.len(),
-            r.saved_bytes,
-            r.saved.join(", "),
-            r.fw_ops,
-            r.bw_ops
+            "# memory budget {b}: saved {} bytes of at most {} (inputs {} bytes, runtime-optimal cut {} bytes), chosen by the {:?} step",
+            c.saved_bytes, c.limit_bytes, c.inputs_bytes, c.runtime_optimal_bytes, c.stage
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `recomputed` as `aten.relu x2, aten.view`, or `nothing`.
+fn recomputed_text(recomputed: &std::collections::BTreeMap<String, usize>) -> String {
+    if recomputed.is_empty() {
+        return "nothing".into();
+    }
+    recomputed
+        .iter()
+        .map(|(op, &k)| {
+            if k == 1 {
+                op.clone()
+            } else {
+                format!("{op} x{k}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `graphbug partition --pareto`: saved bytes against recomputation over budgets 0..=1.
+fn pareto(
+    joint: &Graph,
+    num_fwd_outputs: usize,
+    options: &MinCutOptions,
+    steps: usize,
+    json: bool,
+) -> Result<ExitCode> {
+    let problem = MinCutProblem::new(joint, num_fwd_outputs, options)?;
+    let curve = pareto_curve(&problem, steps)?;
+    if json {
+        println!("{}", serde_json::to_string(&curve)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("budget  saved bytes  recomputed ops  recompute FLOPs  est. seconds  step");
+    for p in &curve {
+        match p.saved_bytes {
+            Some(bytes) => println!(
+                "{:>6.3}  {bytes:>11}  {:>14}  {:>15}  {:>12.3e}  {:?}",
+                p.budget,
+                p.recomputed_ops,
+                p.recompute_flops,
+                p.recompute_seconds,
+                p.stage.expect("reachable points have a stage")
+            ),
+            None => println!(
+                "{:>6.3}  unreachable (random or must-save values)",
+                p.budget
+            ),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

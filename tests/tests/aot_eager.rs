@@ -9,7 +9,7 @@ use graphbug_aten::reference::autograd_gradients;
 use graphbug_aten::Interpreter;
 use graphbug_backends::{lookup, CompileContext, CompiledFn, ExampleInput, Failure, Stage};
 use graphbug_ir::{parse_graph, Device, Graph, Value};
-use graphbug_tests::fixtures_dir;
+use graphbug_tests::{fixtures_dir, reference_joint, relative_error};
 use tch::Tensor;
 
 struct Model {
@@ -31,11 +31,7 @@ fn model(name: &str) -> Model {
         "inputs",
     )
     .unwrap();
-    let joint = parse_graph(&std::fs::read_to_string(dir.join("joint.py")).unwrap()).unwrap();
-    let info: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("partition.json")).unwrap())
-            .unwrap();
-    let num_fwd = info["num_fwd_outputs"].as_u64().unwrap() as usize;
+    let (joint, num_fwd) = reference_joint(name);
     let grads = &joint.outputs()[num_fwd..];
     let requires_grad = (0..n)
         .map(|i| !matches!(grads.get(i), Some(Value::None) | None))
@@ -62,24 +58,28 @@ fn compile(backend: &str, m: &Model) -> Result<Box<dyn CompiledFn>, Failure> {
         .compile(&m.graph, &examples, &CompileContext::default())
 }
 
-fn rel_err(a: &Tensor, b: &Tensor) -> f64 {
-    let a = a.to_kind(tch::Kind::Double);
-    let b = b.to_kind(tch::Kind::Double);
-    let diff = (&a - &b).abs().max().double_value(&[]);
-    diff / b.abs().max().double_value(&[]).max(1e-12)
-}
+/// The same RNG state before each of the three runs, so random ops draw the same numbers.
+const SEED: i64 = 1234;
 
 /// Runs `m` through `backend` (forward then backward) and checks outputs, inputs written
 /// back and gradients against eager plus libtorch autograd on the original graph.
 fn check_against_autograd(name: &str, backend: &str, m: &Model) {
+    check_within(name, backend, m, 1e-6, 1e-5)
+}
+
+/// [`check_against_autograd`] with tolerances for outputs and gradients.
+fn check_within(name: &str, backend: &str, m: &Model, out_tol: f64, grad_tol: f64) {
+    let name = &format!("{name} through {backend}");
     let copies = || m.inputs.iter().map(Tensor::copy).collect::<Vec<_>>();
     let eager_inputs = copies();
+    tch::manual_seed(SEED);
     let eager = Interpreter::new(&m.graph, &Device::cpu(), &HashMap::new())
         .unwrap()
         .run(&eager_inputs)
         .unwrap();
     let mut f = compile(backend, m).unwrap_or_else(|e| panic!("{name}: {e}"));
     let aot_inputs = copies();
+    tch::manual_seed(SEED);
     let out = f
         .forward(&aot_inputs)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -87,9 +87,9 @@ fn check_against_autograd(name: &str, backend: &str, m: &Model) {
     for (o, e) in out.iter().zip(&eager) {
         let (o, e) = (o.as_ref().unwrap(), e.as_ref().unwrap());
         assert!(
-            rel_err(o, e) <= 1e-6,
+            relative_error(o, e) <= out_tol,
             "{name}: output differs by {}",
-            rel_err(o, e)
+            relative_error(o, e)
         );
     }
     // Mutated inputs (batch-norm running stats, in-place writes) are written back.
@@ -113,6 +113,7 @@ fn check_against_autograd(name: &str, backend: &str, m: &Model) {
     let grads = f
         .backward(&grad_out)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
+    tch::manual_seed(SEED);
     let (_, want) = autograd_gradients(
         &m.graph,
         &copies(),
@@ -126,9 +127,9 @@ fn check_against_autograd(name: &str, backend: &str, m: &Model) {
     for (i, (g, w)) in grads.iter().zip(&want).enumerate() {
         match (g, w) {
             (Some(g), Some(w)) => {
-                let e = rel_err(g, w);
+                let e = relative_error(g, w);
                 worst = worst.max(e);
-                assert!(e <= 1e-5, "{name}: gradient of input {i} off by {e}");
+                assert!(e <= grad_tol, "{name}: gradient of input {i} off by {e}");
             }
             (None, None) => {}
             (g, w) => panic!(
@@ -152,7 +153,56 @@ fn check_against_autograd(name: &str, backend: &str, m: &Model) {
 #[test]
 fn outputs_and_gradients_equal_eager_and_autograd() {
     for name in ["mlp", "cnn", "gpt4"] {
-        check_against_autograd(name, "aot_eager", &model(name));
+        let m = model(name);
+        for backend in [
+            "aot_eager",
+            "aot_eager_default_partitioner",
+            "aot_eager:budget=0",
+            "aot_eager:budget=0.5",
+        ] {
+            check_against_autograd(name, backend, &m);
+        }
+        // Decompositions reassociate float arithmetic: equal within float32 rounding.
+        check_within(name, "aot_eager_decomp_partition", &m, 1e-5, 1e-5);
+    }
+}
+
+#[test]
+fn dropout_gradients_stay_exact_whatever_the_budget() {
+    // The mask must be saved (never recomputed with fresh random numbers), at any budget.
+    let m = text_model(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[256, 32]", w: "f32[32, 32]", w2: "f32[32, 8]"):
+        mm: "f32[256, 32]" = torch.ops.aten.mm.default(x, w)
+        native_dropout = torch.ops.aten.native_dropout.default(mm, 0.5, True)
+        getitem: "f32[256, 32]" = native_dropout[0]
+        getitem_1: "b8[256, 32]" = native_dropout[1]
+        relu: "f32[256, 32]" = torch.ops.aten.relu.default(getitem)
+        mm_1: "f32[256, 8]" = torch.ops.aten.mm.default(relu, w2)
+        return (mm_1,)
+"#,
+        &[false, true, true],
+    );
+    for backend in [
+        "aot_eager",
+        "aot_eager_default_partitioner",
+        "aot_eager:budget=1",
+        "aot_eager:recompute=relu",
+    ] {
+        check_against_autograd("dropout", backend, &m);
+    }
+    // Saving less would mean drawing a new mask in the backward (or recomputing from a
+    // dropped value): refused, with the least budget that can be met.
+    for budget in ["0", "0.2"] {
+        let err = compile(&format!("aot_eager:budget={budget}"), &m)
+            .err()
+            .expect("the budget cannot be met");
+        assert_eq!(err.stage, Stage::Compile);
+        assert!(
+            err.message.contains("unreachable") && err.message.contains("(budget 1.0000)"),
+            "{err}"
+        );
     }
 }
 
@@ -190,7 +240,9 @@ class G(torch.nn.Module):
 "#,
         &[true, true, true, false],
     );
-    check_against_autograd("in-place", "aot_eager", &in_place);
+    for backend in ["aot_eager", "aot_eager_default_partitioner"] {
+        check_against_autograd("in-place", backend, &in_place);
+    }
     // `y = y + 3; y[:, 0] = x[:, 0]`: the write reaches later reads of y, and x's gradient
     // comes through the scatter.
     let view_write = text_model(
@@ -208,7 +260,9 @@ class G(torch.nn.Module):
 "#,
         &[true, true],
     );
-    check_against_autograd("view-write", "aot_eager", &view_write);
+    for backend in ["aot_eager", "aot_eager_default_partitioner"] {
+        check_against_autograd("view-write", backend, &view_write);
+    }
 }
 
 #[test]

@@ -10,24 +10,11 @@ use graphbug_aten::Interpreter;
 use graphbug_autodiff::{joint_graph, Joint};
 use graphbug_ir::passes::{default_side_effects, extract_subgraph};
 use graphbug_ir::{parse_graph, Device, Graph, Meta, NodeId, TensorMeta, Value};
-use graphbug_tests::fixtures_dir;
+use graphbug_tests::{fixtures_dir, reference_joint, relative_error};
 use tch::Tensor;
 
 /// Float32 gradients must agree to this relative error.
 const TOLERANCE: f64 = 1e-5;
-
-/// max|a - b| / max(max|b|, tiny), computed in float64.
-fn relative_error(a: &Tensor, b: &Tensor) -> f64 {
-    assert_eq!(a.size(), b.size(), "shapes differ");
-    if b.numel() == 0 {
-        return 0.0;
-    }
-    let a = a.to_kind(tch::Kind::Double);
-    let b = b.to_kind(tch::Kind::Double);
-    let diff = (&a - &b).abs().max().double_value(&[]);
-    let scale = b.abs().max().double_value(&[]).max(f64::MIN_POSITIVE);
-    diff / scale
-}
 
 /// Which outputs of `forward` require grad under libtorch autograd, for these inputs.
 fn outputs_requiring_grad(forward: &Graph, inputs: &[Tensor], requires_grad: &[bool]) -> Vec<bool> {
@@ -206,9 +193,7 @@ fn compare_against(
 fn model(name: &str) -> (Graph, Vec<Tensor>, Vec<bool>) {
     let dir = fixtures_dir().join(name);
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("fixture");
-    let joint = parse_graph(&read("joint.py")).expect("joint.py parses");
-    let info: serde_json::Value = serde_json::from_str(&read("partition.json")).expect("json");
-    let num_fwd = info["num_fwd_outputs"].as_u64().expect("num_fwd_outputs") as usize;
+    let (joint, num_fwd) = reference_joint(name);
     let primals: Vec<NodeId> = joint
         .placeholders()
         .into_iter()
@@ -449,4 +434,24 @@ fn convolution_batch_norm_pooling_embedding_and_layer_norm_match_libtorch() {
     inputs[5] = inputs[5].abs() + 0.5;
     let rg = [true, true, true, true, false, false, true, false, true];
     compare("nn", &g, &inputs, &rg, 32);
+}
+
+/// A pointwise op between a contiguous gradient and a transposed value: the output is
+/// contiguous (the first input decides, as in TensorIterator), so the `view` backward must
+/// reshape through a copy. (Found by the partitioner's property test.)
+const TRANSPOSED_POINTWISE: &str = r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[4, 6]"):
+        view: "f32[6, 4]" = torch.ops.aten.view.default(x, [6, 4])
+        t: "f32[4, 6]" = torch.ops.aten.t.default(view)
+        gelu: "f32[4, 6]" = torch.ops.aten.gelu.default(t)
+        mul: "f32[4, 6]" = torch.ops.aten.mul.Tensor(t, x)
+        return (gelu, mul)
+"#;
+
+#[test]
+fn pointwise_outputs_take_tensor_iterators_layout() {
+    let g = parse_graph(TRANSPOSED_POINTWISE).expect("graph parses");
+    let inputs = random_inputs(&g, 51);
+    compare("transposed pointwise", &g, &inputs, &[true], 52);
 }

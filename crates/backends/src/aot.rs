@@ -1,13 +1,16 @@
 //! AOT pipelines: `aot_eager` and its variants, as PyTorch's `aot_autograd(fw_compiler=,
-//! bw_compiler=)` builds them. The graph is functionalized, differentiated into a joint
-//! forward/backward graph and partitioned; inner compilers (any registered backend, eager
-//! by default) compile the forward and backward graphs, each when first needed, so the
-//! real inputs of each are known for repros taken after AOT.
+//! bw_compiler=, partition_fn=, decompositions=)` builds them. The graph is functionalized,
+//! differentiated into a joint forward/backward graph, optionally decomposed, and
+//! partitioned; inner compilers (any registered backend, eager by default) compile the
+//! forward and backward graphs, each when first needed, so the real inputs of each are
+//! known for repros taken after AOT.
 //!
-//! Names: `aot_eager_default_partitioner` and `aot_eager` (eager inner compilers, default
-//! partition), and `aot_eager:fw=NAME,bw=NAME,recompute=OP|OP,partitioner=default` for
-//! other inner compilers (a testing backend or a `fault:` spec in either graph) or a
-//! selective recompute policy.
+//! Names: `aot_eager` (min-cut rematerialization partition, as PyTorch's),
+//! `aot_eager_default_partitioner` (functorch's default partition),
+//! `aot_eager_decomp_partition` (inductor's decompositions, then min-cut), and
+//! `aot_eager:fw=NAME,bw=NAME,recompute=OP|OP,partitioner=default|min-cut,budget=F,
+//! decompose=...` for other inner compilers (a testing backend or a `fault:` spec in either
+//! graph), a selective recompute policy, a memory budget or decompositions.
 
 use std::sync::Arc;
 
@@ -16,9 +19,12 @@ use graphbug_aten::dtype::meta_of;
 use graphbug_aten::meta::infer_meta;
 use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::{Interpreter, LibtorchSchemas};
-use graphbug_autodiff::{functionalize, joint_graph, AutodiffError};
+use graphbug_autodiff::{decompose, functionalize, joint_graph, AutodiffError, DecompositionSet};
 use graphbug_ir::Graph;
-use graphbug_partition::default_partition_with;
+use graphbug_partition::{
+    default_partition_with, min_cut_rematerialization_partition, MinCutOptions, NodePolicy,
+    OpClasses, Partition, PartitionError,
+};
 use tch::Tensor;
 
 use crate::backend::{
@@ -28,6 +34,15 @@ use crate::backend::{
 use crate::failure::{Failure, Stage, Symptom};
 use crate::fault::OpPattern;
 use crate::registry::lookup;
+
+/// Which partitioner an AOT pipeline uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AotPartitioner {
+    /// functorch's `default_partition`: save every forward value the backward reads.
+    Default,
+    /// `min_cut_rematerialization_partition`: recompute cheap forward ops in the backward.
+    MinCut,
+}
 
 /// How an AOT pipeline is put together.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,26 +54,59 @@ pub struct AotConfig {
     /// Forward ops to recompute in the backward instead of saving (selective
     /// activation checkpointing).
     pub recompute: Vec<OpPattern>,
+    /// The partitioner.
+    pub partitioner: AotPartitioner,
+    /// The min-cut partitioner's activation memory budget (0..=1).
+    pub memory_budget: f64,
+    /// Decompositions applied to the joint graph before partitioning, if any.
+    pub decompositions: Option<DecompositionSet>,
+    /// The min-cut partitioner's op classes.
+    pub op_classes: OpClasses,
 }
 
 impl Default for AotConfig {
+    /// `aot_eager`: eager inner compilers and the min-cut partitioner, as PyTorch's.
     fn default() -> Self {
         AotConfig {
             fw: "eager".into(),
             bw: "eager".into(),
             recompute: Vec::new(),
+            partitioner: AotPartitioner::MinCut,
+            memory_budget: 1.0,
+            decompositions: None,
+            op_classes: OpClasses::Inductor,
         }
     }
 }
 
+const AOT_KEYS: &str = "fw, bw, recompute, partitioner, budget, decompose";
+
 impl AotConfig {
-    /// Parses `fw=NAME,bw=NAME,recompute=OP|OP,partitioner=default`.
+    /// `aot_eager_default_partitioner`: functorch's default partition.
+    pub fn default_partitioner() -> Self {
+        AotConfig {
+            partitioner: AotPartitioner::Default,
+            ..AotConfig::default()
+        }
+    }
+
+    /// `aot_eager_decomp_partition`: inductor's decompositions, then min-cut with the
+    /// inductor op classes.
+    pub fn decomp_partition() -> Self {
+        AotConfig {
+            decompositions: Some(DecompositionSet::inductor()),
+            ..AotConfig::default()
+        }
+    }
+
+    /// Parses `fw=NAME,bw=NAME,recompute=OP|OP,partitioner=default|min-cut,budget=F,
+    /// decompose=inductor|all|OP|OP` over [`AotConfig::default`].
     pub fn parse(spec: &str) -> Result<AotConfig, String> {
         let mut c = AotConfig::default();
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (k, v) = item.split_once('=').ok_or_else(|| {
-                format!("`{item}` is not KEY=VALUE (keys: fw, bw, recompute, partitioner)")
-            })?;
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not KEY=VALUE (keys: {AOT_KEYS})"))?;
             match k {
                 "fw" => c.fw = v.to_string(),
                 "bw" => c.bw = v.to_string(),
@@ -69,14 +117,38 @@ impl AotConfig {
                         c.recompute.push(spec.op);
                     }
                 }
-                "partitioner" if v == "default" => {}
-                "partitioner" => return Err(format!("unknown partitioner `{v}` (known: default)")),
-                other => {
-                    return Err(format!(
-                        "unknown key `{other}` (keys: fw, bw, recompute, partitioner)"
-                    ))
+                "partitioner" => {
+                    c.partitioner = match v {
+                        "default" => AotPartitioner::Default,
+                        "min-cut" | "mincut" | "min_cut" => AotPartitioner::MinCut,
+                        _ => {
+                            return Err(format!(
+                                "unknown partitioner `{v}` (known: default, min-cut)"
+                            ))
+                        }
+                    }
                 }
+                "budget" => {
+                    c.memory_budget = v
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|b| (0.0..=1.0).contains(b))
+                        .ok_or_else(|| format!("budget `{v}`: expected a number in 0..=1"))?
+                }
+                "decompose" => {
+                    c.decompositions = Some(match v {
+                        "inductor" => DecompositionSet::inductor(),
+                        "all" => DecompositionSet::all(),
+                        "none" => DecompositionSet::none(),
+                        ops => DecompositionSet::select(ops.split('|'))
+                            .map_err(|e| format!("decompose: {e}"))?,
+                    })
+                }
+                other => return Err(format!("unknown key `{other}` (keys: {AOT_KEYS})")),
             }
+        }
+        if c.memory_budget < 1.0 && c.partitioner != AotPartitioner::MinCut {
+            return Err("budget needs the min-cut partitioner".into());
         }
         Ok(c)
     }
@@ -113,6 +185,32 @@ impl AotEager {
         Failure::new(&self.name, stage, Symptom::Error, message)
     }
 
+    /// Splits the joint graph with the configured partitioner.
+    fn partition(
+        &self,
+        joint: &Graph,
+        num_fwd_outputs: usize,
+    ) -> Result<Partition, PartitionError> {
+        let patterns = self.config.recompute.clone();
+        let policy = move |n: &graphbug_ir::Node| {
+            n.op()
+                .is_some_and(|op| patterns.iter().any(|p| p.matches(op)))
+        };
+        match self.config.partitioner {
+            AotPartitioner::Default => default_partition_with(joint, num_fwd_outputs, &policy),
+            AotPartitioner::MinCut => {
+                let options = MinCutOptions {
+                    op_classes: self.config.op_classes,
+                    activation_memory_budget: self.config.memory_budget,
+                    must_recompute: (!self.config.recompute.is_empty())
+                        .then(|| Arc::new(policy) as NodePolicy),
+                    ..Default::default()
+                };
+                min_cut_rematerialization_partition(joint, num_fwd_outputs, &options)
+            }
+        }
+    }
+
     fn autodiff_failure(&self, what: &str, e: AutodiffError) -> Failure {
         let f = self.failure(Stage::Compile, format!("{what}: {e}"));
         match e {
@@ -128,7 +226,11 @@ impl Backend for AotEager {
     }
 
     fn description(&self) -> &str {
-        "functionalize, build the joint forward/backward graph, partition, run both halves with inner compilers (eager)"
+        match (&self.config.decompositions, self.config.partitioner) {
+            (Some(_), _) => "functionalize, build the joint graph, decompose composite ops (inductor's table), min-cut partition, run both halves eagerly",
+            (None, AotPartitioner::Default) => "functionalize, build the joint forward/backward graph, default partition, run both halves eagerly",
+            (None, AotPartitioner::MinCut) => "functionalize, build the joint forward/backward graph, min-cut rematerialization partition, run both halves eagerly",
+        }
     }
 
     fn tags(&self) -> &[&str] {
@@ -165,11 +267,14 @@ impl Backend for AotEager {
             .map_err(|e| self.autodiff_failure("joint graph", e))?;
         let jg = infer_meta(&joint.graph)
             .map_err(|e| Failure::from_aten(&self.name, Stage::Compile, &e))?;
-        let policy = |n: &graphbug_ir::Node| {
-            n.op()
-                .is_some_and(|op| self.config.recompute.iter().any(|p| p.matches(op)))
+        let jg = match &self.config.decompositions {
+            Some(set) => {
+                decompose(&jg, set).map_err(|e| self.autodiff_failure("decomposition", e))?
+            }
+            None => jg,
         };
-        let partition = default_partition_with(&jg, joint.num_fwd_outputs, &policy)
+        let partition = self
+            .partition(&jg, joint.num_fwd_outputs)
             .map_err(|e| self.failure(Stage::Compile, format!("partition: {e}")))?;
         let fw_backend =
             lookup(&self.config.fw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;

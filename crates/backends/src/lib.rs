@@ -34,17 +34,16 @@ fn builtin_backends() -> Vec<Arc<dyn Backend>> {
         Arc::new(testing::ReluRuntimeError),
         Arc::new(testing::ReluAccuracyError),
         Arc::new(testing::NonLeafCompileError),
+        Arc::new(aot::AotEager::new("aot_eager", aot::AotConfig::default())),
         Arc::new(aot::AotEager::new(
             "aot_eager_default_partitioner",
-            aot::AotConfig::default(),
+            aot::AotConfig::default_partitioner(),
+        )),
+        Arc::new(aot::AotEager::new(
+            "aot_eager_decomp_partition",
+            aot::AotConfig::decomp_partition(),
         )),
     ]
-}
-
-/// Aliases every registry starts with: (alias, target).
-fn builtin_aliases() -> Vec<(&'static str, &'static str)> {
-    // aot_eager uses the default partitioner until the min-cut partitioner lands.
-    vec![("aot_eager", "aot_eager_default_partitioner")]
 }
 
 /// Parameterised name families every registry starts with.
@@ -60,8 +59,8 @@ fn builtin_factories() -> Vec<registry::FactoryEntry> {
         registry::FactoryEntry {
             prefix: "aot_eager:",
             build: aot::AotEager::from_name,
-            usage: "aot_eager:fw=<backend>,bw=<backend>,recompute=<op>|<op>",
-            description: "aot_eager with other inner compilers or a recompute policy",
+            usage: "aot_eager:<key>=<value>,...",
+            description: "aot_eager with fw=/bw=<backend> (inner compilers), recompute=<op>|<op>, partitioner=default|min-cut, budget=<0..1>, decompose=inductor|all|<op>|<op>",
             tags: &["debug"],
         },
         registry::FactoryEntry {

@@ -89,9 +89,6 @@ static REGISTRY: Lazy<RwLock<Registry>> = Lazy::new(|| {
     for b in crate::builtin_backends() {
         reg.backends.insert(b.name().to_string(), b);
     }
-    for (alias, target) in crate::builtin_aliases() {
-        reg.aliases.insert(alias.to_string(), target.to_string());
-    }
     RwLock::new(reg)
 });
 
