@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use graphbug_aten::io::{order_tensors, random_tensors, read_tensors};
-use graphbug_aten::reference::autograd_gradients;
+use graphbug_aten::reference::{autograd_gradients, autograd_leaves};
 use graphbug_aten::Interpreter;
 use graphbug_autodiff::{joint_graph, Joint};
 use graphbug_ir::passes::{default_side_effects, extract_subgraph};
@@ -18,18 +18,7 @@ const TOLERANCE: f64 = 1e-5;
 
 /// Which outputs of `forward` require grad under libtorch autograd, for these inputs.
 fn outputs_requiring_grad(forward: &Graph, inputs: &[Tensor], requires_grad: &[bool]) -> Vec<bool> {
-    let leaves: Vec<Tensor> = inputs
-        .iter()
-        .zip(requires_grad)
-        .map(|(t, &rg)| {
-            let c = t.detach().copy();
-            if rg {
-                c.set_requires_grad(true)
-            } else {
-                c
-            }
-        })
-        .collect();
+    let leaves = autograd_leaves(inputs, requires_grad);
     let outputs = Interpreter::new(forward, &Device::cpu(), &HashMap::new())
         .expect("forward interpreter")
         .with_autograd(true)

@@ -9,7 +9,7 @@ use graphbug_aten::meta::infer_meta;
 use graphbug_aten::schema::Schemas;
 use graphbug_aten::{Interpreter, LibtorchSchemas};
 use graphbug_autodiff::{functionalize, AutodiffError, Functionalized};
-use graphbug_ir::{parse_graph, Device, Graph, Meta, NodeKind, OpName, TensorMeta};
+use graphbug_ir::{parse_graph, Device, Graph, Meta, OpName, TensorMeta};
 use graphbug_tests::fixtures_dir;
 use tch::Tensor;
 
@@ -356,26 +356,6 @@ fn batch_norm_in_eval_mode() {
     assert_eq!(f.graph, g);
 }
 
-/// The op names of the call nodes that outputs `outputs` depend on, sorted.
-fn live_ops(g: &Graph, outputs: std::ops::Range<usize>) -> Vec<String> {
-    let mut live = vec![false; g.nodes.len()];
-    for v in &g.outputs()[outputs] {
-        v.for_each_node(&mut |n| live[n.index()] = true);
-    }
-    for id in g.ids().rev() {
-        if live[id.index()] {
-            g.node(id).for_each_input(|s| live[s.index()] = true);
-        }
-    }
-    let mut ops: Vec<String> = g
-        .ids()
-        .filter(|i| live[i.index()])
-        .filter_map(|i| g.node(i).op().map(OpName::qualified))
-        .collect();
-    ops.sort();
-    ops
-}
-
 #[test]
 fn the_cnn_matches_pytorch() {
     let dir = fixtures_dir().join("cnn");
@@ -395,20 +375,8 @@ fn the_cnn_matches_pytorch() {
     // running_mean, running_var and the batch counter, in input order, as AOTAutograd.
     assert_eq!(f.mutated_inputs, [8, 9, 10]);
 
-    // Op for op what AOTAutograd's functionalization gives: the forward part of
-    // joint.py (what it computes for its first 4 outputs: the new running stats, the
-    // counter and the model output).
-    let joint = graph(&std::fs::read_to_string(dir.join("joint.py")).unwrap());
-    assert_eq!(live_ops(&f.graph, 0..4), live_ops(&joint, 0..4));
-    let bn = f.graph.find("_native_batch_norm_legit_functional").unwrap();
-    for (out, index) in [(0, 3), (1, 4)] {
-        let id = f.graph.outputs()[out].as_node().unwrap();
-        assert_eq!(
-            f.graph.node(id).kind,
-            NodeKind::GetItem { source: bn, index }
-        );
-    }
-
+    // Its structure against AOTAutograd's is checked in graphbug-autodiff's own tests
+    // (the_cnn_matches_aot_autograds_functional_forward); here, the numbers.
     // The model output is PyTorch's.
     let got = run(&f.graph, &copies(&inputs));
     let want = order_tensors(

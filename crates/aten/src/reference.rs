@@ -55,6 +55,23 @@ pub fn fp64_reference(
 /// A run's outputs and one gradient per input.
 pub type OutputsAndGradients = (Vec<Option<Tensor>>, Vec<Option<Tensor>>);
 
+/// Autograd leaves for `inputs`: detached copies, requiring grad where `requires_grad`
+/// says (inputs past its end do not).
+pub fn autograd_leaves(inputs: &[Tensor], requires_grad: &[bool]) -> Vec<Tensor> {
+    inputs
+        .iter()
+        .zip(requires_grad.iter().chain(std::iter::repeat(&false)))
+        .map(|(t, &rg)| {
+            let c = t.detach().copy();
+            if rg {
+                c.set_requires_grad(true)
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// Gradients by libtorch's own autograd: runs `graph` recording autograd on copies of
 /// `inputs` (those with `requires_grad` set track gradients), then back-propagates
 /// `grad_outputs` (one per output; `None` skips an output). Returns the forward outputs
@@ -66,18 +83,7 @@ pub fn autograd_gradients(
     grad_outputs: &[Option<Tensor>],
     device: &Device,
 ) -> Result<OutputsAndGradients> {
-    let leaves: Vec<Tensor> = inputs
-        .iter()
-        .zip(requires_grad.iter().chain(std::iter::repeat(&false)))
-        .map(|(t, &rg)| {
-            let c = t.detach().copy();
-            if rg {
-                c.set_requires_grad(true)
-            } else {
-                c
-            }
-        })
-        .collect();
+    let leaves = autograd_leaves(inputs, requires_grad);
     let outputs = Interpreter::new(graph, device, &HashMap::new())?
         .with_autograd(true)
         .run(&leaves)?;

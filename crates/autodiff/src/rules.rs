@@ -770,15 +770,19 @@ fn exp(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
 }
 
 fn log(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
+    input_backward(ctx, s, "div", "Tensor")
+}
+
+/// `op(grad, self)`: a backward that reads the forward's input.
+fn input_backward(
+    ctx: &mut Ctx<'_>,
+    s: &Site<'_>,
+    op: &str,
+    overload: &str,
+) -> Result<Grads, AutodiffError> {
     self_only(ctx, s, |ctx, g| {
         let x = ctx.fwd_value(s.required(0, "self")?);
-        Ok(emit(
-            ctx,
-            "div",
-            "Tensor",
-            vec![g.value(), x],
-            g.meta.clone(),
-        ))
+        Ok(emit(ctx, op, overload, vec![g.value(), x], g.meta.clone()))
     })
 }
 
@@ -885,16 +889,7 @@ fn sigmoid(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
 }
 
 fn silu(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
-    self_only(ctx, s, |ctx, g| {
-        let x = ctx.fwd_value(s.required(0, "self")?);
-        Ok(emit(
-            ctx,
-            "silu_backward",
-            "default",
-            vec![g.value(), x],
-            g.meta.clone(),
-        ))
-    })
+    input_backward(ctx, s, "silu_backward", "default")
 }
 
 fn gelu(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
