@@ -31,6 +31,23 @@ fn call_nodes(graph_file: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `repro DIR run` reproduces the failure: exit 1, `reproduced: ...`.
+fn assert_reproduces(cwd: &Path, dir: &Path, label: &str) {
+    let run = graphbug_in(cwd, &["repro", dir.to_str().unwrap(), "run"]);
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "{label}: {}{}",
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+    assert!(
+        text(&run.stdout).starts_with("reproduced: "),
+        "{label}: {}",
+        text(&run.stdout)
+    );
+}
+
 #[test]
 fn relu_failures_dump_minify_and_reproduce() {
     let tmp = tempfile::tempdir().unwrap();
@@ -87,20 +104,7 @@ fn relu_failures_dump_minify_and_reproduce() {
             ["relu"],
             "{backend}"
         );
-        // `repro DIR run` reproduces (exit 1).
-        let run = graphbug_in(tmp.path(), &["repro", minified.to_str().unwrap(), "run"]);
-        assert_eq!(
-            run.status.code(),
-            Some(1),
-            "{backend}: {}{}",
-            text(&run.stdout),
-            text(&run.stderr)
-        );
-        assert!(
-            text(&run.stdout).starts_with("reproduced: "),
-            "{}",
-            text(&run.stdout)
-        );
+        assert_reproduces(tmp.path(), &minified, backend);
         // So does its own cargo run.
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let own = Command::new(&cargo)
@@ -179,14 +183,7 @@ fn backward_graph_failures_are_dumped_after_aot_and_minify_to_the_relu() {
             ["relu"],
             "{backend}"
         );
-        let run = graphbug_in(tmp.path(), &["repro", minified.to_str().unwrap(), "run"]);
-        assert_eq!(
-            run.status.code(),
-            Some(1),
-            "{backend}: {}{}",
-            text(&run.stdout),
-            text(&run.stderr)
-        );
+        assert_reproduces(tmp.path(), &minified, &backend);
     }
     // A whole-graph backend has no forward and backward graphs to take repros of.
     let out = graphbug_in(

@@ -10,6 +10,7 @@ use clap::Args;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
 use graphbug::ir::Device;
+use graphbug::minifier::Minified;
 use graphbug::repro::actions::{analyze, minify_repro, reproduce, ActionOptions, Outcome};
 use graphbug::repro::case::{absolute, read_repro_dir};
 use graphbug::repro::compile::{compile, ReproOptions};
@@ -190,35 +191,28 @@ fn flow(
         ..action_options(args)?
     };
     let m = minify_repro(dir, &mut case, &opts)?;
+    println!("{}", minified_summary(&m, dir));
+    print!("{}", graphbug::ir::print_graph(m.graph()));
     let minified = shown.join("minified");
-    println!(
+    let minified = minified.display();
+    println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
+    println!("  cargo xtask repro {minified} run        # reproduce the minified failure (exit 1)");
+    println!("  cargo xtask repro {minified} analyze    # the first node that diverges");
+    println!("  (cd {minified} && cargo run)            # the standalone Rust reproduction");
+    println!("  .venv/bin/python {minified}/repro.py    # the graph in PyTorch");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `minified N nodes to M in Q queries (C cache hits): DIR/minified`.
+fn minified_summary(m: &Minified, dir: &Path) -> String {
+    format!(
         "minified {} nodes to {} in {} queries ({} cache hits): {}",
         m.stats.start_nodes,
         m.stats.end_nodes,
         m.stats.queries,
         m.stats.cache_hits,
-        minified.display()
-    );
-    print!("{}", graphbug::ir::print_graph(m.graph()));
-    let rel = |p: &Path| p.display().to_string();
-    println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
-    println!(
-        "  cargo xtask repro {} run        # reproduce the minified failure (exit 1)",
-        rel(&minified)
-    );
-    println!(
-        "  cargo xtask repro {} analyze    # the first node that diverges",
-        rel(&minified)
-    );
-    println!(
-        "  (cd {} && cargo run)            # the standalone Rust reproduction",
-        rel(&minified)
-    );
-    println!(
-        "  .venv/bin/python {}/repro.py    # the graph in PyTorch",
-        rel(&minified)
-    );
-    Ok(ExitCode::SUCCESS)
+        absolute(dir).join("minified").display()
+    )
 }
 
 /// run / minify / analyze on a repro directory.
@@ -237,14 +231,7 @@ fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
         "minify" => {
             let m = minify_repro(dir, &mut case, &opts)?;
             print!("{}", graphbug::ir::print_graph(m.graph()));
-            println!(
-                "minified {} nodes to {} in {} queries ({} cache hits): {}",
-                m.stats.start_nodes,
-                m.stats.end_nodes,
-                m.stats.queries,
-                m.stats.cache_hits,
-                absolute(dir).join("minified").display()
-            );
+            println!("{}", minified_summary(&m, dir));
             Ok(ExitCode::SUCCESS)
         }
         "analyze" => {

@@ -686,14 +686,21 @@ fn mul_tensor(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
 }
 
 fn mul_scalar(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
-    let g = s.grad()?;
+    scalar_backward(ctx, s, "mul")
+}
+
+/// `op.Scalar(grad, other)`: the backward of `mul.Scalar` / `div.Scalar`.
+fn scalar_backward(ctx: &mut Ctx<'_>, s: &Site<'_>, op: &str) -> Result<Grads, AutodiffError> {
     let other = s.required(1, "other")?.clone();
-    let mut out = Grads::new();
-    if let Some(x) = wanted(ctx, s.input(0, "self")) {
-        let m = g.meta.clone();
-        out.push((x, emit(ctx, "mul", "Scalar", vec![g.value(), other], m)));
-    }
-    Ok(out)
+    self_only(ctx, s, |ctx, g| {
+        Ok(emit(
+            ctx,
+            op,
+            "Scalar",
+            vec![g.value(), other],
+            g.meta.clone(),
+        ))
+    })
 }
 
 fn div_tensor(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
@@ -735,14 +742,7 @@ fn div_tensor(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
 }
 
 fn div_scalar(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
-    let g = s.grad()?;
-    let other = s.required(1, "other")?.clone();
-    let mut out = Grads::new();
-    if let Some(x) = wanted(ctx, s.input(0, "self")) {
-        let m = g.meta.clone();
-        out.push((x, emit(ctx, "div", "Scalar", vec![g.value(), other], m)));
-    }
-    Ok(out)
+    scalar_backward(ctx, s, "div")
 }
 
 /// A rule for `self` only, computing its gradient with `f(ctx, grad)`.

@@ -331,21 +331,22 @@ impl Compiled {
         let name = self.backend.name().to_string();
         // Copies taken first: the run may change its inputs in place.
         let saved: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
+        let dump_failure = |f| {
+            dump(
+                &self.graph,
+                &name,
+                &saved,
+                &self.constants,
+                &self.options,
+                f,
+            )
+        };
         let outputs = match self.inner.run(inputs) {
             Ok(o) => o,
             Err(f) if self.aot_repro.is_some() => {
                 return Err(aot_failure(f, self.aot_repro.as_ref().expect("checked")))
             }
-            Err(f) => {
-                return Err(dump(
-                    &self.graph,
-                    &name,
-                    &saved,
-                    &self.constants,
-                    &self.options,
-                    f,
-                ))
-            }
+            Err(f) => return Err(dump_failure(f)),
         };
         if self.options.level >= 4 && self.aot_repro.is_none() {
             let c = case(
@@ -359,16 +360,7 @@ impl Compiled {
                 .map(|o| o.as_ref().map(Tensor::shallow_clone))
                 .collect();
             match accuracy_check(&name, &c, shared) {
-                Ok(Some(f)) => {
-                    return Err(dump(
-                        &self.graph,
-                        &name,
-                        &saved,
-                        &self.constants,
-                        &self.options,
-                        f,
-                    ))
-                }
+                Ok(Some(f)) => return Err(dump_failure(f)),
                 Ok(None) => {}
                 Err(e) => {
                     return Err(ReproFailure {
