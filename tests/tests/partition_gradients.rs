@@ -56,8 +56,10 @@ fn check_split(
     assert_eq!(got.len(), want.len(), "{label}: outputs");
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         match (g, w) {
+            // Bit for bit, NaN where the joint has NaN (random graphs overflow `exp`
+            // chains): no tolerance, NaNs equal.
             (Some(g), Some(w)) => assert!(
-                g.equal(w),
+                g.allclose(w, 0.0, 0.0, true),
                 "{label}: output {k} differs (relative error {:e})",
                 relative_error(g, w)
             ),
