@@ -6,7 +6,10 @@
 //! search tries cheaper cuts in order: the runtime-optimal one, one with functorch's
 //! "more aggressive" bans off, one with every ban heuristic off; then a knapsack chooses
 //! which of the still-banned (expensive but recomputable) forward nodes to keep banned,
-//! by memory and estimated runtime, and the cut is solved again with the others allowed.
+//! by memory and estimated runtime, and the cut is solved again with the others allowed,
+//! now least bytes first (functorch's weights only break ties): its distance-weighted
+//! capacities can prefer saving more bytes near the backward over an input, so a cut by
+//! them alone might never reach a budget that saving the inputs meets.
 //! Unlike functorch, the result is checked: a cut over the limit shrinks the knapsack's
 //! capacity (a bisection) until the cut fits, so a reachable budget is never overshot.
 //! Random ops and must-save nodes are never recomputed; a budget only reachable by
@@ -18,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::cost::CostModel;
 use crate::default::{Partition, PartitionError};
 use crate::knapsack::{self, KnapsackItem};
-use crate::mincut::{BanHeuristics, MinCutProblem};
+use crate::mincut::{BanHeuristics, CutObjective, MinCutProblem};
 use crate::ops::class;
 
 /// Bisection steps on the knapsack capacity when a cut overshoots the limit.
@@ -149,9 +152,8 @@ impl MinCutProblem {
             for &k in &solution.recomputed {
                 dont_ban[candidates[k].index()] = true;
             }
-            let saved = self
-                .solve(&self.heuristic_bans(aggressive, Some(&dont_ban)))?
-                .saved;
+            let bans = self.heuristic_bans(aggressive, Some(&dont_ban));
+            let saved = self.solve_for(&bans, CutObjective::Bytes)?.saved;
             let bytes = self.effective_saved_bytes(&saved);
             Ok((saved, bytes))
         };

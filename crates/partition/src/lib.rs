@@ -15,7 +15,7 @@ pub use default::{
     default_partition, default_partition_with, Partition, PartitionError, PartitionReport,
 };
 pub use mincut::{
-    min_cut_rematerialization_partition, BanHeuristics, MinCut, MinCutOptions, MinCutProblem,
-    NodeClass, NodePolicy,
+    min_cut_rematerialization_partition, BanHeuristics, CutObjective, MinCut, MinCutOptions,
+    MinCutProblem, NodeClass, NodePolicy,
 };
 pub use ops::OpClasses;

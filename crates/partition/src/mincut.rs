@@ -211,6 +211,15 @@ impl fmt::Debug for MinCutProblem {
     }
 }
 
+/// What the capacities of a cut measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CutObjective {
+    /// functorch's weights ([`MinCutProblem::weight`]): the runtime-optimal cut.
+    Heuristic,
+    /// The cut that saves the least bytes; among those, the one functorch's weights prefer.
+    Bytes,
+}
+
 /// A minimum cut: the saved values and what it cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MinCut {
@@ -708,6 +717,15 @@ impl MinCutProblem {
     /// source reaches in the residual graph (the cut nearest to the forward). The saved
     /// values are the nodes whose `in → out` edge crosses the cut, in graph order.
     pub fn solve(&self, banned: &[bool]) -> Result<MinCut, PartitionError> {
+        self.solve_for(banned, CutObjective::Heuristic)
+    }
+
+    /// [`Self::solve`] with the edge capacities `objective` gives.
+    pub fn solve_for(
+        &self,
+        banned: &[bool],
+        objective: CutObjective,
+    ) -> Result<MinCut, PartitionError> {
         let n = self.graph.nodes.len();
         if banned.len() != n {
             return Err(PartitionError::BadJoint(format!(
@@ -785,6 +803,9 @@ impl MinCutProblem {
             }
             parts[part_index[r] as usize].push(NodeId(i as u32));
             weight[i] = self.weight(NodeId(i as u32))?;
+        }
+        if objective == CutObjective::Bytes {
+            self.bytes_first(&keep, &mut weight);
         }
         let mut local = vec![0u32; n];
         let mut saved = Vec::new();
@@ -867,6 +888,30 @@ impl MinCutProblem {
             saved,
             weight: total,
         })
+    }
+
+    /// Turns the `keep` nodes' finite weights into `bytes · scale + weight`, with `scale`
+    /// above the sum of all those weights: a cut then minimises bytes first and weight
+    /// second. (Should that not fit below [`INFINITE`], plain bytes.)
+    fn bytes_first(&self, keep: &[bool], weight: &mut [u128]) {
+        let finite: Vec<usize> = (0..weight.len())
+            .filter(|&i| keep[i] && weight[i] < INFINITE)
+            .collect();
+        let bytes = |i: usize| u128::from(self.size_of(NodeId(i as u32)).unwrap_or(0));
+        let total_weight: u128 = finite.iter().map(|&i| weight[i]).sum();
+        let total_bytes: u128 = finite.iter().map(|&i| bytes(i)).sum();
+        let scale = total_weight + 1;
+        let fits = total_bytes
+            .checked_mul(scale)
+            .and_then(|b| b.checked_add(total_weight))
+            .is_some_and(|t| t < INFINITE);
+        for i in finite {
+            weight[i] = if fits {
+                bytes(i) * scale + weight[i]
+            } else {
+                bytes(i)
+            };
+        }
     }
 
     /// Which of the `saved` values the backward graph extracted for them would read, as

@@ -165,3 +165,51 @@ fn budgets_outside_zero_to_one_are_errors() {
         assert!(err.to_string().contains("outside 0..=1"), "{err}");
     }
 }
+
+/// Found by the gradient property test: functorch's weights make saving `exp` and `relu`
+/// (112 bytes, near the backward) cheaper than saving the input (96 bytes, three uses
+/// away), so a search by those weights never meets budget 0.5 (104 bytes). The knapsack
+/// stage cuts by bytes and saves the input.
+const INPUT_CHEAPER_IN_BYTES: &str = r#"
+class Joint(torch.nn.Module):
+    def forward(self, primals_1: "f32[4, 6]", tangents_1: "f32[4, 1]", tangents_2: "f32[6, 4]"):
+        sum_1: "f32[4, 1]" = torch.ops.aten.sum.dim_IntList(primals_1, [1], True)
+        sum_2: "f32[4, 1]" = torch.ops.aten.sum.dim_IntList(sum_1, [1], True);  sum_1 = None
+        view: "f32[6, 4]" = torch.ops.aten.view.default(primals_1, [6, 4]);  primals_1 = None
+        exp: "f32[6, 4]" = torch.ops.aten.exp.default(view);  view = None
+        detach: "f32[6, 4]" = torch.ops.aten.detach.default(exp)
+        relu: "f32[4, 1]" = torch.ops.aten.relu.default(sum_2);  sum_2 = None
+        detach_3: "f32[4, 1]" = torch.ops.aten.detach.default(relu)
+        detach_4: "f32[4, 1]" = torch.ops.aten.detach.default(detach_3);  detach_3 = None
+        threshold_backward: "f32[4, 1]" = torch.ops.aten.threshold_backward.default(tangents_1, detach_4, 0);  tangents_1 = detach_4 = None
+        detach_5: "f32[6, 4]" = torch.ops.aten.detach.default(detach);  detach = None
+        mul: "f32[6, 4]" = torch.ops.aten.mul.Tensor(tangents_2, detach_5);  tangents_2 = detach_5 = None
+        view_2: "f32[4, 6]" = torch.ops.aten.view.default(mul, [4, 6]);  mul = None
+        expand: "f32[4, 1]" = torch.ops.aten.expand.default(threshold_backward, [4, 1]);  threshold_backward = None
+        expand_1: "f32[4, 6]" = torch.ops.aten.expand.default(expand, [4, 6]);  expand = None
+        add: "f32[4, 6]" = torch.ops.aten.add.Tensor(view_2, expand_1);  view_2 = expand_1 = None
+        return (relu, exp, add)
+
+"#;
+
+#[test]
+fn a_budget_that_saving_the_inputs_meets_is_met() {
+    let g = parse_graph(INPUT_CHEAPER_IN_BYTES).unwrap();
+    let problem = MinCutProblem::new(&g, 2, &MinCutOptions::default()).unwrap();
+    let choice = problem.choose_saved_values(0.5).unwrap();
+    assert_eq!(
+        (
+            choice.inputs_bytes,
+            choice.runtime_optimal_bytes,
+            choice.limit_bytes
+        ),
+        (96, 112, 104)
+    );
+    assert_eq!(choice.saved_bytes, 96);
+    let saved: Vec<&str> = choice
+        .saved
+        .iter()
+        .map(|&i| problem.graph().node(i).name.as_str())
+        .collect();
+    assert_eq!(saved, ["primals_1"]);
+}
