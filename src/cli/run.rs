@@ -86,11 +86,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
 
     // The float64 reference runs first, on copies, before the backend can mutate inputs.
+    // Without it the file can only be matched by allclose, which is said.
     let fp64 = match &args.compare {
-        Some(_) => Some(
-            fp64_reference(&graph, &inputs, &device, &constants)
-                .context("float64 eager reference run")?,
-        ),
+        Some(_) => match fp64_reference(&graph, &inputs, &device, &constants) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("note: the float64 reference run failed ({e}); outputs are compared with the file by allclose only");
+                Some(Vec::new())
+            }
+        },
         None => None,
     };
     let examples = example_inputs(&inputs)?;
@@ -127,6 +131,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             .with_context(|| format!("{}", path.display()))?;
         let ours: Vec<Tensor> = present.into_iter().map(|(_, t)| t).collect();
         let fp64: Vec<Tensor> = fp64.into_iter().flatten().collect();
+        // The file is the reference: NaN/Inf must sit where the file has them, and the
+        // float64 rule excuses a difference only when the file is close to graphbug's own
+        // float64 run.
         let report = same(&expected, &ours, Some(&fp64), &SameOptions::repro());
         print!("{report}");
         if !report.passed() {

@@ -1,21 +1,28 @@
-//! Accuracy checks: the aten-level analogue of TorchDynamo's `torch._dynamo.utils.same()`.
+//! Accuracy checks: the aten-level analogue of TorchDynamo's `torch._dynamo.utils.same()`,
+//! made so that it cannot say "fine" about values that differ.
 //!
-//! [`same`] compares a compiled graph's outputs (`result`) with eager outputs
-//! (`reference`), optionally judged against a float64 run of the same graph (`fp64_ref`),
-//! with the rules TorchDynamo's accuracy minifier uses:
+//! [`same`] compares a compiled graph's outputs (`result`) with reference outputs
+//! (`reference`: eager's, or a file a user trusts), optionally judged against a float64
+//! run of the same graph (`fp64_ref`). Per output:
 //!
-//! 1. the output counts must match; then, per output,
-//! 2. the dtypes must match (`exact_dtype`; otherwise the reference is cast to the
-//!    result's dtype), and the shapes must match;
-//! 3. bool tensors are compared as uint8 with `allclose(tol)` (skipped with `ignore_non_fp`);
-//! 4. `allclose(atol = rtol = tol, equal_nan)` passes;
-//! 5. otherwise, with a float64 reference (when none is given the reference itself
-//!    plays that role, as in PyTorch): a result free of NaN that matches the float64
-//!    reference loosely passes when the reference has NaN; else the result passes iff
-//!    `rmse(fp64, res) <= multiplier * rmse(fp64, ref) + tol / 10` (or both RMSEs are
-//!    NaN and `equal_nan`);
-//! 6. otherwise the output fails, unless `ignore_non_fp`.
+//! 1. the output counts must match, then the dtypes (`exact_dtype`; otherwise the
+//!    reference is cast to the result's dtype) and the shapes;
+//! 2. bool and integer outputs must be equal element for element (no tolerance: an index
+//!    off by one is wrong at any magnitude), unless `ignore_non_fp`;
+//! 3. floating and complex outputs must agree on every non-finite element, position by
+//!    position: NaN where the other has NaN (and only with `equal_nan`), +inf where +inf,
+//!    -inf where -inf;
+//! 4. on the finite elements, `allclose(atol = rtol = tol)` passes;
+//! 5. otherwise TorchDynamo's float64 rule may still pass the output:
+//!    `rmse(fp64, res) <= multiplier * rmse(fp64, ref) + tol / 10`, but only when the
+//!    float64 run is finite there *and the reference itself is close to it*
+//!    (`allclose` within [`LOOSE_TOL`]). PyTorch's rule lets a reference that is far from
+//!    the truth excuse a result that is just as far; here a reference that is not
+//!    credible cannot excuse anything. Without a float64 run, a float64 reference plays
+//!    that role (as in PyTorch), so the result must be within `tol / 10` in RMSE;
+//! 6. otherwise the output fails.
 //!
+//! Every failure names the output, its worst element (index) and both values there.
 //! Tensors are compared on the CPU whatever devices they live on.
 
 use std::fmt;
@@ -25,12 +32,16 @@ use tch::{Kind, TchError, Tensor};
 
 use crate::dtype::{describe, dtype_of};
 
+/// How far (atol = rtol) a reference may be from the float64 run for the float64 RMSE
+/// rule to trust it: PyTorch's own "loosely matches the float64 reference" tolerance.
+pub const LOOSE_TOL: f64 = 4e-2;
+
 /// Tolerances and switches of [`same`], named as in `torch._dynamo.utils.same()`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SameOptions {
     /// Absolute and relative tolerance of `allclose` (default `1e-4`).
     pub tol: f64,
-    /// NaN equals NaN (default false).
+    /// NaN equals NaN at the same position (default false).
     pub equal_nan: bool,
     /// Dtypes must match; when false the reference is cast to the result's dtype (default true).
     pub exact_dtype: bool,
@@ -67,6 +78,30 @@ impl SameOptions {
     }
 }
 
+/// One element of an output: where it is and both values there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Element {
+    /// Its index, one entry per dimension (complex values add a last entry: 0 real,
+    /// 1 imaginary).
+    pub index: Vec<i64>,
+    /// The reference's value there, as text (`nan`, `inf` and integers exactly).
+    pub reference: String,
+    /// The result's value there.
+    pub result: String,
+}
+
+impl fmt::Display for Element {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "at [{}]: reference {}, result {}",
+            index_text(&self.index),
+            self.reference,
+            self.result
+        )
+    }
+}
+
 /// The verdict on one output.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutputVerdict {
@@ -76,9 +111,12 @@ pub struct OutputVerdict {
     pub passed: bool,
     /// Why it passed or failed, e.g. `allclose within tol=0.0001`.
     pub reason: String,
-    /// Largest absolute difference between reference and result (NaN against a number
-    /// counts as infinity; NaN against NaN as 0 with `equal_nan`), when comparable.
+    /// Largest absolute difference between reference and result over the elements both
+    /// have finite (a non-finite element that differs counts as infinity), when comparable.
     pub max_abs_diff: Option<f64>,
+    /// The element that decided a failure: the first non-finite mismatch, or the largest
+    /// difference.
+    pub worst: Option<Element>,
     /// RMSE of the result against the float64 reference, when computed.
     pub res_error: Option<f64>,
     /// RMSE of the reference against the float64 reference, when computed.
@@ -109,7 +147,7 @@ impl AccuracyReport {
 }
 
 impl fmt::Display for AccuracyReport {
-    /// A header line, then one line per output: index, meta, verdict, reason, max diff.
+    /// A header line, then one line per output.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let failed = self.outputs.iter().filter(|o| !o.passed).count();
         match self.first_failure() {
@@ -122,24 +160,35 @@ impl fmt::Display for AccuracyReport {
             )?,
         }
         for o in &self.outputs {
-            write!(
-                f,
-                "  output {} {}: {}: {}",
-                o.index,
-                o.meta,
-                if o.passed { "ok" } else { "FAIL" },
-                o.reason
-            )?;
-            if let Some(d) = o.max_abs_diff {
-                write!(f, " (max abs diff {d:.6e})")?;
-            }
-            writeln!(f)?;
+            writeln!(f, "  {o}")?;
         }
         Ok(())
     }
 }
 
-/// Compares `result` with `reference` output by output, as TorchDynamo's `same()` does.
+impl fmt::Display for OutputVerdict {
+    /// `output <i> <meta>: ok|FAIL: <reason> (max abs diff <d>)`, and for a failure its
+    /// worst element.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "output {} {}: {}: {}",
+            self.index,
+            self.meta,
+            if self.passed { "ok" } else { "FAIL" },
+            self.reason
+        )?;
+        if let Some(d) = self.max_abs_diff {
+            write!(f, " (max abs diff {d:.6e})")?;
+        }
+        if let (false, Some(w)) = (self.passed, &self.worst) {
+            write!(f, "; worst element {w}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Compares `result` with `reference` output by output (see the module docs).
 ///
 /// `fp64_ref`, when given, holds the same graph's outputs computed in float64; entry `i`
 /// judges output `i` (a missing entry falls back to the reference itself, as PyTorch does
@@ -198,6 +247,7 @@ impl OutputVerdict {
             passed,
             reason,
             max_abs_diff: None,
+            worst: None,
             res_error: None,
             ref_error: None,
             multiplier: None,
@@ -214,6 +264,10 @@ fn any(t: &Tensor) -> Result<bool, TchError> {
     Ok(t.f_any()?.f_int64_value(&[])? != 0)
 }
 
+fn count(mask: &Tensor) -> Result<i64, TchError> {
+    mask.f_sum(Kind::Int64)?.f_int64_value(&[])
+}
+
 fn is_complex(kind: Kind) -> bool {
     matches!(
         kind,
@@ -221,62 +275,126 @@ fn is_complex(kind: Kind) -> bool {
     )
 }
 
-/// The common wide kind two tensors are compared in: complex128 or float64.
-fn wide_kind(a: &Tensor, b: &Tensor) -> Result<Kind, TchError> {
-    Ok(if is_complex(a.f_kind()?) || is_complex(b.f_kind()?) {
-        Kind::ComplexDouble
-    } else {
-        Kind::Double
-    })
+fn is_floating(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Half | Kind::BFloat16 | Kind::Float | Kind::Double
+    )
 }
 
-/// Root mean squared error, computed in float64 (`sqrt(mean(|a - b|^2))`).
+/// A complex tensor as real numbers (a trailing dimension of 2), in float64.
+fn as_real_f64(t: &Tensor) -> Result<Tensor, TchError> {
+    if is_complex(t.f_kind()?) {
+        t.f_to_kind(Kind::ComplexDouble)?.f_view_as_real()
+    } else {
+        t.f_to_kind(Kind::Double)
+    }
+}
+
+/// Root mean squared error of two float64 vectors (0 for empty ones).
 fn rmse(a: &Tensor, b: &Tensor) -> Result<f64, TchError> {
-    let wide = wide_kind(a, b)?;
-    let diff = a.f_to_kind(wide)?.f_sub(&b.f_to_kind(wide)?)?;
-    diff.f_abs()?
+    if a.numel() == 0 {
+        return Ok(0.0);
+    }
+    a.f_sub(b)?
         .f_square()?
         .f_mean(Kind::Double)?
         .f_sqrt()?
         .f_double_value(&[])
 }
 
-/// Largest `|a - b|`: equal values (infinities included) count 0; NaN against NaN counts
-/// 0 with `equal_nan` (NaN without); NaN against a number counts infinity.
-fn max_abs_diff(a: &Tensor, b: &Tensor, equal_nan: bool) -> Result<Option<f64>, TchError> {
-    if a.numel() == 0 {
-        return Ok(None);
+/// The multi-dimensional index of flat position `flat` in a tensor of `shape`.
+fn unravel(mut flat: i64, shape: &[i64]) -> Vec<i64> {
+    let mut index = vec![0; shape.len()];
+    for (d, &size) in shape.iter().enumerate().rev() {
+        if size > 0 {
+            index[d] = flat % size;
+            flat /= size;
+        }
     }
-    let wide = wide_kind(a, b)?;
-    let (a, b) = (a.f_to_kind(wide)?, b.f_to_kind(wide)?);
-    let same = a.f_eq_tensor(&b)?;
-    let diff = a
-        .f_sub(&b)?
-        .f_abs()?
-        .f_where_scalarother(&same.f_logical_not()?, 0.0)?;
-    let both_nan = a.f_isnan()?.f_logical_and(&b.f_isnan()?)?;
-    let one_nan = diff.f_isnan()?.f_logical_and(&both_nan.f_logical_not()?)?;
-    let diff = diff.f_where_scalarother(&one_nan.f_logical_not()?, f64::INFINITY)?;
-    let diff = if equal_nan {
-        diff.f_where_scalarother(&both_nan.f_logical_not()?, 0.0)?
-    } else {
-        diff
-    };
-    Ok(Some(diff.f_max()?.f_double_value(&[])?))
+    index
+}
+
+/// How an element's values print: as integers, or as the shortest text that reads back
+/// as the same single- or double-precision float.
+#[derive(Clone, Copy)]
+enum Show {
+    Integer,
+    Single,
+    Double,
+}
+
+impl Show {
+    fn of(kind: Kind) -> Show {
+        match kind {
+            Kind::Double | Kind::ComplexDouble => Show::Double,
+            k if is_floating(k) || is_complex(k) => Show::Single,
+            _ => Show::Integer,
+        }
+    }
+
+    fn text(self, value: f64) -> String {
+        if value.is_nan() {
+            return "nan".into();
+        }
+        if value.is_infinite() {
+            return if value > 0.0 { "inf" } else { "-inf" }.into();
+        }
+        match self {
+            Show::Integer => format!("{}", value as i64),
+            Show::Single => format!("{:e}", value as f32),
+            Show::Double => format!("{value:e}"),
+        }
+    }
+}
+
+/// The value at flat position `flat`.
+fn value_at(t: &Tensor, flat: i64) -> Result<f64, TchError> {
+    t.f_reshape([-1])?.f_double_value(&[flat])
+}
+
+/// `3, 7` for index `[3, 7]`.
+fn index_text(index: &[i64]) -> String {
+    index
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Both values at flat position `flat` of two same-shaped tensors, as an [`Element`].
+fn element(
+    reference: &Tensor,
+    result: &Tensor,
+    flat: i64,
+    show: Show,
+) -> Result<Element, TchError> {
+    Ok(Element {
+        index: unravel(flat, &reference.size()),
+        reference: show.text(value_at(reference, flat)?),
+        result: show.text(value_at(result, flat)?),
+    })
+}
+
+/// The first flat position where `mask` is true.
+fn first_true(mask: &Tensor) -> Result<i64, TchError> {
+    mask.f_reshape([-1])?
+        .f_to_kind(Kind::Uint8)?
+        .f_argmax(0, false)?
+        .f_int64_value(&[])
 }
 
 /// TorchDynamo's `get_multiplier()`: how much worse than the reference the result may be.
-fn multiplier(res: &Tensor, reference: &Tensor, fp64: &Tensor, opts: &SameOptions) -> f64 {
+fn multiplier(res_kind: Kind, reference: &Tensor, numel: i64, opts: &SameOptions) -> f64 {
     if opts.force_max_multiplier {
         return 10.0;
     }
     // Mixed precision (f16/bf16) gets 3 to avoid false alarms; everything else 2.
-    let base = if matches!(res.f_kind(), Ok(Kind::Half | Kind::BFloat16)) {
+    let base = if matches!(res_kind, Kind::Half | Kind::BFloat16) {
         3.0
     } else {
         2.0
     };
-    let numel = fp64.numel();
     let one_by_one_kernel = matches!(reference.size().as_slice(), [_, _, 1, 1]);
     if opts.use_larger_multiplier_for_smaller_tensor && numel <= 10 {
         10.0
@@ -314,10 +432,6 @@ fn compare(
         (true, false) => return Ok(verdict(false, "result is undefined".to_string())),
     }
     let (mut r, s) = (cpu(reference)?, cpu(result)?);
-    let fp = match fp64_ref {
-        Some(f) if f.defined() => cpu(f)?,
-        _ => r.shallow_clone(),
-    };
     let (r_kind, s_kind) = (r.f_kind()?, s.f_kind()?);
 
     if opts.exact_dtype && r_kind != s_kind {
@@ -343,118 +457,200 @@ fn compare(
     if !opts.exact_dtype && r_kind != s_kind {
         r = r.f_to_kind(s_kind)?;
     }
-    if s_kind == Kind::Bool {
-        if opts.ignore_non_fp {
-            return Ok(verdict(
-                true,
-                "bool output ignored (ignore_non_fp)".to_string(),
-            ));
-        }
-        let (r8, s8) = (r.f_to_kind(Kind::Uint8)?, s.f_to_kind(Kind::Uint8)?);
-        let mut v = if r8.f_allclose(&s8, opts.tol, opts.tol, opts.equal_nan)? {
-            verdict(true, "bool values equal (compared as uint8)".to_string())
-        } else {
-            let differing = r8
-                .f_ne_tensor(&s8)?
-                .f_sum(Kind::Int64)?
-                .f_int64_value(&[])?;
-            verdict(
-                false,
-                format!(
-                    "bool values differ at {differing} of {} elements",
-                    s.numel()
-                ),
-            )
+    if is_floating(s_kind) || is_complex(s_kind) {
+        let fp = match fp64_ref {
+            Some(f) if f.defined() => Some(cpu(f)?),
+            _ => None,
         };
-        v.max_abs_diff = max_abs_diff(&r8, &s8, opts.equal_nan)?;
-        return Ok(v);
+        return compare_floats(&r, &s, fp.as_ref(), opts, verdict);
     }
 
-    let max_diff = max_abs_diff(&r, &s, opts.equal_nan)?;
-    let with_diff = |mut v: OutputVerdict| {
-        v.max_abs_diff = max_diff;
-        v
+    // Bools and integers: equal element for element.
+    let what = if s_kind == Kind::Bool {
+        "bool"
+    } else {
+        "integer"
     };
-    if r.f_allclose(&s, opts.tol, opts.tol, opts.equal_nan)? {
-        return Ok(with_diff(verdict(
-            true,
-            format!("allclose within tol={}", opts.tol),
-        )));
-    }
-
-    if fp.f_kind()? == Kind::Double {
-        if fp.size() != r.size() {
-            return Ok(with_diff(verdict(
-                false,
-                format!(
-                    "float64 reference {} does not fit reference {}",
-                    describe(&fp),
-                    describe(&r)
-                ),
-            )));
-        }
-        // The reference has NaN, the result has none and matches the float64 reference
-        // loosely: the result is better than the reference.
-        const LOOSE_TOL: f64 = 4e-2;
-        if !any(&fp.f_isnan()?)?
-            && !any(&s.f_isnan()?)?
-            && any(&r.f_isnan()?)?
-            && fp
-                .f_to_kind(s_kind)?
-                .f_allclose(&s, LOOSE_TOL, LOOSE_TOL, opts.equal_nan)?
-        {
-            return Ok(with_diff(verdict(
-                true,
-                format!(
-                    "reference has NaN; result has none and matches the float64 reference within {LOOSE_TOL}"
-                ),
-            )));
-        }
-        let ref_error = rmse(&fp, &r)?;
-        let res_error = rmse(&fp, &s)?;
-        let m = multiplier(&s, &r, &fp, opts);
-        let bound = m * ref_error + opts.tol / 10.0;
-        let mut passed = res_error <= bound;
-        let reason = if passed {
-            format!(
-                "not allclose within tol={}, but RMSE (res-fp64) {res_error:.6e} <= {m:.1} x RMSE (ref-fp64) {ref_error:.6e} + tol/10 {:.6e}",
-                opts.tol,
-                opts.tol / 10.0
-            )
-        } else if opts.equal_nan && ref_error.is_nan() && res_error.is_nan() {
-            passed = true;
-            "RMSE is NaN for both reference and result (equal_nan)".to_string()
-        } else {
-            format!(
-                "RMSE (res-fp64) {res_error:.6e} > {m:.1} x RMSE (ref-fp64) {ref_error:.6e} + tol/10 {:.6e}",
-                opts.tol / 10.0
-            )
-        };
-        let mut v = with_diff(verdict(passed, reason));
-        v.res_error = Some(res_error);
-        v.ref_error = Some(ref_error);
-        v.multiplier = Some(m);
-        return Ok(v);
-    }
-
-    let what = match dtype_of(s_kind) {
-        Some(d) if d.is_floating_point() || d.is_complex() => "no float64 reference",
-        _ => "a non-floating output",
-    };
-    Ok(with_diff(if opts.ignore_non_fp {
+    let (rw, sw) = (r.f_to_kind(Kind::Int64)?, s.f_to_kind(Kind::Int64)?);
+    let differ = rw.f_ne_tensor(&sw)?;
+    let differing = count(&differ)?;
+    let mut v = if differing == 0 {
+        verdict(true, format!("{what} values equal"))
+    } else if opts.ignore_non_fp {
         verdict(
             true,
             format!(
-                "not allclose within tol={}, ignored: {what} (ignore_non_fp)",
-                opts.tol
+                "{what} values differ at {differing} of {} elements, ignored (ignore_non_fp)",
+                s.numel()
             ),
         )
     } else {
-        verdict(
+        let mut v = verdict(
             false,
-            format!("not allclose within tol={}, and {what}", opts.tol),
+            format!(
+                "{what} values differ at {differing} of {} elements",
+                s.numel()
+            ),
+        );
+        let diff = rw.f_sub(&sw)?.f_abs()?;
+        let flat = diff
+            .f_reshape([-1])?
+            .f_argmax(0, false)?
+            .f_int64_value(&[])?;
+        v.worst = Some(element(&rw, &sw, flat, Show::Integer)?);
+        v
+    };
+    if s.numel() > 0 {
+        v.max_abs_diff = Some(
+            rw.f_sub(&sw)?
+                .f_abs()?
+                .f_max()?
+                .f_to_kind(Kind::Double)?
+                .f_double_value(&[])?,
+        );
+    }
+    Ok(v)
+}
+
+/// Steps 3 to 6 of the module docs for floating and complex outputs.
+fn compare_floats(
+    r: &Tensor,
+    s: &Tensor,
+    fp: Option<&Tensor>,
+    opts: &SameOptions,
+    verdict: impl Fn(bool, String) -> OutputVerdict,
+) -> Result<OutputVerdict, TchError> {
+    let s_kind = s.f_kind()?;
+    let show = Show::of(s_kind);
+    let (rd, sd) = (as_real_f64(r)?, as_real_f64(s)?);
+    if rd.numel() == 0 {
+        return Ok(verdict(true, "both empty".to_string()));
+    }
+    // 3. Non-finite elements, position by position.
+    let (r_nan, s_nan) = (rd.f_isnan()?, sd.f_isnan()?);
+    let nan_mismatch = r_nan.f_logical_xor(&s_nan)?;
+    let inf_mismatch = rd
+        .f_isposinf()?
+        .f_logical_xor(&sd.f_isposinf()?)?
+        .f_logical_or(&rd.f_isneginf()?.f_logical_xor(&sd.f_isneginf()?)?)?;
+    let mut mismatch = nan_mismatch.f_logical_or(&inf_mismatch)?;
+    let both_nan = r_nan.f_logical_and(&s_nan)?;
+    if !opts.equal_nan {
+        mismatch = mismatch.f_logical_or(&both_nan)?;
+    }
+    if any(&mismatch)? {
+        let n = count(&mismatch)?;
+        let flat = first_true(&mismatch)?;
+        let mut v = verdict(
+            false,
+            format!(
+                "non-finite values differ at {n} of {} elements{}",
+                rd.numel(),
+                if !opts.equal_nan && any(&both_nan)? {
+                    " (NaN against NaN counts as different without equal_nan)"
+                } else {
+                    ""
+                }
+            ),
+        );
+        v.max_abs_diff = Some(f64::INFINITY);
+        v.worst = Some(element(&rd, &sd, flat, show)?);
+        return Ok(v);
+    }
+    // 4. allclose on the elements both have finite.
+    let finite = rd.f_isfinite()?;
+    let positions = finite.f_reshape([-1])?.f_nonzero()?.f_reshape([-1])?;
+    let (rf, sf) = (rd.f_masked_select(&finite)?, sd.f_masked_select(&finite)?);
+    let with_worst = |mut v: OutputVerdict| -> Result<OutputVerdict, TchError> {
+        if rf.numel() > 0 {
+            let diff = rf.f_sub(&sf)?.f_abs()?;
+            let k = diff.f_argmax(0, false)?.f_int64_value(&[])?;
+            v.max_abs_diff = Some(diff.f_double_value(&[k])?);
+            let flat = positions.f_int64_value(&[k])?;
+            v.worst = Some(element(&rd, &sd, flat, show)?);
+        } else {
+            v.max_abs_diff = Some(0.0);
+        }
+        Ok(v)
+    };
+    if rf.f_allclose(&sf, opts.tol, opts.tol, false)? {
+        return with_worst(verdict(true, format!("allclose within tol={}", opts.tol)));
+    }
+    // 5. The float64 rule, with a credible reference only.
+    let not_close = format!("not allclose within tol={}", opts.tol);
+    let fpd = match fp {
+        Some(f) if matches!(f.f_kind()?, Kind::Double | Kind::ComplexDouble) => {
+            let f = as_real_f64(f)?;
+            if f.size() != rd.size() {
+                return with_worst(verdict(
+                    false,
+                    format!(
+                        "{not_close}, and the float64 reference {} does not fit the reference {}",
+                        describe(&f),
+                        describe(r)
+                    ),
+                ));
+            }
+            f
+        }
+        // Without a float64 run, a float64 reference is its own (PyTorch's fallback).
+        None if matches!(r.f_kind()?, Kind::Double | Kind::ComplexDouble) => rd.shallow_clone(),
+        _ => {
+            return with_worst(verdict(
+                false,
+                format!("{not_close}, and no float64 reference to judge by"),
+            ))
+        }
+    };
+    let fpf = fpd.f_masked_select(&finite)?;
+    let fp_bad = fpf.f_isfinite()?.f_logical_not()?;
+    if any(&fp_bad)? {
+        let k = first_true(&fp_bad)?;
+        let flat = positions.f_int64_value(&[k])?;
+        return with_worst(verdict(
+            false,
+            format!(
+                "{not_close}, and the float64 run is not finite where both are (float64 {} at [{}]), so it cannot judge",
+                Show::Double.text(value_at(&fpd, flat)?),
+                index_text(&unravel(flat, &rd.size()))
+            ),
+        ));
+    }
+    if !rf.f_allclose(&fpf, LOOSE_TOL, LOOSE_TOL, false)? {
+        let diff = rf.f_sub(&fpf)?.f_abs()?;
+        let k = diff.f_argmax(0, false)?.f_int64_value(&[])?;
+        let flat = positions.f_int64_value(&[k])?;
+        return with_worst(verdict(
+            false,
+            format!(
+                "{not_close}; the float64 rule does not apply: the reference itself is not within {LOOSE_TOL} of graphbug's float64 run (at [{}]: reference {}, float64 {})",
+                index_text(&unravel(flat, &rd.size())),
+                show.text(value_at(&rd, flat)?),
+                Show::Double.text(value_at(&fpd, flat)?)
+            ),
+        ));
+    }
+    let ref_error = rmse(&fpf, &rf)?;
+    let res_error = rmse(&fpf, &sf)?;
+    let m = multiplier(s_kind, r, r.numel() as i64, opts);
+    let bound = m * ref_error + opts.tol / 10.0;
+    let passed = res_error <= bound;
+    let reason = if passed {
+        format!(
+            "{not_close}, but RMSE (res-fp64) {res_error:.6e} <= {m:.1} x RMSE (ref-fp64) {ref_error:.6e} + tol/10 {:.6e}",
+            opts.tol / 10.0
         )
-    }))
+    } else {
+        format!(
+            "RMSE (res-fp64) {res_error:.6e} > {m:.1} x RMSE (ref-fp64) {ref_error:.6e} + tol/10 {:.6e}",
+            opts.tol / 10.0
+        )
+    };
+    let mut v = with_worst(verdict(passed, reason))?;
+    v.res_error = Some(res_error);
+    v.ref_error = Some(ref_error);
+    v.multiplier = Some(m);
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -618,13 +814,13 @@ mod tests {
     }
 
     #[test]
-    fn nan_handling() {
-        let nan = f32::NAN;
-        // NaN in the same places: equal with equal_nan, not without.
+    fn nan_and_inf_must_match_position_by_position() {
+        let (nan, inf) = (f32::NAN, f32::INFINITY);
         let eq = SameOptions {
             equal_nan: true,
             ..SameOptions::default()
         };
+        // NaN in the same places: equal with equal_nan, not without.
         let v = one(f32s(&[nan, 1.0]), f32s(&[nan, 1.0]), None, &eq);
         assert!(v.passed && v.max_abs_diff == Some(0.0), "{v:?}");
         let v = one(
@@ -633,38 +829,105 @@ mod tests {
             None,
             &SameOptions::default(),
         );
-        assert!(!v.passed, "{v:?}");
-        // As PyTorch's test_nan: NaN vs NaN with a finite fp64 reference passes with equal_nan.
-        let fp = Tensor::from_slice(&[5.0f64]);
-        let v = one(f32s(&[nan]), f32s(&[nan]), Some(fp.shallow_clone()), &eq);
+        assert!(!v.passed && v.reason.contains("without equal_nan"), "{v:?}");
+        // Infinities of the same sign in the same places are equal.
+        let v = one(f32s(&[inf, -inf, 2.0]), f32s(&[inf, -inf, 2.0]), None, &eq);
         assert!(v.passed, "{v:?}");
-        // Without equal_nan both RMSEs are NaN and the check fails.
-        let v = one(
-            f32s(&[nan]),
-            f32s(&[nan]),
-            Some(fp),
-            &SameOptions::default(),
-        );
-        assert!(!v.passed && v.res_error.unwrap().is_nan(), "{v:?}");
-        // The reference has NaN, the result has none and matches the fp64 reference: pass.
-        let v = one(
-            f32s(&[nan, 2.0]),
-            f32s(&[1.01, 2.0]),
-            Some(Tensor::from_slice(&[1.0f64, 2.0])),
-            &SameOptions::default(),
-        );
-        assert!(
-            v.passed && v.reason.starts_with("reference has NaN"),
-            "{v:?}"
-        );
-        // A NaN in the result only is infinitely far off.
+        // A NaN, or an infinity, on one side only fails, whatever the float64 run says.
+        let fp = Tensor::from_slice(&[1.0f64, 2.0]);
+        for (reference, result, at, r, s) in [
+            ([nan, 2.0], [1.0, 2.0], 0, "nan", "1e0"),
+            ([1.0, 2.0], [nan, 2.0], 0, "1e0", "nan"),
+            ([1.0, 2.0], [1.0, inf], 1, "2e0", "inf"),
+            ([1.0, inf], [1.0, -inf], 1, "inf", "-inf"),
+        ] {
+            let v = one(
+                f32s(&reference),
+                f32s(&result),
+                Some(fp.shallow_clone()),
+                &eq,
+            );
+            assert!(!v.passed, "{reference:?} vs {result:?}: {v:?}");
+            assert!(
+                v.reason.starts_with("non-finite values differ at 1 of 2"),
+                "{v:?}"
+            );
+            let w = v.worst.unwrap();
+            assert_eq!(
+                (w.index, w.reference.as_str(), w.result.as_str()),
+                (vec![at], r, s)
+            );
+        }
+        // A result that is NaN where the float64 run is NaN too (graphbug interprets the
+        // graph wrongly in both precisions) fails against a finite reference.
         let v = one(
             f32s(&[1.0, 2.0]),
-            f32s(&[nan, 2.0]),
-            Some(Tensor::from_slice(&[1.0f64, 2.0])),
+            f32s(&[nan, nan]),
+            Some(Tensor::from_slice(&[f64::NAN, f64::NAN])),
             &eq,
         );
         assert!(!v.passed && v.max_abs_diff == Some(f64::INFINITY), "{v:?}");
+    }
+
+    /// A reference that is far from the truth cannot excuse anything: the float64 rule
+    /// applies only when the reference is itself close to the float64 run.
+    #[test]
+    fn wrong_references_fail() {
+        let truth: Vec<f64> = (0..80).map(|i| (f64::from(i) * 0.37).sin()).collect();
+        let fp = Tensor::from_slice(&truth);
+        let good = fp.to_kind(Kind::Float);
+        let opts = SameOptions::repro();
+        for (name, bogus) in [
+            ("1e6", good.full_like(1e6)),
+            ("zeros", good.zeros_like()),
+            ("nan", good.full_like(f64::NAN)),
+            ("negated", -&good),
+            ("one element off", {
+                let b = good.copy();
+                let _ = b.get(17).fill_(5.0);
+                b
+            }),
+        ] {
+            let v = one(bogus, good.copy(), Some(fp.shallow_clone()), &opts);
+            assert!(!v.passed, "{name}: {v:?}");
+            assert!(v.worst.is_some(), "{name}: {v:?}");
+        }
+        // A credible reference still lets the float64 rule pass float noise.
+        let noisy_ref = &good + Tensor::from_slice(&[2e-3f32]).repeat([80]);
+        let v = one(noisy_ref, good.copy(), Some(fp.shallow_clone()), &opts);
+        assert!(v.passed && v.reason.contains("but RMSE"), "{v:?}");
+        // The worst element is named with both values.
+        let off = good.copy();
+        let _ = off.get(3).fill_(9.5);
+        let v = one(good.copy(), off, Some(fp), &opts);
+        let w = v.worst.as_ref().unwrap();
+        assert_eq!(w.index, [3]);
+        assert_eq!(w.result, "9.5e0");
+        assert_eq!(w.reference, format!("{:e}", truth[3] as f32));
+        assert!(
+            v.to_string().contains("worst element at [3]: reference"),
+            "{v:?}"
+        );
+    }
+
+    /// Faults like those the accuracy backends inject: wrong results against a right
+    /// reference fail by every rule.
+    #[test]
+    fn wrong_results_fail() {
+        let fp = Tensor::from_slice(&[0.5f64, -1.0, 2.0, 4.0]).reshape([2, 2]);
+        let r = fp.to_kind(Kind::Float);
+        let opts = SameOptions::repro();
+        for (name, res) in [
+            ("plus one", &r + 1.0),
+            ("relu as identity plus one", r.relu() + 1.0),
+            ("zeros", r.zeros_like()),
+            ("nan", r.full_like(f64::NAN)),
+            ("inf", r.full_like(f64::INFINITY)),
+        ] {
+            let v = one(r.copy(), res, Some(fp.shallow_clone()), &opts);
+            assert!(!v.passed, "{name}: {v:?}");
+            assert_eq!(v.worst.as_ref().unwrap().index.len(), 2, "{name}");
+        }
     }
 
     #[test]
@@ -726,19 +989,24 @@ mod tests {
     }
 
     #[test]
-    fn integer_outputs() {
+    fn integer_outputs_must_be_equal() {
         let a = Tensor::from_slice(&[1i64, 2, 3]);
         let b = Tensor::from_slice(&[1i64, 2, 4]);
         let opts = SameOptions::default();
         assert!(one(a.shallow_clone(), a.copy(), None, &opts).passed);
-        // An integer fp64 "reference" (integers stay integers in a float64 run) cannot judge.
         let v = one(a.shallow_clone(), b.shallow_clone(), Some(a.copy()), &opts);
         assert!(!v.passed);
-        assert_eq!(
-            v.reason,
-            "not allclose within tol=0.0001, and a non-floating output"
-        );
+        assert_eq!(v.reason, "integer values differ at 1 of 3 elements");
         assert_eq!(v.max_abs_diff, Some(1.0));
+        let w = v.worst.unwrap();
+        assert_eq!(
+            (w.index, w.reference, w.result),
+            (vec![2], "3".into(), "4".into())
+        );
+        // No tolerance: allclose(tol=1e-3) would let 1001 pass for 1000.
+        let big = Tensor::from_slice(&[1000i64]);
+        let v = one(big.shallow_clone(), &big + 1, None, &SameOptions::repro());
+        assert!(!v.passed, "{v:?}");
         let ignore = SameOptions {
             ignore_non_fp: true,
             ..SameOptions::default()
@@ -754,8 +1022,14 @@ mod tests {
         assert!(!v.passed && v.res_error.is_none());
         assert_eq!(
             v.reason,
-            "not allclose within tol=0.0001, and no float64 reference"
+            "not allclose within tol=0.0001, and no float64 reference to judge by"
         );
+        // Even when non-floating outputs are ignored, a float output is judged.
+        let ignore = SameOptions {
+            ignore_non_fp: true,
+            ..SameOptions::default()
+        };
+        assert!(!one(f32s(&[1.0]), f32s(&[1.1]), None, &ignore).passed);
         // f64 outputs: the reference itself is the float64 reference (ref error 0), so the
         // result must be within tol/10 in RMSE.
         let r = Tensor::from_slice(&[1.0f64, 2.0]);
@@ -779,6 +1053,8 @@ mod tests {
         assert!(one(a.shallow_clone(), a.copy(), None, &opts).passed);
         let v = one(a, b, None, &opts);
         assert!(!v.passed && v.max_abs_diff == Some(1.0), "{v:?}");
+        // The worst element names the imaginary part (last index 1).
+        assert_eq!(v.worst.unwrap().index, [0, 1]);
     }
 
     #[test]
@@ -798,7 +1074,7 @@ mod tests {
             report.to_string(),
             "accuracy: 1 of 2 outputs differ (first: output 1)\n\
              \x20 output 0 f32[2]: ok: allclose within tol=0.0001 (max abs diff 0.000000e0)\n\
-             \x20 output 1 f32[2000]: FAIL: RMSE (res-fp64) 2.500000e-2 > 2.0 x RMSE (ref-fp64) 1.000000e-2 + tol/10 1.000000e-5 (max abs diff 1.500000e-2)\n"
+             \x20 output 1 f32[2000]: FAIL: RMSE (res-fp64) 2.500000e-2 > 2.0 x RMSE (ref-fp64) 1.000000e-2 + tol/10 1.000000e-5 (max abs diff 1.500000e-2); worst element at [0]: reference 1e-2, result 2.5e-2\n"
         );
         let json = serde_json::to_string(&report).unwrap();
         let back: AccuracyReport = serde_json::from_str(&json).unwrap();

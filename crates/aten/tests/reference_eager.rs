@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use graphbug_aten::accuracy::{same, SameOptions};
+use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::Interpreter;
 use graphbug_ir::{parse_graph, Device};
 use tch::Tensor;
@@ -20,27 +22,29 @@ fn npz(path: PathBuf, prefix: &str) -> Vec<Tensor> {
     named.into_iter().map(|(_, t)| t).collect()
 }
 
+/// Within TorchDynamo's repro tolerance of the outputs PyTorch stored with the fixtures
+/// (bit for bit on the machine that exported them; other CPUs' kernels differ in the last
+/// bit, so pytorch.rs checks bit-exactness against PyTorch run on this machine).
 #[test]
-fn forward_graphs_match_pytorch_bit_for_bit() {
+fn forward_graphs_match_pytorch_reference_outputs() {
     for model in ["mlp", "cnn", "gpt4"] {
         let graph =
             parse_graph(&std::fs::read_to_string(fixture(model, "forward.py")).unwrap()).unwrap();
         let inputs = npz(fixture(model, "inputs.npz"), "arg");
         let expected = npz(fixture(model, "outputs.npz"), "out");
+        let fp64 = fp64_reference(&graph, &inputs, &Device::cpu(), &HashMap::new()).unwrap();
         let interp = Interpreter::new(&graph, &Device::cpu(), &HashMap::new()).unwrap();
         let out = interp
             .run(&inputs)
             .unwrap_or_else(|e| panic!("{model}: {e}"));
-        assert_eq!(out.len(), expected.len());
-        for (o, e) in out.iter().zip(&expected) {
-            let o = o.as_ref().unwrap();
-            assert_eq!(o.size(), e.size(), "{model}");
-            let diff = (o - e).abs().max().double_value(&[]);
-            println!("{model}: max abs diff {diff:e}");
-            assert!(
-                o.equal(e),
-                "{model}: not bit-identical, max abs diff {diff:e}"
-            );
+        let out: Vec<Tensor> = out.into_iter().flatten().collect();
+        let fp64: Vec<Tensor> = fp64.into_iter().flatten().collect();
+        let report = same(&expected, &out, Some(&fp64), &SameOptions::repro());
+        println!("{model}: {report}");
+        assert!(report.passed(), "{model}: {report}");
+        for o in &report.outputs {
+            let d = o.max_abs_diff.unwrap();
+            assert!(d < 1e-5, "{model}: output {} is {d:e} off", o.index);
         }
     }
 }

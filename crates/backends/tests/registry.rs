@@ -48,7 +48,13 @@ fn eager_reproduces_pytorch_outputs_on_reference_graphs() {
             .compile(&graph, &examples, &CompileContext::default())
             .unwrap();
         let out = f.run(&inputs).unwrap();
-        assert!(out[0].as_ref().unwrap().equal(&expected[0]), "{model}");
+        // Bit for bit on the exporting machine; kernels of other CPUs differ in the last
+        // bit (graphbug-aten's pytorch.rs checks bit-exactness against PyTorch run here).
+        let diff = (out[0].as_ref().unwrap() - &expected[0])
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(diff < 1e-5, "{model}: {diff:e} from PyTorch's outputs");
     }
 }
 
