@@ -333,9 +333,21 @@ fn inject_fault_env_applies_to_any_backend() {
             && err.contains("expected:\nfault:<kind>"),
         "{err}"
     );
-    // A crash fault really aborts the process.
+    // A crash fault really aborts the process running the backend; graphbug survives it
+    // and reports a classified crash.
     let out = graphbug_env(
         &["run", gpt4.to_str().unwrap()],
+        &[("GRAPHBUG_INJECT_FAULT", "crash@_softmax#2")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("runtime crash in backend `fault:crash@_softmax#2+eager`: injected crash fault at node `_softmax_1` (aten::_softmax.default): aborting the process (killed by signal 6 (SIGABRT))"),
+        "{err}"
+    );
+    // In-process, it takes graphbug down with it.
+    let out = graphbug_env(
+        &["run", gpt4.to_str().unwrap(), "--no-isolate"],
         &[("GRAPHBUG_INJECT_FAULT", "crash@_softmax#2")],
     );
     use std::os::unix::process::ExitStatusExt;

@@ -167,7 +167,11 @@ fn a_hanging_backend_is_a_timeout_verdict() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(summary(&out)["end_nodes"], 1);
-    assert!(text(&out.stdout).contains("failure: runtime timeout: no answer within 1 s"));
+    assert!(
+        text(&out.stdout).contains("failure: runtime timeout: no answer within 1.000 s"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -254,7 +258,7 @@ fn a_graph_that_does_not_fail_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains(
-            "input graph does not fail (compile or runtime errors of backend eager): passes"
+            "input graph does not fail (compile or runtime errors of backend eager (isolated)): passes"
         ),
         "{}",
         text(&out.stderr)

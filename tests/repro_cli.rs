@@ -275,11 +275,12 @@ fn the_demo_runs_the_whole_flow() {
 }
 
 #[test]
-fn a_crash_at_level_3_leaves_a_launcher_that_minifies_under_isolation() {
+fn a_crash_is_survived_recorded_and_minified() {
     let tmp = tempfile::tempdir().unwrap();
     let out_dir = tmp.path().join("crash");
     let g = root().join("tests/fixtures/mlp/forward.py");
-    // The crash kills the process during the run; the launcher was written before compiling.
+    // The first run happens in a child process: the crash is a detected failure, written as
+    // a repro (completing the level-3 launcher written before compiling) and minified.
     let out = graphbug_in(
         tmp.path(),
         &[
@@ -293,13 +294,53 @@ fn a_crash_at_level_3_leaves_a_launcher_that_minifies_under_isolation() {
             out_dir.to_str().unwrap(),
         ],
     );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("detected: compile crash in backend `fault:crash@gelu`")
+            || stdout.contains("detected: runtime crash in backend `fault:crash@gelu`"),
+        "{stdout}"
+    );
+    assert!(out_dir.join("minifier_launcher.sh").exists());
+    let manifest = std::fs::read_to_string(out_dir.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"symptom\": \"crash\""), "{manifest}");
+    assert_eq!(call_nodes(&out_dir.join("minified/graph.py")), ["gelu"]);
+    // Running the repro reproduces the crash (exit 1) without dying of it.
+    let run = graphbug_in(tmp.path(), &["repro", out_dir.to_str().unwrap(), "run"]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stdout).starts_with("reproduced: "),
+        "{}",
+        text(&run.stdout)
+    );
+}
+
+#[test]
+fn a_crash_in_process_at_level_3_leaves_a_launcher_that_minifies_under_isolation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("crash");
+    let g = root().join("tests/fixtures/mlp/forward.py");
+    // In-process, the crash kills the process during the run; the launcher was written
+    // before compiling, as at PyTorch's level 3.
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            g.to_str().unwrap(),
+            "--backend",
+            "fault:crash@gelu",
+            "--level",
+            "3",
+            "--no-isolate",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(6), "{}", text(&out.stderr));
     assert!(out_dir.join("minifier_launcher.sh").exists());
-    let min = graphbug_in(
-        tmp.path(),
-        &["repro", out_dir.to_str().unwrap(), "minify", "--isolate"],
-    );
+    // What the launcher runs minifies with isolation by default.
+    let min = graphbug_in(tmp.path(), &["repro", out_dir.to_str().unwrap(), "minify"]);
     assert!(
         min.status.success(),
         "{}{}",

@@ -8,14 +8,15 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
-use graphbug::aten::io::write_tensors;
 use graphbug::backends::lookup;
 use graphbug::ir::{print_graph, Device, Graph};
 use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
 use graphbug::repro::checkers::describe_check;
 use graphbug::repro::command::CommandChecker;
 use graphbug::repro::isolate::{IsolatedChecker, WorkerSpec};
+use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::progress::MinifyDir;
+use graphbug::repro::scratch::Scratch;
 use graphbug::repro::{BackendChecker, CheckKind, ReferenceValues};
 use tch::Tensor;
 
@@ -49,13 +50,18 @@ pub struct MinifyArgs {
     /// Regex the failure message must match (default: similar to the original's).
     #[arg(long)]
     check_str: Option<String>,
-    /// Run the backend in a worker process: crashes and hangs become verdicts.
-    #[arg(long)]
+    /// Run the backend in a worker process, so crashes and hangs become verdicts (the
+    /// default; kept for compatibility).
+    #[arg(long, conflicts_with = "no_isolate")]
     isolate: bool,
-    /// Seconds a query may take before it counts as a hang (with --isolate or
-    /// --check-command).
-    #[arg(long)]
-    timeout: Option<f64>,
+    /// Run the backend in this process: faster queries, but a crash ends the run and
+    /// nothing bounds a hang.
+    #[arg(long, conflicts_with = "timeout")]
+    no_isolate: bool,
+    /// Seconds a backend run (or check command) may take before it counts as a hang.
+    /// Default: derived from the original graph's eager run (printed at the start).
+    #[arg(long, value_parser = parse_timeout)]
+    timeout: Option<Duration>,
     /// Directory for the original, the smallest failing graph so far, and the state.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -73,34 +79,8 @@ pub struct MinifyArgs {
     json: bool,
 }
 
-/// A scratch directory removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Result<Scratch> {
-        let dir = std::env::temp_dir().join(format!(
-            "graphbug-{tag}-{}-{}",
-            std::process::id(),
-            now_nanos()
-        ));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(Scratch(dir))
-    }
-}
-
-fn now_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The checker the arguments ask for.
+/// The checker the arguments ask for; backend runs are bounded by `limit`.
+#[allow(clippy::too_many_arguments)]
 fn build_checker(
     args: &MinifyArgs,
     graph: &Graph,
@@ -109,18 +89,19 @@ fn build_checker(
     device: &Device,
     plugins: &[PathBuf],
     scratch: &Scratch,
+    limit: TimeLimit,
 ) -> Result<Box<dyn Checker>> {
-    let timeout = args.timeout.map(Duration::from_secs_f64);
     let offload = args
         .offload_to_disk
-        .then(|| scratch.0.join("values-checker"));
+        .then(|| scratch.path().join("values-checker"));
     if let Some(cmd) = &args.check_command {
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
+        eprintln!("{}", limit.describe());
         return Ok(Box::new(CommandChecker::new(
             cmd,
             values,
-            scratch.0.join("command"),
-            timeout,
+            scratch.path().join("command"),
+            limit,
         )));
     }
     let check = args.check.as_deref().ok_or_else(|| {
@@ -137,51 +118,26 @@ fn build_checker(
         .as_deref()
         .ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
     let resolved = lookup(backend)?;
-    if args.isolate {
-        let inputs_file = scratch.0.join("inputs.safetensors");
-        let names: Vec<String> = graph
-            .placeholders()
-            .iter()
-            .map(|&i| graph.node(i).name.clone())
-            .collect();
-        let named: Vec<(String, Tensor)> = names
-            .into_iter()
-            .zip(inputs.iter().map(Tensor::shallow_clone))
-            .collect();
-        write_tensors(&inputs_file, &named)?;
-        let constants_file = if constants.is_empty() {
-            None
-        } else {
-            let file = scratch.0.join("constants.safetensors");
-            let named: Vec<(String, Tensor)> = constants
-                .iter()
-                .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                .collect();
-            write_tensors(&file, &named)?;
-            Some(file)
-        };
-        let spec = WorkerSpec {
-            graph: print_graph(graph),
-            inputs: inputs_file,
-            constants: constants_file,
-            device: device.to_string(),
-            backend: backend.to_string(),
-            check: kind,
-            plugins: plugins.to_vec(),
-            offload: args
-                .offload_to_disk
-                .then(|| scratch.0.join("values-worker")),
-        };
-        let spec_file = scratch.0.join("worker.json");
-        std::fs::write(&spec_file, serde_json::to_string(&spec)?)?;
-        let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
-        let name = describe_check(kind, resolved.name());
-        return Ok(Box::new(IsolatedChecker::new(
-            exe, spec_file, name, timeout,
-        )));
+    if args.no_isolate {
+        let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
+        return Ok(Box::new(BackendChecker::new(resolved, kind, values)));
     }
-    let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
-    Ok(Box::new(BackendChecker::new(resolved, kind, values)))
+    let spec = WorkerSpec::write(
+        scratch.path(),
+        graph,
+        inputs,
+        constants,
+        device,
+        backend,
+        kind,
+        plugins,
+        args.offload_to_disk
+            .then(|| scratch.path().join("values-worker")),
+    )?;
+    let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
+    eprintln!("{}", limit.describe());
+    let name = describe_check(kind, resolved.name());
+    Ok(Box::new(IsolatedChecker::new(exe, spec, name, limit)))
 }
 
 /// `graphbug minify`.
@@ -197,13 +153,16 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         tch_device(&device)?,
     )?;
     let scratch = Scratch::new("minify")?;
-    let mut checker = build_checker(
-        args, &graph, &inputs, &constants, &device, plugins, &scratch,
-    )?;
-    // The values saved repros are made of: from one eager run in this process.
-    let offload = args.offload_to_disk.then(|| scratch.0.join("values"));
+    // The values saved repros are made of: from one eager run in this process, which also
+    // sets the default time limit.
+    let offload = args.offload_to_disk.then(|| scratch.path().join("values"));
+    let eager_started = Instant::now();
     let values = ReferenceValues::record(&graph, &inputs, &constants, &device, offload.as_deref())
         .context("eager reference run of the original graph")?;
+    let limit = TimeLimit::new(args.timeout, eager_started.elapsed());
+    let mut checker = build_checker(
+        args, &graph, &inputs, &constants, &device, plugins, &scratch, limit,
+    )?;
     let mut options = MinifyOptions {
         value_keys: Some(values.value_keys().clone()),
         check_str: args.check_str.clone(),

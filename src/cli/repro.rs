@@ -9,12 +9,22 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
+use graphbug::aten::Interpreter;
+use graphbug::backends::Failure;
 use graphbug::ir::Device;
+use graphbug::ir::Graph;
 use graphbug::minifier::Minified;
-use graphbug::repro::actions::{analyze, minify_repro, reproduce, ActionOptions, Outcome};
-use graphbug::repro::case::{absolute, read_repro_dir};
-use graphbug::repro::compile::{compile, ReproOptions};
+use graphbug::repro::actions::{
+    analyze, classify, minify_repro, reproduce, ActionOptions, Outcome,
+};
+use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
+use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
+use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::manifest::ReproAfter;
+use graphbug::repro::process::{is_supervised, rerun_self, Ended};
+use graphbug::repro::scratch::Scratch;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 use super::{graph_inputs, load_graph};
 use tch::Tensor;
@@ -31,7 +41,7 @@ pub struct ReproArgs {
     #[arg(long)]
     backend: Option<String>,
     /// Repro level 0-4 (default: GRAPHBUG_REPRO_LEVEL, else 4 for a graph file).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
     level: Option<u8>,
     /// Where to take the repro: `dynamo` (the graph given to the backend) or `aot` (the
     /// forward or backward graph an AOT pipeline gives its inner compiler). Default:
@@ -53,12 +63,17 @@ pub struct ReproArgs {
     /// Where a graph file's repro goes.
     #[arg(long, default_value = "repro_out")]
     out: PathBuf,
-    /// Minify in a worker process (crashes and hangs become verdicts).
-    #[arg(long)]
+    /// Run the backend in worker processes, so crashes and hangs become verdicts (the
+    /// default; kept for compatibility).
+    #[arg(long, conflicts_with = "no_isolate")]
     isolate: bool,
-    /// Seconds a query may take when isolating.
-    #[arg(long)]
-    timeout: Option<f64>,
+    /// Run the backend in this process: a crash ends the run and nothing bounds a hang.
+    #[arg(long, conflicts_with = "timeout")]
+    no_isolate: bool,
+    /// Seconds a backend run may take before it counts as a hang. Default: derived from
+    /// the graph's eager run (printed).
+    #[arg(long, value_parser = parse_timeout)]
+    timeout: Option<Duration>,
     /// Regex the failure message must match.
     #[arg(long)]
     check_str: Option<String>,
@@ -69,8 +84,8 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         backend: args.backend.clone(),
         device: args.device.clone(),
         check_str: args.check_str.clone(),
-        isolate: args.isolate,
-        timeout: args.timeout.map(Duration::from_secs_f64),
+        in_process: args.no_isolate,
+        timeout: args.timeout,
         worker_exe: Some(std::env::current_exe().context("locating the graphbug binary")?),
     })
 }
@@ -151,26 +166,30 @@ fn flow(
     if training {
         options.requires_grad = inputs.iter().map(|t| t.is_floating_point()).collect();
     }
+    if let Some(result_file) = std::env::var_os(FIRST_RUN_ENV) {
+        // The supervised child: the first run only, its result for the parent.
+        let result = first_run(&graph, backend, &inputs, &constants, options, training);
+        let record = FirstRun {
+            failure: result.as_ref().err().map(|f| (*f.failure).clone()),
+            repro: result.err().and_then(|f| f.repro),
+        };
+        std::fs::write(&result_file, serde_json::to_string(&record)?)
+            .with_context(|| format!("writing {}", Path::new(&result_file).display()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "compiling {} ({} nodes) with `{backend}` at repro level {}",
         file.display(),
         graph.num_call_function_nodes(),
         options.level
     );
-    let result = compile(&graph, backend, &inputs, &constants, options).and_then(|mut c| {
-        let outputs = c.run(&inputs)?;
-        if !training {
-            return Ok(outputs);
-        }
-        // Ones as the gradient of every output, the way `out.sum().backward()` seeds it.
-        let seeds: Vec<Option<Tensor>> = outputs
-            .iter()
-            .map(|o| o.as_ref().map(Tensor::ones_like))
-            .collect();
-        c.backward(&seeds)
-    });
+    let result = if args.no_isolate {
+        first_run(&graph, backend, &inputs, &constants, options, training)
+    } else {
+        bounded_first_run(&graph, backend, &inputs, &constants, options, args)?
+    };
     let failure = match result {
-        Ok(_) => {
+        Ok(()) => {
             println!("no failure: `{backend}` compiled and ran the graph without error; at level 4 its outputs match eager");
             return Ok(ExitCode::SUCCESS);
         }
@@ -203,6 +222,86 @@ fn flow(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Environment variable telling a supervised child of `repro GRAPH` to make the first run
+/// only and write its [`FirstRun`] to the file named.
+const FIRST_RUN_ENV: &str = "GRAPHBUG_REPRO_FIRST_RUN";
+
+/// What the first run of `repro GRAPH` found, passed from the supervised child.
+#[derive(Serialize, Deserialize)]
+struct FirstRun {
+    failure: Option<Failure>,
+    repro: Option<PathBuf>,
+}
+
+/// Compiles and runs the graph under the repro machinery (and its backward for training
+/// pipelines).
+fn first_run(
+    graph: &Graph,
+    backend: &str,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    options: ReproOptions,
+    training: bool,
+) -> std::result::Result<(), ReproFailure> {
+    let mut c = compile(graph, backend, inputs, constants, options)?;
+    let outputs = c.run(inputs)?;
+    if training {
+        // Ones as the gradient of every output, the way `out.sum().backward()` seeds it.
+        let seeds: Vec<Option<Tensor>> = outputs
+            .iter()
+            .map(|o| o.as_ref().map(Tensor::ones_like))
+            .collect();
+        c.backward(&seeds)?;
+    }
+    Ok(())
+}
+
+/// [`first_run`] in a child process bounded in time: a crash or a hang of the backend is
+/// a failure like any other, recorded in a repro directory at levels 1 and up.
+fn bounded_first_run(
+    graph: &Graph,
+    backend: &str,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    options: ReproOptions,
+    args: &ReproArgs,
+) -> Result<std::result::Result<(), ReproFailure>> {
+    let started = Instant::now();
+    let device = options.device.clone();
+    Interpreter::new(graph, &device, constants)?
+        .run(&inputs.iter().map(Tensor::copy).collect::<Vec<_>>())
+        .context(
+            "the eager run of the graph failed, so there is no reference to compare a backend with",
+        )?;
+    let limit = TimeLimit::new(args.timeout, started.elapsed()).first();
+    let scratch = Scratch::new("repro")?;
+    let result_file = scratch.path().join("first-run.json");
+    let before = std::fs::read_link(&options.dir).ok();
+    let run = rerun_self(&[(FIRST_RUN_ENV, &result_file)], limit, scratch.path())?;
+    if let Some(failure) = run.failure(backend, limit) {
+        // The child could not report: write the repro here (or complete the launcher the
+        // child wrote before compiling).
+        let left = std::fs::read_link(&options.dir).ok() != before;
+        return Ok(Err(record_lost_run(
+            graph, backend, inputs, constants, &options, failure, left,
+        )));
+    }
+    let text = std::fs::read_to_string(&result_file).map_err(|_| {
+        anyhow!(
+            "the first run ended without a result ({:?}); its errors are above",
+            run.ended
+        )
+    })?;
+    let record: FirstRun = serde_json::from_str(&text)?;
+    Ok(match record.failure {
+        None => Ok(()),
+        Some(f) => Err(ReproFailure {
+            failure: Box::new(f),
+            repro: record.repro,
+        }),
+    })
+}
+
 /// `minified N nodes to M in Q queries (C cache hits): DIR/minified`.
 fn minified_summary(m: &Minified, dir: &Path) -> String {
     format!(
@@ -215,9 +314,58 @@ fn minified_summary(m: &Minified, dir: &Path) -> String {
     )
 }
 
+/// Runs `run` and `analyze` on a repro directory in a supervised child bounded in time
+/// (a crash or a hang of the backend is then an outcome, not the end of graphbug); `None`
+/// in that child, or without isolation, where the action runs here.
+fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<Option<ExitCode>> {
+    if is_supervised() || args.no_isolate {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let device = case.device()?;
+    Interpreter::new(&case.graph, &device, &case.constants)?
+        .run(&case.input_copies())
+        .context("the eager run of the repro's graph failed")?;
+    let limit = TimeLimit::new(args.timeout, started.elapsed());
+    // analyze runs the backend twice and eager three times.
+    let limit = match action {
+        "analyze" => limit.first().saturating_mul(3),
+        _ => limit.first(),
+    };
+    let scratch = Scratch::new("repro-action")?;
+    let run = rerun_self(&[], limit, scratch.path())?;
+    let backend = args.backend.as_deref().unwrap_or(&case.manifest.backend);
+    let Some(failure) = run.failure(backend, limit) else {
+        let code = match run.ended {
+            Ended::Exited(s) => s.code().unwrap_or(1),
+            Ended::TimedOut => unreachable!("invariant: a timeout is a failure"),
+        };
+        return Ok(Some(ExitCode::from(code.clamp(0, 255) as u8)));
+    };
+    match action {
+        "run" => {
+            let outcome = classify(case, failure, args.check_str.as_deref())?;
+            println!("{outcome}");
+            Ok(Some(match outcome {
+                Outcome::Reproduced(_) => ExitCode::FAILURE,
+                Outcome::DoesNotReproduce { .. } => ExitCode::SUCCESS,
+            }))
+        }
+        _ => {
+            println!("the backend does not run: {failure}");
+            Ok(Some(ExitCode::SUCCESS))
+        }
+    }
+}
+
 /// run / minify / analyze on a repro directory.
 fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
     let mut case = read_repro_dir(dir)?;
+    if matches!(action, "run" | "analyze") {
+        if let Some(code) = supervise_action(&case, action, args)? {
+            return Ok(code);
+        }
+    }
     let opts = action_options(args)?;
     match action {
         "run" => {

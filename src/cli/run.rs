@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
@@ -13,6 +14,9 @@ use graphbug::aten::reference::fp64_reference;
 use graphbug::backends::explain::Explain;
 use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
 use graphbug::ir::Device;
+use graphbug::repro::limits::{parse_timeout, RUN_DEFAULT};
+use graphbug::repro::process::{is_supervised, report_stage, rerun_self, Ended};
+use graphbug::repro::scratch::Scratch;
 use tch::{Kind, Tensor};
 
 use super::{graph_inputs, load_graph};
@@ -41,6 +45,41 @@ pub struct RunArgs {
     /// Compare the outputs with this file by TorchDynamo's accuracy rules; exit 1 on mismatch.
     #[arg(long)]
     compare: Option<PathBuf>,
+    #[command(flatten)]
+    bound: Bound,
+}
+
+/// How a command that runs a backend is kept from hanging or dying with it.
+#[derive(Args)]
+pub struct Bound {
+    /// Seconds the command may take before the backend counts as hanging (default 300).
+    #[arg(long, value_parser = parse_timeout)]
+    timeout: Option<Duration>,
+    /// Run the backend in this process: a crash ends graphbug and nothing bounds a hang.
+    #[arg(long, conflicts_with = "timeout")]
+    no_isolate: bool,
+}
+
+impl Bound {
+    /// Re-runs this command in a child bounded in time, unless this is that child (or
+    /// isolation is off): `Some(exit code)` for the parent, which reports a crash or a
+    /// timeout of `backend` as its failure.
+    fn supervise(&self, backend: &str) -> Result<Option<ExitCode>> {
+        if is_supervised() || self.no_isolate {
+            return Ok(None);
+        }
+        let limit = self.timeout.unwrap_or(RUN_DEFAULT);
+        let scratch = Scratch::new("run")?;
+        let run = rerun_self(&[], limit, scratch.path())?;
+        if let Some(failure) = run.failure(backend, limit) {
+            eprintln!("{failure}");
+            return Ok(Some(ExitCode::FAILURE));
+        }
+        Ok(Some(match run.ended {
+            Ended::Exited(s) => ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8),
+            Ended::TimedOut => unreachable!("invariant: a timeout is a failure"),
+        }))
+    }
 }
 
 /// Arguments of `graphbug explain`.
@@ -54,6 +93,8 @@ pub struct ExplainArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    #[command(flatten)]
+    bound: Bound,
 }
 
 /// One line per output: its meta and a few statistics.
@@ -83,6 +124,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     ensure_device(&device)?;
     let tdev = tch_device(&device)?;
     let backend = lookup(&args.backend)?;
+    if let Some(code) = args.bound.supervise(backend.name())? {
+        return Ok(code);
+    }
     let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
 
     // The float64 reference runs first, on copies, before the backend can mutate inputs.
@@ -103,9 +147,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         constants,
         ..CompileContext::default()
     };
-    let outputs = backend
-        .compile(&graph, &examples, &ctx)
-        .and_then(|mut f| f.run(&inputs));
+    report_stage("compile");
+    let outputs = backend.compile(&graph, &examples, &ctx).and_then(|mut f| {
+        report_stage("runtime");
+        f.run(&inputs)
+    });
     let outputs = match outputs {
         Ok(o) => o,
         Err(failure) => {
@@ -161,15 +207,22 @@ fn example_inputs(inputs: &[Tensor]) -> Result<Vec<ExampleInput>> {
 pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
     let graph = load_graph(&args.file)?;
     let explain = Explain::new(lookup(&args.backend)?);
+    if let Some(code) = args.bound.supervise(explain.name())? {
+        return Ok(code);
+    }
     let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
     let ctx = CompileContext {
         device: Device::cpu(),
         constants,
         ..CompileContext::default()
     };
+    report_stage("compile");
     let result = explain
         .compile(&graph, &example_inputs(&inputs)?, &ctx)
-        .and_then(|mut f| f.run(&inputs));
+        .and_then(|mut f| {
+            report_stage("runtime");
+            f.run(&inputs)
+        });
     print!("{}", explain.output());
     match result {
         Ok(_) => Ok(ExitCode::SUCCESS),

@@ -574,12 +574,22 @@ fn indexed_key(key: &str) -> Option<(&str, usize)> {
     Some((prefix, digits.parse().ok()?))
 }
 
+/// The key prefix of positional tensor files: PyTorch's reference files and graphbug's
+/// saved outputs use `arg0..argN` for inputs and `out0..outN` for outputs.
+fn positional_prefix(what: &str) -> Option<&'static str> {
+    match what {
+        "inputs" => Some("arg"),
+        "outputs" => Some("out"),
+        _ => None,
+    }
+}
+
 /// Puts named tensors in the order of `expected_names` (e.g. a graph's placeholders).
 ///
-/// The file's keys must either be exactly the expected names (in any order), or one
-/// common alphabetic prefix plus the indices `0..n` (PyTorch reference files use
-/// `arg0..argN` and `out0..outN`), ordered numerically. `what` ("inputs", "outputs")
-/// names the tensors in the error, a [`AtenError::BadInputs`].
+/// The file's keys must either be exactly the expected names (in any order), or the
+/// positional names `arg0..argN` (for `what` = "inputs") or `out0..outN` ("outputs"),
+/// ordered numerically. Any other keys (`foo0..foo8`) are refused, never taken by
+/// position: the error, a [`AtenError::BadInputs`], lists what is expected.
 pub fn order_tensors(
     named: Vec<(String, Tensor)>,
     expected_names: &[String],
@@ -621,10 +631,10 @@ pub fn order_tensors(
             .collect());
     }
 
-    // (b) `<prefix><index>` for indices 0..n.
+    // (b) `arg<index>` / `out<index>` for indices 0..n.
     let indexed: Option<Vec<(&str, usize)>> = keys.iter().map(|k| indexed_key(k)).collect();
-    if let Some(indexed) = indexed {
-        let prefix = indexed.first().map(|(p, _)| *p).unwrap_or("");
+    let prefix = positional_prefix(what);
+    if let (Some(indexed), Some(prefix)) = (indexed, prefix) {
         let mut seen = vec![false; n];
         let ok = indexed.iter().all(|(p, i)| {
             let fresh = *p == prefix && *i < n && !seen[*i];
@@ -650,11 +660,14 @@ pub fn order_tensors(
         .map(String::as_str)
         .filter(|e| !unique_keys.contains(e))
         .collect();
+    let positional = match prefix {
+        Some(p) => format!(" or positional keys {p}0..{p}{}", n.saturating_sub(1)),
+        None => String::new(),
+    };
     Err(AtenError::BadInputs(format!(
-        "{}: the names match neither the graph's {what} (missing {}) nor one prefix with indices 0..{}",
+        "{}: expected the keys to be the graph's {what} by name (missing {}){positional}",
         found(),
         name_list(&missing),
-        n.saturating_sub(1)
     )))
 }
 
@@ -894,12 +907,15 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("missing x, y"), "{e}");
-        // Mixed prefixes, gaps, duplicates and leading zeros are refused.
+        // Mixed prefixes, gaps, duplicates, leading zeros and prefixes other than
+        // `arg` (inputs) are refused: never taken by position.
         for keys in [
             ["arg0", "out1"],
             ["arg0", "arg2"],
             ["arg1", "arg1"],
             ["arg00", "arg1"],
+            ["foo0", "foo1"],
+            ["out0", "out1"],
         ] {
             let named = keys
                 .iter()
@@ -910,6 +926,21 @@ mod tests {
                 "{keys:?}"
             );
         }
+        let foo = (0..9)
+            .map(|i| (format!("foo{i}"), Tensor::from(0i64)))
+            .collect();
+        let e = order_tensors(foo, &names("arg", 9, "_1"), "inputs")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("expected the keys to be the graph's inputs by name (missing arg0_1, arg1_1, arg2_1, ..., arg8_1) or positional keys arg0..arg8"),
+            "{e}"
+        );
+        let outs = (0..2)
+            .map(|i| (format!("out{i}"), Tensor::from(i as i64)))
+            .collect();
+        let ordered = order_tensors(outs, &["a".into(), "b".into()], "outputs").unwrap();
+        assert_eq!(ordered[1].int64_value(&[]), 1);
         assert!(order_tensors(Vec::new(), &[], "inputs").unwrap().is_empty());
     }
 

@@ -11,7 +11,7 @@ use tch::Tensor;
 
 use crate::backend::{with_example_metas, Backend, CompileContext, CompiledFn, ExampleInput};
 use crate::eager::EagerFn;
-use crate::failure::{Failure, Stage};
+use crate::failure::{Failure, Stage, Symptom};
 
 /// `eager_noexcept`: eager, with any runtime error reported as an unexpected exception.
 pub struct EagerNoexcept;
@@ -296,6 +296,53 @@ impl CompiledFn for DebugFn {
     }
 }
 
+/// Each annotated placeholder must be what its example input is: a graph whose inputs
+/// contradict its own signature is a bug in whatever produced one or the other.
+fn check_placeholders(graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), Failure> {
+    let placeholders = graph.placeholders();
+    if example_inputs.is_empty() {
+        return Ok(());
+    }
+    let fail = |message: String| {
+        Err(Failure::new(
+            "eager_debug",
+            Stage::Compile,
+            Symptom::Error,
+            message,
+        ))
+    };
+    if placeholders.len() != example_inputs.len() {
+        return fail(format!(
+            "the graph has {} placeholders but {} example inputs were given",
+            placeholders.len(),
+            example_inputs.len()
+        ));
+    }
+    for (k, (id, ex)) in placeholders.iter().zip(example_inputs).enumerate() {
+        let node = graph.node(*id);
+        if let Meta::Tensor(annotated) = &node.meta {
+            if *annotated != ex.meta {
+                let what = if annotated.dtype != ex.meta.dtype {
+                    "dtype"
+                } else {
+                    "shape"
+                };
+                return Err(Failure::new(
+                    "eager_debug",
+                    Stage::Compile,
+                    Symptom::Error,
+                    format!(
+                        "placeholder {k} `{}` is annotated {annotated} but its example input is {} (the {what} differs)",
+                        node.name, ex.meta
+                    ),
+                )
+                .at(&node.name, "placeholder"));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Backend for EagerDebug {
     fn name(&self) -> &str {
         "eager_debug"
@@ -312,6 +359,7 @@ impl Backend for EagerDebug {
         example_inputs: &[ExampleInput],
         ctx: &CompileContext,
     ) -> Result<Box<dyn CompiledFn>, Failure> {
+        check_placeholders(graph, example_inputs)?;
         // Shapes to expect, inferred from the example inputs.
         let mut g = with_example_metas(graph, example_inputs);
         for node in &mut g.nodes {

@@ -276,8 +276,40 @@ fn eager_debug_checks_shapes_mutation_and_aliasing() {
         &CompileContext::default(),
     )
     .unwrap()
-    .run(&[x])
+    .run(&[x.copy()])
     .unwrap();
+    // A placeholder whose annotation contradicts the tensor it receives is flagged, by
+    // dtype and by shape, at compile time; and at run time too.
+    for (given, what) in [
+        (x.to_kind(tch::Kind::Double), "f64[4] (the dtype differs)"),
+        (
+            Tensor::zeros([2, 2], (tch::Kind::Float, tch::Device::Cpu)),
+            "f32[2, 2] (the shape differs)",
+        ),
+    ] {
+        let f = b
+            .compile(
+                &g,
+                &examples(&[given.shallow_clone()]),
+                &CompileContext::default(),
+            )
+            .err()
+            .expect("a contradicting example input is refused");
+        assert_eq!((f.stage, f.node.as_deref()), (Stage::Compile, Some("x")));
+        assert!(
+            f.message.ends_with(&format!(
+                "placeholder 0 `x` is annotated f32[4] but its example input is {what}"
+            )),
+            "{f}"
+        );
+        let f = b
+            .compile(&g, &[], &CompileContext::default())
+            .unwrap()
+            .run(&[given])
+            .unwrap_err();
+        assert_eq!(f.stage, Stage::Runtime);
+        assert!(f.message.contains("input 0 (`x`) should be f32[4]"), "{f}");
+    }
 }
 
 #[test]

@@ -152,14 +152,35 @@ impl TensorMeta {
         }
     }
 
-    /// Number of elements (1 for a 0-d tensor).
+    /// Number of elements (1 for a 0-d tensor), saturating at `i64::MAX`.
     pub fn numel(&self) -> i64 {
-        self.shape.iter().product()
+        self.checked_numel().unwrap_or(i64::MAX)
     }
 
-    /// Bytes of a contiguous tensor with this meta.
+    /// Number of elements, or `None` when it does not fit in an `i64` (or a size is
+    /// negative).
+    pub fn checked_numel(&self) -> Option<i64> {
+        self.shape.iter().try_fold(
+            1i64,
+            |acc, &d| {
+                if d < 0 {
+                    None
+                } else {
+                    acc.checked_mul(d)
+                }
+            },
+        )
+    }
+
+    /// Bytes of a contiguous tensor with this meta, saturating at `u64::MAX`.
     pub fn nbytes(&self) -> u64 {
-        self.numel().max(0) as u64 * self.dtype.itemsize() as u64
+        self.checked_nbytes().unwrap_or(u64::MAX)
+    }
+
+    /// Bytes of a contiguous tensor with this meta, or `None` when they do not fit in a
+    /// `u64`.
+    pub fn checked_nbytes(&self) -> Option<u64> {
+        (self.checked_numel()? as u64).checked_mul(self.dtype.itemsize() as u64)
     }
 
     /// Parses an FX annotation body such as `f32[2, 8]` (the text inside the quotes).
@@ -189,6 +210,9 @@ impl TensorMeta {
             .find(']')
             .ok_or_else(|| format!("annotation \"{t}\" has no closing `]`"))?;
         let shape = parse_dims(&rest[..close], t)?;
+        if let Some(d) = shape.iter().find(|d| **d < 0) {
+            return Err(format!("negative size `{d}` in annotation \"{t}\""));
+        }
         let tail = &rest[close + 1..];
         // Optional stride list and device, as printed with include_stride/include_device.
         let tail = match tail.strip_prefix('[') {
@@ -206,7 +230,13 @@ impl TensorMeta {
                 "unexpected `{tail}` after the sizes in annotation \"{t}\""
             ));
         }
-        Ok(TensorMeta { dtype, shape })
+        let meta = TensorMeta { dtype, shape };
+        if meta.checked_nbytes().is_none() {
+            return Err(format!(
+                "annotation \"{t}\" describes more bytes than a 64-bit size can count"
+            ));
+        }
+        Ok(meta)
     }
 }
 
@@ -619,6 +649,17 @@ mod tests {
             .contains("unknown dtype"));
         assert!(TensorMeta::parse_annotation("f32[2").is_err());
         assert!(TensorMeta::parse_annotation("f32[2]junk").is_err());
+        let e = TensorMeta::parse_annotation("f32[-8, 32]").unwrap_err();
+        assert_eq!(e, "negative size `-8` in annotation \"f32[-8, 32]\"");
+        // Huge but countable sizes parse (they are checked against memory before use);
+        // sizes whose byte count overflows do not.
+        let big = TensorMeta::parse_annotation("f32[1000000000000]").unwrap();
+        assert_eq!(big.checked_nbytes(), Some(4_000_000_000_000));
+        let e = TensorMeta::parse_annotation("f32[4294967296, 4294967296]").unwrap_err();
+        assert!(e.contains("more bytes than a 64-bit size can count"), "{e}");
+        let over = TensorMeta::new(Dtype::Float64, vec![1 << 40, 1 << 40]);
+        assert_eq!((over.checked_numel(), over.numel()), (None, i64::MAX));
+        assert_eq!(over.nbytes(), u64::MAX);
     }
 
     #[test]

@@ -121,6 +121,19 @@ fn errors_give_line_column_and_text() {
         (body("        y = torch.ops.aten.relu.default(x, 99999999999999999999)\n"), 3, 44, "does not fit in 64 bits"),
         (body("        def helper(self):\n"), 3, 9, "only one `forward`"),
         (body("        None = torch.ops.aten.relu.default(x)\n        return (x,)\n"), 3, 9, "`None` cannot be a node name"),
+        (
+            body("        y = torch.ops.aten.relu.default(x);  x = None\n        z = torch.ops.aten.add.Tensor(y, x)\n        return (z,)\n"),
+            4,
+            42,
+            "`x` is used after `x = None` on line 3 freed it",
+        ),
+        (
+            body("        y = torch.ops.aten.relu.default(x)\n        z = torch.ops.aten.neg.default(y);  x = y = None\n        return (z, y)\n"),
+            5,
+            20,
+            "`y` is used after `y = None` on line 4 freed it",
+        ),
+        ("class G(torch.nn.Module):\n    def forward(self, x: \"f32[-8, 32]\"):\n        return (x,)\n".into(), 2, 26, "negative size `-8`"),
     ];
     for (text, line, col, msg) in cases {
         let e = parse_err(&text);

@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use graphbug_aten::accuracy::{same, SameOptions};
 use graphbug_aten::dtype::meta_of;
-use graphbug_aten::io::write_tensors;
 use graphbug_aten::reference::{fp64_copy, fp64_graph};
 use graphbug_aten::{Interpreter, RtValue};
 use graphbug_backends::plugin::load_plugin;
 use graphbug_backends::registry::INJECT_FAULT_ENV;
 use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
-use graphbug_ir::{print_graph, Graph, Meta, NodeKind, Value};
+use graphbug_ir::{Graph, Meta, NodeKind, Value};
 use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions};
 use tch::Tensor;
 
@@ -23,8 +22,10 @@ use crate::case::{read_repro_dir_with_graph, ReproCase};
 use crate::checkers::{describe_check, signature_of, BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
 use crate::isolate::{IsolatedChecker, WorkerSpec};
+use crate::limits::TimeLimit;
 use crate::manifest::FailureRecord;
 use crate::progress::MinifyDir;
+use crate::scratch::Scratch;
 use crate::values::ReferenceValues;
 
 /// Overrides for acting on a repro directory.
@@ -36,9 +37,11 @@ pub struct ActionOptions {
     pub device: Option<String>,
     /// Regex the failure message must match.
     pub check_str: Option<String>,
-    /// Minify in a worker process (automatic for crashes and timeouts).
-    pub isolate: bool,
-    /// Per-query time limit when isolating.
+    /// Minify with the backend in this process: no crash or hang isolation and no time
+    /// limit. By default candidates run in a worker process (`worker_exe`).
+    pub in_process: bool,
+    /// Time limit of each backend run; `None`: derived from the eager run (see
+    /// [`TimeLimit`]).
     pub timeout: Option<Duration>,
     /// The graphbug binary, to start isolation workers.
     pub worker_exe: Option<PathBuf>,
@@ -102,7 +105,10 @@ fn run_backend(
             .collect(),
         ..CompileContext::default()
     };
-    backend.compile(graph, &examples, &ctx)?.run(&inputs)
+    crate::process::report_stage("compile");
+    let mut compiled = backend.compile(graph, &examples, &ctx)?;
+    crate::process::report_stage("runtime");
+    compiled.run(&inputs)
 }
 
 /// The accuracy failure of `outputs` against eager (TorchDynamo's float64 `same()` rules),
@@ -170,7 +176,6 @@ impl fmt::Display for Outcome {
 /// Runs the case's backend and checks for the recorded failure.
 pub fn reproduce(case: &mut ReproCase, opts: &ActionOptions) -> Result<Outcome> {
     let backend = prepare(case, opts)?;
-    let expected = case.manifest.failure.clone();
     let result = run_backend(backend.as_ref(), case, &case.graph);
     let failure = match result {
         Err(f) => Some(f),
@@ -178,18 +183,22 @@ pub fn reproduce(case: &mut ReproCase, opts: &ActionOptions) -> Result<Outcome> 
     };
     let Some(failure) = failure else {
         return Ok(Outcome::DoesNotReproduce {
-            expected,
+            expected: case.manifest.failure.clone(),
             got: "the backend compiled and ran, and its outputs match eager".into(),
         });
     };
+    classify(case, failure, opts.check_str.as_deref())
+}
+
+/// Whether `failure` (of a run of the case) is the failure its manifest records: the same
+/// kind, op and a similar message (or one matching `check_str`).
+pub fn classify(case: &ReproCase, failure: Failure, check_str: Option<&str>) -> Result<Outcome> {
+    let expected = case.manifest.failure.clone();
     let Some(rec) = &expected else {
         return Ok(Outcome::Reproduced(failure));
     };
-    let identity = BugIdentity::new(
-        signature_of(&rec.to_failure(backend.name())),
-        opts.check_str.as_deref(),
-    )
-    .map_err(|e| ReproError::Other(format!("bad --check-str: {e}")))?;
+    let identity = BugIdentity::new(signature_of(&rec.to_failure(&failure.backend)), check_str)
+        .map_err(|e| ReproError::Other(format!("bad --check-str: {e}")))?;
     if identity.matches(&signature_of(&failure)) {
         Ok(Outcome::Reproduced(failure))
     } else {
@@ -231,74 +240,46 @@ fn check_kind(case: &ReproCase) -> CheckKind {
 }
 
 /// Minifies the case; every improvement is written to `dir/minified/` as a complete repro
-/// directory. Crashes and timeouts are minified in a worker process.
+/// directory. Candidates run in a worker process (a crash or a hang is a verdict, every
+/// query is bounded by a [`TimeLimit`]) unless `opts.in_process`.
 pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> Result<Minified> {
     let backend = prepare(case, opts)?;
     let device = case.device()?;
     let kind = check_kind(case);
-    let isolate = opts.isolate
-        || case
-            .manifest
-            .failure
-            .as_ref()
-            .is_some_and(|f| matches!(f.symptom, Symptom::Crash | Symptom::Timeout));
-    let scratch =
-        tempfile::tempdir().map_err(|e| ReproError::Other(format!("scratch directory: {e}")))?;
-    let mut checker: Box<dyn Checker> = if isolate {
-        let exe = opts
-            .worker_exe
-            .clone()
-            .ok_or_else(|| ReproError::Other("isolation needs the graphbug binary".into()))?;
-        let inputs_file = scratch.path().join("inputs.safetensors");
-        let named: Vec<(String, Tensor)> = case
-            .graph
-            .placeholders()
-            .iter()
-            .map(|&i| case.graph.node(i).name.clone())
-            .zip(case.inputs.iter().map(Tensor::shallow_clone))
-            .collect();
-        write_tensors(&inputs_file, &named)?;
-        let constants = if case.constants.is_empty() {
-            None
-        } else {
-            let f = scratch.path().join("constants.safetensors");
-            let c: Vec<(String, Tensor)> = case
-                .constants
-                .iter()
-                .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                .collect();
-            write_tensors(&f, &c)?;
-            Some(f)
-        };
-        let spec = WorkerSpec {
-            graph: print_graph(&case.graph),
-            inputs: inputs_file,
-            constants,
-            device: device.to_string(),
-            backend: backend.name().to_string(),
-            check: kind,
-            plugins: case.manifest.plugins.clone(),
-            offload: None,
-        };
-        let spec_file = scratch.path().join("worker.json");
-        std::fs::write(
-            &spec_file,
-            serde_json::to_string(&spec).expect("specs serialize"),
-        )
-        .map_err(|e| ReproError::io(&spec_file, e))?;
-        Box::new(IsolatedChecker::new(
-            exe,
-            spec_file,
-            describe_check(kind, backend.name()),
-            opts.timeout,
-        ))
-    } else {
+    let started = std::time::Instant::now();
+    let values =
+        ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
+    let limit = TimeLimit::new(opts.timeout, started.elapsed());
+    let scratch = Scratch::new("minify")?;
+    let mut checker: Box<dyn Checker> = if opts.in_process {
         let values =
             ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
         Box::new(BackendChecker::new(backend.clone(), kind, values))
+    } else {
+        let exe = opts.worker_exe.clone().ok_or_else(|| {
+            ReproError::Other(
+                "minifying in isolation needs the graphbug binary (worker_exe); set in_process to run the backend in this process".into(),
+            )
+        })?;
+        eprintln!("{}", limit.describe());
+        let spec = WorkerSpec::write(
+            scratch.path(),
+            &case.graph,
+            &case.inputs,
+            &case.constants,
+            &device,
+            backend.name(),
+            kind,
+            &case.manifest.plugins,
+            None,
+        )?;
+        Box::new(IsolatedChecker::new(
+            exe,
+            spec,
+            describe_check(kind, backend.name()),
+            limit,
+        ))
     };
-    let values =
-        ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
     let mut sink = MinifyDir::in_repro_dir(dir, &case.graph, &values, case.manifest.clone());
     let options = MinifyOptions {
         check_str: opts.check_str.clone(),

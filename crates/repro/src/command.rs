@@ -1,5 +1,10 @@
 //! `--check-command CMD`: an external interestingness test, as C-Reduce uses. The command
 //! gets the candidate as a repro directory and exits non-zero when it is interesting.
+//!
+//! A command that cannot be started (the shell's exit 126 or 127) judges nothing: that is
+//! an unresolved verdict naming the shell's complaint, never "interesting". Each run is
+//! bounded by a [`TimeLimit`] and runs in its own process group, so a timeout kills
+//! whatever the command started.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -7,30 +12,33 @@ use std::time::{Duration, Instant};
 
 use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
 
+use crate::limits::TimeLimit;
+use crate::process::{self, Ended};
 use crate::save::write_graph_and_inputs;
 use crate::values::ReferenceValues;
+
+/// The shell's exit codes for "found but not executable" and "not found".
+const CANNOT_RUN: [i32; 2] = [126, 127];
 
 /// Runs a shell command on each candidate, written to a scratch repro directory.
 pub struct CommandChecker {
     command: String,
     values: ReferenceValues,
     scratch: PathBuf,
-    timeout: Option<Duration>,
+    limit: TimeLimit,
+    /// What the first run took (`Some(None)`: it hit the limit); `None` before it.
+    first_took: Option<Option<Duration>>,
 }
 
 impl CommandChecker {
     /// Runs `command DIR` through `sh -c`, with candidates written under `scratch`.
-    pub fn new(
-        command: &str,
-        values: ReferenceValues,
-        scratch: PathBuf,
-        timeout: Option<Duration>,
-    ) -> Self {
+    pub fn new(command: &str, values: ReferenceValues, scratch: PathBuf, limit: TimeLimit) -> Self {
         CommandChecker {
             command: command.to_string(),
             values,
             scratch,
-            timeout,
+            limit,
+            first_took: None,
         }
     }
 }
@@ -53,30 +61,54 @@ impl Checker for CommandChecker {
         if let Err(e) = written {
             return Verdict::Unresolved(e.to_string());
         }
+        let stderr_path = self.scratch.join("stderr");
+        let stderr = match std::fs::File::create(&stderr_path) {
+            Ok(f) => f,
+            Err(e) => return Verdict::Unresolved(format!("{}: {e}", stderr_path.display())),
+        };
         let script = format!("{} \"$1\"", self.command);
-        let mut child = match Command::new("sh")
-            .args(["-c", &script, "graphbug-check"])
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script, "graphbug-check"])
             .arg(&dir)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
+            .stderr(stderr);
+        let mut child = match process::guard(&mut cmd, true).spawn() {
             Ok(c) => c,
             Err(e) => return Verdict::Unresolved(format!("cannot run `{}`: {e}", self.command)),
         };
-        let start = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break s,
-                Ok(None) if self.timeout.is_some_and(|t| start.elapsed() > t) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Verdict::Unresolved(format!("`{}` timed out", self.command));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => return Verdict::Unresolved(e.to_string()),
-            }
+        let limit = match self.first_took {
+            None => self.limit.first(),
+            Some(took) => self.limit.later(took),
         };
+        let started = Instant::now();
+        let ended = process::wait_bounded(&mut child, limit, true);
+        let status = match ended {
+            Ok(Ended::Exited(s)) => s,
+            Ok(Ended::TimedOut) => {
+                self.first_took.get_or_insert(None);
+                return Verdict::Unresolved(format!(
+                    "`{}` did not finish within {:.3} s",
+                    self.command,
+                    limit.as_secs_f64()
+                ));
+            }
+            Err(e) => return Verdict::Unresolved(format!("waiting for `{}`: {e}", self.command)),
+        };
+        self.first_took.get_or_insert(Some(started.elapsed()));
+        if let Some(code) = status.code().filter(|c| CANNOT_RUN.contains(c)) {
+            let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let said = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            return Verdict::Unresolved(format!(
+                "the check command `{}` cannot be run (exit {code}: {})",
+                self.command,
+                if said.is_empty() { "no message" } else { said }
+            ));
+        }
         if status.success() {
             Verdict::Passes
         } else {

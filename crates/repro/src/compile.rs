@@ -185,6 +185,40 @@ fn dump(
     }
 }
 
+/// Records `failure` of a run the process did not survive (a crash or a hang, seen by a
+/// supervisor) as `options.level` says: in the repro directory that run left at
+/// `options.dir` before compiling when `left` is true (its level-3 launcher), else in a
+/// new repro directory of `graph`.
+pub fn record_lost_run(
+    graph: &Graph,
+    backend: &str,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    options: &ReproOptions,
+    failure: Failure,
+    left: bool,
+) -> ReproFailure {
+    if left && options.level > 0 {
+        let path = options.dir.join(crate::manifest::MANIFEST_FILE);
+        let patched = std::fs::read_to_string(&path)
+            .map_err(|e| ReproError::io(&path, e))
+            .and_then(|t| {
+                serde_json::from_str::<Manifest>(&t).map_err(|e| ReproError::io(&path, e))
+            })
+            .and_then(|mut m| {
+                m.failure = Some(FailureRecord::from(&failure));
+                crate::save::write_file_atomically(&path, m.to_json().as_bytes())
+            });
+        if patched.is_ok() {
+            return ReproFailure {
+                failure: Box::new(failure),
+                repro: Some(options.dir.clone()),
+            };
+        }
+    }
+    dump(graph, backend, inputs, constants, options, failure)
+}
+
 /// Compiles `graph` with the named backend, dumping repros as `options.level` says.
 /// `example_inputs` are real tensors: they are what a compile-time repro records.
 pub fn compile(
@@ -242,6 +276,7 @@ pub fn compile(
             .map(|written| aot_hook(options.clone(), written.clone(), constants)),
         check_inner_accuracy: aot && options.level >= 4,
     };
+    crate::process::report_stage("compile");
     match b.compile(graph, &examples, &ctx) {
         Ok(inner) => Ok(Compiled {
             graph: graph.clone(),
@@ -341,6 +376,7 @@ impl Compiled {
                 f,
             )
         };
+        crate::process::report_stage("runtime");
         let outputs = match self.inner.run(inputs) {
             Ok(o) => o,
             Err(f) if self.aot_repro.is_some() => {
@@ -384,6 +420,7 @@ impl Compiled {
         &mut self,
         grad_outputs: &[Option<Tensor>],
     ) -> std::result::Result<Vec<Option<Tensor>>, ReproFailure> {
+        crate::process::report_stage("runtime");
         self.inner
             .backward(grad_outputs)
             .map_err(|f| match &self.aot_repro {

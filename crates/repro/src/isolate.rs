@@ -15,15 +15,20 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use graphbug_aten::io::{order_tensors, read_tensors};
+use std::collections::HashMap;
+
+use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_backends::lookup;
 use graphbug_backends::plugin::load_plugin;
-use graphbug_ir::{parse_graph, Device};
+use graphbug_ir::{parse_graph, Device, Graph};
 use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
 use serde::{Deserialize, Serialize};
+use tch::Tensor;
 
 use crate::checkers::{BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
+use crate::limits::TimeLimit;
+use crate::process;
 use crate::values::ReferenceValues;
 
 /// What a worker needs to answer queries, written as JSON for it to read.
@@ -45,6 +50,61 @@ pub struct WorkerSpec {
     pub plugins: Vec<PathBuf>,
     /// Where to spill reference values, if anywhere.
     pub offload: Option<PathBuf>,
+}
+
+impl WorkerSpec {
+    /// Writes the spec of a worker checking `kind` failures of `backend` on `graph`, with
+    /// its inputs and constants, into `dir`; returns the spec file to start workers with.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write(
+        dir: &Path,
+        graph: &Graph,
+        inputs: &[Tensor],
+        constants: &HashMap<String, Tensor>,
+        device: &Device,
+        backend: &str,
+        check: CheckKind,
+        plugins: &[PathBuf],
+        offload: Option<PathBuf>,
+    ) -> Result<PathBuf> {
+        let inputs_file = dir.join("inputs.safetensors");
+        let named: Vec<(String, Tensor)> = graph
+            .placeholders()
+            .iter()
+            .map(|&i| graph.node(i).name.clone())
+            .zip(inputs.iter().map(Tensor::shallow_clone))
+            .collect();
+        write_tensors(&inputs_file, &named)?;
+        let constants_file = if constants.is_empty() {
+            None
+        } else {
+            let file = dir.join("constants.safetensors");
+            let mut named: Vec<(String, Tensor)> = constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            write_tensors(&file, &named)?;
+            Some(file)
+        };
+        let spec = WorkerSpec {
+            graph: graphbug_ir::print_graph(graph),
+            inputs: inputs_file,
+            constants: constants_file,
+            device: device.to_string(),
+            backend: backend.to_string(),
+            check,
+            plugins: plugins.to_vec(),
+            offload,
+        };
+        let spec_file = dir.join("worker.json");
+        std::fs::write(
+            &spec_file,
+            serde_json::to_string(&spec).expect("specs serialize"),
+        )
+        .map_err(|e| ReproError::io(&spec_file, e))?;
+        Ok(spec_file)
+    }
 }
 
 /// One query to a worker: the candidate itself.
@@ -128,37 +188,50 @@ struct Worker {
 }
 
 /// A checker that asks a worker process, classifying its death as a crash and its silence
-/// as a timeout.
+/// as a timeout. Every wait is bounded: start-up, and each query by its [`TimeLimit`].
 pub struct IsolatedChecker {
     exe: PathBuf,
     spec: PathBuf,
     name: String,
-    timeout: Option<Duration>,
+    limit: TimeLimit,
+    /// What the first query took (`Some(None)`: it hit the limit); `None` before it.
+    first_took: Option<Option<Duration>>,
     worker: Option<Worker>,
     /// How many workers were started (1 plus one per crash or timeout).
     pub starts: usize,
 }
 
 impl IsolatedChecker {
-    /// A checker running `exe __minify-worker spec` (started on first use).
-    pub fn new(exe: PathBuf, spec: PathBuf, describe: String, timeout: Option<Duration>) -> Self {
+    /// A checker running `exe __minify-worker spec` (started on first use), with queries
+    /// bounded by `limit`.
+    pub fn new(exe: PathBuf, spec: PathBuf, describe: String, limit: TimeLimit) -> Self {
         IsolatedChecker {
             exe,
             spec,
             name: describe,
-            timeout,
+            limit,
+            first_took: None,
             worker: None,
             starts: 0,
         }
     }
 
+    /// The limit the next query gets.
+    fn query_limit(&self) -> Duration {
+        match self.first_took {
+            None => self.limit.first(),
+            Some(took) => self.limit.later(took),
+        }
+    }
+
     fn start(&mut self) -> std::result::Result<(), String> {
-        let mut child = Command::new(&self.exe)
-            .arg("__minify-worker")
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("__minify-worker")
             .arg(&self.spec)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = process::guard(&mut cmd, false)
             .spawn()
             .map_err(|e| format!("cannot start worker {}: {e}", self.exe.display()))?;
         self.starts += 1;
@@ -190,16 +263,29 @@ impl IsolatedChecker {
             lines,
             stderr_tail,
         };
-        // Start-up (reference run) has no time limit.
+        // Start-up (libtorch, plugins, the reference run) is bounded too.
+        let startup = STARTUP_FLOOR.max(self.limit.first().saturating_mul(2));
+        let deadline = Instant::now() + startup;
         loop {
-            match worker.lines.recv() {
+            match worker
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
                 Ok(l) if l == "@ready" => break,
                 Ok(_) => continue,
-                Err(_) => {
+                Err(RecvTimeoutError::Timeout) => {
+                    process::kill(&mut worker.child, false);
+                    return Err(format!(
+                        "the worker did not start within {:.0} s: {}",
+                        startup.as_secs_f64(),
+                        last_lines(&worker.stderr_tail)
+                    ));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
                     let status = worker
                         .child
                         .wait()
-                        .map(|s| s.to_string())
+                        .map(|s| process::describe_status(&s))
                         .unwrap_or_default();
                     return Err(format!(
                         "the worker died while starting ({status}): {}",
@@ -214,11 +300,13 @@ impl IsolatedChecker {
 
     fn kill(&mut self) -> Option<Worker> {
         let mut w = self.worker.take()?;
-        let _ = w.child.kill();
-        let _ = w.child.wait();
+        process::kill(&mut w.child, false);
         Some(w)
     }
 }
+
+/// A worker gets at least this long to start.
+const STARTUP_FLOOR: Duration = Duration::from_secs(60);
 
 fn last_lines(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
     // Give the stderr reader a moment to drain what a dying worker printed.
@@ -248,23 +336,19 @@ impl Checker for IsolatedChecker {
             kept: candidate.kept.clone(),
         })
         .expect("requests serialize");
+        let limit = self.query_limit();
         let worker = self.worker.as_mut().expect("started above");
         let sent = writeln!(worker.stdin, "{request}").and_then(|()| worker.stdin.flush());
         let mut stage = "compile".to_string();
-        let deadline = self.timeout.map(|t| Instant::now() + t);
-        loop {
+        let started = Instant::now();
+        let deadline = started + limit;
+        let verdict = loop {
             let answer = if sent.is_err() {
                 Err(RecvTimeoutError::Disconnected)
             } else {
-                match deadline {
-                    Some(d) => worker
-                        .lines
-                        .recv_timeout(d.saturating_duration_since(Instant::now())),
-                    None => worker
-                        .lines
-                        .recv()
-                        .map_err(|_| RecvTimeoutError::Disconnected),
-                }
+                worker
+                    .lines
+                    .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             };
             match answer {
                 Ok(line) => {
@@ -272,27 +356,28 @@ impl Checker for IsolatedChecker {
                         stage = s.to_string();
                         continue;
                     }
-                    return serde_json::from_str(&line).unwrap_or_else(|e| {
+                    break serde_json::from_str(&line).unwrap_or_else(|e| {
                         Verdict::Unresolved(format!("bad worker answer `{line}`: {e}"))
                     });
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.kill();
-                    let secs = self.timeout.map_or(0.0, |t| t.as_secs_f64());
+                    self.first_took.get_or_insert(None);
                     return Verdict::Fails(Signature {
                         kind: format!("{stage} timeout"),
                         op: None,
-                        message: format!("no answer within {secs} s"),
+                        message: format!("no answer within {:.3} s", limit.as_secs_f64()),
                     });
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    let w = self.worker.take().expect("a worker was running");
-                    let mut w = w;
+                    let mut w = self.worker.take().expect("a worker was running");
                     let status = w.child.wait().ok();
                     let last = last_lines(&w.stderr_tail);
-                    let how =
-                        status.map_or_else(|| "the worker vanished".to_string(), |s| s.to_string());
-                    return Verdict::Fails(Signature {
+                    let how = status.map_or_else(
+                        || "the worker vanished".to_string(),
+                        |s| process::describe_status(&s),
+                    );
+                    break Verdict::Fails(Signature {
                         kind: format!("{stage} crash"),
                         op: None,
                         message: if last.is_empty() {
@@ -303,7 +388,9 @@ impl Checker for IsolatedChecker {
                     });
                 }
             }
-        }
+        };
+        self.first_took.get_or_insert(Some(started.elapsed()));
+        verdict
     }
 }
 

@@ -6,6 +6,9 @@
 //! Minification uses reference values of the original run ([`values`]), checkers that
 //! compile and run candidates with a backend ([`checkers`]) or an external command
 //! ([`command`]), and worker processes that survive crashes and hangs ([`isolate`]).
+//! Every wait on a backend is bounded ([`limits`]); every child process dies with its
+//! parent ([`process`]) and every scratch directory is cleaned up, even after a kill
+//! ([`scratch`]).
 
 pub mod actions;
 pub mod case;
@@ -15,9 +18,12 @@ pub mod command;
 pub mod compile;
 pub mod error;
 pub mod isolate;
+pub mod limits;
 pub mod manifest;
+pub mod process;
 pub mod progress;
 pub mod save;
+pub mod scratch;
 pub mod values;
 
 pub use checkers::{BackendChecker, CheckKind};

@@ -98,6 +98,8 @@ enum Stmt {
     },
     /// `return expr`
     Return { value: Expr, pos: Pos },
+    /// FX's liveness tail `a = b = None`: the names are dead from here on.
+    Free { names: Vec<(String, Pos)> },
 }
 
 struct Param {
@@ -378,9 +380,11 @@ impl Parser<'_> {
         }
         // FX's liveness tails: `a = b = None` frees values; it defines nothing.
         if ann.is_none() {
-            if let Some(end) = self.free_chain_end() {
+            if let Some((end, rest)) = self.free_chain() {
                 self.pos = end;
-                return Ok(None);
+                let mut names = vec![(first, first_pos)];
+                names.extend(rest);
+                return Ok(Some(Stmt::Free { names }));
             }
         }
         let value = self.expr()?;
@@ -392,18 +396,28 @@ impl Parser<'_> {
         }))
     }
 
-    /// If the tokens ahead are `b = c = None` (the rest of a liveness tail), where it ends.
-    fn free_chain_end(&self) -> Option<usize> {
+    /// If the tokens ahead are `b = c = None` (the rest of a liveness tail), where it ends
+    /// and the names it frees (`b`, `c`).
+    fn free_chain(&self) -> Option<(usize, Vec<(String, Pos)>)> {
         let mut i = self.pos;
+        let mut names = Vec::new();
         loop {
             let next = &self.toks.get(i + 1)?.tok;
-            match &self.toks.get(i)?.tok {
+            let here = self.toks.get(i)?;
+            match &here.tok {
                 Tok::Name(n)
                     if n == "None" && matches!(next, Tok::Newline | Tok::Eof | Tok::Punct(';')) =>
                 {
-                    return Some(i + 1)
+                    return Some((i + 1, names))
                 }
-                Tok::Name(_) if *next == Tok::Punct('=') => i += 2,
+                Tok::Name(n) if *next == Tok::Punct('=') => {
+                    let pos = Pos {
+                        line: here.line,
+                        col: here.col,
+                    };
+                    names.push((n.clone(), pos));
+                    i += 2;
+                }
                 _ => return None,
             }
         }
@@ -621,6 +635,8 @@ struct Builder<'a> {
     defined_at: HashMap<String, Pos>,
     /// `forward` parameters that are pytree containers, not placeholders.
     pytree_args: Vec<String>,
+    /// Names a liveness tail (`x = None`) has freed, and where.
+    freed: HashMap<String, Pos>,
 }
 
 impl<'a> Builder<'a> {
@@ -631,6 +647,7 @@ impl<'a> Builder<'a> {
             ids: HashMap::new(),
             defined_at: HashMap::new(),
             pytree_args: Vec::new(),
+            freed: HashMap::new(),
         }
     }
 
@@ -765,6 +782,7 @@ impl<'a> Builder<'a> {
                     | Stmt::Declare { pos, .. }
                     | Stmt::Flatten { pos, .. }
                     | Stmt::Return { pos, .. } => *pos,
+                    Stmt::Free { names } => names[0].1,
                 };
                 return self.err(
                     pos,
@@ -787,6 +805,11 @@ impl<'a> Builder<'a> {
                 Stmt::Return { value, pos } => {
                     let values = self.output_values(value, &later)?;
                     output = Some((values, *pos));
+                }
+                Stmt::Free { names } => {
+                    for (name, pos) in names {
+                        self.freed.entry(name.clone()).or_insert(*pos);
+                    }
                 }
             }
         }
@@ -1006,6 +1029,15 @@ impl<'a> Builder<'a> {
                 "inf" => Value::Float(f64::INFINITY),
                 "nan" => Value::Float(f64::NAN),
                 n => match self.ids.get(n) {
+                    Some(_) if self.freed.contains_key(n) => {
+                        return self.err(
+                            e.pos,
+                            format!(
+                                "`{n}` is used after `{n} = None` on line {} freed it (PyTorch's generated code would read None here)",
+                                self.freed[n].line
+                            ),
+                        );
+                    }
                     Some(id) => Value::Node(*id),
                     None => {
                         return self.err(e.pos, self.unknown_name_message(n, later));

@@ -1,0 +1,275 @@
+//! Child processes that cannot outlive graphbug, and waits that cannot outlast a limit.
+//!
+//! Every process graphbug starts (isolation workers, supervised runs, check commands) is
+//! started through [`guard`]: on Linux it gets `PR_SET_PDEATHSIG = SIGKILL`, so it dies
+//! with the graphbug process even after `kill -9`, and optionally a process group of its
+//! own, so that a timeout kills everything it started. Waits go through [`wait_bounded`].
+//!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits; graphbug
+//! starts and waits for children on one thread, and a child outliving that thread is
+//! meant to die anyway.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use graphbug_backends::{Failure, Stage, Symptom};
+
+/// Environment variable naming the file a supervised child writes its current stage to.
+pub const STAGE_FILE_ENV: &str = "GRAPHBUG_STAGE_FILE";
+
+/// Makes `cmd` start a child that is killed when this process dies; with `own_group`, the
+/// child also leads a new process group (see [`kill`]).
+pub fn guard(cmd: &mut Command, own_group: bool) -> &mut Command {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (prctl, getppid, setpgid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent may have died before prctl took effect.
+                if libc::getppid() as u32 != parent {
+                    libc::_exit(1);
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = parent;
+            if own_group && libc::setpgid(0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Kills `child` and, when it leads its own process group, everything in that group;
+/// then reaps it.
+pub fn kill(child: &mut Child, own_group: bool) {
+    if own_group {
+        // SAFETY: killpg with the child's pid as group id; the group exists while the
+        // child is unreaped.
+        unsafe {
+            libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// How a bounded wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The child exited or was killed by a signal.
+    Exited(ExitStatus),
+    /// The limit passed; the child (and its group) was killed.
+    TimedOut,
+}
+
+/// Waits for `child` at most `limit`, killing it (and its group with `own_group`) when the
+/// limit passes.
+pub fn wait_bounded(child: &mut Child, limit: Duration, own_group: bool) -> io::Result<Ended> {
+    let deadline = Instant::now() + limit;
+    let mut nap = Duration::from_millis(1);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Ended::Exited(status));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            kill(child, own_group);
+            return Ok(Ended::TimedOut);
+        }
+        std::thread::sleep(nap.min(deadline - now));
+        nap = (nap * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// `signal 6 (SIGABRT)` for a status ended by a signal, `exit code 3` otherwise.
+pub fn describe_status(status: &ExitStatus) -> String {
+    if let Some(sig) = status.signal() {
+        let name = match sig {
+            libc::SIGABRT => " (SIGABRT)",
+            libc::SIGSEGV => " (SIGSEGV)",
+            libc::SIGBUS => " (SIGBUS)",
+            libc::SIGFPE => " (SIGFPE)",
+            libc::SIGILL => " (SIGILL)",
+            libc::SIGKILL => " (SIGKILL)",
+            libc::SIGTERM => " (SIGTERM)",
+            _ => "",
+        };
+        return format!("killed by signal {sig}{name}");
+    }
+    match status.code() {
+        Some(c) => format!("exit code {c}"),
+        None => status.to_string(),
+    }
+}
+
+/// Environment variable marking a supervised re-run of graphbug's own command line.
+pub const SUPERVISED_ENV: &str = "GRAPHBUG_SUPERVISED";
+
+/// Whether this process is a supervised re-run (see [`rerun_self`]).
+pub fn is_supervised() -> bool {
+    std::env::var_os(SUPERVISED_ENV).is_some()
+}
+
+/// How a supervised re-run ended.
+#[derive(Debug)]
+pub struct Supervised {
+    /// Exit status, or the timeout.
+    pub ended: Ended,
+    /// The stage it last reported (see [`report_stage`]).
+    pub stage: Option<String>,
+    /// How long it ran.
+    pub elapsed: Duration,
+    /// The last non-empty line it wrote to standard error (which is passed through).
+    pub last_words: String,
+}
+
+/// Runs this program again with the same arguments (and `env` added) as a child that
+/// dies with this process, inheriting standard input and output, for at most `limit`.
+/// The child sees [`SUPERVISED_ENV`]; its stage file lives in `scratch`.
+pub fn rerun_self(
+    env: &[(&str, &Path)],
+    limit: Duration,
+    scratch: &Path,
+) -> io::Result<Supervised> {
+    let exe = std::env::current_exe()?;
+    let stage_file = scratch.join("stage");
+    let mut cmd = Command::new(exe);
+    cmd.args(std::env::args_os().skip(1))
+        .env(SUPERVISED_ENV, "1")
+        .env(STAGE_FILE_ENV, &stage_file);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = guard(&mut cmd, false).spawn()?;
+    // Pass standard error through, remembering its last line for the failure message.
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let relay = std::thread::spawn(move || {
+        let mut last = String::new();
+        let mut out = io::stderr();
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            let _ = writeln!(out, "{line}");
+            if !line.trim().is_empty() {
+                last = line;
+            }
+        }
+        last
+    });
+    let ended = wait_bounded(&mut child, limit, false)?;
+    // The pipe closes when the child is gone (its own children die with it).
+    let last_words = relay.join().unwrap_or_default();
+    Ok(Supervised {
+        ended,
+        stage: last_stage(&stage_file),
+        elapsed: started.elapsed(),
+        last_words,
+    })
+}
+
+impl Supervised {
+    /// The failure of `backend` this run shows when it did not end by itself: killed by a
+    /// signal (a crash) or stopped at `limit` (a timeout), at the stage it last reported.
+    /// `None` when it exited with a code (its own output tells what happened).
+    pub fn failure(&self, backend: &str, limit: Duration) -> Option<Failure> {
+        let stage = match self.stage.as_deref() {
+            Some("runtime") => Stage::Runtime,
+            _ => Stage::Compile,
+        };
+        match self.ended {
+            Ended::TimedOut => Some(Failure::new(
+                backend,
+                stage,
+                Symptom::Timeout,
+                format!(
+                    "no answer within {:.3} s (the limit; --timeout sets it)",
+                    limit.as_secs_f64()
+                ),
+            )),
+            Ended::Exited(status) if status.code().is_none() => Some(Failure::new(
+                backend,
+                stage,
+                Symptom::Crash,
+                if self.last_words.is_empty() {
+                    format!(
+                        "the process running the backend was {}",
+                        describe_status(&status)
+                    )
+                } else {
+                    format!("{} ({})", self.last_words, describe_status(&status))
+                },
+            )),
+            Ended::Exited(_) => None,
+        }
+    }
+}
+
+/// Records the stage a supervised child is in (`compile`, `runtime`), for its supervisor
+/// to name if the child dies; does nothing when not supervised.
+pub fn report_stage(stage: &str) {
+    if let Some(path) = std::env::var_os(STAGE_FILE_ENV) {
+        let _ = std::fs::write(Path::new(&path), stage);
+    }
+}
+
+/// The stage a supervised child last reported in `file`, if any.
+pub fn last_stage(file: &Path) -> Option<String> {
+    std::fs::read_to_string(file)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Whether process `pid` is alive (or exists as a zombie).
+pub fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_bounded_and_kill_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("grandchild-ran");
+        // A shell that starts a grandchild, then hangs.
+        let script = format!("(sleep 1; touch {}) & sleep 100", marker.display());
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script]);
+        let mut child = guard(&mut cmd, true).spawn().unwrap();
+        let start = Instant::now();
+        let ended = wait_bounded(&mut child, Duration::from_millis(200), true).unwrap();
+        assert_eq!(ended, Ended::TimedOut);
+        assert!(start.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!marker.exists(), "the grandchild survived the timeout");
+
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exit 3"]);
+        let mut child = guard(&mut cmd, false).spawn().unwrap();
+        match wait_bounded(&mut child, Duration::from_secs(10), false).unwrap() {
+            Ended::Exited(s) => assert_eq!(describe_status(&s), "exit code 3"),
+            other => panic!("{other:?}"),
+        }
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "kill -ABRT $$"]);
+        let mut child = guard(&mut cmd, false).spawn().unwrap();
+        match wait_bounded(&mut child, Duration::from_secs(10), false).unwrap() {
+            Ended::Exited(s) => assert_eq!(describe_status(&s), "killed by signal 6 (SIGABRT)"),
+            other => panic!("{other:?}"),
+        }
+        assert!(alive(std::process::id()));
+    }
+}

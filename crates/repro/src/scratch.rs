@@ -1,0 +1,173 @@
+//! Scratch directories that never outlive a run, not even a killed one.
+//!
+//! Each [`Scratch`] is a directory under `$TMPDIR/graphbug-scratch/` holding a `.lock`
+//! file that its process keeps locked (`flock`) while it lives. The kernel drops the lock
+//! when the process dies, however it dies, so the next [`Scratch::new`] (of any graphbug
+//! process) can tell an abandoned directory from a live one and remove it. A directory
+//! is filled in under a hidden name and renamed into place only once its lock is held,
+//! so the sweep never sees a live directory without its lock.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::error::{ReproError, Result};
+
+/// The lock file inside each scratch directory.
+const LOCK_FILE: &str = ".lock";
+/// Hidden names of directories being set up.
+const NEW_PREFIX: &str = ".new-";
+/// A directory still without its lock this long after it was made is abandoned.
+const SETUP_GRACE: Duration = Duration::from_secs(600);
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A scratch directory, removed on drop (and, after a crash, by the next run).
+#[derive(Debug)]
+pub struct Scratch {
+    dir: PathBuf,
+    _lock: File,
+}
+
+/// Where scratch directories live.
+pub fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join("graphbug-scratch")
+}
+
+impl Scratch {
+    /// A fresh directory named after `tag`, after removing the directories that dead
+    /// graphbug processes left behind.
+    pub fn new(tag: &str) -> Result<Scratch> {
+        Scratch::new_in(&scratch_root(), tag)
+    }
+
+    /// [`Scratch::new`] under `root` instead of the default root.
+    pub fn new_in(root: &Path, tag: &str) -> Result<Scratch> {
+        std::fs::create_dir_all(root).map_err(|e| ReproError::io(root, e))?;
+        sweep(root);
+        let name = format!(
+            "{tag}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let staging = root.join(format!("{NEW_PREFIX}{name}"));
+        std::fs::create_dir(&staging).map_err(|e| ReproError::io(&staging, e))?;
+        let lock_path = staging.join(LOCK_FILE);
+        let lock = File::create(&lock_path).map_err(|e| ReproError::io(&lock_path, e))?;
+        lock.lock().map_err(|e| ReproError::io(&lock_path, e))?;
+        let dir = root.join(name);
+        std::fs::rename(&staging, &dir).map_err(|e| ReproError::io(&dir, e))?;
+        Ok(Scratch { dir, _lock: lock })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Removes the scratch directories under `root` whose owners are gone.
+fn sweep(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let setting_up = name.to_string_lossy().starts_with(NEW_PREFIX);
+        if setting_up && !older_than(&path, SETUP_GRACE) {
+            continue;
+        }
+        match File::open(path.join(LOCK_FILE)) {
+            // The lock is free: its owner died. Holding it while removing keeps two
+            // sweepers from racing.
+            Ok(lock) => {
+                if lock.try_lock().is_ok() {
+                    let _ = std::fs::remove_dir_all(&path);
+                }
+            }
+            Err(_) if older_than(&path, SETUP_GRACE) => {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn older_than(path: &Path, age: Duration) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|d| d > age)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_directories_stay_and_abandoned_ones_go() {
+        let root = tempfile::tempdir().unwrap();
+        let a = Scratch::new_in(root.path(), "a").unwrap();
+        std::fs::write(a.path().join("data"), "x").unwrap();
+        // A live one survives another's sweep.
+        let b = Scratch::new_in(root.path(), "b").unwrap();
+        assert!(a.path().join("data").exists());
+        // An abandoned one (its lock free, as after kill -9) is removed by the next start.
+        let dead = root.path().join("dead-1-0");
+        std::fs::create_dir(&dead).unwrap();
+        File::create(dead.join(LOCK_FILE)).unwrap();
+        let c = Scratch::new_in(root.path(), "c").unwrap();
+        assert!(!dead.exists());
+        assert!(a.path().exists() && b.path().exists() && c.path().exists());
+        let a_path = a.path().to_path_buf();
+        drop(a);
+        assert!(!a_path.exists());
+        let mut names: Vec<String> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_killed_process_leaves_nothing_after_the_next_start() {
+        let root = tempfile::tempdir().unwrap();
+        // Another process takes a scratch directory and is killed with SIGKILL.
+        let script = format!(
+            "mkdir -p {r}/.new-x-$$-0 && exec 9>{r}/.new-x-$$-0/.lock && flock 9 && mv {r}/.new-x-$$-0 {r}/x-$$-0 && echo ready && exec sleep 100",
+            r = root.path().display()
+        );
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "ready");
+        let held = root.path().join(format!("x-{}-0", child.id()));
+        assert!(held.exists());
+        // While it lives, its directory stays.
+        drop(Scratch::new_in(root.path(), "probe").unwrap());
+        assert!(held.exists());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(Scratch::new_in(root.path(), "probe").unwrap());
+        assert!(!held.exists());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+}
