@@ -11,6 +11,7 @@ use graphbug::aten::dtype::tch_device;
 use graphbug::backends::lookup;
 use graphbug::ir::{print_graph, Device, Graph};
 use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
+use graphbug::repro::actions::validate_backend;
 use graphbug::repro::checkers::describe_check;
 use graphbug::repro::command::CommandChecker;
 use graphbug::repro::isolate::{IsolatedChecker, WorkerSpec};
@@ -118,6 +119,7 @@ fn build_checker(
         .as_deref()
         .ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
     let resolved = lookup(backend)?;
+    validate_backend(resolved.as_ref(), graph, inputs, &[])?;
     if args.no_isolate {
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
         return Ok(Box::new(BackendChecker::new(resolved, kind, values)));

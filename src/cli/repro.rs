@@ -15,7 +15,7 @@ use graphbug::ir::Device;
 use graphbug::ir::Graph;
 use graphbug::minifier::Minified;
 use graphbug::repro::actions::{
-    analyze, classify, minify_repro, reproduce, ActionOptions, Outcome,
+    analyze, classify, minify_repro, reproduce, validate_backend, ActionOptions, Outcome,
 };
 use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
@@ -166,6 +166,12 @@ fn flow(
     if training {
         options.requires_grad = inputs.iter().map(|t| t.is_floating_point()).collect();
     }
+    validate_backend(
+        graphbug::backends::lookup(backend)?.as_ref(),
+        &graph,
+        &inputs,
+        &options.requires_grad,
+    )?;
     if let Some(result_file) = std::env::var_os(FIRST_RUN_ENV) {
         // The supervised child: the first run only, its result for the parent.
         let result = first_run(&graph, backend, &inputs, &constants, options, training);

@@ -14,6 +14,7 @@ use graphbug::aten::reference::fp64_reference;
 use graphbug::backends::explain::Explain;
 use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
 use graphbug::ir::Device;
+use graphbug::repro::actions::validate_backend;
 use graphbug::repro::limits::{parse_timeout, RUN_DEFAULT};
 use graphbug::repro::process::{is_supervised, report_stage, rerun_self, Ended};
 use graphbug::repro::scratch::Scratch;
@@ -124,10 +125,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     ensure_device(&device)?;
     let tdev = tch_device(&device)?;
     let backend = lookup(&args.backend)?;
+    let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
+    validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
     if let Some(code) = args.bound.supervise(backend.name())? {
         return Ok(code);
     }
-    let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
 
     // The float64 reference runs first, on copies, before the backend can mutate inputs.
     // Without it the file can only be matched by allclose, which is said.
@@ -207,10 +209,11 @@ fn example_inputs(inputs: &[Tensor]) -> Result<Vec<ExampleInput>> {
 pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
     let graph = load_graph(&args.file)?;
     let explain = Explain::new(lookup(&args.backend)?);
+    let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
+    validate_backend(&explain, &graph, &inputs, &[])?;
     if let Some(code) = args.bound.supervise(explain.name())? {
         return Ok(code);
     }
-    let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
     let ctx = CompileContext {
         device: Device::cpu(),
         constants,

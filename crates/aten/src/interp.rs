@@ -105,6 +105,13 @@ pub trait RunHook {
     fn after_node(&mut self, _node: usize, _value: &mut RtValue) -> Result<()> {
         Ok(())
     }
+
+    /// On the meta device, when call node `node` cannot be inferred (`why`: no meta kernel,
+    /// and the CPU stand-in would not fit in memory): whether its annotation may stand in
+    /// for the result. The default says no, and the run stops with `why`.
+    fn assume_annotation(&mut self, _node: usize, _why: &str) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// A hook that only watches each node's value.
@@ -383,12 +390,16 @@ impl Interpreter {
                     };
                     match (plan.call(&ptrs, &mut stack, self.autograd), cpu_fallback) {
                         (Ok(()), _) => collect_results(&stack, *n_returns).map_err(failed)?,
-                        (Err(_), Some(cpu)) => {
-                            run_on_cpu_zeros(cpu, &values, sources, &mut stack, *n_returns)
+                        (Err(_), Some(cpu)) => match cpu_fallback_refused(&values, sources) {
+                            None => run_on_cpu_zeros(cpu, &values, sources, &mut stack, *n_returns)
                                 .map_err(|m| {
                                     failed(format!("{m} (run on CPU: the op has no meta kernel)"))
-                                })?
-                        }
+                                })?,
+                            Some(why) => match annotated_value(&node.meta) {
+                                Some(v) if hook.assume_annotation(step.node, &why)? => v,
+                                _ => return Err(failed(why)),
+                            },
+                        },
                         (Err(message), None) => return Err(failed(message)),
                     }
                 }
@@ -485,6 +496,45 @@ fn describe_sources(values: &[Option<RtValue>], sources: &[usize]) -> String {
         })
         .collect();
     format!("[{}]", parts.join(", "))
+}
+
+/// Why the CPU stand-in for an op without a meta kernel must not run: its zero-filled
+/// inputs would take more than a quarter of the memory available (`None`: it may run).
+fn cpu_fallback_refused(values: &[Option<RtValue>], sources: &[usize]) -> Option<String> {
+    let bytes = sources
+        .iter()
+        .filter_map(|&s| values[s].as_ref().and_then(RtValue::as_tensor))
+        .map(|t| {
+            let elem = t.f_kind().map_or(8, |k| k.elt_size_in_bytes()) as u64;
+            (t.numel() as u64).saturating_mul(elem)
+        })
+        .fold(0u64, u64::saturating_add);
+    let budget = crate::memory::available_bytes().unwrap_or(8 << 30) / 4;
+    (bytes > budget).then(|| {
+        format!(
+            "the op has no meta kernel, and running it on zero-filled CPU inputs instead would take {} (graphbug allows a quarter of the {} available)",
+            crate::memory::human(bytes),
+            crate::memory::human(budget * 4)
+        )
+    })
+}
+
+/// The node's annotation as meta tensors, when it annotates every output.
+fn annotated_value(meta: &Meta) -> Option<RtValue> {
+    let device = crate::meta::meta_device();
+    match meta {
+        Meta::Tensor(m) => crate::meta::empty(m, &device).ok().map(RtValue::Tensor),
+        Meta::Multi(items) if !items.is_empty() => items
+            .iter()
+            .map(|m| {
+                m.as_ref()
+                    .and_then(|m| crate::meta::empty(m, &device).ok())
+                    .map(RtValue::Tensor)
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(RtValue::Tuple),
+        _ => None,
+    }
 }
 
 /// Runs `cpu` on zero-filled CPU copies of the (meta) sources and returns meta results.

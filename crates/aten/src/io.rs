@@ -686,6 +686,29 @@ pub fn random_tensors(
     seed: u64,
     device: tch::Device,
 ) -> crate::Result<Vec<Tensor>> {
+    // What generating them takes (the samples, then the tensor they are copied into),
+    // checked against the machine before anything is allocated.
+    let mut total: Option<u64> = Some(0);
+    for (i, meta) in metas.iter().enumerate() {
+        if meta.shape.iter().any(|d| *d < 0) {
+            continue; // refused by name below
+        }
+        let (sample, per) = match meta.dtype {
+            Dtype::Bool => (1u64, 1u64),
+            Dtype::Float32 | Dtype::Float16 | Dtype::BFloat16 => (4, 1),
+            Dtype::Complex64 => (4, 2),
+            Dtype::Complex128 => (8, 2),
+            _ => (8, 1),
+        };
+        let need = meta.checked_numel().and_then(|n| {
+            (n as u64)
+                .checked_mul(sample * per * 2)?
+                .checked_add(meta.checked_nbytes()?)
+        });
+        crate::memory::ensure_fits(&format!("random input {i} ({meta})"), need)?;
+        total = total.zip(need).and_then(|(t, n)| t.checked_add(n));
+    }
+    crate::memory::ensure_fits(&format!("{} random inputs", metas.len()), total)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let ints = Uniform::new(0i64, 2);
     let coin = Bernoulli::new(0.5).expect("invariant: 0.5 is a valid probability");

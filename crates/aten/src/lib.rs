@@ -10,6 +10,7 @@ pub mod dtype;
 pub mod error;
 pub mod interp;
 pub mod io;
+pub mod memory;
 pub mod meta;
 pub mod reference;
 pub mod shim;

@@ -7,7 +7,7 @@ use graphbug_ir::{Device, Graph, GraphBuilder, Meta, NodeKind, OpName, TensorMet
 use tch::Tensor;
 
 use crate::error::{AtenError, Result};
-use crate::interp::Interpreter;
+use crate::interp::{Interpreter, RtValue, RunHook};
 
 /// The meta device.
 pub fn meta_device() -> Device {
@@ -41,6 +41,47 @@ pub fn empty(meta: &TensorMeta, device: &Device) -> Result<Tensor> {
 ///
 /// Placeholders and constants must be annotated: their annotations are the inputs.
 pub fn infer_meta(graph: &Graph) -> Result<Graph> {
+    Ok(infer(graph, false)?.graph)
+}
+
+/// What [`infer_meta_assuming`] inferred, and where it took the graph's word instead.
+pub struct Inferred {
+    /// The graph with inferred metas.
+    pub graph: Graph,
+    /// Nodes whose annotation stood in for inference, and why.
+    pub assumed: Vec<(String, String)>,
+}
+
+/// [`infer_meta`], except that a node libtorch cannot infer without more memory than the
+/// machine has (an op with no meta kernel on huge inputs) keeps its annotation, and is
+/// listed as assumed instead of ending the inference.
+pub fn infer_meta_assuming(graph: &Graph) -> Result<Inferred> {
+    infer(graph, true)
+}
+
+struct Recorder<'g> {
+    graph: &'g Graph,
+    metas: Vec<Meta>,
+    assume: bool,
+    assumed: Vec<(String, String)>,
+}
+
+impl RunHook for Recorder<'_> {
+    fn after_node(&mut self, node: usize, value: &mut RtValue) -> Result<()> {
+        self.metas[node] = value.meta();
+        Ok(())
+    }
+
+    fn assume_annotation(&mut self, node: usize, why: &str) -> Result<bool> {
+        if self.assume {
+            self.assumed
+                .push((self.graph.nodes[node].name.clone(), why.to_string()));
+        }
+        Ok(self.assume)
+    }
+}
+
+fn infer(graph: &Graph, assume: bool) -> Result<Inferred> {
     let device = meta_device();
     let mut inputs = Vec::new();
     let mut constants = HashMap::new();
@@ -63,16 +104,21 @@ pub fn infer_meta(graph: &Graph) -> Result<Graph> {
         }
     }
     let interp = Interpreter::new(graph, &device, &constants)?;
-    let mut metas: Vec<Meta> = vec![Meta::Unknown; graph.nodes.len()];
-    interp.run_observed(&inputs, &mut |i, v| {
-        metas[i] = v.meta();
-        Ok(())
-    })?;
+    let mut recorder = Recorder {
+        graph,
+        metas: vec![Meta::Unknown; graph.nodes.len()],
+        assume,
+        assumed: Vec::new(),
+    };
+    interp.run_with_hook(&inputs, &mut recorder)?;
     let mut out = graph.clone();
-    for (node, meta) in out.nodes.iter_mut().zip(metas) {
+    for (node, meta) in out.nodes.iter_mut().zip(recorder.metas) {
         node.meta = meta;
     }
-    Ok(out)
+    Ok(Inferred {
+        graph: out,
+        assumed: recorder.assumed,
+    })
 }
 
 /// An annotation that disagrees with what libtorch infers.
@@ -101,13 +147,21 @@ impl fmt::Display for MetaMismatch {
     }
 }
 
-/// Every single-tensor annotation in `graph` that meta inference contradicts, in graph order.
-pub fn check_meta(graph: &Graph) -> Result<Vec<MetaMismatch>> {
-    let inferred = infer_meta(graph)?;
-    Ok(graph
+/// What [`check_meta`] found.
+pub struct MetaCheck {
+    /// Every single-tensor annotation that meta inference contradicts, in graph order.
+    pub mismatches: Vec<MetaMismatch>,
+    /// Nodes that could not be checked (their annotation was taken as given), and why.
+    pub unchecked: Vec<(String, String)>,
+}
+
+/// Compares every annotation of `graph` with what libtorch infers.
+pub fn check_meta(graph: &Graph) -> Result<MetaCheck> {
+    let inferred = infer_meta_assuming(graph)?;
+    let mismatches = graph
         .nodes
         .iter()
-        .zip(&inferred.nodes)
+        .zip(&inferred.graph.nodes)
         .filter_map(|(given, got)| match &given.meta {
             Meta::Tensor(annotated) if got.meta.tensor() != Some(annotated) => Some(MetaMismatch {
                 node: given.name.clone(),
@@ -116,5 +170,9 @@ pub fn check_meta(graph: &Graph) -> Result<Vec<MetaMismatch>> {
             }),
             _ => None,
         })
-        .collect())
+        .collect();
+    Ok(MetaCheck {
+        mismatches,
+        unchecked: inferred.assumed,
+    })
 }

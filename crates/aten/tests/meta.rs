@@ -23,8 +23,17 @@ fn every_reference_annotation_agrees_with_libtorch() {
             "bw_mincut.py",
         ] {
             let graph = parse_graph(&fixture(model, file)).unwrap();
-            let mismatches = check_meta(&graph).unwrap_or_else(|e| panic!("{model}/{file}: {e}"));
-            assert!(mismatches.is_empty(), "{model}/{file}: {mismatches:?}");
+            let check = check_meta(&graph).unwrap_or_else(|e| panic!("{model}/{file}: {e}"));
+            assert!(
+                check.mismatches.is_empty(),
+                "{model}/{file}: {:?}",
+                check.mismatches
+            );
+            assert!(
+                check.unchecked.is_empty(),
+                "{model}/{file}: {:?}",
+                check.unchecked
+            );
         }
     }
 }
@@ -69,7 +78,7 @@ fn wrong_annotations_are_reported() {
         "        c: \"i64[5, 2]\" = torch.ops.aten.relu.default(t)\n",
         "        return (c,)\n",
     );
-    let m = check_meta(&parse_graph(text).unwrap()).unwrap();
+    let m = check_meta(&parse_graph(text).unwrap()).unwrap().mismatches;
     let shown: Vec<String> = m.iter().map(ToString::to_string).collect();
     assert_eq!(
         shown,
@@ -95,4 +104,38 @@ fn inputs_need_annotations_and_shape_errors_name_the_node() {
         err.starts_with("node `mm` (aten::mm.default) failed on inputs [f32[2, 3], f32[2, 3]]"),
         "{err}"
     );
+}
+
+/// A graph whose inputs cannot be allocated is still checked: an op without a meta kernel
+/// is not run on a 4 TB zero-filled stand-in; its annotation is taken as given, and said.
+#[test]
+fn huge_inputs_are_not_allocated_for_ops_without_meta_kernels() {
+    let text = concat!(
+        "class G(torch.nn.Module):\n",
+        "    def forward(self, x: \"f32[1000000000000]\"):\n",
+        "        relu: \"f32[1000000000000]\" = torch.ops.aten.relu.default(x);  x = None\n",
+        "        neg: \"f32[1000000000000]\" = torch.ops.aten.neg.default(relu);  relu = None\n",
+        "        view: \"f32[1000000, 1000000]\" = torch.ops.aten.view.default(neg, [1000000, 1000000]);  neg = None\n",
+        "        return (view,)\n",
+    );
+    let g = parse_graph(text).unwrap();
+    let check = check_meta(&g).unwrap();
+    assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
+    assert_eq!(check.unchecked.len(), 1, "{:?}", check.unchecked);
+    assert_eq!(check.unchecked[0].0, "relu");
+    assert!(
+        check.unchecked[0].1.contains("the op has no meta kernel, and running it on zero-filled CPU inputs instead would take 3.6 TiB"),
+        "{}",
+        check.unchecked[0].1
+    );
+    // Strict inference says why it stops.
+    let e = infer_meta(&g).unwrap_err().to_string();
+    assert!(e.contains("node `relu`") && e.contains("3.6 TiB"), "{e}");
+    // A wrong annotation after the assumed node is still caught.
+    let wrong = text.replace(
+        "f32[1000000, 1000000]\" = torch",
+        "f32[1000, 1000]\" = torch",
+    );
+    let check = check_meta(&parse_graph(&wrong).unwrap()).unwrap();
+    assert_eq!(check.mismatches.len(), 1, "{:?}", check.mismatches);
 }

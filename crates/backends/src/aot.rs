@@ -241,12 +241,69 @@ impl Backend for AotEager {
         true
     }
 
+    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
+        let split = self
+            .split(graph, example_inputs)
+            .map_err(|f| f.to_string())?;
+        for (part, name, g) in [
+            (AotPart::Forward, &self.config.fw, &split.partition.forward),
+            (
+                AotPart::Backward,
+                &self.config.bw,
+                &split.partition.backward,
+            ),
+        ] {
+            let inner = lookup(name).map_err(|e| e.to_string())?;
+            // The inner compiler gets the part's own inputs; their metas are annotated.
+            inner
+                .validate(g, &[])
+                .map_err(|e| format!("in the {part} graph of `{}`: {e}", self.name))?;
+        }
+        Ok(())
+    }
+
     fn compile(
         &self,
         graph: &Graph,
         example_inputs: &[ExampleInput],
         ctx: &CompileContext,
     ) -> Result<Box<dyn CompiledFn>, Failure> {
+        let split = self.split(graph, example_inputs)?;
+        let fw_backend =
+            lookup(&self.config.fw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;
+        let bw_backend =
+            lookup(&self.config.bw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;
+        Ok(Box::new(AotCompiled {
+            name: self.name.clone(),
+            forward: Inner::new(AotPart::Forward, split.partition.forward, fw_backend),
+            backward: Inner::new(AotPart::Backward, split.partition.backward, bw_backend),
+            device: ctx.device.clone(),
+            constants: ctx
+                .constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect(),
+            hook: ctx.inner_hook.clone(),
+            check_accuracy: ctx.check_inner_accuracy,
+            num_fwd_outputs: split.num_fwd_outputs,
+            mutated_inputs: split.mutated_inputs,
+            tangent_outputs: split.tangent_outputs,
+            saved: None,
+        }))
+    }
+}
+
+/// The pipeline up to its inner compilers.
+struct Split {
+    partition: Partition,
+    num_fwd_outputs: usize,
+    mutated_inputs: Vec<usize>,
+    tangent_outputs: Vec<usize>,
+}
+
+impl AotEager {
+    /// Functionalizes, builds the joint graph, decomposes and partitions it.
+    fn split(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<Split, Failure> {
         let inputs = graph.placeholders().len();
         if example_inputs.len() != inputs {
             return Err(self.failure(
@@ -276,27 +333,12 @@ impl Backend for AotEager {
         let partition = self
             .partition(&jg, joint.num_fwd_outputs)
             .map_err(|e| self.failure(Stage::Compile, format!("partition: {e}")))?;
-        let fw_backend =
-            lookup(&self.config.fw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;
-        let bw_backend =
-            lookup(&self.config.bw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;
-        Ok(Box::new(AotCompiled {
-            name: self.name.clone(),
-            forward: Inner::new(AotPart::Forward, partition.forward, fw_backend),
-            backward: Inner::new(AotPart::Backward, partition.backward, bw_backend),
-            device: ctx.device.clone(),
-            constants: ctx
-                .constants
-                .iter()
-                .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                .collect(),
-            hook: ctx.inner_hook.clone(),
-            check_accuracy: ctx.check_inner_accuracy,
+        Ok(Split {
+            partition,
             num_fwd_outputs: joint.num_fwd_outputs,
             mutated_inputs: functional.mutated_inputs,
             tangent_outputs: joint.tangent_outputs,
-            saved: None,
-        }))
+        })
     }
 }
 

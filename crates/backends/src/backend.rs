@@ -148,6 +148,14 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Checks, before any work starts, that the backend's own parameters make sense for
+    /// `graph` (a fault spec must name one of its nodes); wrappers check their inner
+    /// backends too. The error says what is wrong and what the graph has instead. The
+    /// default accepts every graph.
+    fn validate(&self, _graph: &Graph, _example_inputs: &[ExampleInput]) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Compiles `graph` for inputs like `example_inputs`.
     fn compile(
         &self,

@@ -104,6 +104,9 @@ impl Backend for Explain {
     fn tags(&self) -> &[&str] {
         &["debug"]
     }
+    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
+        self.inner.validate(graph, example_inputs)
+    }
     fn compile(
         &self,
         graph: &Graph,

@@ -209,6 +209,30 @@ impl FaultSpec {
         FaultSpec::parse(body)
     }
 
+    /// Why this spec faults no node of `graph` (`source` is how the user wrote it), with
+    /// what the graph has instead; `None` when it names at least one node.
+    pub fn why_no_target(&self, graph: &Graph, source: &str) -> Option<String> {
+        let matching: Vec<&Node> = graph
+            .nodes
+            .iter()
+            .filter(|n| n.op().is_some_and(|op| self.op.matches(op)))
+            .collect();
+        match (self.occurrence, matching.len()) {
+            (_, 0) => Some(format!(
+                "`{source}` names no node: no node of the graph calls `{}`; {}",
+                self.op,
+                closest_ops(graph, &self.op)
+            )),
+            (Some(k), n) if k > n => Some(format!(
+                "`{source}` names no node: the graph has {n} node{} calling `{}` ({}), so #{k} is out of range (#1 to #{n})",
+                if n == 1 { "" } else { "s" },
+                self.op,
+                name_list(matching.iter().map(|n| n.name.as_str()))
+            )),
+            _ => None,
+        }
+    }
+
     /// The nodes this spec faults in `graph`, in graph order.
     pub fn targets(&self, graph: &Graph) -> Vec<NodeId> {
         let all: Vec<NodeId> = graph
@@ -236,18 +260,74 @@ impl fmt::Display for FaultSpec {
     }
 }
 
+/// Up to five names, then how many more.
+fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    let shown: Vec<String> = names.iter().take(5).map(|n| format!("`{n}`")).collect();
+    match names.len() {
+        0..=5 => shown.join(", "),
+        n => format!("{}, and {} more", shown.join(", "), n - 5),
+    }
+}
+
+/// The ops of `graph` closest in name to `wanted` (at most five, nearest first, each with
+/// its nodes), for an error that says what the graph has instead.
+fn closest_ops(graph: &Graph, wanted: &OpPattern) -> String {
+    let mut by_op: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    for n in &graph.nodes {
+        if let Some(op) = n.op() {
+            by_op
+                .entry(format!("{}.{}.{}", op.namespace, op.name, op.overload))
+                .or_default()
+                .push(&n.name);
+        }
+    }
+    if by_op.is_empty() {
+        return "the graph calls no ops".into();
+    }
+    let mut ranked: Vec<(f64, &String)> = by_op
+        .keys()
+        .map(|op| {
+            let name = op.split('.').nth(1).unwrap_or(op);
+            let score = strsim::normalized_damerau_levenshtein(&wanted.name, name);
+            (score, op)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    let shown: Vec<String> = ranked
+        .iter()
+        .take(5)
+        .map(|(_, op)| format!("{op} ({})", name_list(by_op[*op].iter().copied())))
+        .collect();
+    format!("the closest ops in the graph: {}", shown.join("; "))
+}
+
 /// The `fault:` backend: injects a fault, then compiles with the inner backend.
 pub struct FaultBackend {
     spec: FaultSpec,
     inner: Arc<dyn Backend>,
     name: String,
+    /// How the user wrote the fault, for messages (`fault:...` or the environment's).
+    source: String,
 }
 
 impl FaultBackend {
     /// Wraps `inner` with the fault `spec`.
     pub fn new(spec: FaultSpec, inner: Arc<dyn Backend>) -> Self {
         let name = format!("fault:{spec}+{}", inner.name());
-        FaultBackend { spec, inner, name }
+        let source = format!("fault:{spec}");
+        FaultBackend {
+            spec,
+            inner,
+            name,
+            source,
+        }
+    }
+
+    /// Says in messages that the fault came from `source` (e.g. an environment variable).
+    pub fn with_source(mut self, source: String) -> Self {
+        self.source = source;
+        self
     }
 
     /// Builds the backend for a name after `fault:` (`<spec>[+<inner>]`).
@@ -349,6 +429,13 @@ impl Backend for FaultBackend {
 
     fn tags(&self) -> &[&str] {
         &["testing"]
+    }
+
+    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
+        if let Some(why) = self.spec.why_no_target(graph, &self.source) {
+            return Err(why);
+        }
+        self.inner.validate(graph, example_inputs)
     }
 
     fn compile(

@@ -119,8 +119,24 @@ pub fn register_alias(alias: &str, target: &str) -> Result<(), RegistryError> {
     Ok(())
 }
 
+/// How deeply parameterised backend names (`fault:...+fault:...`, `explain:...`) may nest.
+pub const MAX_NESTING: usize = 16;
+
 /// The backend for `name`, without the environment's fault injection.
 pub fn resolve(name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
+    let nesting = ["fault:", "explain:", "aot_eager:"]
+        .iter()
+        .map(|p| name.matches(p).count())
+        .sum::<usize>();
+    if nesting > MAX_NESTING {
+        let shown: String = name.chars().take(80).collect();
+        return Err(RegistryError::BadName {
+            name: format!("{shown}... ({} bytes)", name.len()),
+            message: format!(
+                "it nests {nesting} parameterised backends; at most {MAX_NESTING} may nest"
+            ),
+        });
+    }
     let factory = {
         let reg = REGISTRY.read();
         let target = reg.aliases.get(name).map_or(name, String::as_str);
@@ -157,11 +173,14 @@ pub fn lookup(name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
     let backend = resolve(name)?;
     match std::env::var(INJECT_FAULT_ENV) {
         Ok(spec) if !spec.trim().is_empty() && !backend.delegates_faults() => {
+            let source = format!("{INJECT_FAULT_ENV}={spec}");
             let spec = FaultSpec::parse_env(&spec).map_err(|message| RegistryError::BadName {
-                name: format!("{INJECT_FAULT_ENV}={spec}"),
+                name: source.clone(),
                 message,
             })?;
-            Ok(Arc::new(FaultBackend::new(spec, backend)))
+            Ok(Arc::new(
+                FaultBackend::new(spec, backend).with_source(source),
+            ))
         }
         _ => Ok(backend),
     }

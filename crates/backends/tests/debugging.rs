@@ -466,3 +466,64 @@ fn fault_and_explain_names_report_bad_specs() {
     let err = lookup("explain:nope").err().unwrap().to_string();
     assert!(err.contains("unknown backend `nope`"), "{err}");
 }
+
+/// A fault spec that names no node of the graph is an error saying what the graph has,
+/// whether it comes from a backend name, the environment or an AOT inner compiler.
+#[test]
+fn fault_specs_naming_no_node_are_refused_with_the_closest_ops() {
+    let m = model("mlp");
+    let ex = examples(&m.inputs);
+    let check = |name: &str| lookup(name).unwrap().validate(&m.graph, &ex);
+    assert!(check("fault:runtime@relu").is_ok());
+    assert!(check("fault:runtime@aten.t.default#3").is_ok());
+    let e = check("fault:runtime@aten.relu.default#999").unwrap_err();
+    assert_eq!(
+        e,
+        "`fault:runtime@aten.relu.default#999` names no node: the graph has 1 node calling `aten.relu.default` (`relu`), so #999 is out of range (#1 to #1)"
+    );
+    let e = check("fault:runtime@layer_norm").unwrap_err();
+    assert!(
+        e.contains("no node of the graph calls `layer_norm`; the closest ops in the graph: aten.native_layer_norm.default (`native_layer_norm`);"),
+        "{e}"
+    );
+    // Inner backends are checked too.
+    let e = check("fault:runtime@relu+fault:nan@softmax").unwrap_err();
+    assert!(e.starts_with("`fault:nan@softmax` names no node"), "{e}");
+    let e = check("explain:fault:crash@hardtanh").unwrap_err();
+    assert!(e.contains("`fault:crash@hardtanh` names no node"), "{e}");
+    // After AOT, each inner compiler is checked against the graph it gets.
+    let mut grads = ex.clone();
+    for g in &mut grads {
+        g.requires_grad = true;
+    }
+    let aot = |name: &str| lookup(name).unwrap().validate(&m.graph, &grads);
+    assert!(aot("aot_eager:fw=fault:runtime@relu").is_ok());
+    assert!(aot("aot_eager:bw=fault:runtime@threshold_backward").is_ok());
+    let e = aot("aot_eager:bw=fault:runtime@relu").unwrap_err();
+    assert!(
+        e.starts_with("in the backward graph of `aot_eager:bw=fault:runtime@relu`: `fault:runtime@relu` names no node"),
+        "{e}"
+    );
+}
+
+#[test]
+fn deeply_nested_backend_names_are_refused_quickly() {
+    let name = format!("{}eager", "fault:runtime@relu+".repeat(3000));
+    let start = std::time::Instant::now();
+    let e = match lookup(&name) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("3000 nested backends were accepted"),
+    };
+    assert!(
+        e.contains("it nests 3000 parameterised backends; at most 16 may nest"),
+        "{e}"
+    );
+    assert!(
+        e.len() < 400,
+        "the error repeats the whole name: {} bytes",
+        e.len()
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let ok = format!("{}eager", "fault:runtime@relu+".repeat(16));
+    assert!(lookup(&ok).is_ok());
+}

@@ -91,6 +91,15 @@ pub enum MinifyError {
         /// What the checker said.
         verdict: String,
     },
+    /// The checker could not judge the starting graph (a check command that cannot run,
+    /// a worker that cannot start, a reference run that fails).
+    #[error("cannot judge the input graph ({checker}): {message}")]
+    Unresolved {
+        /// What was checked.
+        checker: String,
+        /// Why it could not.
+        message: String,
+    },
     /// The checker answered differently for the same graph.
     #[error("the checker is flaky: the same graph first gave `{first}`, then `{second}`")]
     Flaky {
@@ -410,6 +419,12 @@ pub fn minify(
     let first = original.candidate(&start);
     let checker_name = checker.describe();
     let v1 = checker.check(&first);
+    if let Verdict::Unresolved(message) = v1 {
+        return Err(MinifyError::Unresolved {
+            checker: checker_name,
+            message,
+        });
+    }
     let Verdict::Fails(signature) = v1.clone() else {
         return Err(MinifyError::DoesNotFail {
             checker: checker_name,

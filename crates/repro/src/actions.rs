@@ -47,6 +47,29 @@ pub struct ActionOptions {
     pub worker_exe: Option<PathBuf>,
 }
 
+/// Checks before any work that `backend`'s parameters make sense for `graph` and its
+/// `inputs` (a fault spec naming no node is an error saying what the graph has).
+pub fn validate_backend(
+    backend: &dyn Backend,
+    graph: &Graph,
+    inputs: &[Tensor],
+    requires_grad: &[bool],
+) -> Result<()> {
+    let examples: Vec<ExampleInput> = inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            meta_of(t).map(|m| ExampleInput {
+                requires_grad: requires_grad.get(i).copied().unwrap_or(false),
+                ..ExampleInput::new(m)
+            })
+        })
+        .collect();
+    backend
+        .validate(graph, &examples)
+        .map_err(|e| ReproError::Other(format!("backend `{}`: {e}", backend.name())))
+}
+
 /// Makes the environment what the manifest recorded: its fault spec and plugins.
 fn prepare(case: &mut ReproCase, opts: &ActionOptions) -> Result<Arc<dyn Backend>> {
     if let Some(d) = &opts.device {
@@ -75,7 +98,9 @@ fn prepare(case: &mut ReproCase, opts: &ActionOptions) -> Result<Arc<dyn Backend
         }
     }
     let name = opts.backend.as_deref().unwrap_or(&case.manifest.backend);
-    Ok(lookup(name)?)
+    let backend = lookup(name)?;
+    validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
+    Ok(backend)
 }
 
 /// Compiles and runs the case with `backend` on fresh copies of its inputs.
