@@ -16,7 +16,7 @@ use graphbug::repro::checkers::describe_check;
 use graphbug::repro::command::CommandChecker;
 use graphbug::repro::isolate::{IsolatedChecker, WorkerSpec};
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
-use graphbug::repro::progress::MinifyDir;
+use graphbug::repro::progress::{inputs_fingerprint, MinifyDir, RunKey};
 use graphbug::repro::scratch::Scratch;
 use graphbug::repro::{BackendChecker, CheckKind, ReferenceValues};
 use tch::Tensor;
@@ -173,26 +173,43 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         max_queries: args.max_queries,
         ..MinifyOptions::default()
     };
+    let run = RunKey {
+        check: match (&args.check, &args.check_command) {
+            (_, Some(cmd)) => format!("command:{cmd}"),
+            (Some(check), None) => check.clone(),
+            (None, None) => String::new(),
+        },
+        backend: args.backend.clone(),
+        check_str: args.check_str.clone(),
+        inputs: inputs_fingerprint(&graph, &values),
+    };
     let mut dir = match &args.out {
-        Some(out) => Some(MinifyDir::create(out, &graph, &inputs, &values)?),
+        Some(out) => Some(MinifyDir::create(
+            out,
+            &graph,
+            &inputs,
+            &values,
+            run,
+            args.resume,
+        )?),
         None => None,
     };
     if args.resume {
-        let state = dir
-            .as_ref()
-            .expect("--resume requires --out")
-            .saved_state()?
-            .ok_or_else(|| {
-                anyhow!(
-                    "nothing to resume in {}",
-                    args.out.as_ref().expect("checked").display()
-                )
-            })?;
-        eprintln!(
-            "resuming from {} nodes after {} queries",
-            state.stats.end_nodes, state.stats.queries
-        );
-        options.resume = Some(state.kept);
+        let out = args.out.as_ref().expect("--resume requires --out");
+        let saved = dir.as_ref().expect("created above").saved_state()?;
+        match saved {
+            Some(state) => {
+                eprintln!(
+                    "resuming from {} nodes after {} queries",
+                    state.stats.end_nodes, state.stats.queries
+                );
+                options.resume = Some(state.kept);
+            }
+            None => eprintln!(
+                "nothing to resume in {} (no smaller failing graph was saved yet): starting over",
+                out.display()
+            ),
+        }
     }
     let result = match dir.as_mut() {
         Some(d) => minify(&graph, checker.as_mut(), &options, d),

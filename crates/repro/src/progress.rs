@@ -23,25 +23,91 @@ use crate::values::ReferenceValues;
 /// The state file's name.
 pub const STATE_FILE: &str = "state.json";
 
+/// What makes two minification runs the same search: a resumed run must match the
+/// saved one in every field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunKey {
+    /// What counts as failing: `compile`, `runtime`, `accuracy`, `contains:...` or
+    /// `command:...`.
+    pub check: String,
+    /// The backend checked, if any.
+    pub backend: Option<String>,
+    /// The `--check-str` regex, if any.
+    pub check_str: Option<String>,
+    /// Fingerprint of the inputs' values.
+    pub inputs: String,
+}
+
+impl RunKey {
+    /// The first field in which `self` (saved) and `now` differ, as `name: saved vs now`.
+    fn difference(&self, now: &RunKey) -> Option<String> {
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
+        if self.check != now.check {
+            return Some(format!(
+                "the check: `{}` then, `{}` now",
+                self.check, now.check
+            ));
+        }
+        if self.backend != now.backend {
+            return Some(format!(
+                "the backend: `{}` then, `{}` now",
+                show(&self.backend),
+                show(&now.backend)
+            ));
+        }
+        if self.check_str != now.check_str {
+            return Some(format!(
+                "--check-str: `{}` then, `{}` now",
+                show(&self.check_str),
+                show(&now.check_str)
+            ));
+        }
+        if self.inputs != now.inputs {
+            return Some("the inputs' values".into());
+        }
+        None
+    }
+}
+
 /// What `--resume` needs: where the search stood.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MinifyState {
     /// Fingerprint of the original graph's canonical text.
     pub graph_fingerprint: String,
+    /// The search (check, backend, inputs) the state belongs to; absent in states saved
+    /// by older graphbug versions.
+    #[serde(default)]
+    pub run: Option<RunKey>,
     /// The original node ids the smallest failing candidate keeps.
     pub kept: Vec<u32>,
     /// Counts at the time.
     pub stats: Stats,
 }
 
-/// FNV-1a fingerprint of a graph's canonical text.
-pub fn fingerprint(graph: &Graph) -> String {
+/// FNV-1a fingerprint of bytes.
+fn fnv(bytes: impl IntoIterator<Item = u8>) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in print_graph(graph).bytes() {
+    for b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
+}
+
+/// FNV-1a fingerprint of a graph's canonical text.
+pub fn fingerprint(graph: &Graph) -> String {
+    fnv(print_graph(graph).bytes())
+}
+
+/// Fingerprint of the input values of a recording (in input order).
+pub fn inputs_fingerprint(graph: &Graph, values: &ReferenceValues) -> String {
+    let keys = values.value_keys();
+    fnv((0..graph.placeholders().len()).flat_map(|k| {
+        keys.get(&graphbug_minifier::Origin::Input(k))
+            .copied()
+            .unwrap_or(0)
+            .to_le_bytes()
+    }))
 }
 
 /// The output directory of a minification, and the sink that keeps it current.
@@ -51,28 +117,74 @@ pub struct MinifyDir<'v> {
     values: &'v ReferenceValues,
     /// When minifying a repro directory: the manifest each minified repro gets.
     manifest: Option<Manifest>,
+    /// The search this directory records (`--out` runs).
+    run: Option<RunKey>,
 }
 
 impl<'v> MinifyDir<'v> {
-    /// Prepares `dir` for minifying `graph` (whose inputs are `inputs`), writing the
-    /// original unless it is already there.
+    /// Prepares `dir` for the minification `run` of `graph` (whose inputs are `inputs`).
+    ///
+    /// A directory holding another graph's minification is refused, never mixed or
+    /// overwritten. One holding this graph's is continued with `resume`, and otherwise
+    /// started over: its state and minified graph are removed first, and the original
+    /// is rewritten.
     pub fn create(
         dir: &Path,
         graph: &Graph,
         inputs: &[Tensor],
         values: &'v ReferenceValues,
+        run: RunKey,
+        resume: bool,
     ) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| ReproError::io(dir, e))?;
+        let fingerprint = fingerprint(graph);
         let original = dir.join("original");
-        if !original.exists() {
-            replace_dir_atomically(&original, |d| write_graph_and_inputs(d, graph, inputs))?;
+        let held = original.join(crate::save::GRAPH_FILE);
+        let existing = std::fs::read_to_string(&held).ok();
+        if let Some(text) = &existing {
+            let same = graphbug_ir::parse_graph(text)
+                .map(|g| crate::progress::fingerprint(&g) == fingerprint)
+                .unwrap_or(false);
+            if !same {
+                return Err(ReproError::io(
+                    dir,
+                    format!(
+                        "holds the minification of another graph ({}); choose another --out, or delete it",
+                        held.display()
+                    ),
+                ));
+            }
         }
-        Ok(MinifyDir {
+        let this = MinifyDir {
             dir: dir.to_path_buf(),
-            fingerprint: fingerprint(graph),
+            fingerprint,
             values,
             manifest: None,
-        })
+            run: Some(run),
+        };
+        if existing.is_none() || !resume {
+            if existing.is_some() {
+                this.clear()?;
+            }
+            replace_dir_atomically(&original, |d| write_graph_and_inputs(d, graph, inputs))?;
+        }
+        Ok(this)
+    }
+
+    /// Removes the state, then the minified graph, of an earlier run.
+    fn clear(&self) -> Result<()> {
+        let state = self.dir.join(STATE_FILE);
+        match std::fs::remove_file(&state) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ReproError::io(&state, e)),
+        }
+        let minified = self.minified();
+        if let Ok(target) = std::fs::read_link(&minified) {
+            let _ = std::fs::remove_dir_all(self.dir.join(target));
+            std::fs::remove_file(&minified).map_err(|e| ReproError::io(&minified, e))?;
+        }
+        Ok(())
     }
 
     /// Minifies inside repro directory `dir` (which is the original): each improvement is
@@ -88,16 +200,19 @@ impl<'v> MinifyDir<'v> {
             fingerprint: fingerprint(graph),
             values,
             manifest: Some(manifest),
+            run: None,
         }
     }
 
-    /// The saved state, if a previous run left one for this graph; an error if it was left
-    /// for another graph.
+    /// The saved state, if a previous run left one for this graph and this search; an
+    /// error naming the difference if it was left by another graph, check, backend,
+    /// `--check-str` or inputs.
     pub fn saved_state(&self) -> Result<Option<MinifyState>> {
         let path = self.dir.join(STATE_FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(_) => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ReproError::io(&path, e)),
         };
         let state: MinifyState =
             serde_json::from_str(&text).map_err(|e| ReproError::io(&path, e))?;
@@ -106,6 +221,14 @@ impl<'v> MinifyDir<'v> {
                 &path,
                 "this state was saved while minifying another graph",
             ));
+        }
+        if let (Some(saved), Some(now)) = (&state.run, &self.run) {
+            if let Some(diff) = saved.difference(now) {
+                return Err(ReproError::io(
+                    &path,
+                    format!("this state was saved by another search: {diff}; resume with the same options, or start over without --resume"),
+                ));
+            }
         }
         Ok(Some(state))
     }
@@ -139,6 +262,7 @@ impl Sink for MinifyDir<'_> {
         .map_err(|e| e.to_string())?;
         let state = MinifyState {
             graph_fingerprint: self.fingerprint.clone(),
+            run: self.run.clone(),
             kept: best.kept.clone(),
             stats: stats.clone(),
         };

@@ -18,6 +18,7 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes a file atomically: to a temporary sibling first, then renamed into place.
 pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    sweep_stale_siblings(path);
     let tmp = sibling(path, "tmp");
     std::fs::write(&tmp, bytes).map_err(|e| ReproError::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| {
@@ -35,6 +36,60 @@ fn sibling(path: &Path, tag: &str) -> PathBuf {
     path.with_file_name(format!(".{name}.{tag}.{}.{n}", std::process::id()))
 }
 
+/// The tags of [`sibling`] paths.
+const SIBLING_TAGS: [&str; 3] = ["tmp", "v", "link"];
+
+/// Removes the hidden siblings of `path` (temporary files, version directories, links
+/// being swapped) that a killed graphbug process left: those whose process is gone.
+pub fn sweep_stale_siblings(path: &Path) {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    // The version `path` links to is live, whoever wrote it.
+    let live = std::fs::read_link(path).ok();
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        // `<tag>.<pid>.<n>`
+        let parts: Vec<&str> = rest.split('.').collect();
+        let [tag, pid, n] = parts.as_slice() else {
+            continue;
+        };
+        let pid = match (pid.parse::<u32>(), n.parse::<u64>()) {
+            (Ok(pid), Ok(_)) if SIBLING_TAGS.contains(tag) => pid,
+            _ => continue,
+        };
+        if pid == std::process::id()
+            || crate::process::alive(pid)
+            || live.as_deref() == Some(Path::new(&file))
+        {
+            continue;
+        }
+        let stale = entry.path();
+        let removed = match std::fs::symlink_metadata(&stale) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&stale),
+            Ok(_) => std::fs::remove_file(&stale),
+            Err(e) => Err(e),
+        };
+        let _ = removed;
+    }
+}
+
 /// Fills a fresh directory with `fill`, then makes `link` (a symlink) point at it in one
 /// atomic rename, so readers of `link` see the old directory or the new one, never a mix.
 /// The directory `link` pointed at before is removed. A real directory at `link` is
@@ -45,6 +100,7 @@ pub fn replace_dir_atomically(link: &Path, fill: impl FnOnce(&Path) -> Result<()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| ReproError::io(parent, e))?;
+    sweep_stale_siblings(link);
     let dir = sibling(link, "v");
     std::fs::create_dir(&dir).map_err(|e| ReproError::io(&dir, e))?;
     if let Err(e) = fill(&dir) {
@@ -142,6 +198,38 @@ mod tests {
         }
         // Only the live version and the link remain.
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+        // What a killed writer left (its process is gone) is removed by the next write;
+        // a live process's is not, nor anything else hidden.
+        let dead = u32::MAX - 7;
+        let left = [
+            format!(".minified.v.{dead}.0"),
+            format!(".minified.link.{dead}.3"),
+            format!(".minified.tmp.{dead}.1"),
+        ];
+        std::fs::create_dir(tmp.path().join(&left[0])).unwrap();
+        std::os::unix::fs::symlink("nowhere", tmp.path().join(&left[1])).unwrap();
+        std::fs::write(tmp.path().join(&left[2]), "x").unwrap();
+        // The version the link points at stays even though its writer is gone.
+        let target = std::fs::read_link(&link).unwrap();
+        assert!(tmp.path().join(&target).exists());
+        let live = format!(".minified.v.{}.9", std::process::id());
+        std::fs::create_dir(tmp.path().join(&live)).unwrap();
+        std::fs::write(tmp.path().join(".other.v.1.0"), "x").unwrap();
+        replace_dir_atomically(&link, |d| {
+            std::fs::write(d.join("a"), "2").map_err(|e| ReproError::io(d, e))
+        })
+        .unwrap();
+        for l in &left {
+            assert!(
+                !tmp.path().join(l).exists()
+                    && std::fs::symlink_metadata(tmp.path().join(l)).is_err(),
+                "{l}"
+            );
+        }
+        assert!(tmp.path().join(&live).exists());
+        assert!(tmp.path().join(".other.v.1.0").exists());
+        std::fs::remove_dir(tmp.path().join(&live)).unwrap();
+        std::fs::remove_file(tmp.path().join(".other.v.1.0")).unwrap();
         // A failed fill leaves the old directory in place.
         let err = replace_dir_atomically(&link, |d| Err(ReproError::io(d, "boom")));
         assert!(err.is_err());
