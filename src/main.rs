@@ -34,6 +34,8 @@ enum Command {
         /// Also infer every shape on the meta device and report annotations that disagree.
         #[arg(long)]
         meta: bool,
+        #[command(flatten)]
+        bound: cli::run::Bound,
     },
     /// Run a graph through a backend.
     Run(cli::run::RunArgs),
@@ -66,7 +68,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = cli::load_plugins(&cli.plugin).and_then(|()| match cli.command {
         Command::Fmt { file } => cli::fmt(&file),
-        Command::Check { file, meta } => cli::check(&file, meta),
+        Command::Check { file, meta, bound } => cli::check(&file, meta, &bound),
         Command::Run(args) => cli::run::run(&args),
         Command::Backends { all } => cli::backends(all),
         Command::Explain(args) => cli::run::explain(&args),

@@ -37,7 +37,8 @@ fn assert_reproduces(cwd: &Path, dir: &Path, label: &str) {
     assert_eq!(
         run.status.code(),
         Some(1),
-        "{label}: {}{}",
+        "{label}: {:?}: {}{}",
+        run.status,
         text(&run.stdout),
         text(&run.stderr)
     );

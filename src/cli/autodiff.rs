@@ -16,7 +16,7 @@ use graphbug::partition::{
     MinCutProblem, OpClasses,
 };
 
-use super::load_graph;
+use super::{load_graph, lost_in_libtorch, supervise};
 
 /// Arguments of `graphbug joint`.
 #[derive(Args)]
@@ -27,6 +27,8 @@ pub struct JointArgs {
     /// (default: every floating input).
     #[arg(long)]
     requires_grad: Option<String>,
+    #[command(flatten)]
+    bound: super::run::Bound,
 }
 
 /// Arguments of `graphbug partition`.
@@ -58,15 +60,21 @@ pub struct PartitionArgs {
     /// Print JSON instead of the two graphs.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    bound: super::run::Bound,
+}
+
+/// Whether some call node lacks an annotation (so libtorch must infer it).
+fn needs_inference(graph: &Graph) -> bool {
+    graph
+        .nodes
+        .iter()
+        .any(|n| n.is_call_function() && matches!(n.meta, Meta::Unknown))
 }
 
 /// `graph` with every node's meta filled in by libtorch when any is missing.
 fn with_metas(graph: Graph) -> Result<Graph> {
-    let missing = graph
-        .nodes
-        .iter()
-        .any(|n| n.is_call_function() && matches!(n.meta, Meta::Unknown));
-    if missing {
+    if needs_inference(&graph) {
         Ok(infer_meta(&graph).context("inferring shapes on the meta device")?)
     } else {
         Ok(graph)
@@ -106,7 +114,14 @@ fn requires_grad(graph: &Graph, spec: Option<&str>) -> Result<Vec<bool>> {
 
 /// `graphbug joint`: functionalize, differentiate, print.
 pub fn joint(args: &JointArgs) -> Result<ExitCode> {
-    let graph = with_metas(load_graph(&args.file)?)?;
+    let graph = load_graph(&args.file)?;
+    // Meta inference runs kernels on stand-ins: bounded, in a child.
+    if let Some(code) = supervise(&args.bound, |run, limit| {
+        lost_in_libtorch("building the joint graph", run, limit)
+    })? {
+        return Ok(code);
+    }
+    let graph = with_metas(graph)?;
     let rg = requires_grad(&graph, args.requires_grad.as_deref())?;
     let functional = functionalize(&graph, &LibtorchSchemas)?;
     let fg = with_metas(functional.graph)?;
@@ -140,7 +155,15 @@ fn infer_num_fwd_outputs(joint: &Graph) -> Result<usize> {
 
 /// `graphbug partition`.
 pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
-    let joint = with_metas(load_graph(&args.file)?)?;
+    let joint = load_graph(&args.file)?;
+    if needs_inference(&joint) {
+        if let Some(code) = supervise(&args.bound, |run, limit| {
+            lost_in_libtorch("inferring the joint graph's shapes", run, limit)
+        })? {
+            return Ok(code);
+        }
+    }
+    let joint = with_metas(joint)?;
     let num_fwd_outputs = match args.num_fwd_outputs {
         Some(n) => n,
         None => infer_num_fwd_outputs(&joint)?,

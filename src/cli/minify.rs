@@ -14,7 +14,7 @@ use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
 use graphbug::repro::actions::validate_backend;
 use graphbug::repro::checkers::describe_check;
 use graphbug::repro::command::CommandChecker;
-use graphbug::repro::isolate::{IsolatedChecker, WorkerSpec};
+use graphbug::repro::isolate::{preflight_eager, IsolatedChecker, WorkerSpec};
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::progress::{inputs_fingerprint, MinifyDir, RunKey};
 use graphbug::repro::scratch::Scratch;
@@ -80,7 +80,30 @@ pub struct MinifyArgs {
     json: bool,
 }
 
-/// The checker the arguments ask for; backend runs are bounded by `limit`.
+/// The graph's eager run, done in a worker process first (unless `--no-isolate`): only
+/// a graph that does not crash libtorch there is run in this process. Returns how long
+/// it took, which sets the default time limits.
+fn preflight(
+    args: &MinifyArgs,
+    graph: &Graph,
+    inputs: &[Tensor],
+    constants: &std::collections::HashMap<String, Tensor>,
+    device: &Device,
+    scratch: &Scratch,
+) -> Result<Option<Duration>> {
+    if args.no_isolate {
+        return Ok(None);
+    }
+    let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
+    let dir = scratch.path().join("preflight");
+    std::fs::create_dir_all(&dir)?;
+    Ok(Some(preflight_eager(
+        exe, &dir, graph, inputs, constants, device,
+    )?))
+}
+
+/// The checker the arguments ask for. Checkers that run the backend in a worker start
+/// it here: its start-up is the eager run that makes a preflight unnecessary.
 #[allow(clippy::too_many_arguments)]
 fn build_checker(
     args: &MinifyArgs,
@@ -90,13 +113,15 @@ fn build_checker(
     device: &Device,
     plugins: &[PathBuf],
     scratch: &Scratch,
-    limit: TimeLimit,
 ) -> Result<Box<dyn Checker>> {
     let offload = args
         .offload_to_disk
         .then(|| scratch.path().join("values-checker"));
     if let Some(cmd) = &args.check_command {
+        let started = Instant::now();
+        let eager = preflight(args, graph, inputs, constants, device, scratch)?;
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
+        let limit = TimeLimit::new(args.timeout, eager.unwrap_or_else(|| started.elapsed()));
         eprintln!("{}", limit.describe());
         return Ok(Box::new(CommandChecker::new(
             cmd,
@@ -111,7 +136,9 @@ fn build_checker(
         )
     })?;
     if let Some(ops) = check.strip_prefix("contains:") {
-        return Ok(Box::new(Contains::parse(ops).map_err(|e| anyhow!(e))?));
+        let contains = Contains::parse(ops).map_err(|e| anyhow!(e))?;
+        preflight(args, graph, inputs, constants, device, scratch)?;
+        return Ok(Box::new(contains));
     }
     let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
     let backend = args
@@ -119,8 +146,8 @@ fn build_checker(
         .as_deref()
         .ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
     let resolved = lookup(backend)?;
-    validate_backend(resolved.as_ref(), graph, inputs, &[])?;
     if args.no_isolate {
+        validate_backend(resolved.as_ref(), graph, inputs, &[])?;
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
         return Ok(Box::new(BackendChecker::new(resolved, kind, values)));
     }
@@ -137,9 +164,16 @@ fn build_checker(
             .then(|| scratch.path().join("values-worker")),
     )?;
     let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
-    eprintln!("{}", limit.describe());
     let name = describe_check(kind, resolved.name());
-    Ok(Box::new(IsolatedChecker::new(exe, spec, name, limit)))
+    let mut checker = IsolatedChecker::new(exe, spec, name, args.timeout);
+    checker
+        .start_now()
+        .map_err(|e| anyhow!("graphbug's eager run of the graph failed in the worker: {e}"))?;
+    // The graph survived libtorch in the worker; the checks (meta inference for AOT
+    // pipelines) can run here.
+    validate_backend(resolved.as_ref(), graph, inputs, &[])?;
+    eprintln!("{}", checker.limit().describe());
+    Ok(Box::new(checker))
 }
 
 /// `graphbug minify`.
@@ -155,16 +189,14 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         tch_device(&device)?,
     )?;
     let scratch = Scratch::new("minify")?;
-    // The values saved repros are made of: from one eager run in this process, which also
-    // sets the default time limit.
+    let mut checker = build_checker(
+        args, &graph, &inputs, &constants, &device, plugins, &scratch,
+    )?;
+    // The values saved repros are made of: from one eager run in this process (after a
+    // worker survived the same run).
     let offload = args.offload_to_disk.then(|| scratch.path().join("values"));
-    let eager_started = Instant::now();
     let values = ReferenceValues::record(&graph, &inputs, &constants, &device, offload.as_deref())
         .context("eager reference run of the original graph")?;
-    let limit = TimeLimit::new(args.timeout, eager_started.elapsed());
-    let mut checker = build_checker(
-        args, &graph, &inputs, &constants, &device, plugins, &scratch, limit,
-    )?;
     let mut options = MinifyOptions {
         value_keys: Some(values.value_keys().clone()),
         check_str: args.check_str.clone(),

@@ -7,6 +7,7 @@ pub mod run;
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,6 +20,9 @@ use graphbug::backends::plugin::{load_env_plugins, load_plugin};
 use graphbug::backends::registry::factories;
 use graphbug::ir::{parse_graph, print_graph, Graph};
 use graphbug::ir::{Meta, NodeKind, TensorMeta};
+use graphbug::repro::limits::RUN_DEFAULT;
+use graphbug::repro::process::{is_supervised, rerun_self, Ended, Supervised};
+use graphbug::repro::scratch::Scratch;
 use tch::Tensor;
 
 /// The graph's inputs and constants, loaded or made up, on `device`.
@@ -91,6 +95,31 @@ pub fn graph_inputs(
     ))
 }
 
+/// Re-runs this command in a child process bounded by `bound` (default
+/// [`RUN_DEFAULT`]), unless this is that child or isolation is off: `Some(exit code)` in
+/// the parent. A child that crashes (a libtorch abort or segfault) or hangs is reported
+/// with `lost(run, limit)`; otherwise its exit code is passed on.
+pub fn supervise(
+    bound: &run::Bound,
+    lost: impl FnOnce(&Supervised, Duration) -> String,
+) -> Result<Option<ExitCode>> {
+    if is_supervised() || bound.no_isolate {
+        return Ok(None);
+    }
+    let limit = bound.timeout.unwrap_or(RUN_DEFAULT);
+    let scratch = Scratch::new("supervise")?;
+    let run = rerun_self(&[], limit, scratch.path())?;
+    Ok(Some(match run.ended {
+        Ended::Exited(s) if s.code().is_some() => {
+            ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8)
+        }
+        _ => {
+            eprintln!("{}", lost(&run, limit));
+            ExitCode::FAILURE
+        }
+    }))
+}
+
 /// Loads the plugins named on the command line and in `GRAPHBUG_PLUGINS`.
 pub fn load_plugins(paths: &[std::path::PathBuf]) -> Result<()> {
     for p in paths {
@@ -133,15 +162,35 @@ pub fn load_graph(file: &Path) -> Result<Graph> {
     parse_graph(&text).with_context(|| format!("{}", file.display()))
 }
 
+/// `error: <what> crashed inside libtorch: <why>`, for a supervised child that died.
+pub fn lost_in_libtorch(what: &str, run: &Supervised, limit: Duration) -> String {
+    let why = run.lost(limit).unwrap_or_default();
+    match run.ended {
+        Ended::TimedOut => format!("error: {what} did not finish: {why}"),
+        _ => format!(
+            "error: {what} crashed inside libtorch ({why}); a graph whose shapes contradict its ops can do this (libtorch does not check every kernel's arguments)"
+        ),
+    }
+}
+
 /// `graphbug fmt`: prints the canonical text.
 pub fn fmt(file: &Path) -> Result<ExitCode> {
     print!("{}", print_graph(&load_graph(file)?));
     Ok(ExitCode::SUCCESS)
 }
 
-/// `graphbug check`: verifies, counts, and with `meta` compares annotations with libtorch.
-pub fn check(file: &Path, meta: bool) -> Result<ExitCode> {
+/// `graphbug check`: verifies, counts, and with `meta` compares annotations with libtorch
+/// (in a bounded child: kernels run on stand-ins of a graph whose shapes are wrong can
+/// crash libtorch itself).
+pub fn check(file: &Path, meta: bool, bound: &run::Bound) -> Result<ExitCode> {
     let graph = load_graph(file)?;
+    if meta {
+        if let Some(code) = supervise(bound, |run, limit| {
+            lost_in_libtorch("meta inference", run, limit)
+        })? {
+            return Ok(code);
+        }
+    }
     println!(
         "{} nodes, {} inputs, {} outputs",
         graph.num_call_function_nodes(),

@@ -9,7 +9,6 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
-use graphbug::aten::Interpreter;
 use graphbug::backends::Failure;
 use graphbug::ir::Device;
 use graphbug::ir::Graph;
@@ -19,6 +18,7 @@ use graphbug::repro::actions::{
 };
 use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
+use graphbug::repro::isolate::preflight_eager;
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::manifest::ReproAfter;
 use graphbug::repro::process::{is_supervised, rerun_self, Ended};
@@ -166,12 +166,7 @@ fn flow(
     if training {
         options.requires_grad = inputs.iter().map(|t| t.is_floating_point()).collect();
     }
-    validate_backend(
-        graphbug::backends::lookup(backend)?.as_ref(),
-        &graph,
-        &inputs,
-        &options.requires_grad,
-    )?;
+
     if let Some(result_file) = std::env::var_os(FIRST_RUN_ENV) {
         // The supervised child: the first run only, its result for the parent.
         let result = first_run(&graph, backend, &inputs, &constants, options, training);
@@ -190,6 +185,7 @@ fn flow(
         options.level
     );
     let result = if args.no_isolate {
+        validate(backend, &graph, &inputs, &options)?;
         first_run(&graph, backend, &inputs, &constants, options, training)
     } else {
         bounded_first_run(&graph, backend, &inputs, &constants, options, args)?
@@ -272,15 +268,10 @@ fn bounded_first_run(
     options: ReproOptions,
     args: &ReproArgs,
 ) -> Result<std::result::Result<(), ReproFailure>> {
-    let started = Instant::now();
-    let device = options.device.clone();
-    Interpreter::new(graph, &device, constants)?
-        .run(&inputs.iter().map(Tensor::copy).collect::<Vec<_>>())
-        .context(
-            "the eager run of the graph failed, so there is no reference to compare a backend with",
-        )?;
-    let limit = TimeLimit::new(args.timeout, started.elapsed()).first();
     let scratch = Scratch::new("repro")?;
+    let eager = eager_in_worker(graph, inputs, constants, &options.device, &scratch)?;
+    validate(backend, graph, inputs, &options)?;
+    let limit = TimeLimit::new(args.timeout, eager).first();
     let result_file = scratch.path().join("first-run.json");
     let before = std::fs::read_link(&options.dir).ok();
     let run = rerun_self(&[(FIRST_RUN_ENV, &result_file)], limit, scratch.path())?;
@@ -320,6 +311,34 @@ fn minified_summary(m: &Minified, dir: &Path) -> String {
     )
 }
 
+/// Checks the backend's parameters against the graph (see `Backend::validate`).
+fn validate(backend: &str, graph: &Graph, inputs: &[Tensor], options: &ReproOptions) -> Result<()> {
+    let b = graphbug::backends::lookup(backend)?;
+    Ok(validate_backend(
+        b.as_ref(),
+        graph,
+        inputs,
+        &options.requires_grad,
+    )?)
+}
+
+/// How long the graph's eager run takes, measured in a worker process: a graph that
+/// crashes libtorch even in eager mode ends in an error here, before this process runs it.
+fn eager_in_worker(
+    graph: &Graph,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    device: &Device,
+    scratch: &Scratch,
+) -> Result<Duration> {
+    let dir = scratch.path().join("preflight");
+    std::fs::create_dir_all(&dir)?;
+    let exe = std::env::current_exe().context("locating the graphbug binary")?;
+    Ok(preflight_eager(
+        exe, &dir, graph, inputs, constants, device,
+    )?)
+}
+
 /// Runs `run` and `analyze` on a repro directory in a supervised child bounded in time
 /// (a crash or a hang of the backend is then an outcome, not the end of graphbug); `None`
 /// in that child, or without isolation, where the action runs here.
@@ -327,18 +346,20 @@ fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<
     if is_supervised() || args.no_isolate {
         return Ok(None);
     }
-    let started = Instant::now();
-    let device = case.device()?;
-    Interpreter::new(&case.graph, &device, &case.constants)?
-        .run(&case.input_copies())
-        .context("the eager run of the repro's graph failed")?;
-    let limit = TimeLimit::new(args.timeout, started.elapsed());
+    let scratch = Scratch::new("repro-action")?;
+    let eager = eager_in_worker(
+        &case.graph,
+        &case.inputs,
+        &case.constants,
+        &case.device()?,
+        &scratch,
+    )?;
+    let limit = TimeLimit::new(args.timeout, eager);
     // analyze runs the backend twice and eager three times.
     let limit = match action {
         "analyze" => limit.first().saturating_mul(3),
         _ => limit.first(),
     };
-    let scratch = Scratch::new("repro-action")?;
     let run = rerun_self(&[], limit, scratch.path())?;
     let backend = args.backend.as_deref().unwrap_or(&case.manifest.backend);
     let Some(failure) = run.failure(backend, limit) else {

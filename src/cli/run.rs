@@ -15,12 +15,11 @@ use graphbug::backends::explain::Explain;
 use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
 use graphbug::ir::Device;
 use graphbug::repro::actions::validate_backend;
-use graphbug::repro::limits::{parse_timeout, RUN_DEFAULT};
-use graphbug::repro::process::{is_supervised, report_stage, rerun_self, Ended};
-use graphbug::repro::scratch::Scratch;
+use graphbug::repro::limits::parse_timeout;
+use graphbug::repro::process::report_stage;
 use tch::{Kind, Tensor};
 
-use super::{graph_inputs, load_graph};
+use super::{graph_inputs, load_graph, supervise};
 
 /// Arguments of `graphbug run`.
 #[derive(Args)]
@@ -50,36 +49,27 @@ pub struct RunArgs {
     bound: Bound,
 }
 
-/// How a command that runs a backend is kept from hanging or dying with it.
+/// How a command that runs libtorch is kept from hanging or dying with it.
 #[derive(Args)]
 pub struct Bound {
-    /// Seconds the command may take before the backend counts as hanging (default 300).
+    /// Seconds the command may take before it counts as hanging (default 300).
     #[arg(long, value_parser = parse_timeout)]
-    timeout: Option<Duration>,
-    /// Run the backend in this process: a crash ends graphbug and nothing bounds a hang.
+    pub timeout: Option<Duration>,
+    /// Run in this process: a crash inside libtorch ends graphbug, and nothing bounds a
+    /// hang.
     #[arg(long, conflicts_with = "timeout")]
-    no_isolate: bool,
+    pub no_isolate: bool,
 }
 
 impl Bound {
-    /// Re-runs this command in a child bounded in time, unless this is that child (or
-    /// isolation is off): `Some(exit code)` for the parent, which reports a crash or a
-    /// timeout of `backend` as its failure.
+    /// Re-runs this command in a bounded child (see [`supervise`]); a crash or a timeout
+    /// of the child is reported as a failure of `backend`.
     fn supervise(&self, backend: &str) -> Result<Option<ExitCode>> {
-        if is_supervised() || self.no_isolate {
-            return Ok(None);
-        }
-        let limit = self.timeout.unwrap_or(RUN_DEFAULT);
-        let scratch = Scratch::new("run")?;
-        let run = rerun_self(&[], limit, scratch.path())?;
-        if let Some(failure) = run.failure(backend, limit) {
-            eprintln!("{failure}");
-            return Ok(Some(ExitCode::FAILURE));
-        }
-        Ok(Some(match run.ended {
-            Ended::Exited(s) => ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8),
-            Ended::TimedOut => unreachable!("invariant: a timeout is a failure"),
-        }))
+        supervise(self, |run, limit| {
+            run.failure(backend, limit)
+                .map(|f| f.to_string())
+                .unwrap_or_default()
+        })
     }
 }
 
@@ -126,10 +116,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let tdev = tch_device(&device)?;
     let backend = lookup(&args.backend)?;
     let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
-    validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
     if let Some(code) = args.bound.supervise(backend.name())? {
         return Ok(code);
     }
+    // In the child: checking an AOT pipeline's inner compilers runs meta inference.
+    validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
 
     // The float64 reference runs first, on copies, before the backend can mutate inputs.
     // Without it the file can only be matched by allclose, which is said.
@@ -210,10 +201,10 @@ pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
     let graph = load_graph(&args.file)?;
     let explain = Explain::new(lookup(&args.backend)?);
     let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
-    validate_backend(&explain, &graph, &inputs, &[])?;
     if let Some(code) = args.bound.supervise(explain.name())? {
         return Ok(code);
     }
+    validate_backend(&explain, &graph, &inputs, &[])?;
     let ctx = CompileContext {
         device: Device::cpu(),
         constants,

@@ -36,6 +36,16 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run setup, then the fuzz run of the parser, `check --meta` and `run` over mutated
+    /// fixtures for SECONDS (CI runs 30).
+    Fuzz {
+        /// How long to fuzz.
+        #[arg(default_value_t = 600)]
+        seconds: u64,
+        /// Seed of the mutations.
+        #[arg(long, default_value_t = 2026)]
+        seed: u64,
+    },
     /// Run setup, then `cargo bench --workspace [ARGS]`.
     Bench {
         /// Extra arguments passed to `cargo bench`.
@@ -68,6 +78,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             run_examples(&root)
         }
         Cmd::Bench { args } => cargo_after_setup(&root, "bench", &args),
+        Cmd::Fuzz { seconds, seed } => fuzz(&root, seconds, seed),
         Cmd::Repro { args } => repro(&root, &args),
     }
 }
@@ -241,6 +252,32 @@ fn cargo_after_setup(root: &Path, subcommand: &str, args: &[String]) -> Result<E
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
+    })
+}
+
+/// Runs setup, then the fuzz test (`tests/fuzz.rs`) for `seconds` with `seed`.
+fn fuzz(root: &Path, seconds: u64, seed: u64) -> Result<ExitCode> {
+    setup(root)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args([
+            "test",
+            "-p",
+            "graphbug",
+            "--test",
+            "fuzz",
+            "--",
+            "--nocapture",
+        ])
+        .env("GRAPHBUG_FUZZ_SECONDS", seconds.to_string())
+        .env("GRAPHBUG_FUZZ_SEED", seed.to_string())
+        .current_dir(root)
+        .status()
+        .context("cannot run the fuzz test")?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     })
 }
 

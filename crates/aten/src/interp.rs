@@ -391,10 +391,19 @@ impl Interpreter {
                     match (plan.call(&ptrs, &mut stack, self.autograd), cpu_fallback) {
                         (Ok(()), _) => collect_results(&stack, *n_returns).map_err(failed)?,
                         (Err(_), Some(cpu)) => match cpu_fallback_refused(&values, sources) {
-                            None => run_on_cpu_zeros(cpu, &values, sources, &mut stack, *n_returns)
-                                .map_err(|m| {
-                                    failed(format!("{m} (run on CPU: the op has no meta kernel)"))
-                                })?,
+                            None => {
+                                crate::stage::report_stage(&format!(
+                                    "meta inference of node `{}` ({}) on a zero-filled CPU stand-in",
+                                    node.name,
+                                    plan.op().name
+                                ));
+                                run_on_cpu_zeros(cpu, &values, sources, &mut stack, *n_returns)
+                                    .map_err(|m| {
+                                        failed(format!(
+                                            "{m} (run on CPU: the op has no meta kernel)"
+                                        ))
+                                    })?
+                            }
                             Some(why) => match annotated_value(&node.meta) {
                                 Some(v) if hook.assume_annotation(step.node, &why)? => v,
                                 _ => return Err(failed(why)),

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod meta;
 pub mod reference;
 pub mod shim;
+pub mod stage;
 
 pub use error::{AtenError, Result};
 pub use graphbug_ir::schema;

@@ -134,6 +134,8 @@ fn errors_give_line_column_and_text() {
             "`y` is used after `y = None` on line 4 freed it",
         ),
         ("class G(torch.nn.Module):\n    def forward(self, x: \"f32[-8, 32]\"):\n        return (x,)\n".into(), 2, 26, "negative size `-8`"),
+        // Found by fuzzing: negating i64::MIN overflowed.
+        (body("        y = torch.ops.aten.foo.default(x, --9223372036854775808)\n        return (y,)\n"), 3, 43, "integer `-(-9223372036854775808)` does not fit in 64 bits"),
     ];
     for (text, line, col, msg) in cases {
         let e = parse_err(&text);

@@ -22,7 +22,6 @@ use crate::case::{read_repro_dir_with_graph, ReproCase};
 use crate::checkers::{describe_check, signature_of, BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
 use crate::isolate::{IsolatedChecker, WorkerSpec};
-use crate::limits::TimeLimit;
 use crate::manifest::FailureRecord;
 use crate::progress::MinifyDir;
 use crate::scratch::Scratch;
@@ -41,7 +40,7 @@ pub struct ActionOptions {
     /// limit. By default candidates run in a worker process (`worker_exe`).
     pub in_process: bool,
     /// Time limit of each backend run; `None`: derived from the eager run (see
-    /// [`TimeLimit`]).
+    /// [`crate::limits::TimeLimit`]).
     pub timeout: Option<Duration>,
     /// The graphbug binary, to start isolation workers.
     pub worker_exe: Option<PathBuf>,
@@ -98,9 +97,7 @@ fn prepare(case: &mut ReproCase, opts: &ActionOptions) -> Result<Arc<dyn Backend
         }
     }
     let name = opts.backend.as_deref().unwrap_or(&case.manifest.backend);
-    let backend = lookup(name)?;
-    validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
-    Ok(backend)
+    Ok(lookup(name)?)
 }
 
 /// Compiles and runs the case with `backend` on fresh copies of its inputs.
@@ -201,6 +198,7 @@ impl fmt::Display for Outcome {
 /// Runs the case's backend and checks for the recorded failure.
 pub fn reproduce(case: &mut ReproCase, opts: &ActionOptions) -> Result<Outcome> {
     let backend = prepare(case, opts)?;
+    validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
     let result = run_backend(backend.as_ref(), case, &case.graph);
     let failure = match result {
         Err(f) => Some(f),
@@ -266,17 +264,14 @@ fn check_kind(case: &ReproCase) -> CheckKind {
 
 /// Minifies the case; every improvement is written to `dir/minified/` as a complete repro
 /// directory. Candidates run in a worker process (a crash or a hang is a verdict, every
-/// query is bounded by a [`TimeLimit`]) unless `opts.in_process`.
+/// query is bounded by a [`crate::limits::TimeLimit`]) unless `opts.in_process`.
 pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> Result<Minified> {
     let backend = prepare(case, opts)?;
     let device = case.device()?;
     let kind = check_kind(case);
-    let started = std::time::Instant::now();
-    let values =
-        ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
-    let limit = TimeLimit::new(opts.timeout, started.elapsed());
     let scratch = Scratch::new("minify")?;
     let mut checker: Box<dyn Checker> = if opts.in_process {
+        validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
         let values =
             ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
         Box::new(BackendChecker::new(backend.clone(), kind, values))
@@ -286,7 +281,6 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
                 "minifying in isolation needs the graphbug binary (worker_exe); set in_process to run the backend in this process".into(),
             )
         })?;
-        eprintln!("{}", limit.describe());
         let spec = WorkerSpec::write(
             scratch.path(),
             &case.graph,
@@ -298,13 +292,24 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             &case.manifest.plugins,
             None,
         )?;
-        Box::new(IsolatedChecker::new(
+        let mut checker = IsolatedChecker::new(
             exe,
             spec,
             describe_check(kind, backend.name()),
-            limit,
-        ))
+            opts.timeout,
+        );
+        // The worker's start-up runs the graph eagerly: only then does this process.
+        checker.start_now().map_err(|e| {
+            ReproError::Other(format!(
+                "graphbug's eager run of the graph failed in a worker process: {e}"
+            ))
+        })?;
+        validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
+        eprintln!("{}", checker.limit().describe());
+        Box::new(checker)
     };
+    let values =
+        ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
     let mut sink = MinifyDir::in_repro_dir(dir, &case.graph, &values, case.manifest.clone());
     let options = MinifyOptions {
         check_str: opts.check_str.clone(),
@@ -379,6 +384,7 @@ fn intermediates(
 /// deterministic.
 pub fn analyze(case: &mut ReproCase, opts: &ActionOptions) -> Result<Analysis> {
     let backend = prepare(case, opts)?;
+    validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
     // Every single-tensor node becomes an output.
     let graph = &case.graph;
     let tensor_nodes: Vec<usize> = (0..graph.nodes.len())

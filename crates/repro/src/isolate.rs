@@ -107,6 +107,37 @@ impl WorkerSpec {
     }
 }
 
+/// Runs the original graph eagerly once in a worker process and returns how long it
+/// took: graphbug runs a graph in its own process only after a worker survived it (a
+/// graph whose shapes contradict its ops can crash libtorch itself). Files go to `dir`.
+pub fn preflight_eager(
+    exe: PathBuf,
+    dir: &Path,
+    graph: &Graph,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    device: &Device,
+) -> Result<Duration> {
+    let spec = WorkerSpec::write(
+        dir,
+        graph,
+        inputs,
+        constants,
+        device,
+        "eager",
+        CheckKind::Runtime,
+        &[],
+        None,
+    )?;
+    IsolatedChecker::new(exe, spec, "the eager run".into(), None)
+        .start_now()
+        .map_err(|e| {
+            ReproError::Other(format!(
+                "graphbug's eager run of the graph failed in a worker process: {e}"
+            ))
+        })
+}
+
 /// One query to a worker: the candidate itself.
 #[derive(Serialize, Deserialize)]
 struct Request {
@@ -141,6 +172,7 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
             .collect(),
         None => Default::default(),
     };
+    let eager_started = Instant::now();
     let values = ReferenceValues::record(
         &graph,
         &inputs,
@@ -155,7 +187,13 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
         let _ = out.flush();
     }));
     let stdout = std::io::stdout();
-    writeln!(stdout.lock(), "@ready").map_err(|e| ReproError::Other(e.to_string()))?;
+    // The eager run's time tells the parent how long the graph takes.
+    writeln!(
+        stdout.lock(),
+        "@ready {}",
+        eager_started.elapsed().as_secs_f64()
+    )
+    .map_err(|e| ReproError::Other(e.to_string()))?;
     for line in std::io::stdin().lock().lines() {
         let line = line.map_err(|e| ReproError::Other(format!("reading a query: {e}")))?;
         let req: Request = serde_json::from_str(&line)
@@ -188,12 +226,15 @@ struct Worker {
 }
 
 /// A checker that asks a worker process, classifying its death as a crash and its silence
-/// as a timeout. Every wait is bounded: start-up, and each query by its [`TimeLimit`].
+/// as a timeout. Every wait is bounded: start-up, and each query by a [`TimeLimit`]
+/// (`--timeout`, or derived from the worker's own eager run of the original).
 pub struct IsolatedChecker {
     exe: PathBuf,
     spec: PathBuf,
     name: String,
-    limit: TimeLimit,
+    timeout: Option<Duration>,
+    /// How long the first worker's eager run of the original took.
+    eager: Option<Duration>,
     /// What the first query took (`Some(None)`: it hit the limit); `None` before it.
     first_took: Option<Option<Duration>>,
     worker: Option<Worker>,
@@ -202,25 +243,41 @@ pub struct IsolatedChecker {
 }
 
 impl IsolatedChecker {
-    /// A checker running `exe __minify-worker spec` (started on first use), with queries
-    /// bounded by `limit`.
-    pub fn new(exe: PathBuf, spec: PathBuf, describe: String, limit: TimeLimit) -> Self {
+    /// A checker running `exe __minify-worker spec` (started on first use); each query
+    /// takes at most `timeout`, or by default a limit derived from the eager run.
+    pub fn new(exe: PathBuf, spec: PathBuf, describe: String, timeout: Option<Duration>) -> Self {
         IsolatedChecker {
             exe,
             spec,
             name: describe,
-            limit,
+            timeout,
+            eager: None,
             first_took: None,
             worker: None,
             starts: 0,
         }
     }
 
+    /// Starts the worker now and returns how long its eager run of the original took.
+    /// That run happens in the worker, so a graph that crashes libtorch even in eager
+    /// mode is an error here, not the end of the calling process.
+    pub fn start_now(&mut self) -> std::result::Result<Duration, String> {
+        if self.worker.is_none() {
+            self.start()?;
+        }
+        Ok(self.eager.unwrap_or_default())
+    }
+
+    /// The limits queries get (known once a worker has started).
+    pub fn limit(&self) -> TimeLimit {
+        TimeLimit::new(self.timeout, self.eager.unwrap_or_default())
+    }
+
     /// The limit the next query gets.
     fn query_limit(&self) -> Duration {
         match self.first_took {
-            None => self.limit.first(),
-            Some(took) => self.limit.later(took),
+            None => self.limit().first(),
+            Some(took) => self.limit().later(took),
         }
     }
 
@@ -264,14 +321,19 @@ impl IsolatedChecker {
             stderr_tail,
         };
         // Start-up (libtorch, plugins, the reference run) is bounded too.
-        let startup = STARTUP_FLOOR.max(self.limit.first().saturating_mul(2));
+        let startup = STARTUP_FLOOR.max(self.timeout.unwrap_or_default().saturating_mul(2));
         let deadline = Instant::now() + startup;
         loop {
             match worker
                 .lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
-                Ok(l) if l == "@ready" => break,
+                Ok(l) if l.starts_with("@ready") => {
+                    let secs = l["@ready".len()..].trim().parse::<f64>().unwrap_or(0.0);
+                    self.eager
+                        .get_or_insert(Duration::from_secs_f64(secs.clamp(0.0, 1e6)));
+                    break;
+                }
                 Ok(_) => continue,
                 Err(RecvTimeoutError::Timeout) => {
                     process::kill(&mut worker.child, false);
@@ -305,8 +367,8 @@ impl IsolatedChecker {
     }
 }
 
-/// A worker gets at least this long to start.
-const STARTUP_FLOOR: Duration = Duration::from_secs(60);
+/// A worker gets at least this long to start (libtorch, plugins, the eager run).
+const STARTUP_FLOOR: Duration = Duration::from_secs(120);
 
 fn last_lines(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
     // Give the stderr reader a moment to drain what a dying worker printed.

@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use graphbug_backends::{Failure, Stage, Symptom};
 
-/// Environment variable naming the file a supervised child writes its current stage to.
-pub const STAGE_FILE_ENV: &str = "GRAPHBUG_STAGE_FILE";
+pub use graphbug_aten::stage::{last_stage, report_stage, STAGE_FILE_ENV};
 
 /// Makes `cmd` start a child that is killed when this process dies; with `own_group`, the
 /// child also leads a new process group (see [`kill`]).
@@ -177,6 +176,32 @@ pub fn rerun_self(
 }
 
 impl Supervised {
+    /// Why the run did not end by itself, when it did not: `killed by signal 6 (SIGABRT)
+    /// during <stage>: <last words>` or `no answer within 2.000 s during <stage>`. `None`
+    /// when it exited with a code (its own output tells what happened).
+    pub fn lost(&self, limit: Duration) -> Option<String> {
+        let during = self
+            .stage
+            .as_deref()
+            .map(|s| format!(" during {s}"))
+            .unwrap_or_default();
+        match self.ended {
+            Ended::TimedOut => Some(format!(
+                "no answer within {:.3} s{during} (the time limit; --timeout sets it)",
+                limit.as_secs_f64()
+            )),
+            Ended::Exited(status) if status.code().is_none() => {
+                let words = if self.last_words.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", self.last_words)
+                };
+                Some(format!("{}{during}{words}", describe_status(&status)))
+            }
+            Ended::Exited(_) => None,
+        }
+    }
+
     /// The failure of `backend` this run shows when it did not end by itself: killed by a
     /// signal (a crash) or stopped at `limit` (a timeout), at the stage it last reported.
     /// `None` when it exited with a code (its own output tells what happened).
@@ -191,7 +216,7 @@ impl Supervised {
                 stage,
                 Symptom::Timeout,
                 format!(
-                    "no answer within {:.3} s (the limit; --timeout sets it)",
+                    "no answer within {:.3} s (the time limit; --timeout sets it)",
                     limit.as_secs_f64()
                 ),
             )),
@@ -211,22 +236,6 @@ impl Supervised {
             Ended::Exited(_) => None,
         }
     }
-}
-
-/// Records the stage a supervised child is in (`compile`, `runtime`), for its supervisor
-/// to name if the child dies; does nothing when not supervised.
-pub fn report_stage(stage: &str) {
-    if let Some(path) = std::env::var_os(STAGE_FILE_ENV) {
-        let _ = std::fs::write(Path::new(&path), stage);
-    }
-}
-
-/// The stage a supervised child last reported in `file`, if any.
-pub fn last_stage(file: &Path) -> Option<String> {
-    std::fs::read_to_string(file)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// Whether process `pid` is alive (or exists as a zombie).

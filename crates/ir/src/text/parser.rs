@@ -479,7 +479,16 @@ impl Parser<'_> {
             }
             let inner = self.expr()?;
             let kind = match inner.kind {
-                ExprKind::Int(i) => ExprKind::Int(-i),
+                ExprKind::Int(i) => match i.checked_neg() {
+                    Some(v) => ExprKind::Int(v),
+                    None => {
+                        return Err(error_at(
+                            self.src,
+                            pos,
+                            format!("integer `-({i})` does not fit in 64 bits"),
+                        ))
+                    }
+                },
                 ExprKind::Float(f) => ExprKind::Float(-f),
                 ExprKind::Path(p) if p == ["inf"] => ExprKind::Float(f64::NEG_INFINITY),
                 ExprKind::Path(p) if p == ["nan"] => ExprKind::Float(f64::NAN),
