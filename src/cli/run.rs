@@ -115,10 +115,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     ensure_device(&device)?;
     let tdev = tch_device(&device)?;
     let backend = lookup(&args.backend)?;
-    let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
+    // The rest (inputs included) happens once, in the bounded child.
     if let Some(code) = args.bound.supervise(backend.name())? {
         return Ok(code);
     }
+    let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
     // In the child: checking an AOT pipeline's inner compilers runs meta inference.
     validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
 
@@ -200,10 +201,10 @@ fn example_inputs(inputs: &[Tensor]) -> Result<Vec<ExampleInput>> {
 pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
     let graph = load_graph(&args.file)?;
     let explain = Explain::new(lookup(&args.backend)?);
-    let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
     if let Some(code) = args.bound.supervise(explain.name())? {
         return Ok(code);
     }
+    let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
     validate_backend(&explain, &graph, &inputs, &[])?;
     let ctx = CompileContext {
         device: Device::cpu(),
