@@ -166,9 +166,7 @@ fn build_checker(
     let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
     let name = describe_check(kind, resolved.name());
     let mut checker = IsolatedChecker::new(exe, spec, name, args.timeout);
-    checker
-        .start_now()
-        .map_err(|e| anyhow!("graphbug's eager run of the graph failed in the worker: {e}"))?;
+    checker.start_now()?;
     // The graph survived libtorch in the worker; the checks (meta inference for AOT
     // pipelines) can run here.
     validate_backend(resolved.as_ref(), graph, inputs, &[])?;

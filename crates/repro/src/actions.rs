@@ -299,11 +299,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             opts.timeout,
         );
         // The worker's start-up runs the graph eagerly: only then does this process.
-        checker.start_now().map_err(|e| {
-            ReproError::Other(format!(
-                "graphbug's eager run of the graph failed in a worker process: {e}"
-            ))
-        })?;
+        checker.start_now()?;
         validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
         eprintln!("{}", checker.limit().describe());
         Box::new(checker)

@@ -7,15 +7,13 @@
 //! queries and restarted after it dies, so libtorch start-up is paid once per crash, not
 //! once per query.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use std::collections::HashMap;
 
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_backends::lookup;
@@ -129,13 +127,7 @@ pub fn preflight_eager(
         &[],
         None,
     )?;
-    IsolatedChecker::new(exe, spec, "the eager run".into(), None)
-        .start_now()
-        .map_err(|e| {
-            ReproError::Other(format!(
-                "graphbug's eager run of the graph failed in a worker process: {e}"
-            ))
-        })
+    IsolatedChecker::new(exe, spec, "the eager run".into(), None).start_now()
 }
 
 /// One query to a worker: the candidate itself.
@@ -261,9 +253,13 @@ impl IsolatedChecker {
     /// Starts the worker now and returns how long its eager run of the original took.
     /// That run happens in the worker, so a graph that crashes libtorch even in eager
     /// mode is an error here, not the end of the calling process.
-    pub fn start_now(&mut self) -> std::result::Result<Duration, String> {
+    pub fn start_now(&mut self) -> Result<Duration> {
         if self.worker.is_none() {
-            self.start()?;
+            self.start().map_err(|e| {
+                ReproError::Other(format!(
+                    "graphbug's eager run of the graph failed in a worker process: {e}"
+                ))
+            })?;
         }
         Ok(self.eager.unwrap_or_default())
     }
