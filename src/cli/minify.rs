@@ -233,7 +233,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
                     "resuming from {} nodes after {} queries",
                     state.stats.end_nodes, state.stats.queries
                 );
-                options.resume = Some(state.kept);
+                options.resume = Some(state.resume_point());
             }
             None => eprintln!(
                 "nothing to resume in {} (no smaller failing graph was saved yet): starting over",

@@ -6,6 +6,11 @@
 //! a 1-minimal candidate is a set no single removal of which still fails) and makes the
 //! kept set a canonical cache key. Nothing kept is ever dead: nodes no kept node reads are
 //! the candidate's outputs (multi-output ones still run, but are not returned).
+//!
+//! Some bugs live in the outputs themselves (an input returned as an output, the output
+//! count). For those a candidate also *retains* positions of the original's return: each
+//! retained output is returned as in the original, first and in order (a dropped node's
+//! value, or an input, as an input), then the kept nodes nothing reads.
 
 use std::collections::HashMap;
 
@@ -30,6 +35,8 @@ pub struct Candidate {
     pub inputs: Vec<Origin>,
     /// The original node ids kept, ascending.
     pub kept: Vec<u32>,
+    /// The positions of the original's outputs it returns as the original does, ascending.
+    pub retained: Vec<usize>,
 }
 
 impl Candidate {
@@ -118,6 +125,21 @@ impl Original {
             .collect()
     }
 
+    /// The original exactly as given (every input, output and constant), as a candidate.
+    pub fn as_given(&self) -> Candidate {
+        Candidate {
+            graph: self.graph.clone(),
+            inputs: (0..self.placeholders.len()).map(Origin::Input).collect(),
+            kept: self.removable.clone(),
+            retained: self.all_outputs(),
+        }
+    }
+
+    /// The positions of the original's outputs.
+    pub fn all_outputs(&self) -> Vec<usize> {
+        (0..self.graph.outputs().len()).collect()
+    }
+
     /// The candidate that keeps `kept` (normalized first).
     pub fn candidate(&self, kept: &[u32]) -> Candidate {
         self.candidate_with(kept, false)
@@ -127,26 +149,50 @@ impl Original {
     /// (equal fingerprints and metas) share one placeholder, unless a kept node reading
     /// them mutates in place.
     pub fn candidate_with(&self, kept: &[u32], consolidate: bool) -> Candidate {
+        self.candidate_retaining(kept, &[], consolidate)
+    }
+
+    /// [`Original::candidate_with`], also returning the original's outputs at the
+    /// positions `retained` (first, in order; see the module docs).
+    pub fn candidate_retaining(
+        &self,
+        kept: &[u32],
+        retained: &[usize],
+        consolidate: bool,
+    ) -> Candidate {
         let kept = self.normalize(kept);
+        let original_outputs = self.graph.outputs();
+        let mut retained: Vec<usize> = retained
+            .iter()
+            .copied()
+            .filter(|&r| r < original_outputs.len())
+            .collect();
+        retained.sort_unstable();
+        retained.dedup();
         let g = &self.graph;
         let n = g.nodes.len();
         let mut is_kept = vec![false; n];
         for &k in &kept {
             is_kept[k as usize] = true;
         }
-        // Inputs: every value a kept node reads that is not kept, ordered by origin.
+        // Inputs: every value a kept node reads, or a retained output returns, that is not
+        // kept; ordered by origin.
         let mut origins: Vec<Origin> = Vec::new();
         let mut seen = vec![false; n];
+        let mut need = |src: NodeId, origins: &mut Vec<Origin>| {
+            if !is_kept[src.index()] && !seen[src.index()] {
+                seen[src.index()] = true;
+                origins.push(match self.input_index[src.index()] {
+                    Some(i) => Origin::Input(i),
+                    None => Origin::Node(src.0),
+                });
+            }
+        };
         for &k in &kept {
-            g.nodes[k as usize].for_each_input(|src| {
-                if !is_kept[src.index()] && !seen[src.index()] {
-                    seen[src.index()] = true;
-                    origins.push(match self.input_index[src.index()] {
-                        Some(i) => Origin::Input(i),
-                        None => Origin::Node(src.0),
-                    });
-                }
-            });
+            g.nodes[k as usize].for_each_input(|src| need(src, &mut origins));
+        }
+        for &r in &retained {
+            original_outputs[r].for_each_node(&mut |src| need(src, &mut origins));
         }
         origins.sort();
         let src_of = |o: Origin| match o {
@@ -199,19 +245,30 @@ impl Original {
                 meta: node.meta.clone(),
             });
         }
-        // Outputs: kept single-tensor values nothing kept reads.
+        // Outputs: the retained ones as the original returns them, then the kept
+        // single-tensor values nothing kept reads.
         let users = g.users();
-        let output = kept
+        let mut output: Vec<Value> = retained
             .iter()
-            .filter(|&&k| {
-                let multi = matches!(g.nodes[k as usize].meta, Meta::Multi(_))
-                    || users.nodes[k as usize]
-                        .iter()
-                        .any(|u| matches!(g.node(*u).kind, NodeKind::GetItem { .. }));
-                !multi && !kept_reader(&users.nodes[k as usize], &is_kept)
+            .map(|&r| {
+                original_outputs[r]
+                    .try_remap::<()>(&mut |src| new_id.get(&src.0).copied().ok_or(()))
+                    .expect("every node a retained output names is kept or an input")
             })
-            .map(|k| Value::Node(new_id[k]))
             .collect();
+        let returned: Vec<Value> = output.clone();
+        output.extend(
+            kept.iter()
+                .filter(|&&k| {
+                    let multi = matches!(g.nodes[k as usize].meta, Meta::Multi(_))
+                        || users.nodes[k as usize]
+                            .iter()
+                            .any(|u| matches!(g.node(*u).kind, NodeKind::GetItem { .. }));
+                    !multi && !kept_reader(&users.nodes[k as usize], &is_kept)
+                })
+                .map(|k| Value::Node(new_id[k]))
+                .filter(|v| !returned.contains(v)),
+        );
         Candidate {
             graph: Graph {
                 name: g.name.clone(),
@@ -220,6 +277,7 @@ impl Original {
             },
             inputs: distinct,
             kept,
+            retained,
         }
     }
 

@@ -13,4 +13,4 @@ pub mod minify;
 
 pub use candidate::{Candidate, Origin, Original};
 pub use checker::{similar, BugIdentity, Checker, Contains, Signature, Verdict};
-pub use minify::{minify, Minified, MinifyError, MinifyOptions, NoSink, Sink, Stats};
+pub use minify::{minify, Minified, MinifyError, MinifyOptions, NoSink, ResumePoint, Sink, Stats};

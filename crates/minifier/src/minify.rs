@@ -16,8 +16,8 @@ use crate::checker::{BugIdentity, Checker, Signature, Verdict};
 pub struct MinifyOptions {
     /// A regex the failure message must match (else: similar to the original's).
     pub check_str: Option<String>,
-    /// Resume from this kept set (original node ids) instead of the whole graph.
-    pub resume: Option<Vec<u32>>,
+    /// Resume from a saved point instead of the whole graph.
+    pub resume: Option<ResumePoint>,
     /// Print log lines to standard error as they happen.
     pub verbose: bool,
     /// Show a progress display when standard error is a terminal.
@@ -27,6 +27,19 @@ pub struct MinifyOptions {
     /// Fingerprints of the reference values (equal means equal values), which enable the
     /// "consolidate inputs" strategy.
     pub value_keys: Option<HashMap<crate::candidate::Origin, u64>>,
+}
+
+/// Where a killed minification stood: enough to continue it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResumePoint {
+    /// The original node ids the smallest failing candidate keeps.
+    pub kept: Vec<u32>,
+    /// The original output positions it retains (see [`Candidate::retained`]).
+    #[serde(default)]
+    pub retained: Vec<usize>,
+    /// The original's failure, which candidates must match (when saved).
+    #[serde(default)]
+    pub signature: Option<Signature>,
 }
 
 /// Counts reported with every improvement.
@@ -44,15 +57,21 @@ pub struct Stats {
 
 /// Receives each smaller failing candidate as it is found (to save it atomically).
 pub trait Sink {
-    /// Called after every success, with the new best candidate.
-    fn improved(&mut self, best: &Candidate, stats: &Stats) -> Result<(), String>;
+    /// Called after every success, with the new best candidate and the original's failure
+    /// it reproduces.
+    fn improved(
+        &mut self,
+        best: &Candidate,
+        signature: &Signature,
+        stats: &Stats,
+    ) -> Result<(), String>;
 }
 
 /// A sink that keeps nothing.
 pub struct NoSink;
 
 impl Sink for NoSink {
-    fn improved(&mut self, _: &Candidate, _: &Stats) -> Result<(), String> {
+    fn improved(&mut self, _: &Candidate, _: &Signature, _: &Stats) -> Result<(), String> {
         Ok(())
     }
 }
@@ -132,10 +151,13 @@ struct Session<'a> {
     checker: &'a mut dyn Checker,
     identity: BugIdentity,
     sink: &'a mut dyn Sink,
-    /// Verdicts by (kept set, inputs consolidated).
-    cache: HashMap<(Vec<u32>, bool), bool>,
+    /// Verdicts by (kept set, retained outputs, inputs consolidated).
+    cache: HashMap<(Vec<u32>, Vec<usize>, bool), bool>,
     /// Whether inputs with equal values share a placeholder.
     consolidate: bool,
+    /// The original output positions every candidate returns (empty unless the bug needs
+    /// the original's outputs).
+    retained: Vec<usize>,
     stats: Stats,
     log: Vec<String>,
     verbose: bool,
@@ -160,13 +182,19 @@ impl Session<'_> {
         self.max_queries.is_some_and(|m| self.stats.queries >= m)
     }
 
+    /// The candidate keeping `kept` with the session's retained outputs.
+    fn candidate(&self, kept: &[u32]) -> Candidate {
+        self.original
+            .candidate_retaining(kept, &self.retained, self.consolidate)
+    }
+
     /// Whether the candidate keeping `kept` still shows the bug (cached by kept set).
     fn test(&mut self, kept: &[u32]) -> bool {
         let kept = self.original.normalize(kept);
-        if kept.is_empty() {
+        if kept.is_empty() && self.retained.is_empty() {
             return false;
         }
-        let key = (kept, self.consolidate);
+        let key = (kept, self.retained.clone(), self.consolidate);
         if let Some(&hit) = self.cache.get(&key) {
             self.stats.cache_hits += 1;
             return hit;
@@ -174,18 +202,15 @@ impl Session<'_> {
         if self.out_of_queries() {
             return false;
         }
-        let (kept, _) = &key;
-        let candidate = self.original.candidate_with(kept, self.consolidate);
+        let candidate = self.candidate(&key.0);
         self.stats.queries += 1;
         let verdict = self.checker.check(&candidate);
         let interesting = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
-        self.cache.insert(key.clone(), interesting);
+        self.cache.insert(key, interesting);
         if interesting && candidate.size() < self.best_size {
             self.best_size = candidate.size();
             self.stats.end_nodes = self.best_size;
-            if let Err(e) = self.sink.improved(&candidate, &self.stats) {
-                self.sink_error.get_or_insert(e);
-            }
+            self.save(&candidate);
         }
         if let Some(bar) = &self.bar {
             bar.set_message(format!(
@@ -196,9 +221,120 @@ impl Session<'_> {
         interesting
     }
 
+    /// The preprocessing after the original as given failed: the same nodes without
+    /// returned inputs, unused inputs or outputs other nodes read (the canonical candidate,
+    /// which every strategy starts from) is itself a candidate that must still fail. If it
+    /// does not, the original's outputs are retained (and themselves minified later);
+    /// if even that does not fail, only the original as given shows the bug: `false`.
+    fn preprocess(&mut self, as_given: &Candidate) -> bool {
+        let all = self.original.all();
+        self.retained.clear();
+        let canonical = self.candidate(&all);
+        if graphbug_ir::print_graph(&canonical.graph) == graphbug_ir::print_graph(&as_given.graph) {
+            self.cache.insert((all, Vec::new(), false), true);
+            return true;
+        }
+        let ok = self.test(&all);
+        self.note(format!(
+            "Preprocessing: return only the values nothing else reads, drop returned and unused inputs\n{}",
+            if ok { "SUCCESS" } else { "FAIL: the failure depends on the original's outputs; keeping them" }
+        ));
+        if ok {
+            return true;
+        }
+        self.retained = self.original.all_outputs();
+        let ok = self.test(&all);
+        self.note(format!(
+            "Preprocessing: drop unused inputs, keep every output\n{}",
+            if ok {
+                "SUCCESS"
+            } else {
+                "FAIL: only the original exactly as given fails"
+            }
+        ));
+        ok
+    }
+
+    /// The result: `candidate`, the counts and the log (or the sink's error).
+    fn finish(
+        mut self,
+        candidate: Candidate,
+        signature: Signature,
+    ) -> Result<Minified, MinifyError> {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        if let Some(e) = self.sink_error.take() {
+            return Err(MinifyError::Sink(e));
+        }
+        self.stats.end_nodes = candidate.size();
+        self.note(format!(
+            "Made {} queries ({} cache hits): {} nodes -> {} nodes",
+            self.stats.queries,
+            self.stats.cache_hits,
+            self.stats.start_nodes,
+            candidate.size()
+        ));
+        Ok(Minified {
+            candidate,
+            signature,
+            stats: self.stats,
+            log: self.log,
+        })
+    }
+
+    /// Hands a new best candidate to the sink (an error is kept for the end).
+    fn save(&mut self, candidate: &Candidate) {
+        if let Err(e) = self
+            .sink
+            .improved(candidate, self.identity.original(), &self.stats)
+        {
+            self.sink_error.get_or_insert(e);
+        }
+    }
+
     fn sizes(&self, kept: &[u32]) -> (usize, usize) {
-        let c = self.original.candidate_with(kept, self.consolidate);
+        let c = self.candidate(kept);
         (c.size(), c.inputs.len())
+    }
+
+    /// Returns fewer of the original's outputs, if the bug survives it (delta debugging
+    /// over the retained positions, as over nodes).
+    fn remove_retained_outputs(&mut self, s: &[u32]) {
+        let mut g = self.retained.len() / 2;
+        while g >= 1 && self.retained.len() > 1 && !self.out_of_queries() {
+            let mut progress = false;
+            for start in (0..self.retained.len()).step_by(g) {
+                let before = std::mem::take(&mut self.retained);
+                self.retained = before
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i < start || i >= start + g)
+                    .map(|(_, &r)| r)
+                    .collect();
+                let ok = self.test(s);
+                let mut line = format!(
+                    "Strategy: Remove returned outputs (G: {g}) ({} outputs of the original returned)",
+                    before.len()
+                );
+                if ok {
+                    line.push_str(&format!(
+                        "\nSUCCESS: Went from {} to {} returned outputs",
+                        before.len(),
+                        self.retained.len()
+                    ));
+                    self.note(line);
+                    progress = true;
+                    break;
+                }
+                line.push_str("\nFAIL: Could not remove anything");
+                self.note(line);
+                self.retained = before;
+            }
+            if !progress {
+                g /= 2;
+            }
+        }
     }
 
     /// Lets inputs that hold equal values share a placeholder, if the bug survives it.
@@ -206,8 +342,16 @@ impl Session<'_> {
         if self.consolidate || !self.original.has_value_keys() {
             return s;
         }
-        let before = self.original.candidate_with(&s, false).inputs.len();
-        let after = self.original.candidate_with(&s, true).inputs.len();
+        let before = self
+            .original
+            .candidate_retaining(&s, &self.retained, false)
+            .inputs
+            .len();
+        let after = self
+            .original
+            .candidate_retaining(&s, &self.retained, true)
+            .inputs
+            .len();
         if after >= before {
             return s;
         }
@@ -310,7 +454,8 @@ impl Session<'_> {
     /// then complements, doubling the granularity when neither fails.
     fn delta_debugging(&mut self, mut s: Vec<u32>) -> Vec<u32> {
         let mut n = 2usize;
-        while s.len() >= 2 && !self.out_of_queries() {
+        let least = if self.retained.is_empty() { 2 } else { 1 };
+        while s.len() >= least && !self.out_of_queries() {
             let chunks = split(&s, n);
             let mut reduced = None;
             for c in &chunks {
@@ -404,19 +549,19 @@ pub fn minify(
     graph.verify()?;
     let original = Original::new(graph.clone())
         .with_value_keys(options.value_keys.clone().unwrap_or_default());
-    let start = match &options.resume {
-        Some(kept) => {
+    // The first query: where a killed run stood, or the original exactly as given.
+    let first = match &options.resume {
+        Some(point) => {
             let n = graph.nodes.len() as u32;
-            if let Some(bad) = kept.iter().find(|&&k| k >= n) {
+            if let Some(bad) = point.kept.iter().find(|&&k| k >= n) {
                 return Err(MinifyError::Resume(format!(
                     "node #{bad} does not exist in a graph of {n} nodes"
                 )));
             }
-            original.normalize(kept)
+            original.candidate_retaining(&point.kept, &point.retained, false)
         }
-        None => original.all(),
+        None => original.as_given(),
     };
-    let first = original.candidate(&start);
     let checker_name = checker.describe();
     let v1 = checker.check(&first);
     if let Verdict::Unresolved(message) = v1 {
@@ -425,21 +570,27 @@ pub fn minify(
             message,
         });
     }
-    let Verdict::Fails(signature) = v1.clone() else {
+    let Verdict::Fails(found) = v1.clone() else {
         return Err(MinifyError::DoesNotFail {
             checker: checker_name,
             verdict: describe(&v1),
         });
     };
+    // A resumed run keeps to the failure the original showed.
+    let signature = options
+        .resume
+        .as_ref()
+        .and_then(|p| p.signature.clone())
+        .unwrap_or_else(|| found.clone());
     let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
         .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
     // The same failure again (a message may differ in numbers, e.g. a time limit).
     let v2 = checker.check(&first);
     let same = match &v2 {
         Verdict::Fails(s2) => {
-            s2.kind == signature.kind
-                && s2.op == signature.op
-                && crate::checker::similar(&signature.message, &s2.message)
+            s2.kind == found.kind
+                && s2.op == found.op
+                && crate::checker::similar(&found.message, &s2.message)
         }
         _ => false,
     };
@@ -449,10 +600,15 @@ pub fn minify(
             second: describe(&v2),
         });
     }
-    if !identity.matches(&signature) {
+    if !identity.matches(&found) {
+        let why = if options.resume.is_some() {
+            "not the failure the original showed"
+        } else {
+            "does not match --check-str"
+        };
         return Err(MinifyError::DoesNotFail {
             checker: checker_name,
-            verdict: format!("{} (does not match --check-str)", describe(&v1)),
+            verdict: format!("{} ({why})", describe(&v1)),
         });
     }
     let bar = (options.progress && std::io::stderr().is_terminal()).then(|| {
@@ -466,8 +622,9 @@ pub fn minify(
     });
     let start_size = first.size();
     let mut session = Session {
-        cache: HashMap::from([((start.clone(), false), true)]),
+        cache: HashMap::new(),
         consolidate: false,
+        retained: first.retained.clone(),
         original,
         checker,
         identity,
@@ -487,38 +644,30 @@ pub fn minify(
         best_size: start_size,
         sink_error: None,
     };
-    let mut s = start;
+    let mut s = first.kept.clone();
+    if options.resume.is_some() {
+        session
+            .cache
+            .insert((s.clone(), session.retained.clone(), false), true);
+    } else if !session.preprocess(&first) {
+        // Only the original exactly as given fails: nothing can be taken away.
+        return session.finish(first, signature);
+    }
     loop {
-        let before = s.clone();
+        let before = (s.clone(), session.retained.clone());
         s = session.eliminate_dead_code(s);
         s = session.truncate_suffix(s);
         s = session.remove_outputs(s);
         s = session.consolidate_inputs(s);
         s = session.delta_debugging(s);
-        if s == before || session.out_of_queries() {
+        if !session.retained.is_empty() {
+            session.remove_retained_outputs(&s);
+        }
+        if (s.clone(), session.retained.clone()) == before || session.out_of_queries() {
             break;
         }
     }
     s = session.one_minimal(s);
-    if let Some(bar) = &session.bar {
-        bar.finish_and_clear();
-    }
-    if let Some(e) = session.sink_error.take() {
-        return Err(MinifyError::Sink(e));
-    }
-    let candidate = session.original.candidate_with(&s, session.consolidate);
-    session.stats.end_nodes = candidate.size();
-    session.note(format!(
-        "Made {} queries ({} cache hits): {} nodes -> {} nodes",
-        session.stats.queries,
-        session.stats.cache_hits,
-        session.stats.start_nodes,
-        candidate.size()
-    ));
-    Ok(Minified {
-        candidate,
-        signature,
-        stats: session.stats,
-        log: session.log,
-    })
+    let candidate = session.candidate(&s);
+    session.finish(candidate, signature)
 }

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use graphbug_ir::models::{gpt_forward, GptConfig};
 use graphbug_ir::{Graph, NodeKind};
 use graphbug_minifier::{
-    minify, Candidate, Checker, MinifyError, MinifyOptions, NoSink, Signature, Sink, Stats, Verdict,
+    minify, Candidate, Checker, MinifyError, MinifyOptions, NoSink, ResumePoint, Signature, Sink,
+    Stats, Verdict,
 };
 use proptest::prelude::*;
 
@@ -14,7 +15,8 @@ use proptest::prelude::*;
 struct Ops {
     ops: Vec<&'static str>,
     message: &'static str,
-    seen: Vec<Vec<u32>>,
+    /// Every candidate checked, as text.
+    seen: Vec<String>,
 }
 
 impl Ops {
@@ -47,7 +49,7 @@ impl Checker for Ops {
         format!("calls {:?}", self.ops)
     }
     fn check(&mut self, c: &Candidate) -> Verdict {
-        self.seen.push(c.kept.clone());
+        self.seen.push(graphbug_ir::print_graph(&c.graph));
         if self.ops.iter().all(|op| calls(c, op)) {
             Verdict::Fails(sig(self.message))
         } else {
@@ -66,7 +68,7 @@ fn no_candidate_is_queried_twice_and_runs_are_deterministic() {
     let mut a = Ops::new(&["_softmax", "native_layer_norm"]);
     let ma = minify(&g, &mut a, &MinifyOptions::default(), &mut NoSink).unwrap();
     // The original is checked twice on purpose (flakiness); nothing else repeats.
-    let distinct: HashSet<&Vec<u32>> = a.seen.iter().collect();
+    let distinct: HashSet<&String> = a.seen.iter().collect();
     assert_eq!(distinct.len(), a.seen.len() - 1);
     assert_eq!(a.seen.len(), ma.stats.queries);
     let mut b = Ops::new(&["_softmax", "native_layer_norm"]);
@@ -227,7 +229,7 @@ fn a_passing_graph_a_flaky_checker_and_a_bad_regex_are_errors() {
 struct Recorder(Vec<(usize, Vec<u32>)>);
 
 impl Sink for Recorder {
-    fn improved(&mut self, best: &Candidate, stats: &Stats) -> Result<(), String> {
+    fn improved(&mut self, best: &Candidate, _: &Signature, stats: &Stats) -> Result<(), String> {
         assert_eq!(stats.end_nodes, best.size());
         self.0.push((best.size(), best.kept.clone()));
         Ok(())
@@ -265,7 +267,11 @@ fn every_improvement_reaches_the_sink_and_a_resumed_run_ends_the_same() {
         &g,
         &mut Ops::new(&["_softmax", "native_layer_norm"]),
         &MinifyOptions {
-            resume: Some(stopped.candidate.kept.clone()),
+            resume: Some(ResumePoint {
+                kept: stopped.candidate.kept.clone(),
+                retained: stopped.candidate.retained.clone(),
+                signature: Some(stopped.signature.clone()),
+            }),
             ..MinifyOptions::default()
         },
         &mut NoSink,
@@ -276,7 +282,10 @@ fn every_improvement_reaches_the_sink_and_a_resumed_run_ends_the_same() {
         &g,
         &mut Ops::new(&["gelu"]),
         &MinifyOptions {
-            resume: Some(vec![999_999]),
+            resume: Some(ResumePoint {
+                kept: vec![999_999],
+                ..ResumePoint::default()
+            }),
             ..MinifyOptions::default()
         },
         &mut NoSink,

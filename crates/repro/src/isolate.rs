@@ -195,6 +195,7 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
                 graph,
                 inputs: req.inputs,
                 kept: req.kept,
+                retained: Vec::new(),
             }),
             Err(e) => Verdict::Unresolved(format!("bad candidate graph: {e}")),
         };

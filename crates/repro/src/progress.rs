@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use graphbug_ir::{print_graph, Graph};
-use graphbug_minifier::{Candidate, Sink, Stats};
+use graphbug_minifier::{Candidate, ResumePoint, Signature, Sink, Stats};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
@@ -80,8 +80,25 @@ pub struct MinifyState {
     pub run: Option<RunKey>,
     /// The original node ids the smallest failing candidate keeps.
     pub kept: Vec<u32>,
+    /// The original output positions it returns as the original does.
+    #[serde(default)]
+    pub retained: Vec<usize>,
+    /// The original's failure, which a resumed run keeps to.
+    #[serde(default)]
+    pub signature: Option<Signature>,
     /// Counts at the time.
     pub stats: Stats,
+}
+
+impl MinifyState {
+    /// Where to resume from.
+    pub fn resume_point(&self) -> ResumePoint {
+        ResumePoint {
+            kept: self.kept.clone(),
+            retained: self.retained.clone(),
+            signature: self.signature.clone(),
+        }
+    }
 }
 
 /// FNV-1a fingerprint of bytes.
@@ -240,7 +257,12 @@ impl<'v> MinifyDir<'v> {
 }
 
 impl Sink for MinifyDir<'_> {
-    fn improved(&mut self, best: &Candidate, stats: &Stats) -> std::result::Result<(), String> {
+    fn improved(
+        &mut self,
+        best: &Candidate,
+        signature: &Signature,
+        stats: &Stats,
+    ) -> std::result::Result<(), String> {
         let (inputs, constants) = self
             .values
             .candidate_inputs(best)
@@ -264,6 +286,8 @@ impl Sink for MinifyDir<'_> {
             graph_fingerprint: self.fingerprint.clone(),
             run: self.run.clone(),
             kept: best.kept.clone(),
+            retained: best.retained.clone(),
+            signature: Some(signature.clone()),
             stats: stats.clone(),
         };
         let text = serde_json::to_string_pretty(&state).expect("the state serializes");
