@@ -14,14 +14,14 @@ use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
 use graphbug::repro::actions::validate_backend;
 use graphbug::repro::checkers::describe_check;
 use graphbug::repro::command::CommandChecker;
-use graphbug::repro::isolate::{preflight_eager, IsolatedChecker, WorkerSpec};
+use graphbug::repro::isolate::{preflight_eager, IsolatedChecker, WorkerCheck, WorkerSpec};
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::progress::{inputs_fingerprint, MinifyDir, RunKey};
 use graphbug::repro::scratch::Scratch;
 use graphbug::repro::{BackendChecker, CheckKind, ReferenceValues};
 use tch::Tensor;
 
-use super::{graph_inputs, load_graph};
+use super::{accuracy_mode, graph_inputs, load_graph};
 
 /// Arguments of `graphbug minify`.
 #[derive(Args)]
@@ -51,6 +51,10 @@ pub struct MinifyArgs {
     /// Regex the failure message must match (default: similar to the original's).
     #[arg(long)]
     check_str: Option<String>,
+    /// With --check accuracy: count every output (TorchDynamo's strict_accuracy). By
+    /// default non-floating outputs are ignored, as TorchDynamo's accuracy mode does.
+    #[arg(long)]
+    strict_accuracy: bool,
     /// Run the backend in a worker process, so crashes and hangs become verdicts (the
     /// default; kept for compatibility).
     #[arg(long, conflicts_with = "no_isolate")]
@@ -149,7 +153,10 @@ fn build_checker(
     if args.no_isolate {
         validate_backend(resolved.as_ref(), graph, inputs, &[])?;
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
-        return Ok(Box::new(BackendChecker::new(resolved, kind, values)));
+        return Ok(Box::new(
+            BackendChecker::new(resolved, kind, values)
+                .with_accuracy(accuracy_mode(args.strict_accuracy)),
+        ));
     }
     let spec = WorkerSpec::write(
         scratch.path(),
@@ -157,11 +164,14 @@ fn build_checker(
         inputs,
         constants,
         device,
-        backend,
-        kind,
-        plugins,
-        args.offload_to_disk
-            .then(|| scratch.path().join("values-worker")),
+        WorkerCheck {
+            accuracy: accuracy_mode(args.strict_accuracy),
+            plugins: plugins.to_vec(),
+            offload: args
+                .offload_to_disk
+                .then(|| scratch.path().join("values-worker")),
+            ..WorkerCheck::new(backend, kind)
+        },
     )?;
     let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
     let name = describe_check(kind, resolved.name());

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
+use graphbug::aten::accuracy::AccuracyMode;
 use graphbug::aten::io::{order_tensors, random_tensors, read_tensors};
 use graphbug::aten::memory::ensure_fits;
 use graphbug::aten::meta::check_meta;
@@ -118,6 +119,15 @@ pub fn supervise(
             ExitCode::FAILURE
         }
     }))
+}
+
+/// The accuracy mode `--strict-accuracy` asks for.
+pub fn accuracy_mode(strict: bool) -> AccuracyMode {
+    if strict {
+        AccuracyMode::StrictAccuracy
+    } else {
+        AccuracyMode::Accuracy
+    }
 }
 
 /// Loads the plugins named on the command line and in `GRAPHBUG_PLUGINS`.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use graphbug::aten::accuracy::AccuracyMode;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
 use graphbug::backends::Failure;
@@ -26,7 +27,7 @@ use graphbug::repro::scratch::Scratch;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-use super::{graph_inputs, load_graph};
+use super::{accuracy_mode, graph_inputs, load_graph};
 use tch::Tensor;
 
 /// Arguments of `graphbug repro`.
@@ -77,6 +78,11 @@ pub struct ReproArgs {
     /// Regex the failure message must match.
     #[arg(long)]
     check_str: Option<String>,
+    /// Minify accuracy failures counting every output (TorchDynamo's strict_accuracy);
+    /// recorded in the repro directory. By default non-floating outputs are ignored
+    /// (unless only they show the failure).
+    #[arg(long)]
+    strict_accuracy: bool,
 }
 
 fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
@@ -87,6 +93,7 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         in_process: args.no_isolate,
         timeout: args.timeout,
         worker_exe: Some(std::env::current_exe().context("locating the graphbug binary")?),
+        accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
     })
 }
 
@@ -161,6 +168,7 @@ fn flow(
     }
     options.device = device;
     options.plugins = plugins.to_vec();
+    options.accuracy = accuracy_mode(args.strict_accuracy);
     options.random_inputs = args.random_inputs.then_some(args.seed);
     // Training pipelines differentiate every floating input and run the backward too.
     if training {
@@ -205,6 +213,9 @@ fn flow(
     let shown = absolute(dir);
     println!("repro written to {}", shown.display());
     let mut case = read_repro_dir(dir)?;
+    if case.manifest.accuracy == AccuracyMode::StrictAccuracy && !args.strict_accuracy {
+        println!("only non-floating outputs differ: the repro records strict_accuracy, so its minifier counts them");
+    }
     // The manifest names the backend that failed: after AOT that is the inner compiler,
     // not the `--backend` pipeline that was compiled.
     let opts = ActionOptions {

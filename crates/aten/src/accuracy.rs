@@ -102,6 +102,83 @@ impl fmt::Display for Element {
     }
 }
 
+/// How strictly a minifier compares outputs, as TorchDynamo's `--accuracy` option names
+/// it: `accuracy` (the default) ignores non-floating outputs, so a float error quantized
+/// into a flipped boolean does not count; `strict_accuracy` counts every output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccuracyMode {
+    /// Non-floating outputs are ignored (`same(..., ignore_non_fp=True)`).
+    #[default]
+    Accuracy,
+    /// Every output counts.
+    StrictAccuracy,
+}
+
+impl AccuracyMode {
+    /// The `same()` options of this mode (TorchDynamo's repro tolerance, NaN = NaN).
+    pub fn options(self) -> SameOptions {
+        SameOptions {
+            ignore_non_fp: self == AccuracyMode::Accuracy,
+            ..SameOptions::repro()
+        }
+    }
+
+    /// `accuracy` or `strict_accuracy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AccuracyMode::Accuracy => "accuracy",
+            AccuracyMode::StrictAccuracy => "strict_accuracy",
+        }
+    }
+}
+
+/// Ends the report of a failure that only non-floating outputs show: the `accuracy`
+/// mode does not see it, `strict_accuracy` does.
+pub const ONLY_NON_FLOATING: &str =
+    "only non-floating outputs differ, which the accuracy mode ignores: strict_accuracy sees it";
+
+/// TorchDynamo's detection of wrong results: every output counts (strict, as PyTorch's
+/// `repro_ignore_non_fp` default). The report of a failure, if any, ends with
+/// [`ONLY_NON_FLOATING`] when the default `accuracy` mode would not see it.
+pub fn detect(
+    reference: &[Tensor],
+    result: &[Tensor],
+    fp64_ref: Option<&[Tensor]>,
+) -> Option<String> {
+    let strict = same(
+        reference,
+        result,
+        fp64_ref,
+        &AccuracyMode::StrictAccuracy.options(),
+    );
+    if strict.passed() {
+        return None;
+    }
+    let mut text = strict.to_string().trim_end().to_string();
+    if same(
+        reference,
+        result,
+        fp64_ref,
+        &AccuracyMode::Accuracy.options(),
+    )
+    .passed()
+    {
+        text.push_str(&format!("\n{ONLY_NON_FLOATING}"));
+    }
+    Some(text)
+}
+
+/// The mode a repro of a detected accuracy failure needs: `strict_accuracy` when only
+/// non-floating outputs showed it (see [`detect`]), else `preferred`.
+pub fn mode_for(report: &str, preferred: AccuracyMode) -> AccuracyMode {
+    if report.contains(ONLY_NON_FLOATING) {
+        AccuracyMode::StrictAccuracy
+    } else {
+        preferred
+    }
+}
+
 /// The verdict on one output.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutputVerdict {

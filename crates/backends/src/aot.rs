@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use graphbug_aten::accuracy::{same, SameOptions};
+use graphbug_aten::accuracy::detect;
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::meta::infer_meta;
 use graphbug_aten::reference::fp64_reference;
@@ -468,29 +468,33 @@ fn inner_accuracy(
     constants: &std::collections::HashMap<String, Tensor>,
 ) -> Option<Failure> {
     let copies = || inputs.iter().map(Tensor::copy).collect::<Vec<_>>();
-    let eager = Interpreter::new(&inner.graph, device, constants)
-        .ok()?
-        .run(&copies())
-        .ok()?;
-    let fp64 = fp64_reference(&inner.graph, &copies(), device, constants).ok()?;
+    // Without an eager reference nothing can be said to be right: that is a failure too.
+    let eager =
+        match Interpreter::new(&inner.graph, device, constants).and_then(|i| i.run(&copies())) {
+            Ok(e) => e,
+            Err(e) => {
+                return Some(Failure::new(
+                    inner.backend.name(),
+                    Stage::Accuracy,
+                    Symptom::Error,
+                    format!("cannot check the outputs: the eager reference run failed: {e}"),
+                ))
+            }
+        };
+    // Without a float64 run, the float64 rule cannot excuse anything (allclose only).
+    let fp64 = fp64_reference(&inner.graph, &copies(), device, constants).unwrap_or_default();
     let present = |v: &[Option<Tensor>]| {
         v.iter()
             .flatten()
             .map(Tensor::shallow_clone)
             .collect::<Vec<_>>()
     };
-    let report = same(
-        &present(&eager),
-        &present(outputs),
-        Some(&present(&fp64)),
-        &SameOptions::repro(),
-    );
-    (!report.passed()).then(|| {
+    detect(&present(&eager), &present(outputs), Some(&present(&fp64))).map(|report| {
         Failure::new(
             inner.backend.name(),
             Stage::Accuracy,
             Symptom::WrongResult,
-            report.to_string().trim_end(),
+            report,
         )
     })
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::candidate::Candidate;
 
 /// How a candidate failed, enough to tell one bug from another.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Signature {
     /// The kind of failure, e.g. `runtime error`, `compile error`, `accuracy wrong result`,
     /// `runtime crash`, `contains`.
@@ -19,6 +19,10 @@ pub struct Signature {
     pub op: Option<String>,
     /// The message.
     pub message: String,
+    /// For wrong results: the nodes (by name) where the divergence that reaches the
+    /// differing outputs starts, when the checker could localize it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub culprits: Vec<String>,
 }
 
 /// A checker's answer for one candidate.
@@ -63,7 +67,10 @@ impl BugIdentity {
         &self.original
     }
 
-    /// True when `sig` is the same bug.
+    /// True when `sig` is the same bug: the same kind and op, a message that matches
+    /// (`--check-str`, or similar), and, when the original's wrong result was localized,
+    /// a divergence starting only at nodes where the original's started (so a candidate
+    /// never trades the original's fault for one the original's outputs did not show).
     pub fn matches(&self, sig: &Signature) -> bool {
         if sig.kind != self.original.kind {
             return false;
@@ -72,6 +79,15 @@ impl BugIdentity {
             if a != b {
                 return false;
             }
+        }
+        if !self.original.culprits.is_empty()
+            && (sig.culprits.is_empty()
+                || !sig
+                    .culprits
+                    .iter()
+                    .all(|c| self.original.culprits.contains(c)))
+        {
+            return false;
         }
         match &self.check_str {
             Some(re) => re.is_match(&sig.message),
@@ -150,6 +166,7 @@ impl Checker for Contains {
                 kind: "contains".into(),
                 op: None,
                 message: self.describe(),
+                ..Signature::default()
             })
         } else {
             Verdict::Passes
@@ -166,6 +183,7 @@ mod tests {
             kind: kind.into(),
             op: op.map(str::to_string),
             message: message.into(),
+            ..Signature::default()
         }
     }
 
@@ -197,6 +215,24 @@ mod tests {
         assert!(!id.matches(&orig));
         assert!(id.matches(&sig("runtime error", None, "x ReluRuntimeError")));
         assert!(BugIdentity::new(orig, Some("(")).is_err());
+    }
+
+    #[test]
+    fn localized_wrong_results_keep_to_the_original_culprits() {
+        let wrong = |culprits: &[&str]| Signature {
+            culprits: culprits.iter().map(|c| c.to_string()).collect(),
+            ..sig("accuracy wrong result", None, "outputs differ")
+        };
+        let id = BugIdentity::new(wrong(&["relu", "relu_1"]), None).unwrap();
+        assert!(id.matches(&wrong(&["relu"])));
+        assert!(id.matches(&wrong(&["relu_1", "relu"])));
+        // A fault the original's outputs did not show, or an unlocalized one: another bug.
+        assert!(!id.matches(&wrong(&["log1p"])));
+        assert!(!id.matches(&wrong(&["relu", "log1p"])));
+        assert!(!id.matches(&wrong(&[])));
+        // An original that could not be localized accepts any wrong result.
+        let id = BugIdentity::new(wrong(&[]), None).unwrap();
+        assert!(id.matches(&wrong(&["log1p"])));
     }
 
     #[test]

@@ -140,6 +140,12 @@ pub enum MinifyError {
 
 fn describe(v: &Verdict) -> String {
     match v {
+        Verdict::Fails(s) if !s.culprits.is_empty() => format!(
+            "{}: {} (diverging from: {})",
+            s.kind,
+            s.message,
+            s.culprits.join(", ")
+        ),
         Verdict::Fails(s) => format!("{}: {}", s.kind, s.message),
         Verdict::Passes => "passes".into(),
         Verdict::Unresolved(m) => format!("unresolved: {m}"),
@@ -621,6 +627,7 @@ pub fn minify(
         bar
     });
     let start_size = first.size();
+    let found_text = describe(&v1);
     let mut session = Session {
         cache: HashMap::new(),
         consolidate: false,
@@ -635,15 +642,16 @@ pub fn minify(
             queries: 2,
             cache_hits: 0,
         },
-        log: vec![format!(
-            "Started with {start_size} nodes; checking {checker_name}"
-        )],
+        log: Vec::new(),
         verbose: options.verbose,
         bar,
         max_queries: options.max_queries,
         best_size: start_size,
         sink_error: None,
     };
+    session.note(format!(
+        "Started with {start_size} nodes; checking {checker_name}; it fails: {found_text}"
+    ));
     let mut s = first.kept.clone();
     if options.resume.is_some() {
         session

@@ -41,6 +41,7 @@ fn sig(message: &str) -> Signature {
         kind: "runtime error".into(),
         op: None,
         message: message.into(),
+        ..Signature::default()
     }
 }
 

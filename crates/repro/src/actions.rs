@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use graphbug_aten::accuracy::{same, SameOptions};
+use graphbug_aten::accuracy::{detect, same, AccuracyMode};
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::reference::{fp64_copy, fp64_graph};
 use graphbug_aten::{Interpreter, RtValue};
@@ -21,7 +21,7 @@ use tch::Tensor;
 use crate::case::{read_repro_dir_with_graph, ReproCase};
 use crate::checkers::{describe_check, signature_of, BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
-use crate::isolate::{IsolatedChecker, WorkerSpec};
+use crate::isolate::{IsolatedChecker, WorkerCheck, WorkerSpec};
 use crate::manifest::FailureRecord;
 use crate::progress::MinifyDir;
 use crate::scratch::Scratch;
@@ -44,6 +44,8 @@ pub struct ActionOptions {
     pub timeout: Option<Duration>,
     /// The graphbug binary, to start isolation workers.
     pub worker_exe: Option<PathBuf>,
+    /// How accuracy is compared instead of the manifest's mode.
+    pub accuracy: Option<AccuracyMode>,
 }
 
 /// Checks before any work that `backend`'s parameters make sense for `graph` and its
@@ -133,8 +135,8 @@ fn run_backend(
     compiled.run(&inputs)
 }
 
-/// The accuracy failure of `outputs` against eager (TorchDynamo's float64 `same()` rules),
-/// if any.
+/// The accuracy failure of `outputs` against eager, if any: TorchDynamo's detection
+/// (every output counts; see [`graphbug_aten::accuracy::detect`]).
 pub fn accuracy_check(
     backend: &str,
     case: &ReproCase,
@@ -149,20 +151,12 @@ pub fn accuracy_check(
         &device,
         &case.constants,
     )?;
-    let report = same(
+    Ok(detect(
         &eager.into_iter().flatten().collect::<Vec<_>>(),
         &outputs.into_iter().flatten().collect::<Vec<_>>(),
         Some(&fp64.into_iter().flatten().collect::<Vec<_>>()),
-        &SameOptions::repro(),
-    );
-    Ok((!report.passed()).then(|| {
-        Failure::new(
-            backend,
-            Stage::Accuracy,
-            Symptom::WrongResult,
-            report.to_string().trim_end(),
-        )
-    }))
+    )
+    .map(|report| Failure::new(backend, Stage::Accuracy, Symptom::WrongResult, report)))
 }
 
 /// What running a repro gave.
@@ -269,12 +263,13 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     let backend = prepare(case, opts)?;
     let device = case.device()?;
     let kind = check_kind(case);
+    let accuracy = opts.accuracy.unwrap_or(case.manifest.accuracy);
     let scratch = Scratch::new("minify")?;
     let mut checker: Box<dyn Checker> = if opts.in_process {
         validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
         let values =
             ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
-        Box::new(BackendChecker::new(backend.clone(), kind, values))
+        Box::new(BackendChecker::new(backend.clone(), kind, values).with_accuracy(accuracy))
     } else {
         let exe = opts.worker_exe.clone().ok_or_else(|| {
             ReproError::Other(
@@ -287,10 +282,11 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             &case.inputs,
             &case.constants,
             &device,
-            backend.name(),
-            kind,
-            &case.manifest.plugins,
-            None,
+            WorkerCheck {
+                accuracy,
+                plugins: case.manifest.plugins.clone(),
+                ..WorkerCheck::new(backend.name(), kind)
+            },
         )?;
         let mut checker = IsolatedChecker::new(
             exe,
@@ -440,7 +436,7 @@ pub fn analyze(case: &mut ReproCase, opts: &ActionOptions) -> Result<Analysis> {
             &[e.shallow_clone()],
             &[res.shallow_clone()],
             Some(&[r64.shallow_clone()]),
-            &SameOptions::repro(),
+            &opts.accuracy.unwrap_or(case.manifest.accuracy).options(),
         );
         if !report.passed() {
             let node = &graph.nodes[i];

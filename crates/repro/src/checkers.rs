@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use graphbug_aten::accuracy::{same, SameOptions};
+use graphbug_aten::accuracy::{same, AccuracyMode, SameOptions};
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::Interpreter;
 use graphbug_backends::{Backend, CompileContext, ExampleInput, Failure};
+use graphbug_ir::{Graph, Meta, NodeId, NodeKind, Value};
 use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -49,6 +50,7 @@ pub fn signature_of(f: &Failure) -> Signature {
         kind: format!("{} {}", f.stage, f.symptom),
         op: f.op.clone(),
         message: f.message.clone(),
+        ..Signature::default()
     }
 }
 
@@ -71,9 +73,16 @@ impl BackendChecker {
             backend,
             kind,
             values,
-            same: SameOptions::repro(),
+            same: AccuracyMode::default().options(),
             on_stage: None,
         }
+    }
+
+    /// Compares accuracy in `mode` (the default is TorchDynamo's `accuracy`, which ignores
+    /// non-floating outputs).
+    pub fn with_accuracy(mut self, mode: AccuracyMode) -> Self {
+        self.same = mode.options();
+        self
     }
 
     /// Calls `f("compile")` before compiling and `f("runtime")` before running, so an
@@ -118,33 +127,134 @@ impl BackendChecker {
         compiled.run(&inputs).map(Some)
     }
 
-    fn accuracy(&self, candidate: &Candidate, result: Vec<Option<Tensor>>) -> Verdict {
-        let reference = || -> crate::error::Result<(Vec<Tensor>, Vec<Tensor>)> {
+    /// Judges the backend's `result` against eager (and float64) runs of the candidate;
+    /// a wrong result is localized (see [`BackendChecker::culprits`]).
+    fn accuracy(&mut self, candidate: &Candidate, result: Vec<Option<Tensor>>) -> Verdict {
+        let (wide, extras) = widen(&candidate.graph);
+        let n = candidate.graph.outputs().len();
+        type Outputs = Vec<Option<Tensor>>;
+        let reference = || -> crate::error::Result<(Outputs, Outputs)> {
             let (inputs, constants) = self.values.candidate_inputs(candidate)?;
             let device = self.values.device();
-            let fp64 = fp64_reference(&candidate.graph, &inputs, device, &constants)?;
-            let eager = Interpreter::new(&candidate.graph, device, &constants)?.run(&inputs)?;
-            Ok((
-                eager.into_iter().flatten().collect(),
-                fp64.into_iter().flatten().collect(),
-            ))
+            let fp64 = fp64_reference(&wide, &inputs, device, &constants)?;
+            let eager = Interpreter::new(&wide, device, &constants)?.run(&inputs)?;
+            Ok((eager, fp64))
         };
         let (eager, fp64) = match reference() {
             Ok(r) => r,
             Err(e) => return Verdict::Unresolved(format!("eager reference run failed: {e}")),
         };
-        let result: Vec<Tensor> = result.into_iter().flatten().collect();
-        let report = same(&eager, &result, Some(&fp64), &self.same);
+        let flat = |v: &[Option<Tensor>]| -> Vec<Tensor> {
+            v.iter().flatten().map(Tensor::shallow_clone).collect()
+        };
+        let report = same(
+            &flat(&eager[..n]),
+            &flat(&result),
+            Some(&flat(&fp64[..n])),
+            &self.same,
+        );
         if report.passed() {
-            Verdict::Passes
-        } else {
-            Verdict::Fails(Signature {
-                kind: "accuracy wrong result".into(),
-                op: None,
-                message: ACCURACY_MESSAGE.into(),
-            })
+            return Verdict::Passes;
         }
+        let culprits = self.culprits(candidate, &wide, &extras, &eager[n..], &fp64[n..]);
+        Verdict::Fails(Signature {
+            kind: "accuracy wrong result".into(),
+            op: None,
+            message: ACCURACY_MESSAGE.into(),
+            culprits,
+        })
     }
+
+    /// Where a wrong result starts: the backend runs `wide` (the candidate with every
+    /// single-tensor node, `extras`, as an extra output); a node diverges when its value
+    /// fails the accuracy rules against eager; the culprits are the diverging nodes whose
+    /// divergence reaches a differing output through diverging nodes only, and that no
+    /// such node feeds. A fault masked downstream (a perturbed value only compared, in
+    /// the accuracy mode, through a boolean) reaches nothing and is not a culprit. Empty
+    /// when the wide graph does not run.
+    fn culprits(
+        &mut self,
+        candidate: &Candidate,
+        wide: &Graph,
+        extras: &[usize],
+        eager: &[Option<Tensor>],
+        fp64: &[Option<Tensor>],
+    ) -> Vec<String> {
+        let Ok((inputs, constants)) = self.values.candidate_inputs(candidate) else {
+            return Vec::new();
+        };
+        let wide_candidate = Candidate {
+            graph: wide.clone(),
+            ..candidate.clone()
+        };
+        let Ok(Some(got)) = self.run_backend(&wide_candidate, inputs, constants) else {
+            return Vec::new();
+        };
+        let n = candidate.graph.outputs().len();
+        let g = &candidate.graph;
+        let mut diverging = vec![false; g.nodes.len()];
+        for (k, &node) in extras.iter().enumerate() {
+            if let (Some(Some(res)), Some(Some(e)), Some(f)) =
+                (got.get(n + k), eager.get(k), fp64.get(k))
+            {
+                let fp: Vec<Tensor> = f.iter().map(Tensor::shallow_clone).collect();
+                diverging[node] = !same(
+                    &[e.shallow_clone()],
+                    &[res.shallow_clone()],
+                    Some(&fp),
+                    &self.same,
+                )
+                .passed();
+            }
+        }
+        // A multi-output node diverges when one of its items does (its items are compared).
+        for (i, node) in g.nodes.iter().enumerate() {
+            if let NodeKind::GetItem { source, .. } = node.kind {
+                if diverging[i] {
+                    diverging[source.index()] = true;
+                }
+            }
+        }
+        let mut is_output = vec![false; g.nodes.len()];
+        for v in g.outputs() {
+            v.for_each_node(&mut |id| is_output[id.index()] = true);
+        }
+        let users = g.users();
+        let mut reach = vec![false; g.nodes.len()];
+        for i in (0..g.nodes.len()).rev() {
+            reach[i] =
+                diverging[i] && (is_output[i] || users.nodes[i].iter().any(|u| reach[u.index()]));
+        }
+        (0..g.nodes.len())
+            .filter(|&i| {
+                let mut fed = false;
+                g.nodes[i].for_each_input(|src| fed |= reach[src.index()]);
+                reach[i] && !fed
+            })
+            .map(|i| g.nodes[i].name.clone())
+            .collect()
+    }
+}
+
+/// `graph` returning, after its own outputs, every single-tensor call node (getitems
+/// included, multi-output nodes not); and the node index of each extra output.
+fn widen(graph: &Graph) -> (Graph, Vec<usize>) {
+    let users = graph.users();
+    let extras: Vec<usize> = (0..graph.nodes.len())
+        .filter(|&i| {
+            let n = &graph.nodes[i];
+            n.is_call_function()
+                && !matches!(n.meta, Meta::Multi(_))
+                && !users.nodes[i]
+                    .iter()
+                    .any(|u| matches!(graph.nodes[u.index()].kind, NodeKind::GetItem { .. }))
+        })
+        .collect();
+    let mut wide = graph.clone();
+    let mut outputs = graph.outputs().to_vec();
+    outputs.extend(extras.iter().map(|&i| Value::Node(NodeId(i as u32))));
+    wide.output = Some(outputs);
+    (wide, extras)
 }
 
 /// What a backend check looks for, for logs: e.g. `accuracy errors of backend eager`.

@@ -116,6 +116,7 @@ impl Checker for CommandChecker {
                 kind: "command".into(),
                 op: None,
                 message: "the check command found the candidate interesting".into(),
+                ..Signature::default()
             })
         }
     }

@@ -14,6 +14,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use graphbug_aten::accuracy::{mode_for, AccuracyMode};
 use graphbug_aten::dtype::meta_of;
 use graphbug_backends::{
     lookup, Backend, CompileContext, CompiledFn, ExampleInput, Failure, InnerEvent, InnerHook,
@@ -48,6 +49,10 @@ pub struct ReproOptions {
     pub plugins: Vec<PathBuf>,
     /// Which inputs require grad (for training pipelines such as aot_eager); none when empty.
     pub requires_grad: Vec<bool>,
+    /// How the minifier of an accuracy failure compares outputs (recorded in the
+    /// manifest; `strict_accuracy` is recorded anyway when only non-floating outputs show
+    /// the failure).
+    pub accuracy: AccuracyMode,
 }
 
 impl ReproOptions {
@@ -62,6 +67,7 @@ impl ReproOptions {
             device: Device::cpu(),
             plugins: Vec::new(),
             requires_grad: Vec::new(),
+            accuracy: AccuracyMode::default(),
         };
         if let Ok(v) = std::env::var(REPRO_AFTER_ENV) {
             opts.after = v
@@ -143,6 +149,12 @@ fn manifest_for(backend: &str, options: &ReproOptions, failure: Option<&Failure>
         m.inputs = InputsRecord::Random { seed };
     }
     m.failure = failure.map(FailureRecord::from);
+    m.accuracy = match failure {
+        Some(f) if f.stage == graphbug_backends::Stage::Accuracy => {
+            mode_for(&f.message, options.accuracy)
+        }
+        _ => options.accuracy,
+    };
     m
 }
 

@@ -15,6 +15,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use graphbug_aten::accuracy::AccuracyMode;
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_backends::lookup;
 use graphbug_backends::plugin::load_plugin;
@@ -44,26 +45,53 @@ pub struct WorkerSpec {
     pub backend: String,
     /// Which failure to look for.
     pub check: CheckKind,
+    /// How accuracy is compared.
+    #[serde(default)]
+    pub accuracy: AccuracyMode,
     /// Plugin libraries to load first.
     pub plugins: Vec<PathBuf>,
     /// Where to spill reference values, if anywhere.
     pub offload: Option<PathBuf>,
 }
 
+/// What a worker checks, besides the graph and its values.
+#[derive(Clone, Debug)]
+pub struct WorkerCheck {
+    /// The backend to check.
+    pub backend: String,
+    /// Which failure to look for.
+    pub check: CheckKind,
+    /// How accuracy is compared.
+    pub accuracy: AccuracyMode,
+    /// Plugin libraries to load first.
+    pub plugins: Vec<PathBuf>,
+    /// Where to spill reference values, if anywhere.
+    pub offload: Option<PathBuf>,
+}
+
+impl WorkerCheck {
+    /// A check of `check` failures of `backend`, non-strict, with no plugins.
+    pub fn new(backend: &str, check: CheckKind) -> Self {
+        WorkerCheck {
+            backend: backend.to_string(),
+            check,
+            accuracy: AccuracyMode::default(),
+            plugins: Vec::new(),
+            offload: None,
+        }
+    }
+}
+
 impl WorkerSpec {
-    /// Writes the spec of a worker checking `kind` failures of `backend` on `graph`, with
-    /// its inputs and constants, into `dir`; returns the spec file to start workers with.
-    #[allow(clippy::too_many_arguments)]
+    /// Writes the spec of a worker making `check` on `graph`, with its inputs and
+    /// constants, into `dir`; returns the spec file to start workers with.
     pub fn write(
         dir: &Path,
         graph: &Graph,
         inputs: &[Tensor],
         constants: &HashMap<String, Tensor>,
         device: &Device,
-        backend: &str,
-        check: CheckKind,
-        plugins: &[PathBuf],
-        offload: Option<PathBuf>,
+        check: WorkerCheck,
     ) -> Result<PathBuf> {
         let inputs_file = dir.join("inputs.safetensors");
         let named: Vec<(String, Tensor)> = graph
@@ -90,10 +118,11 @@ impl WorkerSpec {
             inputs: inputs_file,
             constants: constants_file,
             device: device.to_string(),
-            backend: backend.to_string(),
-            check,
-            plugins: plugins.to_vec(),
-            offload,
+            backend: check.backend,
+            check: check.check,
+            accuracy: check.accuracy,
+            plugins: check.plugins,
+            offload: check.offload,
         };
         let spec_file = dir.join("worker.json");
         std::fs::write(
@@ -122,10 +151,7 @@ pub fn preflight_eager(
         inputs,
         constants,
         device,
-        "eager",
-        CheckKind::Runtime,
-        &[],
-        None,
+        WorkerCheck::new("eager", CheckKind::Runtime),
     )?;
     IsolatedChecker::new(exe, spec, "the eager run".into(), None).start_now()
 }
@@ -172,7 +198,8 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
         &device,
         spec.offload.as_deref(),
     )?;
-    let mut checker = BackendChecker::new(lookup(&spec.backend)?, spec.check, values);
+    let mut checker = BackendChecker::new(lookup(&spec.backend)?, spec.check, values)
+        .with_accuracy(spec.accuracy);
     checker.on_stage(Box::new(|stage| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "@stage {stage}");
@@ -426,6 +453,7 @@ impl Checker for IsolatedChecker {
                         kind: format!("{stage} timeout"),
                         op: None,
                         message: format!("no answer within {:.3} s", limit.as_secs_f64()),
+                        ..Signature::default()
                     });
                 }
                 Err(RecvTimeoutError::Disconnected) => {
@@ -444,6 +472,7 @@ impl Checker for IsolatedChecker {
                         } else {
                             format!("{last} ({how})")
                         },
+                        ..Signature::default()
                     });
                 }
             }

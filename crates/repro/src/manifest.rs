@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use graphbug_aten::accuracy::AccuracyMode;
 use graphbug_backends::{Failure, Stage, Symptom};
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +109,10 @@ pub struct Manifest {
     pub plugins: Vec<PathBuf>,
     /// The failure, or `None` for a launcher dumped before compiling (level 3).
     pub failure: Option<FailureRecord>,
+    /// How the minifier compares accuracy for this failure (`accuracy` unless only
+    /// non-floating outputs showed it).
+    #[serde(default)]
+    pub accuracy: AccuracyMode,
 }
 
 impl Manifest {
@@ -126,6 +131,7 @@ impl Manifest {
                 .filter(|s| !s.trim().is_empty()),
             plugins: Vec::new(),
             failure: None,
+            accuracy: AccuracyMode::default(),
         }
     }
 

@@ -35,6 +35,7 @@ fn options(dir: &Path, level: u8) -> ReproOptions {
         device: graphbug_ir::Device::cpu(),
         plugins: Vec::new(),
         requires_grad: Vec::new(),
+        accuracy: Default::default(),
     }
 }
 
