@@ -519,3 +519,51 @@ fn dynamo_test_after_aot() {
         assert_eq!(back.kind(), t.kind());
     }
 }
+
+/// test_input_returned through `--check-command`, as a user would write it: a script that
+/// reads the candidate's graph.py. The original as given is the first query, so a check on
+/// the outputs sees them as the original has them.
+#[test]
+fn a_check_command_on_the_outputs_sees_the_original_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("returns_an_input.py");
+    std::fs::write(
+        &script,
+        concat!(
+            "import re, sys\n",
+            "text = open(sys.argv[1] + '/graph.py').read()\n",
+            "params = re.search(r'def forward\\(self,?([^)]*)\\)', text).group(1)\n",
+            "names = {p.split(':')[0].strip() for p in params.split(',') if p.strip()}\n",
+            "ret = re.search(r'return \\((.*)\\)', text).group(1)\n",
+            "returned = {r.strip() for r in ret.split(',') if r.strip()}\n",
+            "sys.exit(1 if names & returned else 0)\n",
+        ),
+    )
+    .unwrap();
+    let g = cases().join("input_returned/graph.py");
+    let out = output_within(
+        command(
+            &[
+                "minify",
+                g.to_str().unwrap(),
+                "--check-command",
+                &format!("python3 {}", script.display()),
+                "--json",
+            ],
+            &[],
+            tmp.path(),
+        ),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["end_nodes"], 0, "{stdout}");
+    let shown = stdout
+        .lines()
+        .take_while(|l| !l.starts_with("minified"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let g = parse_graph(&shown).unwrap();
+    assert_eq!((fx_nodes(&g), g.placeholders().len()), (2, 1), "{shown}");
+}

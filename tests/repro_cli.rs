@@ -10,7 +10,12 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Runs of the graphbug binary share it; a minifier launcher (`cargo xtask repro`, which
+/// may rebuild the binary with the graphbug package's own features) has it alone.
+static BINARY: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 fn graphbug_in(cwd: &Path, args: &[&str]) -> Output {
+    let _shared = BINARY.read().unwrap_or_else(|e| e.into_inner());
     Command::new(env!("CARGO_BIN_EXE_graphbug"))
         .args(args)
         .current_dir(cwd)
@@ -44,8 +49,9 @@ fn assert_reproduces(cwd: &Path, dir: &Path, label: &str) {
     );
     assert!(
         text(&run.stdout).starts_with("reproduced: "),
-        "{label}: {}",
-        text(&run.stdout)
+        "{label}: {}{}",
+        text(&run.stdout),
+        text(&run.stderr)
     );
 }
 
@@ -92,7 +98,10 @@ fn relu_failures_dump_minify_and_reproduce() {
         assert!(launcher.exists(), "{backend}: no launcher");
         let _ = std::fs::remove_dir_all(out_dir.join("minified"));
         let _ = std::fs::remove_file(out_dir.join("minified"));
-        let ran = Command::new("sh").arg(&launcher).output().unwrap();
+        let ran = {
+            let _alone = BINARY.write().unwrap_or_else(|e| e.into_inner());
+            Command::new("sh").arg(&launcher).output().unwrap()
+        };
         assert!(
             ran.status.success(),
             "{backend} launcher: {}{}",

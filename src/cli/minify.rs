@@ -98,7 +98,8 @@ fn preflight(
     if args.no_isolate {
         return Ok(None);
     }
-    let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
+    let exe = graphbug::repro::process::own_exe()
+        .context("locating the graphbug binary for the worker")?;
     let dir = scratch.path().join("preflight");
     std::fs::create_dir_all(&dir)?;
     Ok(Some(preflight_eager(
@@ -173,7 +174,8 @@ fn build_checker(
             ..WorkerCheck::new(backend, kind)
         },
     )?;
-    let exe = std::env::current_exe().context("locating the graphbug binary for the worker")?;
+    let exe = graphbug::repro::process::own_exe()
+        .context("locating the graphbug binary for the worker")?;
     let name = describe_check(kind, resolved.name());
     let mut checker = IsolatedChecker::new(exe, spec, name, args.timeout);
     checker.start_now()?;

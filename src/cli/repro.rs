@@ -92,7 +92,9 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         check_str: args.check_str.clone(),
         in_process: args.no_isolate,
         timeout: args.timeout,
-        worker_exe: Some(std::env::current_exe().context("locating the graphbug binary")?),
+        worker_exe: Some(
+            graphbug::repro::process::own_exe().context("locating the graphbug binary")?,
+        ),
         accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
     })
 }
@@ -344,7 +346,7 @@ fn eager_in_worker(
 ) -> Result<Duration> {
     let dir = scratch.path().join("preflight");
     std::fs::create_dir_all(&dir)?;
-    let exe = std::env::current_exe().context("locating the graphbug binary")?;
+    let exe = graphbug::repro::process::own_exe().context("locating the graphbug binary")?;
     Ok(preflight_eager(
         exe, &dir, graph, inputs, constants, device,
     )?)

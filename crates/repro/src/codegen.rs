@@ -53,7 +53,7 @@ const GRAPH: &str = {graph};
 
 fn main() -> ExitCode {{
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    graphbug::repro::actions::reproduce_main(GRAPH, dir)
+    graphbug_repro::actions::reproduce_main(GRAPH, dir)
 }}
 "#,
         what = failure_line(m),
@@ -63,7 +63,7 @@ fn main() -> ExitCode {{
     )
 }
 
-/// `Cargo.toml` of the standalone program: its own workspace, depending on graphbug.
+/// `Cargo.toml` of the standalone program: its own workspace, depending on graphbug-repro.
 pub fn cargo_toml() -> String {
     format!(
         r#"[package]
@@ -77,7 +77,9 @@ name = "repro"
 path = "repro.rs"
 
 [dependencies]
-graphbug = {{ path = "{root}" }}
+# The repro crate, not the graphbug package: building this program must never rebuild
+# the graphbug binary that may be running.
+graphbug-repro = {{ path = "{root}/crates/repro" }}
 
 # A workspace of its own, wherever this directory is copied to.
 [workspace]

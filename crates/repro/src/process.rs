@@ -110,6 +110,25 @@ pub fn describe_status(status: &ExitStatus) -> String {
     }
 }
 
+/// This program's file, to start workers and supervised re-runs with. When the file was
+/// replaced while graphbug runs (a rebuild), Linux reports the old one as `PATH
+/// (deleted)`; the new file at `PATH` is the same program and is used.
+pub fn own_exe() -> io::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    let text = exe.to_string_lossy();
+    if let Some(original) = text.strip_suffix(" (deleted)") {
+        let path = std::path::PathBuf::from(original);
+        // The new file may be a moment away (a link being replaced).
+        for _ in 0..100 {
+            if path.exists() {
+                return Ok(path);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(exe)
+}
+
 /// Environment variable marking a supervised re-run of graphbug's own command line.
 pub const SUPERVISED_ENV: &str = "GRAPHBUG_SUPERVISED";
 
@@ -139,7 +158,7 @@ pub fn rerun_self(
     limit: Duration,
     scratch: &Path,
 ) -> io::Result<Supervised> {
-    let exe = std::env::current_exe()?;
+    let exe = own_exe()?;
     let stage_file = scratch.join("stage");
     let mut cmd = Command::new(exe);
     cmd.args(std::env::args_os().skip(1))
