@@ -11,17 +11,16 @@ use graphbug::aten::dtype::tch_device;
 use graphbug::backends::lookup;
 use graphbug::ir::{print_graph, Device, Graph};
 use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
-use graphbug::repro::actions::validate_backend;
-use graphbug::repro::checkers::describe_check;
+use graphbug::repro::actions::{start_isolated_checker, validate_backend};
 use graphbug::repro::command::CommandChecker;
-use graphbug::repro::isolate::{preflight_eager, IsolatedChecker, WorkerCheck, WorkerSpec};
+use graphbug::repro::isolate::{WorkerCheck, WorkerSpec};
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::progress::{inputs_fingerprint, MinifyDir, RunKey};
 use graphbug::repro::scratch::Scratch;
 use graphbug::repro::{BackendChecker, CheckKind, ReferenceValues};
 use tch::Tensor;
 
-use super::{accuracy_mode, graph_inputs, load_graph};
+use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, worker_exe};
 
 /// Arguments of `graphbug minify`.
 #[derive(Args)]
@@ -84,29 +83,6 @@ pub struct MinifyArgs {
     json: bool,
 }
 
-/// The graph's eager run, done in a worker process first (unless `--no-isolate`): only
-/// a graph that does not crash libtorch there is run in this process. Returns how long
-/// it took, which sets the default time limits.
-fn preflight(
-    args: &MinifyArgs,
-    graph: &Graph,
-    inputs: &[Tensor],
-    constants: &std::collections::HashMap<String, Tensor>,
-    device: &Device,
-    scratch: &Scratch,
-) -> Result<Option<Duration>> {
-    if args.no_isolate {
-        return Ok(None);
-    }
-    let exe = graphbug::repro::process::own_exe()
-        .context("locating the graphbug binary for the worker")?;
-    let dir = scratch.path().join("preflight");
-    std::fs::create_dir_all(&dir)?;
-    Ok(Some(preflight_eager(
-        exe, &dir, graph, inputs, constants, device,
-    )?))
-}
-
 /// The checker the arguments ask for. Checkers that run the backend in a worker start
 /// it here: its start-up is the eager run that makes a preflight unnecessary.
 #[allow(clippy::too_many_arguments)]
@@ -124,7 +100,12 @@ fn build_checker(
         .then(|| scratch.path().join("values-checker"));
     if let Some(cmd) = &args.check_command {
         let started = Instant::now();
-        let eager = preflight(args, graph, inputs, constants, device, scratch)?;
+        // Only a graph that did not crash libtorch in a worker runs in this process.
+        let eager = if args.no_isolate {
+            None
+        } else {
+            Some(eager_in_worker(graph, inputs, constants, device, scratch)?)
+        };
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
         let limit = TimeLimit::new(args.timeout, eager.unwrap_or_else(|| started.elapsed()));
         eprintln!("{}", limit.describe());
@@ -142,7 +123,9 @@ fn build_checker(
     })?;
     if let Some(ops) = check.strip_prefix("contains:") {
         let contains = Contains::parse(ops).map_err(|e| anyhow!(e))?;
-        preflight(args, graph, inputs, constants, device, scratch)?;
+        if !args.no_isolate {
+            eager_in_worker(graph, inputs, constants, device, scratch)?;
+        }
         return Ok(Box::new(contains));
     }
     let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
@@ -174,16 +157,15 @@ fn build_checker(
             ..WorkerCheck::new(backend, kind)
         },
     )?;
-    let exe = graphbug::repro::process::own_exe()
-        .context("locating the graphbug binary for the worker")?;
-    let name = describe_check(kind, resolved.name());
-    let mut checker = IsolatedChecker::new(exe, spec, name, args.timeout);
-    checker.start_now()?;
-    // The graph survived libtorch in the worker; the checks (meta inference for AOT
-    // pipelines) can run here.
-    validate_backend(resolved.as_ref(), graph, inputs, &[])?;
-    eprintln!("{}", checker.limit().describe());
-    Ok(Box::new(checker))
+    Ok(Box::new(start_isolated_checker(
+        worker_exe()?,
+        spec,
+        resolved.as_ref(),
+        kind,
+        args.timeout,
+        graph,
+        inputs,
+    )?))
 }
 
 /// `graphbug minify`.

@@ -21,6 +21,7 @@ use graphbug::backends::plugin::{load_env_plugins, load_plugin};
 use graphbug::backends::registry::factories;
 use graphbug::ir::{parse_graph, print_graph, Graph};
 use graphbug::ir::{Meta, NodeKind, TensorMeta};
+use graphbug::repro::isolate::preflight_eager;
 use graphbug::repro::limits::RUN_DEFAULT;
 use graphbug::repro::process::{is_supervised, rerun_self, Ended, Supervised};
 use graphbug::repro::scratch::Scratch;
@@ -119,6 +120,31 @@ pub fn supervise(
             ExitCode::FAILURE
         }
     }))
+}
+
+/// The graphbug binary, to start worker processes with.
+pub fn worker_exe() -> Result<PathBuf> {
+    graphbug::repro::process::own_exe().context("locating the graphbug binary")
+}
+
+/// How long the graph's eager run takes, measured in a worker process (files under
+/// `scratch`): a graph that crashes libtorch even in eager mode ends in an error here,
+/// before this process runs it.
+pub fn eager_in_worker(
+    graph: &Graph,
+    inputs: &[Tensor],
+    constants: &HashMap<String, Tensor>,
+    device: &graphbug::ir::Device,
+    scratch: &Scratch,
+) -> Result<Duration> {
+    Ok(preflight_eager(
+        worker_exe()?,
+        &scratch.path().join("preflight"),
+        graph,
+        inputs,
+        constants,
+        device,
+    )?)
 }
 
 /// The accuracy mode `--strict-accuracy` asks for.

@@ -19,7 +19,6 @@ use graphbug::repro::actions::{
 };
 use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
-use graphbug::repro::isolate::preflight_eager;
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::manifest::ReproAfter;
 use graphbug::repro::process::{is_supervised, rerun_self, Ended};
@@ -27,7 +26,7 @@ use graphbug::repro::scratch::Scratch;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-use super::{accuracy_mode, graph_inputs, load_graph};
+use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, worker_exe};
 use tch::Tensor;
 
 /// Arguments of `graphbug repro`.
@@ -92,9 +91,7 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         check_str: args.check_str.clone(),
         in_process: args.no_isolate,
         timeout: args.timeout,
-        worker_exe: Some(
-            graphbug::repro::process::own_exe().context("locating the graphbug binary")?,
-        ),
+        worker_exe: Some(worker_exe()?),
         accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
     })
 }
@@ -332,23 +329,6 @@ fn validate(backend: &str, graph: &Graph, inputs: &[Tensor], options: &ReproOpti
         graph,
         inputs,
         &options.requires_grad,
-    )?)
-}
-
-/// How long the graph's eager run takes, measured in a worker process: a graph that
-/// crashes libtorch even in eager mode ends in an error here, before this process runs it.
-fn eager_in_worker(
-    graph: &Graph,
-    inputs: &[Tensor],
-    constants: &HashMap<String, Tensor>,
-    device: &Device,
-    scratch: &Scratch,
-) -> Result<Duration> {
-    let dir = scratch.path().join("preflight");
-    std::fs::create_dir_all(&dir)?;
-    let exe = graphbug::repro::process::own_exe().context("locating the graphbug binary")?;
-    Ok(preflight_eager(
-        exe, &dir, graph, inputs, constants, device,
     )?)
 }
 

@@ -71,6 +71,28 @@ pub fn validate_backend(
         .map_err(|e| ReproError::Other(format!("backend `{}`: {e}", backend.name())))
 }
 
+/// A checker of `kind` failures of `backend` in a worker process (started from `spec`,
+/// see [`WorkerSpec::write`]), started now: the worker's start-up is the graph's eager
+/// run, and only after a worker survived it does this process validate the backend
+/// against the graph (meta inference for AOT pipelines). Prints the time limits queries
+/// get.
+pub fn start_isolated_checker(
+    exe: PathBuf,
+    spec: PathBuf,
+    backend: &dyn Backend,
+    kind: CheckKind,
+    timeout: Option<Duration>,
+    graph: &Graph,
+    inputs: &[Tensor],
+) -> Result<IsolatedChecker> {
+    let mut checker =
+        IsolatedChecker::new(exe, spec, describe_check(kind, backend.name()), timeout);
+    checker.start_now()?;
+    validate_backend(backend, graph, inputs, &[])?;
+    eprintln!("{}", checker.limit().describe());
+    Ok(checker)
+}
+
 /// Makes the environment what the manifest recorded: its fault spec and plugins.
 fn prepare(case: &mut ReproCase, opts: &ActionOptions) -> Result<Arc<dyn Backend>> {
     if let Some(d) = &opts.device {
@@ -288,17 +310,15 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
                 ..WorkerCheck::new(backend.name(), kind)
             },
         )?;
-        let mut checker = IsolatedChecker::new(
+        Box::new(start_isolated_checker(
             exe,
             spec,
-            describe_check(kind, backend.name()),
+            backend.as_ref(),
+            kind,
             opts.timeout,
-        );
-        // The worker's start-up runs the graph eagerly: only then does this process.
-        checker.start_now()?;
-        validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
-        eprintln!("{}", checker.limit().describe());
-        Box::new(checker)
+            &case.graph,
+            &case.inputs,
+        )?)
     };
     let values =
         ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;

@@ -136,7 +136,8 @@ impl WorkerSpec {
 
 /// Runs the original graph eagerly once in a worker process and returns how long it
 /// took: graphbug runs a graph in its own process only after a worker survived it (a
-/// graph whose shapes contradict its ops can crash libtorch itself). Files go to `dir`.
+/// graph whose shapes contradict its ops can crash libtorch itself). Files go to `dir`,
+/// which is created.
 pub fn preflight_eager(
     exe: PathBuf,
     dir: &Path,
@@ -145,6 +146,7 @@ pub fn preflight_eager(
     constants: &HashMap<String, Tensor>,
     device: &Device,
 ) -> Result<Duration> {
+    std::fs::create_dir_all(dir).map_err(|e| ReproError::io(dir, e))?;
     let spec = WorkerSpec::write(
         dir,
         graph,
