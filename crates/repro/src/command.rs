@@ -8,11 +8,11 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
 
-use crate::limits::TimeLimit;
+use crate::limits::{FirstTook, TimeLimit};
 use crate::process::{self, Ended};
 use crate::save::write_graph_and_inputs;
 use crate::values::ReferenceValues;
@@ -26,8 +26,8 @@ pub struct CommandChecker {
     values: ReferenceValues,
     scratch: PathBuf,
     limit: TimeLimit,
-    /// What the first run took (`Some(None)`: it hit the limit); `None` before it.
-    first_took: Option<Option<Duration>>,
+    /// What the first run took.
+    first_took: FirstTook,
 }
 
 impl CommandChecker {
@@ -38,7 +38,7 @@ impl CommandChecker {
             values,
             scratch,
             limit,
-            first_took: None,
+            first_took: FirstTook::default(),
         }
     }
 }
@@ -77,16 +77,13 @@ impl Checker for CommandChecker {
             Ok(c) => c,
             Err(e) => return Verdict::Unresolved(format!("cannot run `{}`: {e}", self.command)),
         };
-        let limit = match self.first_took {
-            None => self.limit.first(),
-            Some(took) => self.limit.later(took),
-        };
+        let limit = self.first_took.next_limit(&self.limit);
         let started = Instant::now();
         let ended = process::wait_bounded(&mut child, limit, true);
         let status = match ended {
             Ok(Ended::Exited(s)) => s,
             Ok(Ended::TimedOut) => {
-                self.first_took.get_or_insert(None);
+                self.first_took.record(None);
                 return Verdict::Unresolved(format!(
                     "`{}` did not finish within {:.3} s",
                     self.command,
@@ -95,7 +92,7 @@ impl Checker for CommandChecker {
             }
             Err(e) => return Verdict::Unresolved(format!("waiting for `{}`: {e}", self.command)),
         };
-        self.first_took.get_or_insert(Some(started.elapsed()));
+        self.first_took.record(Some(started.elapsed()));
         if let Some(code) = status.code().filter(|c| CANNOT_RUN.contains(c)) {
             let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
             let said = said

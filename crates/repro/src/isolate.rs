@@ -26,7 +26,7 @@ use tch::Tensor;
 
 use crate::checkers::{BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
-use crate::limits::TimeLimit;
+use crate::limits::{FirstTook, TimeLimit};
 use crate::process;
 use crate::values::ReferenceValues;
 
@@ -257,8 +257,8 @@ pub struct IsolatedChecker {
     timeout: Option<Duration>,
     /// How long the first worker's eager run of the original took.
     eager: Option<Duration>,
-    /// What the first query took (`Some(None)`: it hit the limit); `None` before it.
-    first_took: Option<Option<Duration>>,
+    /// What the first query took.
+    first_took: FirstTook,
     worker: Option<Worker>,
     /// How many workers were started (1 plus one per crash or timeout).
     pub starts: usize,
@@ -274,7 +274,7 @@ impl IsolatedChecker {
             name: describe,
             timeout,
             eager: None,
-            first_took: None,
+            first_took: FirstTook::default(),
             worker: None,
             starts: 0,
         }
@@ -297,14 +297,6 @@ impl IsolatedChecker {
     /// The limits queries get (known once a worker has started).
     pub fn limit(&self) -> TimeLimit {
         TimeLimit::new(self.timeout, self.eager.unwrap_or_default())
-    }
-
-    /// The limit the next query gets.
-    fn query_limit(&self) -> Duration {
-        match self.first_took {
-            None => self.limit().first(),
-            Some(took) => self.limit().later(took),
-        }
     }
 
     fn start(&mut self) -> std::result::Result<(), String> {
@@ -424,7 +416,7 @@ impl Checker for IsolatedChecker {
             kept: candidate.kept.clone(),
         })
         .expect("requests serialize");
-        let limit = self.query_limit();
+        let limit = self.first_took.next_limit(&self.limit());
         let worker = self.worker.as_mut().expect("started above");
         let sent = writeln!(worker.stdin, "{request}").and_then(|()| worker.stdin.flush());
         let mut stage = "compile".to_string();
@@ -450,7 +442,7 @@ impl Checker for IsolatedChecker {
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.kill();
-                    self.first_took.get_or_insert(None);
+                    self.first_took.record(None);
                     return Verdict::Fails(Signature {
                         kind: format!("{stage} timeout"),
                         op: None,
@@ -479,7 +471,7 @@ impl Checker for IsolatedChecker {
                 }
             }
         };
-        self.first_took.get_or_insert(Some(started.elapsed()));
+        self.first_took.record(Some(started.elapsed()));
         verdict
     }
 }

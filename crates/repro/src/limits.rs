@@ -93,6 +93,26 @@ impl TimeLimit {
     }
 }
 
+/// What the original's first run took, which sets the limits of the runs after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FirstTook(Option<Option<Duration>>);
+
+impl FirstTook {
+    /// The limit the next run gets: [`TimeLimit::first`] until a run has ended, then
+    /// [`TimeLimit::later`] of what that first run took.
+    pub fn next_limit(&self, limit: &TimeLimit) -> Duration {
+        match self.0 {
+            None => limit.first(),
+            Some(took) => limit.later(took),
+        }
+    }
+
+    /// Records a run that took `took` (`None`: it hit its limit); only the first counts.
+    pub fn record(&mut self, took: Option<Duration>) {
+        self.0.get_or_insert(took);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +145,14 @@ mod tests {
             (Duration::from_secs(1), Duration::from_secs(1))
         );
         assert!(fast.describe().contains("--timeout"));
+        // The first run gets the first limit; later ones follow what it took.
+        let mut took = FirstTook::default();
+        assert_eq!(took.next_limit(&slow), Duration::from_secs(100));
+        took.record(Some(Duration::from_secs(3)));
+        took.record(None);
+        assert_eq!(took.next_limit(&slow), Duration::from_secs(30));
+        let mut hung = FirstTook::default();
+        hung.record(None);
+        assert_eq!(hung.next_limit(&slow), Duration::from_secs(20));
     }
 }
