@@ -44,13 +44,24 @@ impl ReproCase {
     }
 }
 
-fn named(graph: &Graph, tensors: &[Tensor]) -> Vec<(String, Tensor)> {
+/// `tensors` named after the graph's placeholders, in order.
+pub(crate) fn named(graph: &Graph, tensors: &[Tensor]) -> Vec<(String, Tensor)> {
     graph
         .placeholders()
         .iter()
         .map(|&i| graph.node(i).name.clone())
         .zip(tensors.iter().map(Tensor::shallow_clone))
         .collect()
+}
+
+/// Writes `constants` to `file`, sorted by name (so the file is deterministic).
+pub(crate) fn write_constants(file: &Path, constants: &HashMap<String, Tensor>) -> Result<()> {
+    let mut sorted: Vec<(String, Tensor)> = constants
+        .iter()
+        .map(|(k, t)| (k.clone(), t.shallow_clone()))
+        .collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(write_tensors(file, &sorted)?)
 }
 
 fn write_text(dir: &Path, name: &str, text: &str) -> Result<()> {
@@ -67,13 +78,7 @@ pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
             write_tensors(&d.join(INPUTS_FILE), &named(&case.graph, &case.inputs))?;
         }
         if !case.constants.is_empty() {
-            let mut consts: Vec<(String, Tensor)> = case
-                .constants
-                .iter()
-                .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                .collect();
-            consts.sort_by(|a, b| a.0.cmp(&b.0));
-            write_tensors(&d.join(CONSTANTS_FILE), &consts)?;
+            write_constants(&d.join(CONSTANTS_FILE), &case.constants)?;
         }
         write_text(d, MANIFEST_FILE, &m.to_json())?;
         write_text(d, "repro.rs", &codegen::repro_rs(&case.graph, m))?;

@@ -24,6 +24,7 @@ use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
+use crate::case::{named, write_constants};
 use crate::checkers::{BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
 use crate::limits::{FirstTook, TimeLimit};
@@ -94,23 +95,12 @@ impl WorkerSpec {
         check: WorkerCheck,
     ) -> Result<PathBuf> {
         let inputs_file = dir.join("inputs.safetensors");
-        let named: Vec<(String, Tensor)> = graph
-            .placeholders()
-            .iter()
-            .map(|&i| graph.node(i).name.clone())
-            .zip(inputs.iter().map(Tensor::shallow_clone))
-            .collect();
-        write_tensors(&inputs_file, &named)?;
+        write_tensors(&inputs_file, &named(graph, inputs))?;
         let constants_file = if constants.is_empty() {
             None
         } else {
             let file = dir.join("constants.safetensors");
-            let mut named: Vec<(String, Tensor)> = constants
-                .iter()
-                .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                .collect();
-            named.sort_by(|a, b| a.0.cmp(&b.0));
-            write_tensors(&file, &named)?;
+            write_constants(&file, constants)?;
             Some(file)
         };
         let spec = WorkerSpec {

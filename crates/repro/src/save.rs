@@ -135,24 +135,15 @@ pub fn replace_dir_atomically(link: &Path, fill: impl FnOnce(&Path) -> Result<()
 
 /// Writes a graph and its inputs (in placeholder order) into `dir`.
 pub fn write_graph_and_inputs(dir: &Path, graph: &Graph, inputs: &[Tensor]) -> Result<()> {
-    let names: Vec<String> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i).name.clone())
-        .collect();
-    if names.len() != inputs.len() {
+    let placeholders = graph.placeholders().len();
+    if placeholders != inputs.len() {
         return Err(ReproError::Other(format!(
-            "{} inputs for a graph with {} placeholders",
+            "{} inputs for a graph with {placeholders} placeholders",
             inputs.len(),
-            names.len()
         )));
     }
-    let named: Vec<(String, Tensor)> = names
-        .into_iter()
-        .zip(inputs.iter().map(Tensor::shallow_clone))
-        .collect();
     write_file_atomically(&dir.join(GRAPH_FILE), print_graph(graph).as_bytes())?;
-    write_tensors(&dir.join(INPUTS_FILE), &named)?;
+    write_tensors(&dir.join(INPUTS_FILE), &crate::case::named(graph, inputs))?;
     Ok(())
 }
 
