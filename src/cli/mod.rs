@@ -110,16 +110,28 @@ pub fn supervise(
     }
     let limit = bound.timeout.unwrap_or(RUN_DEFAULT);
     let scratch = Scratch::new("supervise")?;
+    rerun_bounded(&scratch, limit, |run| {
+        eprintln!("{}", lost(run, limit));
+        Ok(ExitCode::FAILURE)
+    })
+    .map(Some)
+}
+
+/// Re-runs this command in a child bounded by `limit` (its stage file in `scratch`): the
+/// child's exit code is passed on; a child that crashed or hung has none, and `lost`
+/// answers for it.
+pub fn rerun_bounded(
+    scratch: &Scratch,
+    limit: Duration,
+    lost: impl FnOnce(&Supervised) -> Result<ExitCode>,
+) -> Result<ExitCode> {
     let run = rerun_self(&[], limit, scratch.path())?;
-    Ok(Some(match run.ended {
-        Ended::Exited(s) if s.code().is_some() => {
-            ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8)
+    if let Ended::Exited(status) = run.ended {
+        if let Some(code) = status.code() {
+            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
         }
-        _ => {
-            eprintln!("{}", lost(&run, limit));
-            ExitCode::FAILURE
-        }
-    }))
+    }
+    lost(&run)
 }
 
 /// The graphbug binary, to start worker processes with.

@@ -21,12 +21,12 @@ use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
 use graphbug::repro::manifest::ReproAfter;
-use graphbug::repro::process::{is_supervised, rerun_self, Ended};
+use graphbug::repro::process::{is_supervised, rerun_self};
 use graphbug::repro::scratch::Scratch;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, worker_exe};
+use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, rerun_bounded, worker_exe};
 use tch::Tensor;
 
 /// Arguments of `graphbug repro`.
@@ -353,29 +353,27 @@ fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<
         "analyze" => limit.first().saturating_mul(3),
         _ => limit.first(),
     };
-    let run = rerun_self(&[], limit, scratch.path())?;
     let backend = args.backend.as_deref().unwrap_or(&case.manifest.backend);
-    let Some(failure) = run.failure(backend, limit) else {
-        let code = match run.ended {
-            Ended::Exited(s) => s.code().unwrap_or(1),
-            Ended::TimedOut => unreachable!("invariant: a timeout is a failure"),
-        };
-        return Ok(Some(ExitCode::from(code.clamp(0, 255) as u8)));
-    };
-    match action {
-        "run" => {
-            let outcome = classify(case, failure, args.check_str.as_deref())?;
-            println!("{outcome}");
-            Ok(Some(match outcome {
-                Outcome::Reproduced(_) => ExitCode::FAILURE,
-                Outcome::DoesNotReproduce { .. } => ExitCode::SUCCESS,
-            }))
+    rerun_bounded(&scratch, limit, |run| {
+        let failure = run
+            .failure(backend, limit)
+            .expect("invariant: a run without an exit code is a failure");
+        match action {
+            "run" => {
+                let outcome = classify(case, failure, args.check_str.as_deref())?;
+                println!("{outcome}");
+                Ok(match outcome {
+                    Outcome::Reproduced(_) => ExitCode::FAILURE,
+                    Outcome::DoesNotReproduce { .. } => ExitCode::SUCCESS,
+                })
+            }
+            _ => {
+                println!("the backend does not run: {failure}");
+                Ok(ExitCode::SUCCESS)
+            }
         }
-        _ => {
-            println!("the backend does not run: {failure}");
-            Ok(Some(ExitCode::SUCCESS))
-        }
-    }
+    })
+    .map(Some)
 }
 
 /// run / minify / analyze on a repro directory.
