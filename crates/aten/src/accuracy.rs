@@ -453,6 +453,14 @@ fn element(
     })
 }
 
+/// Where `|a - b|` is largest (the first such flat position) and how large it is there,
+/// for tensors of the same shape with at least one element.
+fn largest_difference(a: &Tensor, b: &Tensor) -> Result<(i64, f64), TchError> {
+    let diff = a.f_sub(b)?.f_abs()?.f_reshape([-1])?;
+    let flat = diff.f_argmax(0, false)?.f_int64_value(&[])?;
+    Ok((flat, diff.f_double_value(&[flat])?))
+}
+
 /// The first flat position where `mask` is true.
 fn first_true(mask: &Tensor) -> Result<i64, TchError> {
     mask.f_reshape([-1])?
@@ -551,6 +559,11 @@ fn compare(
     let (rw, sw) = (r.f_to_kind(Kind::Int64)?, s.f_to_kind(Kind::Int64)?);
     let differ = rw.f_ne_tensor(&sw)?;
     let differing = count(&differ)?;
+    let largest = if s.numel() > 0 {
+        Some(largest_difference(&rw, &sw)?)
+    } else {
+        None
+    };
     let mut v = if differing == 0 {
         verdict(true, format!("{what} values equal"))
     } else if opts.ignore_non_fp {
@@ -569,23 +582,12 @@ fn compare(
                 s.numel()
             ),
         );
-        let diff = rw.f_sub(&sw)?.f_abs()?;
-        let flat = diff
-            .f_reshape([-1])?
-            .f_argmax(0, false)?
-            .f_int64_value(&[])?;
-        v.worst = Some(element(&rw, &sw, flat, Show::Integer)?);
+        if let Some((flat, _)) = largest {
+            v.worst = Some(element(&rw, &sw, flat, Show::Integer)?);
+        }
         v
     };
-    if s.numel() > 0 {
-        v.max_abs_diff = Some(
-            rw.f_sub(&sw)?
-                .f_abs()?
-                .f_max()?
-                .f_to_kind(Kind::Double)?
-                .f_double_value(&[])?,
-        );
-    }
+    v.max_abs_diff = largest.map(|(_, d)| d);
     Ok(v)
 }
 
@@ -640,9 +642,8 @@ fn compare_floats(
     let (rf, sf) = (rd.f_masked_select(&finite)?, sd.f_masked_select(&finite)?);
     let with_worst = |mut v: OutputVerdict| -> Result<OutputVerdict, TchError> {
         if rf.numel() > 0 {
-            let diff = rf.f_sub(&sf)?.f_abs()?;
-            let k = diff.f_argmax(0, false)?.f_int64_value(&[])?;
-            v.max_abs_diff = Some(diff.f_double_value(&[k])?);
+            let (k, d) = largest_difference(&rf, &sf)?;
+            v.max_abs_diff = Some(d);
             let flat = positions.f_int64_value(&[k])?;
             v.worst = Some(element(&rd, &sd, flat, show)?);
         } else {
@@ -694,8 +695,7 @@ fn compare_floats(
         ));
     }
     if !rf.f_allclose(&fpf, LOOSE_TOL, LOOSE_TOL, false)? {
-        let diff = rf.f_sub(&fpf)?.f_abs()?;
-        let k = diff.f_argmax(0, false)?.f_int64_value(&[])?;
+        let (k, _) = largest_difference(&rf, &fpf)?;
         let flat = positions.f_int64_value(&[k])?;
         return with_worst(verdict(
             false,
