@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context, Result};
 use graphbug::aten::accuracy::AccuracyMode;
 use graphbug::aten::io::{order_tensors, random_tensors, read_tensors};
-use graphbug::aten::memory::ensure_fits;
+use graphbug::aten::memory::Available;
 use graphbug::aten::meta::check_meta;
 use graphbug::backends::plugin::{load_env_plugins, load_plugin};
 use graphbug::backends::registry::factories;
@@ -59,6 +59,7 @@ pub fn graph_inputs(
         }
         None => {
             let mut metas = Vec::new();
+            let available = Available::now();
             let mut total: Option<u64> = Some(0);
             for &id in &graph.placeholders() {
                 let node = graph.node(id);
@@ -68,13 +69,14 @@ pub fn graph_inputs(
                         node.name
                     ));
                 };
-                ensure_fits(&format!("input `{}` ({m})", node.name), m.checked_nbytes())?;
+                available
+                    .ensure_fits(&format!("input `{}` ({m})", node.name), m.checked_nbytes())?;
                 total = total
                     .zip(m.checked_nbytes())
                     .and_then(|(t, b)| t.checked_add(b));
                 metas.push(m.clone());
             }
-            ensure_fits(&format!("the graph's {} inputs", metas.len()), total)?;
+            available.ensure_fits(&format!("the graph's {} inputs", metas.len()), total)?;
             let mut const_names = Vec::new();
             for (target, meta) in &constant_metas {
                 let m = meta.clone().ok_or_else(|| {

@@ -688,6 +688,7 @@ pub fn random_tensors(
 ) -> crate::Result<Vec<Tensor>> {
     // What generating them takes (the samples, then the tensor they are copied into),
     // checked against the machine before anything is allocated.
+    let available = crate::memory::Available::now();
     let mut total: Option<u64> = Some(0);
     for (i, meta) in metas.iter().enumerate() {
         if meta.shape.iter().any(|d| *d < 0) {
@@ -705,10 +706,10 @@ pub fn random_tensors(
                 .checked_mul(sample * per * 2)?
                 .checked_add(meta.checked_nbytes()?)
         });
-        crate::memory::ensure_fits(&format!("random input {i} ({meta})"), need)?;
+        available.ensure_fits(&format!("random input {i} ({meta})"), need)?;
         total = total.zip(need).and_then(|(t, n)| t.checked_add(n));
     }
-    crate::memory::ensure_fits(&format!("{} random inputs", metas.len()), total)?;
+    available.ensure_fits(&format!("{} random inputs", metas.len()), total)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let ints = Uniform::new(0i64, 2);
     let coin = Bernoulli::new(0.5).expect("invariant: 0.5 is a valid probability");

@@ -45,21 +45,32 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
-/// An error unless `bytes` (for `what`, e.g. "input `x` (f32[1000000000000])") fit in
-/// the memory available; `None` bytes means the size overflows 64 bits.
-pub fn ensure_fits(what: &str, bytes: Option<u64>) -> Result<()> {
-    let Some(bytes) = bytes else {
-        return Err(AtenError::BadInputs(format!(
-            "{what} needs more bytes than a 64-bit size can count"
-        )));
-    };
-    match available_bytes() {
-        Some(available) if bytes > available => Err(AtenError::BadInputs(format!(
-            "{what} needs {} of memory, but only {} is available",
-            human(bytes),
-            human(available)
-        ))),
-        _ => Ok(()),
+/// The memory available at one moment: many sizes are checked against one reading.
+#[derive(Clone, Copy, Debug)]
+pub struct Available(Option<u64>);
+
+impl Available {
+    /// What is available now (see [`available_bytes`]).
+    pub fn now() -> Available {
+        Available(available_bytes())
+    }
+
+    /// An error unless `bytes` (for `what`, e.g. "input `x` (f32[1000000000000])") fit
+    /// in the memory available; `None` bytes means the size overflows 64 bits.
+    pub fn ensure_fits(&self, what: &str, bytes: Option<u64>) -> Result<()> {
+        let Some(bytes) = bytes else {
+            return Err(AtenError::BadInputs(format!(
+                "{what} needs more bytes than a 64-bit size can count"
+            )));
+        };
+        match self.0 {
+            Some(available) if bytes > available => Err(AtenError::BadInputs(format!(
+                "{what} needs {} of memory, but only {} is available",
+                human(bytes),
+                human(available)
+            ))),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -73,14 +84,16 @@ mod tests {
         assert!(a > 1 << 20, "{a}");
         assert_eq!(human(96), "96 B");
         assert_eq!(human(4_000_000_000_000), "3.6 TiB");
-        assert!(ensure_fits("a small input", Some(1024)).is_ok());
-        let e = ensure_fits("input `x` (f32[1000000000000])", Some(4_000_000_000_000))
+        let now = Available::now();
+        assert!(now.ensure_fits("a small input", Some(1024)).is_ok());
+        let e = now
+            .ensure_fits("input `x` (f32[1000000000000])", Some(4_000_000_000_000))
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("input `x` (f32[1000000000000]) needs 3.6 TiB of memory, but only"),
             "{e}"
         );
-        assert!(ensure_fits("huge", None).is_err());
+        assert!(now.ensure_fits("huge", None).is_err());
     }
 }
