@@ -205,10 +205,7 @@ impl Supervised {
             .map(|s| format!(" during {s}"))
             .unwrap_or_default();
         match self.ended {
-            Ended::TimedOut => Some(format!(
-                "no answer within {:.3} s{during} (the time limit; --timeout sets it)",
-                limit.as_secs_f64()
-            )),
+            Ended::TimedOut => Some(no_answer(limit, &during)),
             Ended::Exited(status) if status.code().is_none() => {
                 let words = if self.last_words.is_empty() {
                     String::new()
@@ -234,10 +231,7 @@ impl Supervised {
                 backend,
                 stage,
                 Symptom::Timeout,
-                format!(
-                    "no answer within {:.3} s (the time limit; --timeout sets it)",
-                    limit.as_secs_f64()
-                ),
+                no_answer(limit, ""),
             )),
             Ended::Exited(status) if status.code().is_none() => Some(Failure::new(
                 backend,
@@ -255,6 +249,14 @@ impl Supervised {
             Ended::Exited(_) => None,
         }
     }
+}
+
+/// `no answer within 2.000 s<during> (the time limit; --timeout sets it)`.
+fn no_answer(limit: Duration, during: &str) -> String {
+    format!(
+        "no answer within {:.3} s{during} (the time limit; --timeout sets it)",
+        limit.as_secs_f64()
+    )
 }
 
 /// Whether process `pid` is alive (or exists as a zombie).

@@ -81,12 +81,12 @@ pub fn sweep_stale_siblings(path: &Path) {
             continue;
         }
         let stale = entry.path();
-        let removed = match std::fs::symlink_metadata(&stale) {
+        // Best effort: another sweeper may have removed it first.
+        let _ = match std::fs::symlink_metadata(&stale) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&stale),
             Ok(_) => std::fs::remove_file(&stale),
             Err(e) => Err(e),
         };
-        let _ = removed;
     }
 }
 
