@@ -34,11 +34,7 @@ pub fn graph_inputs(
     seed: u64,
     device: tch::Device,
 ) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
-    let placeholders: Vec<String> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i).name.clone())
-        .collect();
+    let placeholders: Vec<String> = graph.placeholder_names();
     let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
         .nodes
         .iter()

@@ -192,6 +192,15 @@ impl Graph {
             .collect()
     }
 
+    /// The placeholders' names, in order (the keys of an inputs file).
+    pub fn placeholder_names(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_placeholder())
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
     /// Number of call_function nodes (calls and getitems), as `graphbug check` counts them.
     pub fn num_call_function_nodes(&self) -> usize {
         self.nodes.iter().filter(|n| n.is_call_function()).count()

@@ -76,6 +76,13 @@ fn gpt_48_layers_is_about_3000_nodes() {
     for (i, id) in placeholders.iter().enumerate() {
         assert_eq!(g.node(*id).name, format!("arg{i}_1"));
     }
+    let names = g.placeholder_names();
+    assert_eq!(names.len(), placeholders.len());
+    assert_eq!(names[0], "arg0_1");
+    assert_eq!(
+        names.last().unwrap(),
+        &format!("arg{}_1", placeholders.len() - 1)
+    );
     // Deterministic: the same config prints the same text.
     assert_eq!(
         print_graph(&g),

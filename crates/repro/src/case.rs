@@ -47,9 +47,8 @@ impl ReproCase {
 /// `tensors` named after the graph's placeholders, in order.
 pub(crate) fn named(graph: &Graph, tensors: &[Tensor]) -> Vec<(String, Tensor)> {
     graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i).name.clone())
+        .placeholder_names()
+        .into_iter()
         .zip(tensors.iter().map(Tensor::shallow_clone))
         .collect()
 }
@@ -150,11 +149,7 @@ pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result
     };
     let device: Device = manifest.device.parse().map_err(ReproError::Other)?;
     let tdev = tch_device(&device)?;
-    let names: Vec<String> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i).name.clone())
-        .collect();
+    let names: Vec<String> = graph.placeholder_names();
     let inputs = match &manifest.inputs {
         InputsRecord::Real => {
             let ipath = dir.join(INPUTS_FILE);

@@ -164,11 +164,7 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
         load_plugin(p).map_err(|e| ReproError::Other(e.to_string()))?;
     }
     let graph = parse_graph(&spec.graph)?;
-    let names: Vec<String> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i).name.clone())
-        .collect();
+    let names: Vec<String> = graph.placeholder_names();
     let device: Device = spec.device.parse().map_err(ReproError::Other)?;
     let tdev = graphbug_aten::dtype::tch_device(&device)?;
     let inputs: Vec<tch::Tensor> = order_tensors(read_tensors(&spec.inputs)?, &names, "inputs")?

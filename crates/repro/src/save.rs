@@ -154,11 +154,7 @@ pub fn read_graph_and_inputs(dir: &Path) -> Result<(Graph, Vec<Tensor>)> {
     let graph = parse_graph(&text).map_err(|e| ReproError::io(&gpath, e))?;
     let ipath = dir.join(INPUTS_FILE);
     let named = read_tensors(&ipath)?;
-    let names: Vec<String> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i).name.clone())
-        .collect();
+    let names: Vec<String> = graph.placeholder_names();
     let inputs = order_tensors(named, &names, "inputs").map_err(|e| ReproError::io(&ipath, e))?;
     Ok((graph, inputs))
 }
