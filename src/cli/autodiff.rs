@@ -7,8 +7,8 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use graphbug::aten::meta::infer_meta;
-use graphbug::aten::LibtorchSchemas;
-use graphbug::autodiff::{functionalize, joint_graph};
+use graphbug::aten::{LibtorchDerivatives, LibtorchSchemas};
+use graphbug::autodiff::{functionalize, joint_graph_with};
 use graphbug::ir::{print_graph, Graph, Meta};
 use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
@@ -125,7 +125,7 @@ pub fn joint(args: &JointArgs) -> Result<ExitCode> {
     let rg = requires_grad(&graph, args.requires_grad.as_deref())?;
     let functional = functionalize(&graph, &LibtorchSchemas)?;
     let fg = with_metas(functional.graph)?;
-    let joint = joint_graph(&fg, &rg)?;
+    let joint = joint_graph_with(&fg, &rg, &LibtorchDerivatives::new())?;
     let annotated = infer_meta(&joint.graph).context("inferring the joint graph's shapes")?;
     print!("{}", print_graph(&annotated));
     eprintln!(

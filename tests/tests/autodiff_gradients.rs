@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use graphbug_aten::io::{order_tensors, random_tensors, read_tensors};
 use graphbug_aten::reference::{autograd_gradients, autograd_leaves};
-use graphbug_aten::Interpreter;
-use graphbug_autodiff::{joint_graph, Joint};
+use graphbug_aten::{Interpreter, LibtorchDerivatives};
+use graphbug_autodiff::{joint_graph_with, Joint};
 use graphbug_ir::passes::{default_side_effects, extract_subgraph};
 use graphbug_ir::{parse_graph, Device, Graph, Meta, NodeId, TensorMeta, Value};
 use graphbug_tests::{fixtures_dir, reference_joint, relative_error};
@@ -56,7 +56,8 @@ fn compare_against(
         graph: joint,
         num_fwd_outputs,
         tangent_outputs,
-    } = joint_graph(forward, requires_grad).unwrap_or_else(|e| panic!("{label}: joint graph: {e}"));
+    } = joint_graph_with(forward, requires_grad, &LibtorchDerivatives::new())
+        .unwrap_or_else(|e| panic!("{label}: joint graph: {e}"));
     let tangent_metas: Vec<TensorMeta> = joint
         .placeholders()
         .into_iter()
@@ -443,4 +444,86 @@ fn pointwise_outputs_take_tensor_iterators_layout() {
     let g = parse_graph(TRANSPOSED_POINTWISE).expect("graph parses");
     let inputs = random_inputs(&g, 51);
     compare("transposed pointwise", &g, &inputs, &[true], 52);
+}
+
+/// Ops with no derivative rule in Rust: their backward is recorded from libtorch's autograd.
+const RECORDED: &str = r#"
+class Recorded(torch.nn.Module):
+    def forward(self, x: "f32[4, 6]", y: "f32[4, 6]", w: "f32[6]", g: "f32[2, 6, 3]", v: "f32[6]"):
+        acos: "f32[4, 6]" = torch.ops.aten.acos.default(x)
+        cumsum: "f32[4, 6]" = torch.ops.aten.cumsum.default(acos, 1)
+        flip: "f32[4, 6]" = torch.ops.aten.flip.default(cumsum, [0, 1])
+        roll: "f32[4, 6]" = torch.ops.aten.roll.default(flip, [1], [0])
+        repeat: "f32[8, 6]" = torch.ops.aten.repeat.default(roll, [2, 1])
+        clamp_min: "f32[4, 6]" = torch.ops.aten.clamp_min.default(y, 0.1)
+        pow_1: "f32[4, 6]" = torch.ops.aten.pow.Tensor_Tensor(clamp_min, x)
+        dot: "f32[]" = torch.ops.aten.dot.default(w, v)
+        native_group_norm = torch.ops.aten.native_group_norm.default(g, w, v, 2, 6, 3, 2, 1e-05)
+        getitem: "f32[2, 6, 3]" = native_group_norm[0]
+        linalg_vector_norm: "f32[4]" = torch.ops.aten.linalg_vector_norm.default(pow_1, 2, [1])
+        return (repeat, pow_1, dot, getitem, linalg_vector_norm)
+"#;
+
+#[test]
+fn ops_without_rust_rules_differentiate_with_libtorchs_formulas() {
+    let g = parse_graph(RECORDED).expect("graph parses");
+    // acos needs |x| < 1.
+    let mut inputs = random_inputs(&g, 31);
+    inputs[0] = inputs[0].tanh() * 0.9;
+    compare("recorded", &g, &inputs, &[true; 5], 32);
+}
+
+/// Multi-output ops, writes through views inside PyTorch's formulas (`fill_` on a diagonal
+/// in the SVD backward, `copy_` into a slice in the FFT one) and index inputs.
+const RECORDED_MULTI: &str = r#"
+class RecordedMulti(torch.nn.Module):
+    def forward(self, q: "f32[1, 2, 4, 8]", k: "f32[1, 2, 4, 8]", v: "f32[1, 2, 4, 8]", a: "f32[3, 3]", x: "f32[4, 6]", idx: "i64[4, 6]"):
+        sdpa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v)
+        getitem: "f32[1, 2, 4, 8]" = sdpa[0]
+        svd = torch.ops.aten._linalg_svd.default(a)
+        getitem_1: "f32[3, 3]" = svd[0]
+        getitem_2: "f32[3]" = svd[1]
+        polygamma: "f32[4, 6]" = torch.ops.aten.polygamma.default(1, x)
+        scatter_reduce: "f32[4, 6]" = torch.ops.aten.scatter_reduce.two(x, 1, idx, polygamma, "sum")
+        fft: "c64[4, 4]" = torch.ops.aten._fft_r2c.default(x, [1], 0, True)
+        abs_1: "f32[4, 4]" = torch.ops.aten.abs.default(fft)
+        return (getitem, getitem_1, getitem_2, scatter_reduce, abs_1)
+"#;
+
+#[test]
+fn multi_output_ops_and_writes_through_views_in_formulas_match_libtorch() {
+    let g = parse_graph(RECORDED_MULTI).expect("graph parses");
+    let mut inputs = random_inputs(&g, 41);
+    // Valid indices along dim 1; polygamma away from its poles.
+    inputs[5] = Tensor::randint(6, [4, 6], (tch::Kind::Int64, tch::Device::Cpu));
+    inputs[4] = inputs[4].abs() + 0.5;
+    compare(
+        "recorded multi",
+        &g,
+        &inputs,
+        &[true, true, true, true, true, false],
+        42,
+    );
+}
+
+#[test]
+fn an_op_libtorch_cannot_differentiate_is_an_error_naming_it() {
+    let g = parse_graph(
+        r#"
+class Igamma(torch.nn.Module):
+    def forward(self, x: "f32[4]", y: "f32[4]"):
+        igamma: "f32[4]" = torch.ops.aten.igamma.default(x, y)
+        return (igamma,)
+"#,
+    )
+    .expect("graph parses");
+    let err = joint_graph_with(&g, &[true, true], &LibtorchDerivatives::new())
+        .expect_err("igamma has no derivative for its first input")
+        .to_string();
+    assert!(err.contains("igamma"), "{err}");
+    assert!(err.contains("not implemented"), "{err}");
+    // Its second input differentiates, as in PyTorch.
+    let mut inputs = random_inputs(&g, 51);
+    inputs = inputs.iter().map(|t| t.abs() + 0.5).collect();
+    compare("igamma", &g, &inputs, &[false, true], 52);
 }

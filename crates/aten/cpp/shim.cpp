@@ -9,6 +9,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/headeronly/version.h>
 #include <torch/library.h>
 
@@ -21,7 +23,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <tuple>
+#include <unordered_map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -182,6 +187,280 @@ at::Tensor fault_kernel(const at::Tensor& self, c10::string_view kind, double am
   TORCH_CHECK(false, "unknown fault kind `", kind, "`");
 }
 Stack& stack_of(void* s) { return *static_cast<Stack*>(s); }
+
+// ---- recording libtorch's autograd ----
+//
+// A Recorder notes every aten call that reaches the TESTING_ONLY_GenericMode key while it
+// is on: the op, its arguments (tensors by recorded id) and its results. The mode key sits
+// above Autograd, so a call is seen as the caller made it; calls made inside a recorded
+// call (its kernels' own at:: calls) pass through unrecorded, and CompositeImplicitAutograd
+// ops without an autograd kernel are not recorded themselves but decompose into calls that
+// are, as AOTAutograd's tracing decomposes them. The autograd engine carries the
+// thread-local dispatch keys into the backward, so the backward's calls are recorded too.
+
+// A tensor's identity when its TensorImpl differs (saved outputs are shallow copies).
+using StorageKey = std::tuple<const void*, int64_t, std::vector<int64_t>, std::vector<int64_t>, int>;
+
+struct Recorder {
+  bool on = false;
+  int depth = 0;
+  int phase = 0;
+  std::vector<at::Tensor> keep;  // every recorded tensor, so addresses stay unique
+  std::unordered_map<const c10::TensorImpl*, int64_t> by_impl;
+  std::map<StorageKey, int64_t> by_storage;
+  int64_t next_id = 0;
+  std::ostringstream calls;
+  bool any_call = false;
+  std::vector<std::pair<std::string, int64_t>> labels;
+  std::vector<int64_t> results;
+};
+
+thread_local Recorder* tls_recorder = nullptr;
+
+std::optional<StorageKey> storage_key(const at::Tensor& t) {
+  if (!t.has_storage() || t.is_sparse()) return std::nullopt;
+  return StorageKey(t.storage().unsafeGetStorageImpl(), t.storage_offset(), t.sizes().vec(),
+                    t.strides().vec(), static_cast<int>(t.scalar_type()));
+}
+
+int64_t assign_id(Recorder& r, const at::Tensor& t) {
+  int64_t id = r.next_id++;
+  r.keep.push_back(t);
+  r.by_impl[t.unsafeGetTensorImpl()] = id;
+  if (auto k = storage_key(t)) r.by_storage[*k] = id;
+  return id;
+}
+
+std::optional<int64_t> find_id(const Recorder& r, const at::Tensor& t) {
+  auto i = r.by_impl.find(t.unsafeGetTensorImpl());
+  if (i != r.by_impl.end()) return i->second;
+  if (auto k = storage_key(t)) {
+    auto j = r.by_storage.find(*k);
+    if (j != r.by_storage.end()) return j->second;
+  }
+  return std::nullopt;
+}
+
+void json_double(std::ostream& o, double d) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", d);
+  o << "{\"f\":\"" << buf << "\"}";
+}
+
+void json_tensor_ref(std::ostream& o, const Recorder& r, const at::Tensor& t) {
+  if (!t.defined()) {
+    o << "null";
+    return;
+  }
+  if (auto id = find_id(r, t)) {
+    o << "{\"t\":" << *id << "}";
+    return;
+  }
+  // A number the formula wrapped into a tensor without the dispatcher (scalar_to_tensor).
+  if (t.device().is_cpu() && t.dim() == 0 && !t.requires_grad()) {
+    if (t.is_floating_point()) {
+      o << "{\"n\":";
+      json_double(o, t.item<double>());
+      o << "}";
+      return;
+    }
+    if (t.scalar_type() == at::kBool) {
+      o << "{\"n\":" << (t.item<bool>() ? "true" : "false") << "}";
+      return;
+    }
+    if (!t.is_complex()) {
+      o << "{\"n\":" << t.item<int64_t>() << "}";
+      return;
+    }
+  }
+  std::ostringstream d;
+  d << t.scalar_type() << t.sizes() << " on " << t.device().str();
+  o << "{\"u\":";
+  json_str(o, "a tensor the recording did not see made: " + d.str());
+  o << "}";
+}
+
+void json_ivalue(std::ostream& o, const Recorder& r, const c10::IValue& v) {
+  if (v.isNone()) {
+    o << "null";
+  } else if (v.isTensor()) {
+    json_tensor_ref(o, r, v.toTensor());
+  } else if (v.isTensorList()) {
+    o << '[';
+    bool first = true;
+    for (const at::Tensor& t : v.toTensorVector()) {
+      if (!first) o << ',';
+      first = false;
+      json_tensor_ref(o, r, t);
+    }
+    o << ']';
+  } else if (v.isIntList()) {
+    o << '[';
+    bool first = true;
+    for (int64_t i : v.toIntVector()) {
+      if (!first) o << ',';
+      first = false;
+      o << i;
+    }
+    o << ']';
+  } else if (v.isDoubleList()) {
+    o << '[';
+    bool first = true;
+    for (double d : v.toDoubleVector()) {
+      if (!first) o << ',';
+      first = false;
+      json_double(o, d);
+    }
+    o << ']';
+  } else if (v.isBoolList()) {
+    o << '[';
+    bool first = true;
+    for (bool b : v.toBoolList()) {
+      if (!first) o << ',';
+      first = false;
+      o << (b ? "true" : "false");
+    }
+    o << ']';
+  } else if (v.isList()) {
+    o << '[';
+    bool first = true;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!first) o << ',';
+      first = false;
+      json_ivalue(o, r, e);
+    }
+    o << ']';
+  } else if (v.isInt()) {
+    o << v.toInt();
+  } else if (v.isSymInt()) {
+    auto s = v.toSymInt().maybe_as_int();
+    if (s) {
+      o << *s;
+    } else {
+      o << "{\"u\":\"a symbolic int\"}";
+    }
+  } else if (v.isDouble()) {
+    json_double(o, v.toDouble());
+  } else if (v.isBool()) {
+    o << (v.toBool() ? "true" : "false");
+  } else if (v.isString()) {
+    o << "{\"s\":";
+    json_str(o, v.toStringRef());
+    o << "}";
+  } else if (v.isDevice()) {
+    o << "{\"d\":";
+    json_str(o, v.toDevice().str());
+    o << "}";
+  } else {
+    o << "{\"u\":";
+    json_str(o, std::string("a ") + v.tagKind() + " argument");
+    o << "}";
+  }
+}
+
+void json_result(std::ostream& o, Recorder& r, const c10::IValue& v);
+
+void json_new_tensor(std::ostream& o, Recorder& r, const at::Tensor& t) {
+  if (!t.defined()) {
+    o << "null";
+    return;
+  }
+  // An in-place or out= op returns its argument: the same tensor, the same id.
+  auto same = r.by_impl.find(t.unsafeGetTensorImpl());
+  int64_t id = same != r.by_impl.end() ? same->second : assign_id(r, t);
+  o << "{\"t\":" << id << ",\"dtype\":" << static_cast<int>(t.scalar_type()) << ",\"shape\":[";
+  for (size_t i = 0; i < t.sizes().size(); ++i) {
+    if (i) o << ',';
+    o << t.sizes()[i];
+  }
+  o << "]}";
+}
+
+void json_result(std::ostream& o, Recorder& r, const c10::IValue& v) {
+  if (v.isTensor()) {
+    json_new_tensor(o, r, v.toTensor());
+  } else if (v.isTensorList()) {
+    o << '[';
+    bool first = true;
+    for (const at::Tensor& t : v.toTensorVector()) {
+      if (!first) o << ',';
+      first = false;
+      json_new_tensor(o, r, t);
+    }
+    o << ']';
+  } else {
+    json_ivalue(o, r, v);
+  }
+}
+
+void record_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                     torch::jit::Stack* stack) {
+  const auto below = ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
+                                              c10::DispatchKey::TESTING_ONLY_GenericMode);
+  Recorder* r = tls_recorder;
+  // A CompositeImplicitAutograd kernel serves the autograd keys unless the op has a kernel
+  // of its own for the backend (the dispatcher's precedence): then it decomposes.
+  const bool decomposes =
+      op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+      !op.hasKernelForDispatchKey(c10::DispatchKey::AutogradCPU) &&
+      !op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+      !op.hasKernelForDispatchKey(c10::DispatchKey::Meta);
+  if (r == nullptr || !r->on || r->depth > 0 || decomposes) {
+    op.redispatchBoxed(below, stack);
+    return;
+  }
+  const auto& schema = op.schema();
+  const auto& formals = schema.arguments();
+  const size_t nargs = formals.size();
+  std::ostringstream call;
+  call << "{\"op\":";
+  json_str(call, schema.name());
+  call << ",\"overload\":";
+  json_str(call, schema.overload_name());
+  call << ",\"phase\":" << r->phase << ",\"mutates\":" << (schema.is_mutable() ? "true" : "false")
+       << ",\"args\":[";
+  for (size_t i = 0; i < nargs; ++i) {
+    if (i) call << ',';
+    json_ivalue(call, *r, (*stack)[stack->size() - nargs + i]);
+  }
+  call << "],\"defaults\":[";
+  for (size_t i = 0; i < nargs; ++i) {
+    if (i) call << ',';
+    const auto& d = formals[i].default_value();
+    const c10::IValue& v = (*stack)[stack->size() - nargs + i];
+    const bool none = v.isNone() || (v.isTensor() && !v.toTensor().defined());
+    bool same = d.has_value() &&
+                (none ? d->isNone() : !v.isTensor() && !v.isTensorList() && *d == v);
+    call << (same ? "true" : "false");
+  }
+  call << "],\"results\":[";
+  r->depth += 1;
+  try {
+    op.redispatchBoxed(below, stack);
+  } catch (...) {
+    r->depth -= 1;
+    throw;
+  }
+  r->depth -= 1;
+  const size_t nret = schema.returns().size();
+  for (size_t i = 0; i < nret; ++i) {
+    if (i) call << ',';
+    json_result(call, *r, (*stack)[stack->size() - nret + i]);
+  }
+  call << "]}";
+  if (r->any_call) r->calls << ',';
+  r->any_call = true;
+  r->calls << call.str();
+}
+
+// Turns recording on or off on this thread.
+void set_recording(Recorder* r, bool on) {
+  r->on = on;
+  tls_recorder = on ? r : nullptr;
+  c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::TESTING_ONLY_GenericMode, on);
+}
+
+Recorder& recorder_of(void* r) { return *static_cast<Recorder*>(r); }
 
 }  // namespace
 
@@ -464,5 +743,101 @@ char* gb_tensor_to(const at::Tensor* t, const char* device, at::Tensor** out) {
 
 // The device of a tensor as torch spells it ("cpu", "cuda:0", "meta"); tch cannot tell meta.
 char* gb_tensor_device(const at::Tensor* t) { return dup_str(t->device().str()); }
+
+
+// ---- recording libtorch's autograd ----
+
+// A new recorder; the first call registers the recording fallback for the mode key.
+char* gb_recorder_new(void** out) {
+  return guarded([&] {
+    static bool registered = [] {
+      static torch::Library* lib = new torch::Library(
+          torch::Library::IMPL, "_", c10::DispatchKey::TESTING_ONLY_GenericMode, __FILE__,
+          __LINE__);
+      lib->fallback(torch::CppFunction::makeFromBoxedFunction<&record_fallback>());
+      return true;
+    }();
+    (void)registered;
+    *out = new Recorder();
+  });
+}
+
+void gb_recorder_free(void* r) {
+  if (tls_recorder == r) set_recording(static_cast<Recorder*>(r), false);
+  delete static_cast<Recorder*>(r);
+}
+
+// Starts (on != 0) or stops recording on this thread; calls made while on carry `phase`.
+void gb_recorder_set(void* r, uint8_t on, int32_t phase) {
+  Recorder& rec = recorder_of(r);
+  rec.phase = phase;
+  set_recording(&rec, on != 0);
+}
+
+// Names a tensor (an input, an output, a gradient): a tensor already recorded keeps its id.
+char* gb_recorder_label(void* r, const at::Tensor* t, const char* label) {
+  return guarded([&] {
+    Recorder& rec = recorder_of(r);
+    TORCH_CHECK(t->defined(), "cannot label an undefined tensor `", label, "`");
+    auto id = find_id(rec, *t);
+    rec.labels.emplace_back(label, id ? *id : assign_id(rec, *t));
+  });
+}
+
+// Back-propagates `grads` from `outputs` to `inputs` with libtorch's engine while recording
+// (phase 1); the gradients' ids (or -1 where an input gets none) go into the recording.
+char* gb_recorder_grad(void* r, const at::Tensor* const* outputs, const at::Tensor* const* grads,
+                       size_t n_out, const at::Tensor* const* inputs, size_t n_in) {
+  return guarded([&] {
+    Recorder& rec = recorder_of(r);
+    torch::autograd::variable_list outs, gs, ins;
+    for (size_t i = 0; i < n_out; ++i) {
+      outs.push_back(*outputs[i]);
+      gs.push_back(*grads[i]);
+    }
+    for (size_t i = 0; i < n_in; ++i) ins.push_back(*inputs[i]);
+    set_recording(&rec, true);
+    rec.phase = 1;
+    torch::autograd::variable_list result;
+    try {
+      result = torch::autograd::grad(outs, ins, gs, /*retain_graph=*/false,
+                                     /*create_graph=*/false, /*allow_unused=*/true);
+    } catch (...) {
+      set_recording(&rec, false);
+      throw;
+    }
+    set_recording(&rec, false);
+    for (const at::Tensor& g : result) {
+      if (!g.defined()) {
+        rec.results.push_back(-1);
+        continue;
+      }
+      auto id = find_id(rec, g);
+      rec.results.push_back(id ? *id : -2);
+    }
+  });
+}
+
+// The recording as JSON: {"calls": [...], "labels": [[label, id]...], "results": [id...]}.
+char* gb_recorder_json(void* r, char** out) {
+  return guarded([&] {
+    Recorder& rec = recorder_of(r);
+    std::ostringstream o;
+    o << "{\"calls\":[" << rec.calls.str() << "],\"labels\":[";
+    for (size_t i = 0; i < rec.labels.size(); ++i) {
+      if (i) o << ',';
+      o << '[';
+      json_str(o, rec.labels[i].first);
+      o << ',' << rec.labels[i].second << ']';
+    }
+    o << "],\"results\":[";
+    for (size_t i = 0; i < rec.results.size(); ++i) {
+      if (i) o << ',';
+      o << rec.results[i];
+    }
+    o << "]}";
+    *out = dup_str(o.str());
+  });
+}
 
 }  // extern "C"

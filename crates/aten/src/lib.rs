@@ -5,6 +5,7 @@
 //! reads and writes tensors, and compares results the way TorchDynamo's `same()` does.
 
 pub mod accuracy;
+pub mod derivatives;
 pub mod device;
 pub mod dtype;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod reference;
 pub mod shim;
 pub mod stage;
 
+pub use derivatives::LibtorchDerivatives;
 pub use error::{AtenError, Result};
 pub use graphbug_ir::schema;
 

@@ -71,6 +71,19 @@ extern "C" {
         device: *const c_char,
         out: *mut *mut C_tensor,
     ) -> *mut c_char;
+    fn gb_recorder_new(out: *mut *mut c_void) -> *mut c_char;
+    fn gb_recorder_free(r: *mut c_void);
+    fn gb_recorder_set(r: *mut c_void, on: u8, phase: i32);
+    fn gb_recorder_label(r: *mut c_void, t: *const C_tensor, label: *const c_char) -> *mut c_char;
+    fn gb_recorder_grad(
+        r: *mut c_void,
+        outputs: *const *const C_tensor,
+        grads: *const *const C_tensor,
+        n_out: usize,
+        inputs: *const *const C_tensor,
+        n_in: usize,
+    ) -> *mut c_char;
+    fn gb_recorder_json(r: *mut c_void, out: *mut *mut c_char) -> *mut c_char;
 }
 
 /// Takes ownership of a malloc'd C string from the shim.
@@ -460,4 +473,85 @@ pub fn torch_version() -> String {
     unsafe { CStr::from_ptr(gb_torch_version()) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// Records the aten calls libtorch makes on this thread (its autograd engine's backward
+/// included), as AOTAutograd's tracing sees them: see `cpp/shim.cpp`.
+pub struct Recorder {
+    ptr: NonNull<c_void>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from gb_recorder_new and is freed once; freeing also
+        // turns recording off on this thread if it was on.
+        unsafe { gb_recorder_free(self.ptr.as_ptr()) }
+    }
+}
+
+impl Recorder {
+    /// A new, idle recorder.
+    pub fn new() -> std::result::Result<Recorder, String> {
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `ptr` is written on success only.
+        status(unsafe { gb_recorder_new(&mut ptr) })?;
+        NonNull::new(ptr)
+            .map(|ptr| Recorder { ptr })
+            .ok_or_else(|| "no recorder returned".into())
+    }
+
+    /// Runs `f` with recording on; its calls carry `phase`.
+    pub fn record<T>(&mut self, phase: i32, f: impl FnOnce() -> T) -> T {
+        // SAFETY: a live recorder, used on this thread only (it is not Send).
+        unsafe { gb_recorder_set(self.ptr.as_ptr(), 1, phase) };
+        let out = f();
+        // SAFETY: as above.
+        unsafe { gb_recorder_set(self.ptr.as_ptr(), 0, phase) };
+        out
+    }
+
+    /// Names a tensor in the recording.
+    pub fn label(&mut self, t: &Tensor, label: &str) -> std::result::Result<(), String> {
+        let label = c_string(label)?;
+        // SAFETY: a live recorder and tensor, a valid C string.
+        status(unsafe { gb_recorder_label(self.ptr.as_ptr(), t.as_ptr(), label.as_ptr()) })
+    }
+
+    /// Back-propagates `grads` from `outputs` to `inputs` with libtorch's engine, recording
+    /// the backward.
+    pub fn grad(
+        &mut self,
+        outputs: &[&Tensor],
+        grads: &[&Tensor],
+        inputs: &[&Tensor],
+    ) -> std::result::Result<(), String> {
+        if outputs.len() != grads.len() {
+            return Err(format!(
+                "{} outputs but {} gradients",
+                outputs.len(),
+                grads.len()
+            ));
+        }
+        let ptrs = |ts: &[&Tensor]| ts.iter().map(|t| t.as_ptr()).collect::<Vec<_>>();
+        let (o, g, i) = (ptrs(outputs), ptrs(grads), ptrs(inputs));
+        // SAFETY: live tensors; the arrays outlive the call.
+        status(unsafe {
+            gb_recorder_grad(
+                self.ptr.as_ptr(),
+                o.as_ptr(),
+                g.as_ptr(),
+                o.len(),
+                i.as_ptr(),
+                i.len(),
+            )
+        })
+    }
+
+    /// The recording as JSON (`calls`, `labels`, `results`).
+    pub fn json(&self) -> std::result::Result<String, String> {
+        let mut out: *mut c_char = std::ptr::null_mut();
+        // SAFETY: a live recorder; the string is owned by us afterwards.
+        status(unsafe { gb_recorder_json(self.ptr.as_ptr(), &mut out) })?;
+        Ok(take_string(out))
+    }
 }

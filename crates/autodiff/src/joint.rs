@@ -19,8 +19,9 @@ use graphbug_ir::{
     Device, Graph, Meta, Namespace, Node, NodeId, NodeKind, OpName, TensorMeta, Value,
 };
 
+use crate::derivatives::{Derivatives, ForwardCall, RulesOnly, Source};
 use crate::error::AutodiffError;
-use crate::rules::{self, Lookup, Outputs};
+use crate::rules::{self, Grads, Lookup, Outputs};
 
 /// A joint forward/backward graph and how many of its outputs are forward outputs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,8 +35,17 @@ pub struct Joint {
     pub tangent_outputs: Vec<usize>,
 }
 
-/// Builds the joint graph of a functional forward graph (no in-place ops; every node annotated with metas) for the inputs with `requires_grad[i]` set.
+/// Builds the joint graph of a functional forward graph (no in-place ops; every node annotated with metas) for the inputs with `requires_grad[i]` set, with the Rust rules only.
 pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<Joint, AutodiffError> {
+    joint_graph_with(forward, requires_grad, &RulesOnly)
+}
+
+/// [`joint_graph`], asking `derivatives` for the backward of every op without a Rust rule.
+pub fn joint_graph_with(
+    forward: &Graph,
+    requires_grad: &[bool],
+    derivatives: &dyn Derivatives,
+) -> Result<Joint, AutodiffError> {
     forward.verify()?;
     let placeholders = forward.placeholders();
     if requires_grad.len() != placeholders.len() {
@@ -60,7 +70,7 @@ pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<Joint, Aut
     }
     let analysis = analyze(forward, &placeholders, requires_grad)?;
     let tangent_outputs = analysis.tangents.iter().map(|&(k, _)| k).collect();
-    let mut ctx = Ctx::layout(forward, &placeholders, analysis);
+    let mut ctx = Ctx::layout(forward, &placeholders, analysis, derivatives);
     let grads = ctx.backward()?;
 
     let mut output: Vec<Value> = forward.outputs().iter().map(|v| ctx.fwd_value(v)).collect();
@@ -317,12 +327,18 @@ pub(crate) struct Ctx<'g> {
     /// Joint ids of the tangents, with the forward node each belongs to.
     tangents: Vec<(NodeId, NodeId)>,
     device: Device,
+    derivatives: &'g dyn Derivatives,
 }
 
 impl<'g> Ctx<'g> {
     /// Lays out primals, tangents and the forward nodes (with their extra detaches and
     /// getitems), and names them.
-    fn layout(forward: &'g Graph, placeholders: &[NodeId], a: Analysis) -> Ctx<'g> {
+    fn layout(
+        forward: &'g Graph,
+        placeholders: &[NodeId],
+        a: Analysis,
+        derivatives: &'g dyn Derivatives,
+    ) -> Ctx<'g> {
         let mut names = Namespace::new();
         let primal_names: Vec<String> = (1..=placeholders.len())
             .map(|k| format!("primals_{k}"))
@@ -373,6 +389,7 @@ impl<'g> Ctx<'g> {
             fwd_items: HashMap::new(),
             tangents: Vec::new(),
             device,
+            derivatives,
         };
         for (k, &p) in placeholders.iter().enumerate() {
             let meta = forward.node(p).meta.clone();
@@ -477,19 +494,6 @@ impl<'g> Ctx<'g> {
                     if !any {
                         continue;
                     }
-                    let rule = match rules::lookup(op) {
-                        Lookup::Rule(rule) => rule,
-                        Lookup::NonDifferentiable => continue,
-                        Lookup::Unknown => {
-                            return Err(AutodiffError::Unsupported {
-                                node: node.name.clone(),
-                                op: op.to_string(),
-                                message:
-                                    "no derivative rule, and a gradient has to flow through it"
-                                        .into(),
-                            })
-                        }
-                    };
                     let site = Site {
                         id,
                         name: &node.name,
@@ -501,7 +505,22 @@ impl<'g> Ctx<'g> {
                             .map(|g| g.and_then(|g| self.val(g)))
                             .collect(),
                     };
-                    let input_grads = (rule.backward)(self, &site)?;
+                    // The Rust rules are written for real dtypes; complex calls take
+                    // libtorch's formulas.
+                    let mut complex = false;
+                    node.for_each_input(|src| {
+                        complex |= self.fwd_meta(src).is_ok_and(|m| m.dtype.is_complex());
+                    });
+                    let input_grads = match rules::lookup(op) {
+                        Lookup::Rule(_) if complex => {
+                            self.derived_backward(node, &site, &grads[id.index()])?
+                        }
+                        Lookup::Rule(rule) => (rule.backward)(self, &site)?,
+                        Lookup::NonDifferentiable => continue,
+                        Lookup::Unknown => {
+                            self.derived_backward(node, &site, &grads[id.index()])?
+                        }
+                    };
                     // validate_outputs: reduce to the input's shape, cast to its dtype.
                     let mut ready = Vec::with_capacity(input_grads.len());
                     for (input, g) in input_grads {
@@ -536,6 +555,129 @@ impl<'g> Ctx<'g> {
             }
         }
         Ok(grads)
+    }
+
+    /// The backward of a call without a Rust rule, from the derivatives provider, inlined
+    /// into the joint graph.
+    fn derived_backward(
+        &mut self,
+        node: &Node,
+        site: &Site<'_>,
+        out_grads: &[Option<NodeId>],
+    ) -> Result<Grads, AutodiffError> {
+        // Number the distinct tensor arguments.
+        let mut inputs: Vec<NodeId> = Vec::new();
+        let mut number = |v: &Value| {
+            v.map_nodes(&mut |src| {
+                let k = inputs.iter().position(|&i| i == src).unwrap_or_else(|| {
+                    inputs.push(src);
+                    inputs.len() - 1
+                });
+                Value::Node(NodeId(k as u32))
+            })
+        };
+        let args: Vec<Value> = site.args.iter().map(&mut number).collect();
+        let kwargs: Vec<(String, Value)> = site
+            .kwargs
+            .iter()
+            .map(|(k, v)| (k.clone(), number(v)))
+            .collect();
+        let mut metas = Vec::with_capacity(inputs.len());
+        for &i in &inputs {
+            metas.push((self.fwd_meta(i)?, self.requires_grad(i)));
+        }
+        let call = ForwardCall {
+            node: site.name,
+            op: site.op,
+            args,
+            kwargs,
+            inputs: metas,
+            outputs: node.meta.clone(),
+            grads: out_grads.iter().map(Option::is_some).collect(),
+            device: self.device(),
+        };
+        let backward = self
+            .derivatives
+            .backward(&call)
+            .map_err(|message| site.error(message))?;
+        let bw = &backward.graph;
+        let mut map: Vec<NodeId> = Vec::with_capacity(bw.nodes.len());
+        let mut sources = backward.sources.iter();
+        for node in &bw.nodes {
+            let id = match &node.kind {
+                NodeKind::Placeholder => {
+                    let source = sources.next().ok_or_else(|| {
+                        site.error("the recorded backward has more inputs than sources")
+                    })?;
+                    match *source {
+                        Source::Input(k) => self.fwd(*inputs.get(k).ok_or_else(|| {
+                            site.error(format!("the recorded backward reads input {k}, which the call does not have"))
+                        })?),
+                        Source::Output(k) => self.fwd_output(site, k)?,
+                        Source::Grad(k) => out_grads.get(k).copied().flatten().ok_or_else(|| {
+                            site.error(format!("the recorded backward reads the gradient of output {k}, which gets none"))
+                        })?,
+                    }
+                }
+                _ => {
+                    let kind = node
+                        .try_remap_kind::<()>(&mut |src| Ok(map[src.index()]))
+                        .expect("a verified graph reads only earlier nodes, which are all mapped");
+                    let base = match &kind {
+                        NodeKind::Call { op, .. } => op.name.as_str(),
+                        _ => "getitem",
+                    };
+                    let name = self.names.create_name(base);
+                    self.push_raw(name, kind, node.meta.clone())
+                }
+            };
+            map.push(id);
+        }
+        let outputs = bw.outputs();
+        if outputs.len() != inputs.len() {
+            return Err(site.error(format!(
+                "the recorded backward returns {} gradients for {} inputs",
+                outputs.len(),
+                inputs.len()
+            )));
+        }
+        let mut grads = Vec::new();
+        for (k, out) in outputs.iter().enumerate() {
+            let Some(g) = out.as_node() else { continue };
+            let g = map[g.index()];
+            let meta = self.meta(g).cloned().ok_or_else(|| {
+                site.error(format!(
+                    "the recorded gradient of input {k} has no dtype and shape"
+                ))
+            })?;
+            grads.push((inputs[k], Val { id: g, meta }));
+        }
+        Ok(grads)
+    }
+
+    /// The joint node holding output `k` of a forward call (its getitem for several
+    /// outputs; one is added where the forward has none).
+    fn fwd_output(&mut self, site: &Site<'_>, k: usize) -> Result<NodeId, AutodiffError> {
+        let node = self.forward.node(site.id);
+        if !matches!(node.meta, Meta::Multi(_)) {
+            return Ok(self.fwd(site.id));
+        }
+        if let Some(&g) = self.fwd_items.get(&(site.id, k)) {
+            return Ok(g);
+        }
+        let meta = output_meta(node, k).cloned().ok_or_else(|| {
+            site.error(format!(
+                "the backward reads output {k}, which has no dtype and shape"
+            ))
+        })?;
+        let name = self.names.create_name("getitem");
+        let kind = NodeKind::GetItem {
+            source: self.fwd(site.id),
+            index: k,
+        };
+        let g = self.push_raw(name, kind, Meta::Tensor(meta));
+        self.fwd_items.insert((site.id, k), g);
+        Ok(g)
     }
 
     /// Adds gradient `g` to output `index` of forward node `target`.

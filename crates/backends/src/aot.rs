@@ -18,8 +18,10 @@ use graphbug_aten::accuracy::detect;
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::meta::infer_meta;
 use graphbug_aten::reference::fp64_reference;
-use graphbug_aten::{Interpreter, LibtorchSchemas};
-use graphbug_autodiff::{decompose, functionalize, joint_graph, AutodiffError, DecompositionSet};
+use graphbug_aten::{Interpreter, LibtorchDerivatives, LibtorchSchemas};
+use graphbug_autodiff::{
+    decompose, functionalize, joint_graph_with, AutodiffError, DecompositionSet,
+};
 use graphbug_ir::Graph;
 use graphbug_partition::{
     default_partition_with, min_cut_rematerialization_partition, MinCutOptions, NodePolicy,
@@ -320,7 +322,7 @@ impl AotEager {
         let fg = infer_meta(&functional.graph)
             .map_err(|e| Failure::from_aten(&self.name, Stage::Compile, &e))?;
         let requires_grad: Vec<bool> = example_inputs.iter().map(|e| e.requires_grad).collect();
-        let joint = joint_graph(&fg, &requires_grad)
+        let joint = joint_graph_with(&fg, &requires_grad, &LibtorchDerivatives::new())
             .map_err(|e| self.autodiff_failure("joint graph", e))?;
         let jg = infer_meta(&joint.graph)
             .map_err(|e| Failure::from_aten(&self.name, Stage::Compile, &e))?;

@@ -402,6 +402,14 @@ pub enum MemoryFormat {
 }
 
 impl MemoryFormat {
+    /// Every memory format.
+    pub const ALL: [MemoryFormat; 4] = [
+        MemoryFormat::ContiguousFormat,
+        MemoryFormat::ChannelsLast,
+        MemoryFormat::ChannelsLast3d,
+        MemoryFormat::PreserveFormat,
+    ];
+
     /// The torch attribute name.
     pub fn torch_name(self) -> &'static str {
         match self {
@@ -414,14 +422,7 @@ impl MemoryFormat {
 
     /// Looks a memory format up by its torch attribute name.
     pub fn from_torch_name(s: &str) -> Option<Self> {
-        [
-            MemoryFormat::ContiguousFormat,
-            MemoryFormat::ChannelsLast,
-            MemoryFormat::ChannelsLast3d,
-            MemoryFormat::PreserveFormat,
-        ]
-        .into_iter()
-        .find(|m| m.torch_name() == s)
+        Self::ALL.into_iter().find(|m| m.torch_name() == s)
     }
 }
 
@@ -446,6 +447,17 @@ pub enum Layout {
 }
 
 impl Layout {
+    /// Every layout.
+    pub const ALL: [Layout; 7] = [
+        Layout::Strided,
+        Layout::SparseCoo,
+        Layout::SparseCsr,
+        Layout::SparseCsc,
+        Layout::SparseBsr,
+        Layout::SparseBsc,
+        Layout::Mkldnn,
+    ];
+
     /// The torch attribute name.
     pub fn torch_name(self) -> &'static str {
         match self {
@@ -461,17 +473,7 @@ impl Layout {
 
     /// Looks a layout up by its torch attribute name.
     pub fn from_torch_name(s: &str) -> Option<Self> {
-        [
-            Layout::Strided,
-            Layout::SparseCoo,
-            Layout::SparseCsr,
-            Layout::SparseCsc,
-            Layout::SparseBsr,
-            Layout::SparseBsc,
-            Layout::Mkldnn,
-        ]
-        .into_iter()
-        .find(|l| l.torch_name() == s)
+        Self::ALL.into_iter().find(|l| l.torch_name() == s)
     }
 }
 
