@@ -470,3 +470,104 @@ class G(torch.nn.Module):
         }
     }
 }
+
+/// Random in-place ops become their functional overloads whatever those are named, and
+/// draw the same numbers: seeded alike, the two graphs agree.
+#[test]
+fn random_in_place_ops_become_their_functional_overloads() {
+    let g = graph(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[64, 8]"):
+        empty_like: "f32[64, 8]" = torch.ops.aten.empty_like.default(x, memory_format = torch.contiguous_format)
+        bernoulli_: "f32[64, 8]" = torch.ops.aten.bernoulli_.float(empty_like, 0.9)
+        div_: "f32[64, 8]" = torch.ops.aten.div_.Scalar(bernoulli_, 0.9)
+        mul: "f32[64, 8]" = torch.ops.aten.mul.Tensor(x, div_)
+        empty: "f32[64, 8]" = torch.ops.aten.empty.memory_format([64, 8], dtype = torch.float32, device = device(type='cpu'), pin_memory = False)
+        uniform_: "f32[64, 8]" = torch.ops.aten.uniform_.default(empty, -1.0, 1.0)
+        add: "f32[64, 8]" = torch.ops.aten.add.Tensor(mul, uniform_)
+        normal_: "f32[64, 8]" = torch.ops.aten.normal_.default(empty, 2.0)
+        exponential_: "f32[64, 8]" = torch.ops.aten.exponential_.default(normal_)
+        random_: "f32[64, 8]" = torch.ops.aten.random_.from(exponential_, 0, 10)
+        add_1: "f32[64, 8]" = torch.ops.aten.add.Tensor(add, random_)
+        return (add_1,)
+"#,
+    );
+    let f = functionalize(&g, &LibtorchSchemas).unwrap_or_else(|e| panic!("{e}"));
+    let ops: Vec<String> = f
+        .graph
+        .nodes
+        .iter()
+        .filter_map(|n| n.op().map(|op| op.to_string()))
+        .collect();
+    for want in [
+        "aten::bernoulli.p",
+        "aten::div.Scalar",
+        "aten::uniform.default",
+        "aten::normal_functional.default",
+        "aten::exponential.default",
+        "aten::random.from",
+    ] {
+        assert!(ops.iter().any(|o| o == want), "{want} in {ops:?}");
+    }
+    let inputs = random_inputs(&g, 3);
+    tch::manual_seed(11);
+    let want = run(&g, &copies(&inputs));
+    tch::manual_seed(11);
+    let got = run(&f.graph, &copies(&inputs));
+    assert_same("seeded output", &want[0], &got[0]);
+}
+
+#[test]
+fn resizing_a_tensor_the_graph_made() {
+    check_text(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[3, 4]"):
+        empty: "f32[0]" = torch.ops.aten.empty.memory_format([0], dtype = torch.float32, device = device(type='cpu'), pin_memory = False)
+        resize_: "f32[12]" = torch.ops.aten.resize_.default(empty, [12])
+        view: "f32[12]" = torch.ops.aten.view.default(x, [12])
+        copy_: "f32[12]" = torch.ops.aten.copy_.default(resize_, view)
+        mul: "f32[12]" = torch.ops.aten.mul.Tensor(copy_, 2)
+        return (mul,)
+"#,
+        5,
+    );
+}
+
+/// `x.transpose_(0, 1)` is `x = x.transpose(0, 1)`: later readers of `x`, and writes into
+/// it, see the view.
+#[test]
+fn metadata_mutations_rebind_the_tensor_to_a_view() {
+    let f = check_text(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[3, 4]", y: "f32[4, 3]"):
+        relu: "f32[3, 4]" = torch.ops.aten.relu.default(x)
+        mul: "f32[3, 4]" = torch.ops.aten.mul.Tensor(relu, 3)
+        transpose_: "f32[4, 3]" = torch.ops.aten.transpose_.default(relu, 0, 1)
+        mul_1: "f32[4, 3]" = torch.ops.aten.mul.Tensor(relu, y)
+        unsqueeze_: "f32[1, 4, 3]" = torch.ops.aten.unsqueeze_.default(relu, 0)
+        add_: "f32[1, 4, 3]" = torch.ops.aten.add_.Tensor(relu, 1)
+        squeeze_: "f32[4, 3]" = torch.ops.aten.squeeze_.dim(add_, 0)
+        t_: "f32[3, 4]" = torch.ops.aten.t_.default(squeeze_)
+        add: "f32[3, 4]" = torch.ops.aten.add.Tensor(relu, mul)
+        return (mul_1, add, t_)
+"#,
+        9,
+    );
+    let ops: Vec<String> = f
+        .graph
+        .nodes
+        .iter()
+        .filter_map(|n| n.op().map(|op| op.to_string()))
+        .collect();
+    for want in [
+        "aten::transpose.int",
+        "aten::unsqueeze.default",
+        "aten::squeeze.dim",
+        "aten::t.default",
+    ] {
+        assert!(ops.iter().any(|o| o == want), "{want} in {ops:?}");
+    }
+}

@@ -14,6 +14,7 @@
 #include <torch/headeronly/version.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -744,6 +745,26 @@ char* gb_tensor_to(const at::Tensor* t, const char* device, at::Tensor** out) {
 // The device of a tensor as torch spells it ("cpu", "cuda:0", "meta"); tch cannot tell meta.
 char* gb_tensor_device(const at::Tensor* t) { return dup_str(t->device().str()); }
 
+
+// The overload names of every registered op named `qualified` ("aten::add"), as a JSON
+// list ("" for the unnamed overload).
+char* gb_op_overloads(const char* qualified, char** out) {
+  return guarded([&] {
+    std::vector<std::string> names;
+    for (const auto& op : c10::Dispatcher::singleton().getAllOpNames()) {
+      if (op.name == qualified) names.push_back(op.overload_name);
+    }
+    std::sort(names.begin(), names.end());
+    std::ostringstream o;
+    o << '[';
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i) o << ',';
+      json_str(o, names[i]);
+    }
+    o << ']';
+    *out = dup_str(o.str());
+  });
+}
 
 // ---- recording libtorch's autograd ----
 

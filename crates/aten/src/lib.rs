@@ -35,4 +35,8 @@ impl schema::Schemas for LibtorchSchemas {
     fn schema(&self, op: &graphbug_ir::OpName) -> Option<std::sync::Arc<schema::Schema>> {
         shim::Op::find(op).ok().map(|o| o.schema.clone())
     }
+
+    fn overloads(&self, namespace: &str, name: &str) -> Vec<String> {
+        shim::overloads(namespace, name)
+    }
 }

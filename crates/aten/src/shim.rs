@@ -71,6 +71,7 @@ extern "C" {
         device: *const c_char,
         out: *mut *mut C_tensor,
     ) -> *mut c_char;
+    fn gb_op_overloads(qualified: *const c_char, out: *mut *mut c_char) -> *mut c_char;
     fn gb_recorder_new(out: *mut *mut c_void) -> *mut c_char;
     fn gb_recorder_free(r: *mut c_void);
     fn gb_recorder_set(r: *mut c_void, on: u8, phase: i32);
@@ -181,6 +182,34 @@ impl Op {
         OPS.lock().insert(name.clone(), op.clone());
         Ok(op)
     }
+}
+
+static OVERLOADS: Lazy<Mutex<HashMap<String, Vec<String>>>> =
+    Lazy::new(|| Mutex::new(HashMap::new()));
+
+/// Every overload of `namespace::name` registered with the dispatcher (`default` for the
+/// unnamed one), sorted; cached.
+pub fn overloads(namespace: &str, name: &str) -> Vec<String> {
+    let qualified = format!("{namespace}::{name}");
+    if let Some(hit) = OVERLOADS.lock().get(&qualified) {
+        return hit.clone();
+    }
+    let Ok(c) = c_string(&qualified) else {
+        return Vec::new();
+    };
+    let mut out: *mut c_char = std::ptr::null_mut();
+    // SAFETY: a valid C string; the JSON is owned by us afterwards.
+    let names: Vec<String> = status(unsafe { gb_op_overloads(c.as_ptr(), &mut out) })
+        .ok()
+        .and_then(|()| serde_json::from_str(&take_string(out)).ok())
+        .unwrap_or_default();
+    let mut names: Vec<String> = names
+        .into_iter()
+        .map(|o| if o.is_empty() { "default".into() } else { o })
+        .collect();
+    names.sort();
+    OVERLOADS.lock().insert(qualified, names.clone());
+    names
 }
 
 /// A prepared call of one op: constant arguments converted once, tensor arguments as holes.

@@ -19,9 +19,15 @@
 //! schema does not say so; it becomes `_native_batch_norm_legit_functional`, as
 //! AOTAutograd traces it.
 //!
+//! In-place ops are matched to their out-of-place forms by schema, whatever the overload
+//! is named (`bernoulli_.float` → `bernoulli.p`, `normal_` → `normal_functional`). An op
+//! that changes only its input's metadata (`transpose_`, `unsqueeze_`, `t_`, `as_strided_`)
+//! makes the tensor a view of itself, as in PyTorch: later readers read
+//! `transpose(x, 0, 1)`. `resize_` of a tensor the graph made becomes `resize`.
+//!
 //! Refused with [`AutodiffError::Unsupported`] naming the node: mutation of a module
-//! constant, an in-place op with no out-of-place form, ops changing a tensor's size or
-//! storage (`resize_`, `set_`, `t_`, `unsqueeze_`, ...), writes through views with no
+//! constant, an in-place op with no out-of-place form, ops changing a graph input's size,
+//! storage or metadata (`resize_`, `set_`, `t_`, `unsqueeze_`, ...), writes through views with no
 //! inverse (`expand`, `unfold`, `chunk` items, ...), and ops with no schema. A `reshape`
 //! is taken to alias its input when that input is reached from its storage through
 //! contiguity-keeping views only, and to copy it otherwise. Dead nodes stay: a graph
@@ -50,6 +56,8 @@ pub fn functionalize(
     schemas: &dyn Schemas,
 ) -> Result<Functionalized, AutodiffError> {
     graph.verify()?;
+    let rebound = rebind_metadata_mutations(graph, schemas)?;
+    let graph = rebound.as_ref().unwrap_or(graph);
     let mut f = Functionalizer::new(graph, schemas);
     for id in graph.ids() {
         f.visit(id)?;
@@ -57,15 +65,127 @@ pub fn functionalize(
     f.finish()
 }
 
+/// The view op an in-place op that changes only its input's metadata (`transpose_`,
+/// `unsqueeze_`, `as_strided_`, ...) stands for: the out-of-place form, found by name and
+/// arguments, that returns a view of `self`. `None` for every other op.
+fn metadata_view(op: &OpName, schema: &Schema, schemas: &dyn Schemas) -> Option<OpName> {
+    if schema.mutated_arguments() != [0] || RESIZES.contains(&op.name.as_str()) {
+        return None;
+    }
+    let base = op.name.strip_suffix('_').filter(|b| !b.is_empty())?;
+    let want: Vec<(&str, &str)> = schema
+        .arguments
+        .iter()
+        .map(|a| (a.name.as_str(), a.ty.as_str()))
+        .collect();
+    let mut overloads = vec![op.overload.clone()];
+    overloads.extend(schemas.overloads(&op.namespace, base));
+    overloads.into_iter().find_map(|o| {
+        let cand = OpName::new(&op.namespace, base, &o);
+        let fs = schemas.schema(&cand)?;
+        let args: Vec<(&str, &str)> = fs
+            .arguments
+            .iter()
+            .map(|a| (a.name.as_str(), a.ty.as_str()))
+            .collect();
+        let returns_view = !fs.is_mutable
+            && fs.returns.len() == 1
+            && fs.returns[0].alias_set == fs.arguments[0].alias_set
+            && !fs.returns[0].alias_set.is_empty();
+        (args == want && returns_view).then_some(cand)
+    })
+}
+
+/// PyTorch's functionalization treats `x.transpose_(0, 1)` as `x = x.transpose(0, 1)`:
+/// the tensor keeps its data and becomes a view with new metadata. This rewrites every
+/// such op into its view form and makes later readers of `x` (and of in-place returns that
+/// are `x`) read the view. `None` when the graph has no such op.
+fn rebind_metadata_mutations(
+    graph: &Graph,
+    schemas: &dyn Schemas,
+) -> Result<Option<Graph>, AutodiffError> {
+    let views: Vec<Option<OpName>> = graph
+        .nodes
+        .iter()
+        .map(|n| {
+            let op = n.op().filter(|op| op.name.ends_with('_'))?;
+            let schema = schemas.schema(op).filter(|s| s.is_mutable)?;
+            metadata_view(op, &schema, schemas)
+        })
+        .collect();
+    if views.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut g = graph.clone();
+    // Each node's tensor identity: in-place ops return their first argument.
+    let mut ident: Vec<NodeId> = graph.ids().collect();
+    // Identity → the node that now holds it.
+    let mut holder: HashMap<NodeId, NodeId> = HashMap::new();
+    for id in graph.ids() {
+        let node = graph.node(id);
+        let read = |src: NodeId| holder.get(&ident[src.index()]).copied().unwrap_or(src);
+        g.nodes[id.index()].kind = node
+            .try_remap_kind::<()>(&mut |src| Ok(read(src)))
+            .expect("remapping node ids cannot fail");
+        let NodeKind::Call { op, args, .. } = &node.kind else {
+            continue;
+        };
+        let Some(x) = args.first().and_then(Value::as_node) else {
+            continue;
+        };
+        let returns_self = schemas.schema(op).is_some_and(|s| {
+            s.arguments.first().is_some_and(|a| a.is_write)
+                && s.returns.len() == 1
+                && s.returns[0].alias_set == s.arguments[0].alias_set
+        });
+        if !returns_self {
+            continue;
+        }
+        let key = ident[x.index()];
+        ident[id.index()] = key;
+        if let Some(view) = &views[id.index()] {
+            if graph.node(key).is_placeholder() {
+                return Err(AutodiffError::Unsupported {
+                    node: node.name.clone(),
+                    op: op.to_string(),
+                    message: format!(
+                        "changes the metadata of graph input `{}` in place, which functionalization cannot express",
+                        graph.node(key).name
+                    ),
+                });
+            }
+            if let NodeKind::Call { op, .. } = &mut g.nodes[id.index()].kind {
+                *op = view.clone();
+            }
+            holder.insert(key, id);
+        }
+    }
+    if let Some(outputs) = g.output.take() {
+        g.output = Some(
+            outputs
+                .iter()
+                .map(|v| {
+                    v.map_nodes(&mut |src| {
+                        Value::Node(holder.get(&ident[src.index()]).copied().unwrap_or(src))
+                    })
+                })
+                .collect(),
+        );
+    }
+    Ok(Some(g))
+}
+
 /// Ops that mutate what a tensor *is* (its size or storage), not its values.
-const METADATA_MUTATIONS: [&str; 6] = [
+const METADATA_MUTATIONS: [&str; 4] = [
     "set_",
-    "resize_",
-    "resize_as_",
     "resize_as_sparse_",
     "_resize_output_",
     "sparse_resize_",
 ];
+
+/// Resizes that become their functional form (`resize`, `resize_as`) when they resize a
+/// tensor the graph made (not a view of one): its new value is the resized tensor.
+const RESIZES: [&str; 2] = ["resize_", "resize_as_"];
 
 /// View ops whose replay and inverse keep a contiguous tensor contiguous: a `reshape` of
 /// a value reached from its storage through these only is a view, not a copy.
@@ -769,6 +889,17 @@ impl<'a> Functionalizer<'a> {
                 "changes the size or storage of a tensor in place, which functionalization cannot express",
             ));
         }
+        if RESIZES.contains(&op.name.as_str()) {
+            let fresh = args.first().and_then(Value::as_node).is_some_and(|x| {
+                matches!(&self.info[x.index()], Info::Tensor { storage, link: None }
+                    if matches!(self.storages[*storage].origin, Origin::Intermediate))
+            });
+            if !fresh {
+                return Err(ctx.unsupported(
+                    "changes the size or storage of a graph input or of a view in place, which functionalization cannot express",
+                ));
+            }
+        }
         let is_out = written.iter().all(|&i| schema.arguments[i].kwarg_only);
         let candidates: Vec<OpName> = if is_out {
             out_overload_candidates(&op.overload)
@@ -788,6 +919,14 @@ impl<'a> Functionalizer<'a> {
                 // `floor_divide_.Tensor` → `floor_divide.default`, checked by argument names.
                 c.push(OpName::new(&op.namespace, base, "default"));
             }
+            // Any other overload with the same arguments, whatever it is named
+            // (`bernoulli_.float` → `bernoulli.p`).
+            for o in self.schemas.overloads(&op.namespace, base) {
+                let cand = OpName::new(&op.namespace, base, &o);
+                if !c.contains(&cand) {
+                    c.push(cand);
+                }
+            }
             c
         } else {
             vec![OpName::new(
@@ -796,12 +935,13 @@ impl<'a> Functionalizer<'a> {
                 &op.overload,
             )]
         };
-        let expected_args: Vec<&str> = schema
+        // Names and types: `bernoulli.Tensor` and `bernoulli.p` both take `(self, p)`.
+        let expected_args: Vec<(&str, &str)> = schema
             .arguments
             .iter()
             .enumerate()
             .filter(|(i, _)| !(is_out && written.contains(i)))
-            .map(|(_, a)| a.name.as_str())
+            .map(|(_, a)| (a.name.as_str(), a.ty.as_str()))
             .collect();
         let ret_alias: Vec<Option<usize>> = schema
             .returns
@@ -818,7 +958,11 @@ impl<'a> Functionalizer<'a> {
                 tried.push(format!("`{cand}`"));
                 continue;
             };
-            let names: Vec<&str> = fs.arguments.iter().map(|a| a.name.as_str()).collect();
+            let names: Vec<(&str, &str)> = fs
+                .arguments
+                .iter()
+                .map(|a| (a.name.as_str(), a.ty.as_str()))
+                .collect();
             if names != expected_args {
                 tried.push(format!("`{cand}` (other arguments)"));
                 continue;
@@ -1004,8 +1148,14 @@ impl<'a> Functionalizer<'a> {
             }
             targets.push(ids);
         }
-        // An in-place op must not change the shape or dtype of what it writes.
-        if let (Some(Some(k)), Some(m)) = (plan.ret_alias.first(), node.meta.tensor()) {
+        // An in-place op must not change the shape or dtype of what it writes (but for the
+        // resizes `plan` allowed).
+        let resize = node
+            .op()
+            .is_some_and(|op| RESIZES.contains(&op.name.as_str()));
+        if let (Some(Some(k)), Some(m), false) =
+            (plan.ret_alias.first(), node.meta.tensor(), resize)
+        {
             if let Some(&t) = targets.get(*k).and_then(|ids| ids.first()) {
                 if let Some(tm) = self.old_meta(t) {
                     if &tm != m {

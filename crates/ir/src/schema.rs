@@ -12,6 +12,12 @@ use crate::types::OpName;
 pub trait Schemas {
     /// The schema of `op`, or `None` when the op is unknown.
     fn schema(&self, op: &OpName) -> Option<Arc<Schema>>;
+
+    /// Every overload of `namespace::name` (`default` for the unnamed one), sorted; empty
+    /// when the source cannot list them.
+    fn overloads(&self, _namespace: &str, _name: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// One argument or return of a schema.
