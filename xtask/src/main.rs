@@ -7,9 +7,13 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Parser, Subcommand};
+use xtask::conformance;
 
 /// The PyTorch version tch 0.26 is built against.
 const TORCH_VERSION: &str = "2.13.0";
+
+/// The torchvision release that matches torch 2.13.0 (the conformance zoo needs it).
+const TORCHVISION_VERSION: &str = "0.28.0";
 
 /// Command line of `cargo xtask`.
 #[derive(Parser)]
@@ -52,6 +56,44 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure graphbug against PyTorch: generate OpInfo and model-zoo cases with PyTorch,
+    /// run each through graphbug's stages, print the table, write
+    /// target/conformance/report.json; exit 1 under the targets.
+    Conformance(ConformanceArgs),
+}
+
+/// Arguments of `cargo xtask conformance`.
+#[derive(clap::Args)]
+struct ConformanceArgs {
+    /// `ci`: about 30 hand-picked OpInfo ops and two small modules; `full`: every op_db op
+    /// and the whole zoo.
+    #[arg(long, default_value = "full", value_parser = ["ci", "full"])]
+    subset: String,
+    /// Only cases whose id (`opinfo/acos/f32/0`, `zoo/resnet18/train`) matches this regex.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Cases run in parallel (default: the number of cores).
+    #[arg(short = 'j', long)]
+    jobs: Option<usize>,
+    /// Only report: exit 0 even under the targets.
+    #[arg(long)]
+    no_targets: bool,
+    /// OpInfo samples per op (default: 1 for ci, 3 for full).
+    #[arg(long)]
+    samples: Option<usize>,
+    /// OpInfo dtypes, comma-separated (default: float32 for ci; float32,float64,bfloat16
+    /// for full, float64 and bfloat16 with one sample per op).
+    #[arg(long)]
+    dtypes: Option<String>,
+    /// Case sources, comma-separated: opinfo, zoo.
+    #[arg(long, default_value = "opinfo,zoo")]
+    sources: String,
+    /// Seconds one graphbug command may take.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Run the cases already in target/conformance/cases instead of generating them.
+    #[arg(long)]
+    reuse_cases: bool,
 }
 
 /// Runs the chosen subcommand; errors print with their context chain and exit 1.
@@ -80,6 +122,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench { args } => cargo_after_setup(&root, "bench", &args),
         Cmd::Fuzz { seconds, seed } => fuzz(&root, seconds, seed),
         Cmd::Repro { args } => repro(&root, &args),
+        Cmd::Conformance(args) => run_conformance(&root, &args),
     }
 }
 
@@ -113,6 +156,8 @@ fn setup(root: &Path) -> Result<()> {
     };
     link_libtorch(root, &torch)?;
     write_doctest_config(root)?;
+    // OpInfo's op_db (the conformance suite, also in `cargo test`) imports expecttest.
+    ensure_python_package(&venv, "expecttest", None)?;
     println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
     Ok(())
 }
@@ -326,6 +371,154 @@ fn run_examples(root: &Path) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Pip-installs `package` (at `version`, if given) into the venv unless its package
+/// directory is already there (and its version.py names that version).
+fn ensure_python_package(venv: &Path, package: &str, version: Option<&str>) -> Result<()> {
+    if python_package_present(venv, package, version)? {
+        return Ok(());
+    }
+    let spec = match version {
+        Some(v) => format!("{package}=={v}"),
+        None => package.to_string(),
+    };
+    eprintln!("setup: installing {spec} into {}", venv.display());
+    let python = venv.join("bin/python");
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+        ])
+        .arg(&spec)
+        .status()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    ensure!(
+        status.success(),
+        "`{} -m pip install {spec}` failed ({status}); the package registry must be reachable",
+        python.display()
+    );
+    ensure!(
+        python_package_present(venv, package, version)?,
+        "pip finished but {spec} is not in {}",
+        venv.display()
+    );
+    Ok(())
+}
+
+/// Whether `site-packages/<package>` exists in the venv (with `version` in its version.py).
+fn python_package_present(venv: &Path, package: &str, version: Option<&str>) -> Result<bool> {
+    let lib = venv.join("lib");
+    let Ok(entries) = fs::read_dir(&lib) else {
+        return Ok(false);
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", lib.display()))?;
+        let dir = entry.path().join("site-packages").join(package);
+        if !dir.is_dir() {
+            continue;
+        }
+        let Some(version) = version else {
+            return Ok(true);
+        };
+        let text = fs::read_to_string(dir.join("version.py")).unwrap_or_default();
+        let quoted = [format!("'{version}'"), format!("'{version}+")];
+        if text
+            .lines()
+            .any(|l| l.starts_with("__version__") && quoted.iter().any(|q| l.contains(q.as_str())))
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// `cargo xtask conformance`: setup, Python packages, build, generate, run, report.
+fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
+    setup(root)?;
+    let venv = root.join(".venv");
+    ensure_python_package(&venv, "torchvision", Some(TORCHVISION_VERSION))?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "-p", "graphbug"])
+        .current_dir(root)
+        .status()
+        .context("cannot run `cargo build -p graphbug`")?;
+    ensure!(
+        status.success(),
+        "`cargo build -p graphbug` failed ({status})"
+    );
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let filter = args
+        .filter
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--filter is not a valid regex")?;
+    let out = root.join("target/conformance");
+    let cases = out.join("cases");
+    if !args.reuse_cases {
+        if cases.exists() {
+            fs::remove_dir_all(&cases)
+                .with_context(|| format!("cannot clear {}", cases.display()))?;
+        }
+        let started = std::time::Instant::now();
+        let mut gen = Command::new(venv.join("bin/python"));
+        gen.arg(root.join("xtask/conformance/gen_cases.py"))
+            .arg("--out")
+            .arg(&cases)
+            .args(["--subset", &args.subset, "--sources", &args.sources])
+            .args(["-j", &jobs.to_string()]);
+        if let Some(k) = args.samples {
+            gen.args(["--samples", &k.to_string()]);
+        }
+        if let Some(d) = &args.dtypes {
+            gen.args(["--dtypes", d]);
+        }
+        if let Some(f) = &args.filter {
+            gen.args(["--filter", f]);
+        }
+        let status = gen
+            .current_dir(root)
+            .status()
+            .context("cannot run gen_cases.py")?;
+        ensure!(status.success(), "gen_cases.py failed ({status})");
+        eprintln!(
+            "conformance: cases generated in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let opts = conformance::Options {
+        graphbug: root.join("target/debug/graphbug"),
+        cases,
+        work: out.join("work"),
+        jobs,
+        filter,
+        timeout: std::time::Duration::from_secs(args.timeout),
+        progress: true,
+    };
+    let report = conformance::run(&opts)?;
+    print!("{}", report.table());
+    let path = out.join("report.json");
+    let json = serde_json::to_string_pretty(&report.to_json())?;
+    fs::write(&path, json + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    println!("report: {}", path.display());
+    let unmet: Vec<String> = report
+        .targets()
+        .iter()
+        .filter(|t| !t.met())
+        .map(|t| format!("{} {:.1}% < {}%", t.source, t.percent(), t.target))
+        .collect();
+    if unmet.is_empty() || args.no_targets {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("conformance: under the targets: {}", unmet.join(", "));
+    Ok(ExitCode::FAILURE)
 }
 
 /// Looks up an executable by name in `PATH`.

@@ -1,0 +1,738 @@
+"""Generate graphbug conformance cases from PyTorch itself.
+
+Sources: OpInfo samples (torch.testing's op_db, traced with make_fx) and a small model
+zoo (torchvision models and torch.nn modules, captured with AOTAutograd). Each case is a
+directory holding what PyTorch says about one graph:
+
+    forward.py            the graph, exactly as PyTorch's print_readable() prints it
+    inputs.safetensors    its inputs, keys = placeholder names (constants: their attr name)
+    outputs.safetensors   PyTorch's eager outputs, out0..outN
+    mutated.safetensors   values of the inputs the graph mutates, after the eager run
+    tangents.safetensors  fixed-seed tangents, tangents_1..M (outputs that require grad)
+    grads.safetensors     torch.autograd.grad of the outputs w.r.t. the inputs that
+                          require grad, with those tangents; keys = placeholder names
+    joint.py              AOTAutograd's joint graph (where AOTAutograd produced one)
+    case.json             everything else: requires_grad mask, layouts, functorch's
+                          default / min-cut partition figures, skip reasons
+
+A case PyTorch itself cannot trace or run is written as case.json with
+"status": "skipped" and the reason; it is not counted.
+
+Run with the project venv: .venv/bin/python xtask/conformance/gen_cases.py --help
+"""
+
+import argparse
+import concurrent.futures
+import contextlib
+import copy
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import traceback
+import warnings
+import zlib
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+import torch.utils._pytree as pytree  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+FORMAT_VERSION = 1
+
+# Hand-picked OpInfo ops of the CI subset: common ops plus ops graphbug did not
+# differentiate before (acos, cumsum, flip, repeat, roll, dot, clamp_min, group_norm).
+CI_OPS = [
+    "abs", "acos", "add", "addmm", "amax", "bmm", "cat", "clamp", "clamp_min", "cumsum",
+    "div.no_rounding_mode", "dot", "exp", "flip", "gather", "index_select", "log_softmax", "matmul",
+    "mean", "mul", "nn.functional.gelu", "nn.functional.group_norm",
+    "nn.functional.layer_norm", "nn.functional.relu", "permute", "pow", "repeat", "roll",
+    "sigmoid", "softmax", "sum", "tanh", "transpose", "where",
+]
+CI_ZOO = ["mlp_small", "multihead_attention"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+SHORT = {"float32": "f32", "float64": "f64", "bfloat16": "bf16"}
+
+ST_DTYPES = {
+    torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL",
+}
+
+CASE_SECONDS = 120  # PyTorch's own time limit per case (trace, run, grad, partitions)
+
+
+class Skip(Exception):
+    """PyTorch itself cannot produce this case; the message says why."""
+
+
+class CaseTimeout(Exception):
+    """A case took longer than CASE_SECONDS inside PyTorch."""
+
+
+def first_line(err):
+    """The first non-empty line of an exception, prefixed with its type."""
+    text = str(err).strip().splitlines()
+    line = text[0] if text else ""
+    return f"{type(err).__name__}: {line}"[:300]
+
+
+def seed_of(case_id, salt=""):
+    """A fixed seed derived from the case id (independent of generation order)."""
+    return zlib.crc32((case_id + salt).encode()) & 0x7FFFFFFF
+
+
+# ---------------------------------------------------------------- safetensors
+
+
+def write_safetensors(path, named):
+    """Writes [(name, tensor)] as safetensors (keys sorted, 8-byte aligned header)."""
+    header = {}
+    blobs = []
+    offset = 0
+    for name, t in sorted(named, key=lambda kv: kv[0]):
+        if t.dtype not in ST_DTYPES:
+            raise Skip(f"tensor `{name}` is {t.dtype}, which safetensors files cannot hold")
+        t = t.detach().to("cpu").contiguous()
+        if t.numel() == 0:
+            data = b""
+        else:
+            data = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        header[name] = {
+            "dtype": ST_DTYPES[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+# ---------------------------------------------------------------- graph helpers
+
+
+def graph_text(gm):
+    """The graph as print_readable() prints it (no ANSI colors, no source comments)."""
+    return gm.print_readable(print_output=False, colored=False)
+
+
+def placeholders(gm):
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def get_attrs(gm):
+    return [n for n in gm.graph.nodes if n.op == "get_attr"]
+
+
+UNINITIALIZED = ("empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
+                 "empty_permuted")
+
+
+def graph_randomness(gm):
+    """(has seeded random ops, has ops whose values are uninitialized memory)."""
+    seeded = uninitialized = False
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        if torch.Tag.nondeterministic_seeded in n.target.tags:
+            seeded = True
+        if n.target._schema.name.split("::")[-1] in UNINITIALIZED:
+            # Uninitialized memory that reaches an output (a fill or bernoulli_ of it
+            # does not count: those overwrite every element).
+            users = list(n.users)
+            if not users or any(u.op == "output" for u in users):
+                uninitialized = True
+    return seeded, uninitialized
+
+
+def same_values(a, b):
+    """Whether two flat output tuples are equal (NaN equal to NaN)."""
+    return len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype and torch.equal(
+            torch.nan_to_num(x.detach()) if x.is_floating_point() else x.detach(),
+            torch.nan_to_num(y.detach()) if y.is_floating_point() else y.detach())
+        for x, y in zip(a, b))
+
+
+def tensor_bytes(val):
+    if isinstance(val, torch.Tensor):
+        return val.numel() * val.element_size()
+    return 0
+
+
+def partition_figures(fw_module, num_fwd_outputs):
+    """Saved values (names, bytes) of a forward partition, as partition.json reports them."""
+    out = next(n for n in fw_module.graph.nodes if n.op == "output")
+    outs = out.args[0]
+    saved = [n for n in outs[num_fwd_outputs:] if isinstance(n, torch.fx.Node)]
+    names = [n.name for n in saved]
+    total = sum(tensor_bytes(n.meta.get("val")) for n in saved)
+    ops = lambda gm: sum(1 for n in gm.graph.nodes if n.op == "call_function")  # noqa: E731
+    return names, total, ops(fw_module)
+
+
+# ---------------------------------------------------------------- one case
+
+
+def flat_function(fn, flat, spec, tensor_positions):
+    """f(*tensors): puts the tensors back into the flat argument list and calls fn.
+
+    Returns a tuple of the tensor leaves of fn's result (AOTAutograd's flat outputs).
+    """
+
+    def f(*tensors):
+        leaves = list(flat)
+        for i, t in zip(tensor_positions, tensors):
+            leaves[i] = t
+        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        out = fn(*args, **kwargs)
+        return tuple(x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor))
+
+    return f
+
+
+def clones(tensors, requires_grad=None):
+    out = []
+    for i, t in enumerate(tensors):
+        c = t.detach().clone()
+        if requires_grad is not None and requires_grad[i]:
+            c.requires_grad_(True)
+        out.append(c)
+    return out
+
+
+def capture_aot(f, tensors, requires_grad, num_params=0):
+    """AOTAutograd's joint graph and functorch's two partitions of it, or an error."""
+    from functorch.compile import (
+        aot_function,
+        default_partition,
+        make_boxed_func,
+        min_cut_rematerialization_partition,
+    )
+
+    record = {}
+
+    def nop(gm, _inputs):
+        return make_boxed_func(gm.forward)
+
+    def partition(joint, joint_inputs, **kwargs):
+        record["joint"] = graph_text(joint)
+        record["num_fwd_outputs"] = kwargs["num_fwd_outputs"]
+        record["joint_nodes"] = sum(1 for n in joint.graph.nodes if n.op == "call_function")
+        for key, part in (("default", default_partition),
+                          ("mincut", min_cut_rematerialization_partition)):
+            try:
+                fw, bw = part(copy.deepcopy(joint), joint_inputs, **kwargs)
+                names, total, fw_ops = partition_figures(fw, kwargs["num_fwd_outputs"])
+                record[key] = {"saved": names, "saved_bytes": total, "fw_ops": fw_ops}
+            except Exception as e:  # noqa: BLE001
+                record[key] = {"error": first_line(e)}
+        return default_partition(joint, joint_inputs, **kwargs)
+
+    compiled = aot_function(f, fw_compiler=nop, bw_compiler=nop, partition_fn=partition,
+                            num_params_buffers=num_params)
+    torch.manual_seed(0)
+    compiled(*clones(tensors, requires_grad))
+    if "joint" not in record:
+        raise Skip("AOTAutograd built no joint graph (no output requires grad)")
+    return record
+
+
+def build_case(case_id, out_dir, f, tensors, requires_grad, meta, with_aot=True,
+               num_params=0):
+    """Traces f, runs it eagerly and through autograd, and writes the case directory.
+
+    Raises Skip (or any exception) when PyTorch itself cannot do it.
+    """
+    seed = seed_of(case_id)
+    # 1. The forward graph: make_fx of the plain function (like the reference exports).
+    with torch.no_grad():
+        torch.manual_seed(seed)
+        try:
+            gm = make_fx(f)(*clones(tensors))
+        except Exception as e:  # noqa: BLE001
+            raise Skip("make_fx cannot trace it: " + first_line(e)) from e
+    text = graph_text(gm)
+    names = [p.name for p in placeholders(gm)]
+    if len(names) != len(tensors):
+        raise Skip(f"traced graph has {len(names)} placeholders for {len(tensors)} tensors")
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    if not isinstance(out_node.args[0], (tuple, list)) or not out_node.args[0]:
+        raise Skip("no tensor outputs")
+    seeded, uninitialized = graph_randomness(gm)
+    # 2. Eager outputs (and inputs mutated in place).
+    eager_in = clones(tensors)
+    versions = [t._version for t in eager_in]
+    with torch.no_grad():
+        torch.manual_seed(seed)
+        try:
+            outputs = f(*eager_in)
+        except Exception as e:  # noqa: BLE001
+            raise Skip("eager run fails: " + first_line(e)) from e
+    if not outputs:
+        raise Skip("no tensor outputs")
+    mutated = [n for n, t, v in zip(names, eager_in, versions) if t._version != v]
+    # Seeded random ops make values irreproducible only when they change the outputs
+    # (dropout with p=0 does not); a second run under another seed tells.
+    random = uninitialized
+    if seeded and not random:
+        with torch.no_grad():
+            torch.manual_seed(seed + 1)
+            random = not same_values(outputs, f(*clones(tensors)))
+    # 3. Gradients with fixed-seed tangents.
+    grads_info = None
+    grads = []
+    tangents = []
+    if any(requires_grad):
+        grad_in = clones(tensors, requires_grad)
+        torch.manual_seed(seed)
+        try:
+            outs = f(*grad_in)
+            want = [i for i, o in enumerate(outs) if o.requires_grad]
+            gen = torch.Generator().manual_seed(seed_of(case_id, "tangents"))
+            for i in want:
+                o = outs[i]
+                tangents.append(torch.randn(o.shape, generator=gen, dtype=torch.float64)
+                                .to(o.dtype))
+            wrt = [t for t, rg in zip(grad_in, requires_grad) if rg]
+            if want:
+                got = torch.autograd.grad([outs[i] for i in want], wrt, tangents,
+                                          allow_unused=True)
+                grad_names = [n for n, rg in zip(names, requires_grad) if rg]
+                grads = [(n, g) for n, g in zip(grad_names, got) if g is not None]
+                grads_info = {"tangent_outputs": want,
+                              "grads": [n for n, _ in grads],
+                              "unused": [n for n, g in zip(grad_names, got) if g is None]}
+            else:
+                grads_info = {"skip": "no output requires grad"}
+        except Exception as e:  # noqa: BLE001
+            grads_info = {"skip": "PyTorch cannot differentiate it: " + first_line(e)}
+            tangents, grads = [], []
+    else:
+        grads_info = {"skip": "no input requires grad"}
+    # 4. AOTAutograd's joint and functorch's partitions.
+    aot = None
+    if with_aot and grads_info and "skip" not in grads_info:
+        try:
+            aot = capture_aot(f, tensors, requires_grad, num_params)
+        except Exception as e:  # noqa: BLE001
+            aot = {"skip": "AOTAutograd cannot capture it: " + first_line(e)}
+    # 5. Write.
+    os.makedirs(out_dir, exist_ok=True)
+    consts = []
+    for node in get_attrs(gm):
+        consts.append((node.target, getattr(gm, node.target)))
+    write_safetensors(os.path.join(out_dir, "inputs.safetensors"),
+                      list(zip(names, tensors)) + consts)
+    write_safetensors(os.path.join(out_dir, "outputs.safetensors"),
+                      [(f"out{i}", o) for i, o in enumerate(outputs)])
+    if mutated:
+        write_safetensors(os.path.join(out_dir, "mutated.safetensors"),
+                          [(n, t) for n, t in zip(names, eager_in) if n in mutated])
+    if grads_info and "skip" not in grads_info:
+        write_safetensors(os.path.join(out_dir, "tangents.safetensors"),
+                          [(f"tangents_{i + 1}", t) for i, t in enumerate(tangents)])
+        write_safetensors(os.path.join(out_dir, "grads.safetensors"), grads)
+    with open(os.path.join(out_dir, "forward.py"), "w") as fh:
+        fh.write(text)
+    case = {
+        "version": FORMAT_VERSION,
+        "id": case_id,
+        "status": "ok",
+        **meta,
+        "inputs": names,
+        "requires_grad": list(requires_grad),
+        "num_outputs": len(outputs),
+        "mutated_inputs": mutated,
+        "random": random,
+        "grads": grads_info,
+    }
+    if aot is not None:
+        if "skip" in aot:
+            case["aot"] = aot
+        else:
+            with open(os.path.join(out_dir, "joint.py"), "w") as fh:
+                fh.write(aot.pop("joint"))
+            case["aot"] = {"joint": "joint.py", **aot}
+    write_case_json(out_dir, case)
+
+
+def write_case_json(out_dir, case):
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "case.json"), "w") as fh:
+        json.dump(case, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+
+
+def skip_case(out_dir, case_id, meta, reason):
+    if os.path.isdir(out_dir):
+        shutil.rmtree(out_dir)
+    write_case_json(out_dir, {"version": FORMAT_VERSION, "id": case_id, "status": "skipped",
+                              "reason": reason, **meta})
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    def on_alarm(_sig, _frame):
+        raise CaseTimeout(f"PyTorch took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def guarded(case_id, out_dir, meta, body):
+    """Runs body(); a failure inside PyTorch becomes a skipped case. Returns the status."""
+    try:
+        with time_limit(CASE_SECONDS), contextlib.redirect_stdout(io.StringIO()):
+            body()
+        return "ok"
+    except (Skip, CaseTimeout) as e:
+        skip_case(out_dir, case_id, meta, str(e))
+    except Exception as e:  # noqa: BLE001
+        skip_case(out_dir, case_id, meta, "PyTorch fails: " + first_line(e))
+    return "skipped"
+
+
+# ---------------------------------------------------------------- OpInfo
+
+
+def opinfo_key(op):
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def opinfo_ops():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ops = {}
+    for op in op_db:
+        ops.setdefault(opinfo_key(op), op)
+    return ops
+
+
+def opinfo_task(args):
+    """Generates the cases of one (op, dtype): its first `samples` CPU samples."""
+    key, dtype_name, samples, out_root = args
+    torch.set_num_threads(1)
+    op = opinfo_ops()[key]
+    dtype = DTYPES[dtype_name]
+    results = []
+    base = f"opinfo/{key}/{SHORT[dtype_name]}"
+    grad_ok = op.supports_autograd and dtype.is_floating_point
+    torch.manual_seed(seed_of(base))
+    try:
+        with time_limit(CASE_SECONDS):
+            it = op.sample_inputs("cpu", dtype, requires_grad=grad_ok)
+            sample_list = []
+            for s in it:
+                sample_list.append(s)
+                if len(sample_list) >= samples:
+                    break
+    except Exception as e:  # noqa: BLE001
+        case_id = f"{base}/0"
+        meta = {"source": "opinfo", "op": key, "dtype": dtype_name, "sample": 0}
+        skip_case(os.path.join(out_root, case_id), case_id, meta,
+                  "OpInfo sample generation fails: " + first_line(e))
+        return [(case_id, "skipped")]
+    for k, s in enumerate(sample_list):
+        case_id = f"{base}/{k}"
+        out_dir = os.path.join(out_root, case_id)
+        meta = {"source": "opinfo", "op": key, "dtype": dtype_name, "sample": k,
+                "sample_repr": summarize_sample(s)}
+
+        def body(s=s, case_id=case_id, out_dir=out_dir, meta=meta):
+            leaves, spec = pytree.tree_flatten(((s.input,) + tuple(s.args), s.kwargs))
+            positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+            if not positions:
+                raise Skip("the sample has no tensor arguments")
+            tensors = [leaves[i] for i in positions]
+            rg = [bool(t.requires_grad) and t.dtype.is_floating_point for t in tensors]
+            plain = [t.detach() for t in tensors]
+
+            def call(*a, **kw):
+                return op.op(*a, **kw)
+
+            f = flat_function(call, leaves, spec, positions)
+            build_case(case_id, out_dir, f, plain, rg, meta)
+
+        results.append((case_id, guarded(case_id, out_dir, meta, body)))
+    return results
+
+
+def summarize_sample(s):
+    def short(x):
+        if isinstance(x, torch.Tensor):
+            return f"Tensor{list(x.shape)}:{str(x.dtype).replace('torch.', '')}"
+        return x
+
+    try:
+        leaves = pytree.tree_map(short, ((s.input,) + tuple(s.args), s.kwargs))
+        return repr(leaves)[:300]
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+# ---------------------------------------------------------------- zoo
+
+
+def zoo_models():
+    """name -> (builder, input maker, random_variant_drop). Small inputs, train mode."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def tv(name, size, **kw):
+        def build():
+            import torchvision
+
+            return getattr(torchvision.models, name)(weights=None, **kw)
+
+        return build, lambda: (torch.randn(2, 3, size, size),)
+
+    class Fn(nn.Module):
+        def __init__(self, fn, params=()):
+            super().__init__()
+            self.fn = fn
+            for i, p in enumerate(params):
+                self.register_parameter(f"w{i}", nn.Parameter(p))
+
+        def forward(self, *xs):
+            return self.fn(self, *xs)
+
+    def small(build_fn, *inputs):
+        return build_fn, lambda: tuple(t() for t in inputs)
+
+    def rn(*shape):
+        return lambda: torch.randn(*shape)
+
+    models = {
+        "resnet18": tv("resnet18", 32, num_classes=10),
+        "mobilenet_v2": tv("mobilenet_v2", 32, num_classes=10),
+        "mobilenet_v3_small": tv("mobilenet_v3_small", 32, num_classes=10),
+        "efficientnet_b0": tv("efficientnet_b0", 32, num_classes=10),
+        "regnet_x_400mf": tv("regnet_x_400mf", 32, num_classes=10),
+        "densenet121": tv("densenet121", 32, num_classes=10),
+        "squeezenet1_0": tv("squeezenet1_0", 64, num_classes=10),
+        "shufflenet_v2_x0_5": tv("shufflenet_v2_x0_5", 32, num_classes=10),
+        "convnext_tiny": tv("convnext_tiny", 32, num_classes=10),
+        "swin_t": tv("swin_t", 32, num_classes=10),
+        # vit_b_16's architecture (VisionTransformer) at a small size: 86M parameters of
+        # the full model would make a 700 MB case.
+        "vit_small": (lambda: __import__("torchvision").models.VisionTransformer(
+            image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64,
+            mlp_dim=128, num_classes=10, dropout=0.1), lambda: (torch.randn(2, 3, 32, 32),)),
+        "mlp_small": small(lambda: nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(0.1),
+                                                 nn.LayerNorm(16), nn.Linear(16, 4)), rn(3, 8)),
+        "transformer": small(lambda: nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1,
+                                                    num_decoder_layers=1, dim_feedforward=32,
+                                                    dropout=0.1, batch_first=True),
+                             rn(2, 5, 16), rn(2, 4, 16)),
+        "multihead_attention": small(
+            lambda: Fn(lambda m, x: m.attn(x, x, x, need_weights=False)[0]).add_module_(
+                "attn", nn.MultiheadAttention(16, 2, batch_first=True)), rn(2, 5, 16)),
+        "lstm": small(lambda: nn.LSTM(8, 12, num_layers=2, batch_first=True, dropout=0.1),
+                      rn(2, 5, 8)),
+        "gru": small(lambda: nn.GRU(8, 12, num_layers=1, batch_first=True), rn(2, 5, 8)),
+        "sdpa": small(lambda: Fn(lambda m, q, k, v: F.scaled_dot_product_attention(
+            q, k, v, is_causal=True)), rn(2, 2, 5, 8), rn(2, 2, 5, 8), rn(2, 2, 5, 8)),
+        "group_norm": small(lambda: nn.GroupNorm(2, 6), rn(2, 6, 4, 4)),
+        "instance_norm": small(lambda: nn.InstanceNorm2d(6, affine=True,
+                                                         track_running_stats=True),
+                               rn(2, 6, 4, 4)),
+        "interpolate": small(lambda: Fn(lambda m, x: F.interpolate(
+            x, scale_factor=2, mode="bilinear", align_corners=False) + F.interpolate(
+            x, size=(8, 8), mode="nearest")), rn(2, 3, 4, 4)),
+        "conv_transpose2d": small(lambda: nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1,
+                                                             output_padding=1),
+                                  rn(2, 4, 5, 5)),
+        "embedding_bag": small(lambda: Fn(lambda m, idx, off: m.bag(idx, off)).add_module_(
+            "bag", nn.EmbeddingBag(10, 6, mode="mean")),
+            lambda: torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), lambda: torch.tensor([0, 4])),
+        "cumsum": small(lambda: Fn(lambda m, x: torch.cumsum(x * m.w0, 1),
+                                   [torch.randn(5)]), rn(3, 5)),
+        "sort_topk": small(lambda: Fn(lambda m, x: (torch.sort(x * m.w0, dim=1)[0],
+                                                    torch.topk(x * m.w0, 2, dim=1)[0]),
+                                      [torch.randn(6)]), rn(3, 6)),
+        "scatter_gather_index_put": small(lambda: Fn(_scatter_gather, [torch.randn(4, 5)]),
+                                          rn(4, 5)),
+        "losses": small(lambda: Fn(_losses, [torch.randn(4, 5)]), rn(4, 5)),
+    }
+    return models
+
+
+def _scatter_gather(m, x):
+    y = x * m.w0
+    idx = torch.tensor([[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]])
+    g = torch.gather(y, 1, idx)
+    s = torch.zeros(4, 5).scatter_add(1, idx, y)
+    s2 = torch.scatter(y, 1, idx[:, :2], 1.5)
+    ip = y.index_put((torch.tensor([0, 2]), torch.tensor([1, 3])), torch.tensor([7.0, 8.0]),
+                     accumulate=True)
+    return g + s + s2 + ip
+
+
+def _losses(m, x):
+    import torch.nn.functional as F
+
+    y = x * m.w0
+    target = torch.tensor([1, 0, 4, 2])
+    soft = torch.softmax(torch.arange(20.0).reshape(4, 5) / 7, 1)
+    return (F.cross_entropy(y, target), F.mse_loss(y, soft), F.smooth_l1_loss(y, soft),
+            F.binary_cross_entropy_with_logits(y, soft), F.nll_loss(F.log_softmax(y, 1), target),
+            F.kl_div(F.log_softmax(y, 1), soft, reduction="batchmean"))
+
+
+def _add_module(self, name, module):
+    self.add_module(name, module)
+    return self
+
+
+torch.nn.Module.add_module_ = _add_module
+
+
+def without_dropout(model):
+    """The same model with every dropout and stochastic depth probability set to 0."""
+    changed = False
+    for mod in model.modules():
+        for attr in ("p", "dropout", "attention_dropout"):
+            v = getattr(mod, attr, None)
+            if isinstance(v, float) and v > 0 and not isinstance(mod, torch.nn.Parameter):
+                setattr(mod, attr, 0.0)
+                changed = True
+    return changed
+
+
+def zoo_task(args):
+    name, variant, out_root = args
+    torch.set_num_threads(1)
+    case_id = f"zoo/{name}/{variant}"
+    out_dir = os.path.join(out_root, case_id)
+    meta = {"source": "zoo", "op": name, "dtype": "float32", "variant": variant}
+
+    def body():
+        build, make_inputs = zoo_models()[name]
+        torch.manual_seed(seed_of(name))
+        model = build()
+        if variant == "train-nodrop":
+            without_dropout(model)
+        model.train()
+        xs = make_inputs()
+        params = dict(model.named_parameters())
+        buffers = dict(model.named_buffers())
+        pnames, bnames = list(params), list(buffers)
+        tensors = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()]
+        tensors += [x.detach() for x in xs]
+        rg = [True] * len(pnames) + [False] * (len(bnames) + len(xs))
+
+        def f(*flat):
+            ps = dict(zip(pnames, flat[:len(pnames)]))
+            bs = dict(zip(bnames, flat[len(pnames):len(pnames) + len(bnames)]))
+            out = torch.func.functional_call(model, {**ps, **bs},
+                                             tuple(flat[len(pnames) + len(bnames):]))
+            return tuple(x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor))
+
+        meta["parameters"] = sum(t.numel() for t in params.values())
+        build_case(case_id, out_dir, f, tensors, rg, meta, num_params=len(pnames) + len(bnames))
+
+    return [(case_id, guarded(case_id, out_dir, meta, body))]
+
+
+def zoo_variants(name):
+    """train, plus train-nodrop when the model has dropout (its values are random)."""
+    build, _ = zoo_models()[name]
+    torch.manual_seed(0)
+    m = build()
+    return ["train", "train-nodrop"] if without_dropout(m) else ["train"]
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="target/conformance/cases")
+    p.add_argument("--subset", choices=["ci", "full"], default="full")
+    p.add_argument("--samples", type=int, default=None,
+                   help="OpInfo samples per op (default: 1 for ci, 3 for full)")
+    p.add_argument("--dtypes", default=None,
+                   help="comma-separated OpInfo dtypes: float32 (every sample) and float64 /"
+                   " bfloat16 (first sample only); default: float32 for ci, all for full")
+    p.add_argument("--sources", default="opinfo,zoo")
+    p.add_argument("--filter", default=None, help="regex over case ids (re.search)")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
+    a = p.parse_args(argv)
+    samples = a.samples if a.samples is not None else (1 if a.subset == "ci" else 3)
+    dtypes = (a.dtypes or ("float32" if a.subset == "ci" else "float32,float64,bfloat16"))
+    dtypes = [d.strip() for d in dtypes.split(",") if d.strip()]
+    for d in dtypes:
+        if d not in DTYPES:
+            p.error(f"unknown dtype `{d}` (known: {', '.join(DTYPES)})")
+    sources = [s.strip() for s in a.sources.split(",") if s.strip()]
+    pattern = re.compile(a.filter) if a.filter else None
+
+    def wanted(prefix):
+        # A task runs when its id prefix could match the filter.
+        return pattern is None or pattern.search(prefix) or pattern.search(prefix + "/0") \
+            or pattern.search(prefix + "/train")
+
+    tasks = []
+    if "opinfo" in sources:
+        ops = opinfo_ops()
+        keys = sorted(ops) if a.subset == "full" else [k for k in CI_OPS if k in ops]
+        missing = sorted(set(CI_OPS) - set(ops)) if a.subset == "ci" else []
+        if missing:
+            print(f"gen_cases: CI ops not in op_db: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        for dname in dtypes:
+            for key in keys:
+                if DTYPES[dname] not in ops[key].supported_dtypes("cpu"):
+                    continue
+                n = samples if dname == "float32" else 1
+                if wanted(f"opinfo/{key}/{SHORT[dname]}"):
+                    tasks.append((opinfo_task, (key, dname, n, a.out)))
+    if "zoo" in sources:
+        names = sorted(zoo_models()) if a.subset == "full" else CI_ZOO
+        for name in names:
+            if pattern is None or pattern.search(f"zoo/{name}/"):
+                for variant in zoo_variants(name):
+                    if pattern is None or pattern.search(f"zoo/{name}/{variant}"):
+                        tasks.append((zoo_task, (name, variant, a.out)))
+
+    os.makedirs(a.out, exist_ok=True)
+    done = 0
+    counts = {"ok": 0, "skipped": 0}
+    total = len(tasks)
+    jobs = max(1, a.jobs)
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(fn, args): args for fn, args in tasks}
+        for fut in concurrent.futures.as_completed(futures):
+            done += 1
+            try:
+                for case_id, status in fut.result():
+                    counts[status] += 1
+            except Exception as e:  # noqa: BLE001 (a worker died: PyTorch crashed)
+                args = futures[fut]
+                print(f"gen_cases: task {args[:2]} crashed: {first_line(e)}", file=sys.stderr)
+                counts["skipped"] += 1
+            if done % 25 == 0 or done == total:
+                print(f"gen_cases: {done}/{total} tasks, {counts['ok']} cases, "
+                      f"{counts['skipped']} skipped by PyTorch", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,866 @@
+//! The conformance runner: every case PyTorch produced (see `xtask/conformance/gen_cases.py`)
+//! goes through graphbug's stages, each bounded by a timeout and run only when the stages it
+//! needs passed; the report counts passed / reached per stage.
+
+pub mod report;
+pub mod safetensors;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use regex::Regex;
+use serde_json::Value;
+
+pub use report::Report;
+
+/// The stages, in order. `functionalize` has no graphbug command of its own: the joint
+/// stage functionalizes first, so that stage covers it.
+pub const STAGES: [Stage; 8] = [
+    Stage::Parse,
+    Stage::Meta,
+    Stage::Values,
+    Stage::Functionalize,
+    Stage::Joint,
+    Stage::PartitionDefault,
+    Stage::PartitionMinCut,
+    Stage::AotEager,
+];
+
+/// One stage of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// `graphbug fmt forward.py` re-prints the file byte for byte (comment lines aside).
+    Parse,
+    /// `graphbug check --meta`: every annotation agrees with libtorch's meta kernels.
+    Meta,
+    /// `graphbug run --compare`: eager values match PyTorch's.
+    Values,
+    /// Functionalization (no command of its own: part of the joint stage).
+    Functionalize,
+    /// `graphbug joint`, run on primals and tangents: gradients match `torch.autograd.grad`.
+    Joint,
+    /// graphbug's default partition of PyTorch's joint saves as many bytes as functorch's.
+    PartitionDefault,
+    /// graphbug's min-cut partition of PyTorch's joint saves at most functorch's bytes.
+    PartitionMinCut,
+    /// An aot_eager training step (`graphbug run --backward`), when graphbug has one.
+    AotEager,
+}
+
+impl Stage {
+    /// The stage's name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Parse => "parse",
+            Stage::Meta => "meta",
+            Stage::Values => "values",
+            Stage::Functionalize => "functionalize",
+            Stage::Joint => "joint",
+            Stage::PartitionDefault => "partition-default",
+            Stage::PartitionMinCut => "partition-mincut",
+            Stage::AotEager => "aot-eager",
+        }
+    }
+}
+
+/// What one stage did for one case.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Ran and matched PyTorch.
+    Passed,
+    /// Ran and did not match (or graphbug failed): the first error line.
+    Failed(String),
+    /// Not run because a stage it needs did not pass.
+    NotReached(Stage),
+    /// Nothing to check for this case (random values, nothing requires grad, ...).
+    NotApplicable(String),
+    /// graphbug has no command for this stage.
+    NotAvailable(String),
+}
+
+impl Outcome {
+    /// Whether the stage ran (passed or failed).
+    pub fn reached(&self) -> bool {
+        matches!(self, Outcome::Passed | Outcome::Failed(_))
+    }
+
+    /// The status word in the JSON report.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed(_) => "failed",
+            Outcome::NotReached(_) => "not reached",
+            Outcome::NotApplicable(_) => "n/a",
+            Outcome::NotAvailable(_) => "not available",
+        }
+    }
+}
+
+/// One generated case: its directory and case.json.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The case id (`opinfo/acos/f32/0`, `zoo/resnet18/train`).
+    pub id: String,
+    /// The case directory.
+    pub dir: PathBuf,
+    /// case.json.
+    pub json: Value,
+}
+
+impl Case {
+    /// `opinfo` or `zoo`.
+    pub fn source(&self) -> &str {
+        self.json["source"].as_str().unwrap_or("?")
+    }
+
+    /// The op (OpInfo) or model (zoo) name.
+    pub fn op(&self) -> &str {
+        self.json["op"].as_str().unwrap_or("?")
+    }
+
+    /// Whether PyTorch produced the case (else it is skipped, with a reason).
+    pub fn skip_reason(&self) -> Option<&str> {
+        match self.json["status"].as_str() {
+            Some("ok") => None,
+            _ => Some(self.json["reason"].as_str().unwrap_or("no reason given")),
+        }
+    }
+}
+
+/// Finds every case.json under `root`, sorted by case id. A directory holding case
+/// files but no case.json is an error naming it.
+pub fn discover(root: &Path) -> Result<Vec<Case>> {
+    if !root.is_dir() {
+        bail!("cases directory {} does not exist", root.display());
+    }
+    let mut cases = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let mut has_files = false;
+        let mut has_case = false;
+        for entry in fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "case.json") {
+                has_case = true;
+            } else {
+                has_files = true;
+            }
+        }
+        if has_case {
+            let path = dir.join("case.json");
+            let text = fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let json: Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not valid JSON", path.display()))?;
+            let id = json["id"]
+                .as_str()
+                .with_context(|| format!("{} has no \"id\"", path.display()))?
+                .to_string();
+            cases.push(Case { id, dir, json });
+        } else if has_files {
+            bail!(
+                "case directory {} has files but no case.json (regenerate the cases)",
+                dir.display()
+            );
+        }
+    }
+    cases.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(cases)
+}
+
+/// How to run the suite.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The graphbug binary.
+    pub graphbug: PathBuf,
+    /// Where the cases are.
+    pub cases: PathBuf,
+    /// Scratch directory for graphbug's files (one subdirectory per case).
+    pub work: PathBuf,
+    /// Parallel cases.
+    pub jobs: usize,
+    /// Only case ids this matches.
+    pub filter: Option<Regex>,
+    /// Time limit of one graphbug command.
+    pub timeout: Duration,
+    /// Print progress on stderr.
+    pub progress: bool,
+}
+
+/// The result of one case.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// The case id.
+    pub id: String,
+    /// `opinfo` or `zoo`.
+    pub source: String,
+    /// The op or model.
+    pub op: String,
+    /// Outcome per stage, in [`STAGES`] order.
+    pub stages: Vec<(Stage, Outcome)>,
+    /// Wall time of the case.
+    pub seconds: f64,
+}
+
+impl CaseResult {
+    /// The outcome of `stage`.
+    pub fn outcome(&self, stage: Stage) -> &Outcome {
+        &self
+            .stages
+            .iter()
+            .find(|(s, _)| *s == stage)
+            .expect("invariant: every case result holds every stage")
+            .1
+    }
+
+    /// Whether every stage the case reached passed.
+    pub fn passed(&self) -> bool {
+        self.stages
+            .iter()
+            .all(|(_, o)| !matches!(o, Outcome::Failed(_)))
+    }
+}
+
+/// What graphbug offers beyond the basic commands (probed once from its `--help`).
+#[derive(Clone, Debug, Default)]
+pub struct Capabilities {
+    /// `graphbug run --backward` exists.
+    pub run_backward: bool,
+    /// `graphbug functionalize` exists.
+    pub functionalize: bool,
+}
+
+impl Capabilities {
+    /// Asks the binary's help texts.
+    pub fn probe(graphbug: &Path) -> Result<Capabilities> {
+        let help = |args: &[&str]| -> Result<String> {
+            let out = Command::new(graphbug)
+                .args(args)
+                .output()
+                .with_context(|| format!("cannot run {}", graphbug.display()))?;
+            if !out.status.success() {
+                bail!(
+                    "`{} {}` failed: {}",
+                    graphbug.display(),
+                    args.join(" "),
+                    first_error_line(&String::from_utf8_lossy(&out.stderr), "")
+                );
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        let top = help(&["--help"])?;
+        let run = help(&["run", "--help"])?;
+        Ok(Capabilities {
+            run_backward: run.contains("--backward"),
+            functionalize: top
+                .lines()
+                .any(|l| l.trim_start().starts_with("functionalize ")),
+        })
+    }
+}
+
+/// Runs every case (in parallel) and returns the report, in case-id order.
+pub fn run(opts: &Options) -> Result<Report> {
+    if !opts.graphbug.is_file() {
+        bail!(
+            "graphbug binary {} not found (build it with `cargo build -p graphbug`)",
+            opts.graphbug.display()
+        );
+    }
+    let caps = Capabilities::probe(&opts.graphbug)?;
+    let all = discover(&opts.cases)?;
+    let cases: Vec<Case> = all
+        .into_iter()
+        .filter(|c| opts.filter.as_ref().is_none_or(|r| r.is_match(&c.id)))
+        .collect();
+    let (skipped, runnable): (Vec<Case>, Vec<Case>) =
+        cases.into_iter().partition(|c| c.skip_reason().is_some());
+    let skipped: Vec<(String, String, String)> = skipped
+        .iter()
+        .map(|c| {
+            (
+                c.id.clone(),
+                c.source().to_string(),
+                c.skip_reason().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    fs::create_dir_all(&opts.work)
+        .with_context(|| format!("cannot create {}", opts.work.display()))?;
+    let total = runnable.len();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<CaseResult>>> = Mutex::new(vec![None; total]);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..opts.jobs.max(1) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(case) = runnable.get(i) else { break };
+                let result = run_case(opts, &caps, case);
+                let k = done.fetch_add(1, Ordering::SeqCst) + 1;
+                if !result.passed() {
+                    failed.fetch_add(1, Ordering::SeqCst);
+                }
+                if opts.progress {
+                    progress(&result, k, total, failed.load(Ordering::SeqCst), started);
+                }
+                results
+                    .lock()
+                    .expect("invariant: no worker panics while holding the lock")[i] = Some(result);
+            });
+        }
+    });
+    let results = results
+        .into_inner()
+        .expect("invariant: no worker panicked")
+        .into_iter()
+        .map(|r| r.expect("invariant: every case ran"))
+        .collect();
+    Ok(Report {
+        results,
+        skipped,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// One progress line per failing case, and a count every 5%.
+fn progress(result: &CaseResult, k: usize, total: usize, failed: usize, started: Instant) {
+    for (stage, o) in &result.stages {
+        if let Outcome::Failed(line) = o {
+            eprintln!("conformance: FAIL {} [{}] {line}", result.id, stage.name());
+        }
+    }
+    let step = (total / 20).max(1);
+    if k.is_multiple_of(step) || k == total {
+        eprintln!(
+            "conformance: {k}/{total} cases ({:.0}%), {failed} failing, {:.0} s",
+            100.0 * k as f64 / total.max(1) as f64,
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Runs the stages of one case.
+pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult {
+    let started = Instant::now();
+    let work = opts.work.join(&case.id);
+    let mut stages: Vec<(Stage, Outcome)> = Vec::new();
+    let prepared = fs::remove_dir_all(&work)
+        .or_else(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .and_then(|()| fs::create_dir_all(&work));
+    let runner = Runner {
+        opts,
+        case,
+        work: &work,
+    };
+    for stage in STAGES {
+        let outcome = match &prepared {
+            Err(e) => Outcome::Failed(format!(
+                "cannot prepare work directory {}: {e}",
+                work.display()
+            )),
+            Ok(()) => {
+                let needs: &[Stage] = match stage {
+                    Stage::Meta | Stage::Values | Stage::Joint => &[Stage::Parse],
+                    _ => &[],
+                };
+                match needs
+                    .iter()
+                    .find(|n| stages.iter().any(|(s, o)| s == *n && *o != Outcome::Passed))
+                {
+                    Some(&missing) => Outcome::NotReached(missing),
+                    None => runner.stage(stage, caps),
+                }
+            }
+        };
+        stages.push((stage, outcome));
+    }
+    CaseResult {
+        id: case.id.clone(),
+        source: case.source().to_string(),
+        op: case.op().to_string(),
+        stages,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// Runs graphbug for one case.
+struct Runner<'a> {
+    opts: &'a Options,
+    case: &'a Case,
+    work: &'a Path,
+}
+
+/// A finished (or killed) graphbug command.
+struct Exec {
+    /// Exit code; None when killed by a signal or the time limit.
+    code: Option<i32>,
+    timed_out: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Exec {
+    /// The first line that explains a failure.
+    fn error_line(&self, what: &str) -> String {
+        if self.timed_out {
+            return format!("{what}: timed out");
+        }
+        let line = first_error_line(&self.stderr, &self.stdout);
+        match self.code {
+            Some(code) => format!("{what} (exit {code}): {line}"),
+            None => format!("{what} crashed (killed by a signal): {line}"),
+        }
+    }
+}
+
+/// The first line of `stderr` that looks like an error, else its first line, else the
+/// first line of `stdout` that reports a mismatch, else its first line.
+pub fn first_error_line(stderr: &str, stdout: &str) -> String {
+    let nonempty = |s: &str| -> Vec<String> {
+        s.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let err = nonempty(stderr);
+    let out = nonempty(stdout);
+    let is_note = |l: &&String| l.starts_with("note:") || l.starts_with("warning:");
+    let line = err
+        .iter()
+        .find(|l| l.to_lowercase().contains("error"))
+        .or_else(|| {
+            out.iter().find(|l| {
+                let l = l.to_lowercase();
+                l.contains("fail") || l.contains("mismatch") || l.contains("differ")
+            })
+        })
+        .or_else(|| err.iter().find(|l| !is_note(l)))
+        .or_else(|| out.first())
+        .cloned()
+        .unwrap_or_else(|| "(no output)".to_string());
+    line.chars().take(300).collect()
+}
+
+impl Runner<'_> {
+    fn file(&self, name: &str) -> PathBuf {
+        self.case.dir.join(name)
+    }
+
+    /// Runs graphbug with `args` under the time limit; stdout and stderr go to
+    /// `<work>/<tag>.stdout|.stderr`.
+    fn graphbug(&self, tag: &str, args: &[&std::ffi::OsStr]) -> Result<Exec> {
+        let out_path = self.work.join(format!("{tag}.stdout"));
+        let err_path = self.work.join(format!("{tag}.stderr"));
+        let out = File::create(&out_path)
+            .with_context(|| format!("cannot create {}", out_path.display()))?;
+        let err = File::create(&err_path)
+            .with_context(|| format!("cannot create {}", err_path.display()))?;
+        let mut child = Command::new(&self.opts.graphbug)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("cannot run {}", self.opts.graphbug.display()))?;
+        let deadline = Instant::now() + self.opts.timeout;
+        let mut timed_out = false;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait()?;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Ok(Exec {
+            code: if timed_out { None } else { status.code() },
+            timed_out,
+            stdout: fs::read_to_string(&out_path).unwrap_or_default(),
+            stderr: fs::read_to_string(&err_path).unwrap_or_default(),
+        })
+    }
+
+    fn stage(&self, stage: Stage, caps: &Capabilities) -> Outcome {
+        let result = match stage {
+            Stage::Parse => self.parse(),
+            Stage::Meta => self.meta(),
+            Stage::Values => self.values(),
+            Stage::Functionalize => Ok(Outcome::NotAvailable(if caps.functionalize {
+                "`graphbug functionalize` exists but the runner does not drive it yet; the joint stage functionalizes".into()
+            } else {
+                "no functionalize command: the joint stage functionalizes first".into()
+            })),
+            Stage::Joint => self.joint(),
+            Stage::PartitionDefault => self.partition(false),
+            Stage::PartitionMinCut => self.partition(true),
+            Stage::AotEager => Ok(Outcome::NotAvailable(if caps.run_backward {
+                "`graphbug run --backward` exists but the runner does not drive it yet".into()
+            } else {
+                "graphbug run has no --backward (aot_eager training step)".into()
+            })),
+        };
+        result.unwrap_or_else(|e| Outcome::Failed(format!("runner error: {e:#}")))
+    }
+
+    /// Byte-exact round trip: `graphbug fmt` prints forward.py again (less comment lines,
+    /// which the printer does not keep).
+    fn parse(&self) -> Result<Outcome> {
+        let path = self.file("forward.py");
+        let original =
+            fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let exec = self.graphbug("fmt", &[os("fmt"), path.as_os_str()])?;
+        if exec.code != Some(0) {
+            return Ok(Outcome::Failed(exec.error_line("fmt")));
+        }
+        let expected: String = original
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        if exec.stdout == expected {
+            return Ok(Outcome::Passed);
+        }
+        let got: Vec<&str> = exec.stdout.lines().collect();
+        let want: Vec<&str> = expected.lines().collect();
+        let k = (0..want.len().max(got.len()))
+            .find(|&i| want.get(i) != got.get(i))
+            .unwrap_or(0);
+        Ok(Outcome::Failed(format!(
+            "fmt re-prints line {} differently: PyTorch `{}`, graphbug `{}`",
+            k + 1,
+            want.get(k).map_or("<end>", |l| l.trim()),
+            got.get(k).map_or("<end>", |l| l.trim())
+        )))
+    }
+
+    fn meta(&self) -> Result<Outcome> {
+        let path = self.file("forward.py");
+        let exec = self.graphbug(
+            "meta",
+            &[
+                os("check"),
+                path.as_os_str(),
+                os("--meta"),
+                os("--no-isolate"),
+            ],
+        )?;
+        Ok(if exec.code == Some(0) {
+            Outcome::Passed
+        } else {
+            Outcome::Failed(exec.error_line("check --meta"))
+        })
+    }
+
+    fn random(&self) -> Option<Outcome> {
+        self.case.json["random"]
+            .as_bool()
+            .unwrap_or(false)
+            .then(|| {
+                Outcome::NotApplicable(
+                    "random or uninitialized ops: PyTorch's values cannot be reproduced".into(),
+                )
+            })
+    }
+
+    fn values(&self) -> Result<Outcome> {
+        if let Some(na) = self.random() {
+            return Ok(na);
+        }
+        let exec = self.graphbug(
+            "values",
+            &[
+                os("run"),
+                self.file("forward.py").as_os_str(),
+                os("--inputs"),
+                self.file("inputs.safetensors").as_os_str(),
+                os("--compare"),
+                self.file("outputs.safetensors").as_os_str(),
+                os("--no-isolate"),
+            ],
+        )?;
+        Ok(if exec.code == Some(0) {
+            Outcome::Passed
+        } else {
+            Outcome::Failed(exec.error_line("run --compare"))
+        })
+    }
+
+    /// Builds graphbug's joint graph, runs it on the primals and PyTorch's tangents and
+    /// compares the forward outputs, mutated inputs and gradients with PyTorch's.
+    fn joint(&self) -> Result<Outcome> {
+        let grads = &self.case.json["grads"];
+        if let Some(reason) = grads["skip"].as_str() {
+            return Ok(Outcome::NotApplicable(reason.to_string()));
+        }
+        if let Some(na) = self.random() {
+            return Ok(na);
+        }
+        let names = string_list(&self.case.json["inputs"]);
+        let mask: Vec<bool> = self.case.json["requires_grad"]
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_bool().unwrap_or(false)).collect())
+            .unwrap_or_default();
+        let spec: Vec<String> = mask
+            .iter()
+            .enumerate()
+            .filter(|(_, &rg)| rg)
+            .map(|(i, _)| i.to_string())
+            .collect();
+        let exec = self.graphbug(
+            "joint",
+            &[
+                os("joint"),
+                self.file("forward.py").as_os_str(),
+                os("--requires-grad"),
+                os(&spec.join(",")),
+                os("--no-isolate"),
+            ],
+        )?;
+        if exec.code != Some(0) {
+            return Ok(Outcome::Failed(exec.error_line("joint")));
+        }
+        let joint_path = self.work.join("joint.py");
+        fs::write(&joint_path, &exec.stdout)?;
+        let Some((num_fwd, num_mutated)) = parse_num_fwd_outputs(&exec.stderr) else {
+            return Ok(Outcome::Failed(
+                "joint printed no `num_fwd_outputs = N (M mutated inputs)` line".into(),
+            ));
+        };
+        let mutated = string_list(&self.case.json["mutated_inputs"]);
+        let num_outputs = self.case.json["num_outputs"].as_u64().unwrap_or(0) as usize;
+        if num_mutated != mutated.len() || num_fwd != num_mutated + num_outputs {
+            return Ok(Outcome::Failed(format!(
+                "joint has {num_fwd} forward outputs with {num_mutated} mutated inputs; PyTorch: {num_outputs} outputs, {} mutated inputs ({})",
+                mutated.len(),
+                mutated.join(", ")
+            )));
+        }
+        // Inputs: primals_K = the forward's K-th input, constants as they are, tangents.
+        let inputs = safetensors::read(&self.file("inputs.safetensors"))?;
+        let mut joint_inputs = BTreeMap::new();
+        for (key, t) in &inputs {
+            match names.iter().position(|n| n == key) {
+                Some(k) => joint_inputs.insert(format!("primals_{}", k + 1), t.clone()),
+                None => joint_inputs.insert(key.clone(), t.clone()),
+            };
+        }
+        joint_inputs.extend(safetensors::read(&self.file("tangents.safetensors"))?);
+        let joint_inputs_path = self.work.join("joint_inputs.safetensors");
+        safetensors::write(&joint_inputs_path, &joint_inputs)?;
+        // Expected: out0.. = mutated inputs' new values, then outputs, then gradients at
+        // num_fwd + input index (None gradients are absent, as `run` skips them).
+        let mut expected = BTreeMap::new();
+        if !mutated.is_empty() {
+            let values = safetensors::read(&self.file("mutated.safetensors"))?;
+            for (k, name) in mutated.iter().enumerate() {
+                let t = values
+                    .get(name)
+                    .with_context(|| format!("mutated.safetensors has no `{name}`"))?;
+                expected.insert(format!("out{k}"), t.clone());
+            }
+        }
+        let outputs = safetensors::read(&self.file("outputs.safetensors"))?;
+        for i in 0..num_outputs {
+            let t = outputs
+                .get(&format!("out{i}"))
+                .with_context(|| format!("outputs.safetensors has no `out{i}`"))?;
+            expected.insert(format!("out{}", num_mutated + i), t.clone());
+        }
+        let grad_values = safetensors::read(&self.file("grads.safetensors"))?;
+        for (name, t) in &grad_values {
+            let k = names
+                .iter()
+                .position(|n| n == name)
+                .with_context(|| format!("grads.safetensors has `{name}`, not an input"))?;
+            expected.insert(format!("out{}", num_fwd + k), t.clone());
+        }
+        let expected_path = self.work.join("joint_expected.safetensors");
+        safetensors::write(&expected_path, &expected)?;
+        let exec = self.graphbug(
+            "joint_run",
+            &[
+                os("run"),
+                joint_path.as_os_str(),
+                os("--inputs"),
+                joint_inputs_path.as_os_str(),
+                os("--compare"),
+                expected_path.as_os_str(),
+                os("--no-isolate"),
+            ],
+        )?;
+        Ok(if exec.code == Some(0) {
+            Outcome::Passed
+        } else {
+            Outcome::Failed(exec.error_line("run joint --compare"))
+        })
+    }
+
+    /// graphbug's partition of PyTorch's joint against functorch's saved bytes: equal for
+    /// the default partitioner, at most functorch's for min-cut.
+    fn partition(&self, min_cut: bool) -> Result<Outcome> {
+        let aot = &self.case.json["aot"];
+        if aot.is_null() {
+            let why = match self.case.json["grads"]["skip"].as_str() {
+                Some(reason) => format!("no AOTAutograd joint: {reason}"),
+                None => "no AOTAutograd joint".to_string(),
+            };
+            return Ok(Outcome::NotApplicable(why));
+        }
+        if let Some(reason) = aot["skip"].as_str() {
+            return Ok(Outcome::NotApplicable(reason.to_string()));
+        }
+        let key = if min_cut { "mincut" } else { "default" };
+        let theirs = &aot[key];
+        if let Some(e) = theirs["error"].as_str() {
+            return Ok(Outcome::NotApplicable(format!(
+                "functorch's {key} partition fails: {e}"
+            )));
+        }
+        let Some(their_bytes) = theirs["saved_bytes"].as_u64() else {
+            bail!("case.json has no aot.{key}.saved_bytes");
+        };
+        let joint = self.file(aot["joint"].as_str().unwrap_or("joint.py"));
+        let Some(num_fwd) = aot["num_fwd_outputs"].as_u64() else {
+            bail!("case.json has no aot.num_fwd_outputs");
+        };
+        let num_fwd = num_fwd.to_string();
+        let mut args = vec![
+            os("partition"),
+            joint.as_os_str(),
+            os("--json"),
+            os("--num-fwd-outputs"),
+            os(&num_fwd),
+        ];
+        if min_cut {
+            args.extend([os("--partitioner"), os("min-cut")]);
+        }
+        args.push(os("--no-isolate"));
+        let exec = self.graphbug(if min_cut { "mincut" } else { "default" }, &args)?;
+        if exec.code != Some(0) {
+            return Ok(Outcome::Failed(exec.error_line("partition")));
+        }
+        let ours: Value = match serde_json::from_str(exec.stdout.trim()) {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(Outcome::Failed(format!(
+                    "partition --json printed bad JSON: {e}"
+                )))
+            }
+        };
+        let Some(our_bytes) = ours["saved_bytes"].as_u64() else {
+            return Ok(Outcome::Failed(
+                "partition --json has no saved_bytes".into(),
+            ));
+        };
+        let ok = if min_cut {
+            our_bytes <= their_bytes
+        } else {
+            our_bytes == their_bytes
+        };
+        if ok {
+            return Ok(Outcome::Passed);
+        }
+        let our_saved = string_list(&ours["saved"]);
+        let their_saved = string_list(&theirs["saved"]);
+        let only = |a: &[String], b: &[String]| -> String {
+            let v: Vec<&str> = a
+                .iter()
+                .filter(|x| !b.contains(x))
+                .map(String::as_str)
+                .collect();
+            if v.is_empty() {
+                "-".into()
+            } else {
+                v.join(", ")
+            }
+        };
+        Ok(Outcome::Failed(format!(
+            "{key} partition saves {our_bytes} bytes, functorch {their_bytes} (only graphbug saves: {}; only functorch: {})",
+            only(&our_saved, &their_saved),
+            only(&their_saved, &our_saved)
+        )))
+    }
+}
+
+fn os(s: &str) -> &std::ffi::OsStr {
+    std::ffi::OsStr::new(s)
+}
+
+fn string_list(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Parses `num_fwd_outputs = N (M mutated inputs)` from `graphbug joint`'s stderr.
+fn parse_num_fwd_outputs(stderr: &str) -> Option<(usize, usize)> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("num_fwd_outputs = "))?;
+    let (n, rest) = line.split_once(' ')?;
+    let m = rest.strip_prefix('(')?.split_once(' ')?.0;
+    Some((n.parse().ok()?, m.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn num_fwd_outputs_line() {
+        assert_eq!(
+            parse_num_fwd_outputs("x\nnum_fwd_outputs = 3 (1 mutated inputs)\n"),
+            Some((3, 1))
+        );
+        assert_eq!(parse_num_fwd_outputs("nothing"), None);
+    }
+
+    #[test]
+    fn error_lines() {
+        assert_eq!(
+            first_error_line("note: x\nerror: node `acos` failed\n", ""),
+            "error: node `acos` failed"
+        );
+        assert_eq!(
+            first_error_line("outputs do not match f\n", "out0: FAIL max diff 3\n"),
+            "out0: FAIL max diff 3"
+        );
+        assert_eq!(first_error_line("", ""), "(no output)");
+    }
+
+    #[test]
+    fn a_case_dir_without_case_json_is_named() {
+        let dir = std::env::temp_dir().join(format!("xtask-disc-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("a/b")).unwrap();
+        fs::write(dir.join("a/b/forward.py"), "x").unwrap();
+        let err = discover(&dir).unwrap_err().to_string();
+        assert!(err.contains("a/b") && err.contains("no case.json"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
