@@ -18,6 +18,12 @@ pub fn default_side_effects(op: &OpName) -> bool {
     op.has_side_effects_by_name()
 }
 
+/// Side effects a backward graph must keep when it is cut out of a joint graph: in-place
+/// ops only. A random op runs once, in the forward; the backward never draws it again.
+pub fn backward_side_effects(op: &OpName) -> bool {
+    op.is_inplace_by_name()
+}
+
 /// Removes nodes whose values nothing reads, transitively. Placeholders stay, and so do
 /// calls for which `side_effects` is true.
 pub fn eliminate_dead_code(graph: &Graph, side_effects: &dyn Fn(&OpName) -> bool) -> Graph {

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use graphbug_ir::passes::{default_side_effects, extract_subgraph};
+use graphbug_ir::passes::{backward_side_effects, default_side_effects, extract_subgraph};
 use graphbug_ir::{Graph, IrError, Meta, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
 
@@ -184,7 +184,7 @@ pub fn extract_fwd_bwd(
     let (fwd_outputs, bwd_outputs) = split_outputs(joint, num_fwd_outputs)?;
     let mut bw_inputs = saved.to_vec();
     bw_inputs.extend(&tangents);
-    let backward = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &default_side_effects)?;
+    let backward = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &backward_side_effects)?;
     let mut fw_out = fwd_outputs;
     fw_out.extend(saved.iter().map(|&s| Value::Node(s)));
     let forward = extract_subgraph(joint, &primals, &fw_out, &default_side_effects)?;
@@ -253,7 +253,7 @@ pub fn default_partition_with(
     // Keep only the candidates the backward actually reads.
     let mut bw_inputs = candidates.clone();
     bw_inputs.extend(&tangents);
-    let probe = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &default_side_effects)?;
+    let probe = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &backward_side_effects)?;
     let probe_users = probe.users();
     let used: HashSet<&str> = probe
         .placeholders()

@@ -21,7 +21,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use graphbug_ir::passes::{
-    default_side_effects, eliminate_common_subexpressions, eliminate_dead_code,
+    backward_side_effects, default_side_effects, eliminate_common_subexpressions,
+    eliminate_dead_code,
 };
 use graphbug_ir::{Graph, Meta, Node, NodeId, NodeKind, Users, Value};
 use petgraph::algo::dinics;
@@ -948,7 +949,7 @@ impl MinCutProblem {
                 continue;
             }
             let node = graph.node(id);
-            if avail[i] && (live[i] || node.op().is_some_and(default_side_effects)) {
+            if avail[i] && (live[i] || node.op().is_some_and(backward_side_effects)) {
                 node.for_each_input(|s| live[s.index()] = true);
             }
         }

@@ -88,3 +88,32 @@ fn a_recompute_policy_moves_ops_to_the_backward() {
     p.forward.verify().unwrap();
     p.backward.verify().unwrap();
 }
+
+/// Random ops run once, in the forward: their masks are saved, the backward never draws
+/// them again, and nothing is saved to recompute them (functorch saves the same values).
+#[test]
+fn random_ops_stay_in_the_forward() {
+    let (joint, n) = common::joint("dropout_block");
+    let info = info("dropout_block");
+    let p = default_partition(&joint, n).unwrap();
+    let want: Vec<String> = info["default"]["saved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(p.report.saved, want);
+    assert_eq!(
+        p.report.saved_bytes,
+        info["default"]["saved_bytes"].as_u64().unwrap()
+    );
+    let random_in_backward: Vec<&str> = p
+        .backward
+        .nodes
+        .iter()
+        .filter(|n| n.op().is_some_and(|op| op.is_random()))
+        .map(|n| n.name.as_str())
+        .collect();
+    assert!(random_in_backward.is_empty(), "{random_in_backward:?}");
+    assert!(p.report.recomputed.is_empty(), "{:?}", p.report.recomputed);
+}

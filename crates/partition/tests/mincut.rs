@@ -657,3 +657,24 @@ fn extracted_graphs_match_extract_subgraph() {
         .collect();
     assert_eq!(p.report.saved, read);
 }
+
+/// Min-cut never recomputes a random op, and saves no more than functorch's min-cut on a
+/// joint graph with dropout.
+#[test]
+fn random_ops_are_never_recomputed() {
+    let (joint, n) = common::joint("dropout_block");
+    let info = common::info("dropout_block");
+    let p = min_cut_rematerialization_partition(&joint, n, &MinCutOptions::default()).unwrap();
+    assert!(
+        p.report.saved_bytes <= info["mincut"]["saved_bytes"].as_u64().unwrap(),
+        "{} bytes",
+        p.report.saved_bytes
+    );
+    for node in &p.backward.nodes {
+        assert!(
+            !node.op().is_some_and(|op| op.is_random()),
+            "the backward runs `{}`",
+            node.name
+        );
+    }
+}
