@@ -598,6 +598,106 @@ fn joint_and_partition_reproduce_aotautograd() {
             text(&out.stderr)
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `run --backward` is a training step through any backend: its outputs and gradients
+/// match PyTorch's (tests/fixtures/make_train_step.py), and a wrong gradient in the file
+/// fails the comparison.
+#[test]
+fn run_backward_is_a_training_step_checked_against_pytorch() {
+    use graphbug::aten::io::{read_tensors, write_tensors};
+    let dir = tmpdir("train");
+    let graph = fixture("mlp/forward.py");
+    let inputs = fixture("mlp/inputs.npz");
+    let expected = fixture("mlp/train_step.npz");
+    for backend in ["eager", "aot_eager", "aot_eager_decomp_partition"] {
+        let out = graphbug(&[
+            "run",
+            graph.to_str().unwrap(),
+            "--inputs",
+            inputs.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--backward",
+            "--compare",
+            expected.to_str().unwrap(),
+        ]);
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{backend}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(stdout.contains("grad8: f32[8, 32]"), "{backend}: {stdout}");
+        assert!(
+            stdout.contains("all 10 outputs match"),
+            "{backend}: {stdout}"
+        );
+    }
+    // One gradient element off: the step no longer matches.
+    let mut wrong = read_tensors(&expected).unwrap();
+    let (_, g) = wrong.iter_mut().find(|(k, _)| k == "grad4").unwrap();
+    let _ = g.get(3).get(7).fill_(10.0);
+    let file = dir.join("wrong.safetensors");
+    write_tensors(&file, &wrong).unwrap();
+    let out = graphbug(&[
+        "run",
+        graph.to_str().unwrap(),
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "--backward",
+        "--compare",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("worst element at [3, 7]"));
+    // Only the inputs asked for get gradients; tangents come from a file.
+    let tangents = dir.join("tangents.safetensors");
+    let ones = tch::Tensor::ones([8, 10], (tch::Kind::Float, tch::Device::Cpu));
+    write_tensors(&tangents, &[("tangent0".to_string(), ones * 2.0)]).unwrap();
+    let out = graphbug(&[
+        "run",
+        graph.to_str().unwrap(),
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "--backward",
+        "--requires-grad",
+        "7",
+        "--tangents",
+        tangents.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    // The last bias's gradient is the tangents summed over the batch: 8 * 2.
+    assert!(
+        stdout.contains("grad7: f32[10] min=1.600000e1 max=1.600000e1"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("grad0: None"), "{stdout}");
+    // A tangents file naming no output is an error naming the key.
+    write_tensors(
+        &tangents,
+        &[(
+            "tangent5".to_string(),
+            tch::Tensor::ones([1], (tch::Kind::Float, tch::Device::Cpu)),
+        )],
+    )
+    .unwrap();
+    let out = graphbug(&[
+        "run",
+        graph.to_str().unwrap(),
+        "--backward",
+        "--tangents",
+        tangents.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("`tangent5` is not a tangent of this graph"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `--compare` must fail whenever the values differ from the file, however wrong the file:

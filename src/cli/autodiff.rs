@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use graphbug::aten::meta::infer_meta;
 use graphbug::aten::{LibtorchDerivatives, LibtorchSchemas};
@@ -16,7 +16,7 @@ use graphbug::partition::{
     MinCutProblem, OpClasses,
 };
 
-use super::{load_graph, lost_in_libtorch, supervise};
+use super::{load_graph, lost_in_libtorch, requires_grad, supervise};
 
 /// Arguments of `graphbug joint`.
 #[derive(Args)]
@@ -79,37 +79,6 @@ fn with_metas(graph: Graph) -> Result<Graph> {
     } else {
         Ok(graph)
     }
-}
-
-/// Which inputs require grad, from a SPEC of indices or names (default: floating inputs).
-fn requires_grad(graph: &Graph, spec: Option<&str>) -> Result<Vec<bool>> {
-    let inputs: Vec<&graphbug::ir::Node> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i))
-        .collect();
-    let Some(spec) = spec else {
-        return Ok(inputs
-            .iter()
-            .map(|n| n.meta.tensor().is_some_and(|t| t.dtype.is_floating_point()))
-            .collect());
-    };
-    let mut out = vec![false; inputs.len()];
-    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let k = match item.parse::<usize>() {
-            Ok(k) if k < inputs.len() => k,
-            Ok(k) => bail!(
-                "--requires-grad: input {k} does not exist ({} inputs)",
-                inputs.len()
-            ),
-            Err(_) => inputs
-                .iter()
-                .position(|n| n.name == item)
-                .ok_or_else(|| anyhow!("--requires-grad: no input named `{item}`"))?,
-        };
-        out[k] = true;
-    }
-    Ok(out)
 }
 
 /// `graphbug joint`: functionalize, differentiate, print.

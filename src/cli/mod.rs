@@ -12,7 +12,7 @@ use std::time::Duration;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use graphbug::aten::accuracy::AccuracyMode;
 use graphbug::aten::io::{order_tensors, random_tensors, read_tensors};
 use graphbug::aten::memory::Available;
@@ -196,6 +196,37 @@ pub fn backends(all: bool) -> Result<ExitCode> {
         println!("{:width$}  {tags}{}{alias}", i.name, i.description);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which inputs require grad, from a SPEC of indices or names (default: floating inputs).
+pub fn requires_grad(graph: &Graph, spec: Option<&str>) -> Result<Vec<bool>> {
+    let inputs: Vec<&graphbug::ir::Node> = graph
+        .placeholders()
+        .iter()
+        .map(|&i| graph.node(i))
+        .collect();
+    let Some(spec) = spec else {
+        return Ok(inputs
+            .iter()
+            .map(|n| n.meta.tensor().is_some_and(|t| t.dtype.is_floating_point()))
+            .collect());
+    };
+    let mut out = vec![false; inputs.len()];
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let k = match item.parse::<usize>() {
+            Ok(k) if k < inputs.len() => k,
+            Ok(k) => bail!(
+                "--requires-grad: input {k} does not exist ({} inputs)",
+                inputs.len()
+            ),
+            Err(_) => inputs
+                .iter()
+                .position(|n| n.name == item)
+                .ok_or_else(|| anyhow!("--requires-grad: no input named `{item}`"))?,
+        };
+        out[k] = true;
+    }
+    Ok(out)
 }
 
 /// Reads and parses a graph file (`-` reads standard input); errors name the file.

@@ -4,22 +4,24 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use graphbug::aten::accuracy::{same, SameOptions};
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::{describe, meta_of, tch_device};
 use graphbug::aten::io::{order_tensors, read_tensors, write_tensors};
-use graphbug::aten::reference::fp64_reference;
+use graphbug::aten::reference::{autograd_gradients, fp64_copy, fp64_graph, fp64_reference};
 use graphbug::backends::explain::Explain;
 use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
-use graphbug::ir::Device;
+use graphbug::ir::{Device, Graph};
 use graphbug::repro::actions::validate_backend;
 use graphbug::repro::limits::parse_timeout;
 use graphbug::repro::process::report_stage;
 use tch::{Kind, Tensor};
 
-use super::{graph_inputs, load_graph, supervise};
+use super::{graph_inputs, load_graph, requires_grad, supervise};
 
 /// Arguments of `graphbug run`.
 #[derive(Args)]
@@ -42,9 +44,24 @@ pub struct RunArgs {
     /// Write the outputs (out0..outN) to this .safetensors or .npz file.
     #[arg(long)]
     save_outputs: Option<PathBuf>,
-    /// Compare the outputs with this file by TorchDynamo's accuracy rules; exit 1 on mismatch.
+    /// Compare the outputs (and with --backward the gradients, `grad<i>` for input i) with
+    /// this file by TorchDynamo's accuracy rules; exit 1 on mismatch.
     #[arg(long)]
     compare: Option<PathBuf>,
+    /// Inputs that require grad: a comma-separated list of input indices or names
+    /// (default with --backward: every floating input).
+    #[arg(long)]
+    requires_grad: Option<String>,
+    /// Run a training step: the forward, then the backward of the outputs' gradients
+    /// (--tangents, else ones); prints and saves one gradient per input that requires grad
+    /// (`grad<i>`). A backend without a backward of its own runs as the forward and
+    /// backward compiler of aot_eager.
+    #[arg(long)]
+    backward: bool,
+    /// Gradients of the outputs for --backward (.safetensors or .npz; `tangent<j>` for
+    /// output j; an output without one gets zeros).
+    #[arg(long, requires = "backward")]
+    tangents: Option<PathBuf>,
     #[command(flatten)]
     bound: Bound,
 }
@@ -114,10 +131,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
     ensure_device(&device)?;
     let tdev = tch_device(&device)?;
-    let backend = lookup(&args.backend)?;
+    let (backend, note) = training_backend(lookup(&args.backend)?, args.backward)?;
     // The rest (inputs included) happens once, in the bounded child.
     if let Some(code) = args.bound.supervise(backend.name())? {
         return Ok(code);
+    }
+    if let Some(note) = note {
+        eprintln!("{note}");
     }
     let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
     // In the child: checking an AOT pipeline's inner compilers runs meta inference.
@@ -135,16 +155,35 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         },
         None => None,
     };
-    let examples = example_inputs(&inputs)?;
+    let rg = match (&args.requires_grad, args.backward) {
+        (None, false) => vec![false; inputs.len()],
+        (spec, _) => requires_grad(&graph, spec.as_deref())?,
+    };
+    let mut examples = example_inputs(&inputs)?;
+    for (e, &r) in examples.iter_mut().zip(&rg) {
+        e.requires_grad = r;
+    }
+    // The training step's reference gradients, in float64, from libtorch's autograd.
+    let tangents = match &args.tangents {
+        Some(path) => Some(read_tangents(path, &graph)?),
+        None => None,
+    };
     let ctx = CompileContext {
-        device,
+        device: device.clone(),
         constants,
         ..CompileContext::default()
     };
     report_stage("compile");
+    let mut grads: Vec<Option<Tensor>> = Vec::new();
     let outputs = backend.compile(&graph, &examples, &ctx).and_then(|mut f| {
         report_stage("runtime");
-        f.run(&inputs)
+        if !args.backward {
+            return f.run(&inputs);
+        }
+        let outputs = f.forward(&inputs)?;
+        let grad_outputs = output_gradients(&outputs, tangents.as_deref());
+        grads = f.backward(&grad_outputs)?;
+        Ok(outputs)
     });
     let outputs = match outputs {
         Ok(o) => o,
@@ -156,11 +195,53 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     for (i, o) in outputs.iter().enumerate() {
         println!("{}", summarize(i, o));
     }
-    let present: Vec<(String, Tensor)> = outputs
+    let mut present: Vec<(String, Tensor)> = outputs
         .iter()
         .enumerate()
         .filter_map(|(i, o)| o.as_ref().map(|t| (format!("out{i}"), t.shallow_clone())))
         .collect();
+    let mut fp64 = fp64.map(|f| f.into_iter().flatten().collect::<Vec<Tensor>>());
+    if args.backward {
+        for (i, g) in grads.iter().enumerate() {
+            match g {
+                Some(g) if rg.get(i).copied().unwrap_or(false) => {
+                    println!(
+                        "{}",
+                        summarize(i, &Some(g.shallow_clone())).replacen("out", "grad", 1)
+                    );
+                    present.push((format!("grad{i}"), g.shallow_clone()));
+                }
+                _ => println!("grad{i}: None"),
+            }
+        }
+        if let Some(f) = fp64.as_mut() {
+            let want: Vec<usize> = present
+                .iter()
+                .filter_map(|(n, _)| n.strip_prefix("grad")?.parse().ok())
+                .collect();
+            let tangents = output_gradients(&outputs, tangents.as_deref());
+            match autograd_gradients(
+                &fp64_graph(&graph),
+                &inputs.iter().map(fp64_copy).collect::<Vec<_>>(),
+                &rg,
+                &tangents.iter().map(|t| t.as_ref().map(fp64_copy)).collect::<Vec<_>>(),
+                &device,
+            ) {
+                Ok((_, g64)) => {
+                    let g64: Option<Vec<Tensor>> = want
+                        .iter()
+                        .map(|&i| g64.get(i)?.as_ref().map(Tensor::shallow_clone))
+                        .collect();
+                    if let Some(g64) = g64.filter(|g| f.len() + g.len() == present.len()) {
+                        f.extend(g64);
+                    }
+                }
+                Err(e) => eprintln!(
+                    "note: the float64 reference gradients failed ({e}); gradients are compared with the file by allclose only"
+                ),
+            }
+        }
+    }
     if let Some(path) = &args.save_outputs {
         write_tensors(path, &present)?;
         println!("saved {} outputs to {}", present.len(), path.display());
@@ -170,7 +251,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         let expected = order_tensors(read_tensors(path)?, &names, "outputs")
             .with_context(|| format!("{}", path.display()))?;
         let ours: Vec<Tensor> = present.into_iter().map(|(_, t)| t).collect();
-        let fp64: Vec<Tensor> = fp64.into_iter().flatten().collect();
         // The file is the reference: NaN/Inf must sit where the file has them, and the
         // float64 rule excuses a difference only when the file is close to graphbug's own
         // float64 run.
@@ -183,6 +263,63 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         println!("outputs match {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The backend a run uses: with `--backward`, a backend without a backward of its own
+/// becomes the forward and backward compiler of aot_eager.
+/// Returns it with a note saying so.
+fn training_backend(
+    backend: Arc<dyn Backend>,
+    backward: bool,
+) -> Result<(Arc<dyn Backend>, Option<String>)> {
+    if !backward || backend.name().starts_with("aot_eager") {
+        return Ok((backend, None));
+    }
+    let name = backend.name();
+    let wrapped = format!("aot_eager:fw={name},bw={name}");
+    let aot = lookup(&wrapped).with_context(|| {
+        format!("--backward: `{name}` has no backward, and `{wrapped}` cannot be made")
+    })?;
+    let note = format!("note: --backward runs `{name}` as aot_eager's inner compilers: {wrapped}");
+    Ok((aot, Some(note)))
+}
+
+/// The gradients of the outputs for a backward: the given tangents, else ones for every
+/// floating output.
+fn output_gradients(
+    outputs: &[Option<Tensor>],
+    tangents: Option<&[Option<Tensor>]>,
+) -> Vec<Option<Tensor>> {
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(j, o)| match tangents {
+            Some(t) => t.get(j).and_then(|t| t.as_ref().map(Tensor::shallow_clone)),
+            None => o
+                .as_ref()
+                .filter(|o| o.is_floating_point())
+                .map(Tensor::ones_like),
+        })
+        .collect()
+}
+
+/// `--tangents`: `tangent<j>` for output j of `graph`, in output order.
+fn read_tangents(path: &std::path::Path, graph: &Graph) -> Result<Vec<Option<Tensor>>> {
+    let mut file: std::collections::HashMap<String, Tensor> =
+        read_tensors(path)?.into_iter().collect();
+    let n = graph.outputs().len();
+    let mut out = Vec::with_capacity(n);
+    for j in 0..n {
+        out.push(file.remove(&format!("tangent{j}")));
+    }
+    if let Some(extra) = file.keys().min() {
+        bail!(
+            "{}: `{extra}` is not a tangent of this graph (expected tangent0..tangent{})",
+            path.display(),
+            n.saturating_sub(1)
+        );
+    }
+    Ok(out)
 }
 
 /// Example-input descriptions of concrete inputs.
