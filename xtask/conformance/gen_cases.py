@@ -139,21 +139,29 @@ UNINITIALIZED = ("empty", "empty_like", "new_empty", "empty_strided", "new_empty
                  "empty_permuted")
 
 
+RANDOM_OPS = re.compile(r"^(bernoulli|rand|randn|randint|randperm|normal|uniform|multinomial|"
+                        r"exponential|geometric|cauchy|log_normal|random|native_dropout|"
+                        r"poisson|rrelu_with_noise|_standard_gamma|_sample_dirichlet|"
+                        r"binomial|_fused_dropout)(_like)?_?$")
+
+
 def graph_randomness(gm):
-    """(has seeded random ops, has ops whose values are uninitialized memory)."""
-    seeded = uninitialized = False
+    """(random ops, other ops tagged nondeterministic_seeded, uninitialized memory)."""
+    random = seeded = uninitialized = False
     for n in gm.graph.nodes:
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
             continue
-        if torch.Tag.nondeterministic_seeded in n.target.tags:
+        name = n.target._schema.name.split("::")[-1]
+        if RANDOM_OPS.match(name):
+            random = True
+        elif torch.Tag.nondeterministic_seeded in n.target.tags:
             seeded = True
-        if n.target._schema.name.split("::")[-1] in UNINITIALIZED:
+        if name in UNINITIALIZED:
             # Uninitialized memory that reaches an output (a fill or bernoulli_ of it
-            # does not count: those overwrite every element).
-            users = list(n.users)
-            if not users or any(u.op == "output" for u in users):
+            # does not count: those overwrite every element; nor does a dead one).
+            if any(u.op == "output" for u in n.users):
                 uninitialized = True
-    return seeded, uninitialized
+    return random, seeded, uninitialized
 
 
 def same_values(a, b):
@@ -270,7 +278,7 @@ def build_case(case_id, out_dir, f, tensors, requires_grad, meta, with_aot=True,
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     if not isinstance(out_node.args[0], (tuple, list)) or not out_node.args[0]:
         raise Skip("no tensor outputs")
-    seeded, uninitialized = graph_randomness(gm)
+    random_ops, seeded, uninitialized = graph_randomness(gm)
     # 2. Eager outputs (and inputs mutated in place).
     eager_in = clones(tensors)
     versions = [t._version for t in eager_in]
@@ -283,9 +291,10 @@ def build_case(case_id, out_dir, f, tensors, requires_grad, meta, with_aot=True,
     if not outputs:
         raise Skip("no tensor outputs")
     mutated = [n for n, t, v in zip(names, eager_in, versions) if t._version != v]
-    # Seeded random ops make values irreproducible only when they change the outputs
-    # (dropout with p=0 does not); a second run under another seed tells.
-    random = uninitialized
+    # Random ops (bernoulli_, rand, ...) make values irreproducible; other ops tagged
+    # nondeterministic_seeded only when they change the outputs (scaled dot-product
+    # attention with dropout_p=0 does not): a second run under another seed tells.
+    random = random_ops or uninitialized
     if seeded and not random:
         with torch.no_grad():
             torch.manual_seed(seed + 1)
@@ -636,7 +645,9 @@ def zoo_task(args):
         pnames, bnames = list(params), list(buffers)
         tensors = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()]
         tensors += [x.detach() for x in xs]
-        rg = [True] * len(pnames) + [False] * (len(bnames) + len(xs))
+        # Models: parameters require grad. Modules without parameters: the float inputs.
+        rg = [True] * len(pnames) + [False] * len(bnames)
+        rg += [x.is_floating_point() and not pnames for x in xs]
 
         def f(*flat):
             ps = dict(zip(pnames, flat[:len(pnames)]))

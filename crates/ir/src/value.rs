@@ -261,6 +261,7 @@ pub fn python_float_repr(f: f64) -> String {
         .expect("`{:e}` output always contains an exponent");
     let exp: i32 = exp.parse().expect("`{:e}` exponent is an integer");
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let digits = half_even(f.abs(), digits);
     let mut out = String::new();
     if f.is_sign_negative() {
         out.push('-');
@@ -290,6 +291,43 @@ pub fn python_float_repr(f: f64) -> String {
         out.push_str(&digits);
     }
     out
+}
+
+/// When a float lies exactly halfway between the two shortest digit strings that round-trip
+/// (`2**-24 * 10` = 5.9604644775390625e-07), Python picks the even one (`...062`) where
+/// Rust's shortest formatting may pick the other; this returns Python's choice.
+fn half_even(f: f64, digits: String) -> String {
+    let n = digits.len();
+    // `{:.N$e}` rounds the exact binary value correctly, so enough digits show it exactly
+    // (a double's expansion has at most 767 significant digits). A cheap look first: a
+    // tie shows as `5000...` after the n-th digit.
+    let near = format!("{:.*e}", n + 20, f);
+    let near_tail = near.split_once('e').map_or("", |(m, _)| m);
+    if !near_tail.get(n + 1..).is_some_and(|t| t.starts_with("50000")) {
+        return digits;
+    }
+    let exact = format!("{:.*e}", n + 800, f);
+    let exact_digits: String = exact
+        .split_once('e')
+        .map_or("", |(m, _)| m)
+        .chars()
+        .filter(|c| *c != '.')
+        .collect();
+    let (Some(head), Some(tail)) = (exact_digits.get(..n), exact_digits.get(n..)) else {
+        return digits;
+    };
+    let tie = tail.starts_with('5') && tail[1..].bytes().all(|b| b == b'0');
+    let (Ok(low), true) = (head.parse::<u64>(), tie) else {
+        return digits;
+    };
+    let high = low + 1;
+    let even = if low % 2 == 0 { low } else { high };
+    let even = even.to_string();
+    if even.len() == n {
+        even
+    } else {
+        digits
+    }
 }
 
 /// Formats a string as Python's `repr(str)` does (single quotes unless the text holds one).
@@ -389,6 +427,8 @@ mod tests {
             (5e-324, "5e-324"),
             (0.125, "0.125"),
             (3.0517578125e-05, "3.0517578125e-05"),
+            // Halfway between two shortest forms: Python picks the even last digit.
+            (5.960464477539063e-07, "5.960464477539062e-07"),
             (f64::INFINITY, "inf"),
             (f64::NEG_INFINITY, "-inf"),
             (f64::NAN, "nan"),
