@@ -108,7 +108,8 @@ pub trait RunHook {
 
     /// On the meta device, when call node `node` cannot be inferred (`why`: no meta kernel,
     /// and the CPU stand-in would not fit in memory): whether its annotation may stand in
-    /// for the result. The default says no, and the run stops with `why`.
+    /// for the result. The default says no, and the run stops with `why`. Also told (its
+    /// answer unused) when an annotation stands in for a data-dependent output shape.
     fn assume_annotation(&mut self, _node: usize, _why: &str) -> Result<bool> {
         Ok(false)
     }
@@ -393,16 +394,42 @@ impl Interpreter {
                         (Err(_), Some(cpu)) => match cpu_fallback_refused(&values, sources) {
                             None => {
                                 crate::stage::report_stage(&format!(
-                                    "meta inference of node `{}` ({}) on a zero-filled CPU stand-in",
+                                    "meta inference of node `{}` ({}) on CPU stand-ins",
                                     node.name,
                                     plan.op().name
                                 ));
-                                run_on_cpu_zeros(cpu, &values, sources, &mut stack, *n_returns)
-                                    .map_err(|m| {
+                                let mut run = |fill| {
+                                    run_on_cpu_stand_ins(
+                                        cpu, &values, sources, &mut stack, *n_returns, fill,
+                                    )
+                                };
+                                // Two fills tell a data-dependent output shape (masked_select);
+                                // a third serves ops that reject both (cholesky).
+                                match (run(Fill::Zeros), run(Fill::Ones)) {
+                                    (Ok(a), Ok(b)) if a.meta() == b.meta() => a,
+                                    (Ok(a), Ok(b)) => {
+                                        let why = format!(
+                                            "its output shape depends on the input values ({} on zeros, {} on ones), so only a run with data can tell it",
+                                            describe_meta(&a.meta()),
+                                            describe_meta(&b.meta())
+                                        );
+                                        // The graph's annotation is what a run with its
+                                        // data gave: take it, and say so where asked.
+                                        match annotated_value(&node.meta) {
+                                            Some(v) => {
+                                                hook.assume_annotation(step.node, &why)?;
+                                                v
+                                            }
+                                            None => return Err(failed(why)),
+                                        }
+                                    }
+                                    (Err(_), Ok(v)) | (Ok(v), Err(_)) => v,
+                                    (Err(m), Err(_)) => run(Fill::Eye).map_err(|_| {
                                         failed(format!(
-                                            "{m} (run on CPU: the op has no meta kernel)"
+                                            "{m} (run on CPU stand-ins: the op has no meta kernel)"
                                         ))
-                                    })?
+                                    })?,
+                                }
                             }
                             Some(why) => match annotated_value(&node.meta) {
                                 Some(v) if hook.assume_annotation(step.node, &why)? => v,
@@ -546,19 +573,56 @@ fn annotated_value(meta: &Meta) -> Option<RtValue> {
     }
 }
 
-/// Runs `cpu` on zero-filled CPU copies of the (meta) sources and returns meta results.
-fn run_on_cpu_zeros(
+/// The values CPU stand-ins for meta tensors are filled with.
+#[derive(Clone, Copy)]
+enum Fill {
+    Zeros,
+    Ones,
+    /// Identity matrices in the last two dimensions where they are square, else ones
+    /// (positive definite for cholesky, a valid distribution for multinomial).
+    Eye,
+}
+
+/// A meta for messages.
+fn describe_meta(m: &Meta) -> String {
+    match m {
+        Meta::Tensor(t) => t.to_string(),
+        Meta::Multi(items) => items
+            .iter()
+            .map(|t| t.as_ref().map_or("None".into(), ToString::to_string))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Meta::Unknown => "no tensor".into(),
+    }
+}
+
+/// Runs an op without a meta kernel on CPU stand-ins of its meta arguments; the results
+/// go back to the meta device.
+fn run_on_cpu_stand_ins(
     cpu: &Plan,
     values: &[Option<RtValue>],
     sources: &[usize],
     stack: &mut Stack,
     n_returns: usize,
+    fill: Fill,
 ) -> std::result::Result<RtValue, String> {
     let zeros = sources
         .iter()
-        .map(|&s| match &values[s] {
-            Some(RtValue::Tensor(t)) => zeros_like_on(t, "cpu"),
-            _ => Err("a source is not a tensor".to_string()),
+        .map(|&s| {
+            let z = match &values[s] {
+                Some(RtValue::Tensor(t)) => zeros_like_on(t, "cpu")?,
+                _ => return Err("a source is not a tensor".to_string()),
+            };
+            let size = z.size();
+            let square = size.len() >= 2 && size[size.len() - 1] == size[size.len() - 2];
+            Ok(match fill {
+                Fill::Zeros => z,
+                Fill::Eye if square => {
+                    let _ = z.diagonal(0, -2, -1).fill_(1);
+                    z
+                }
+                Fill::Ones | Fill::Eye => z.ones_like(),
+            })
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let ptrs: Vec<*const C_tensor> = zeros.iter().map(Tensor::as_ptr).collect();

@@ -139,3 +139,40 @@ fn huge_inputs_are_not_allocated_for_ops_without_meta_kernels() {
     let check = check_meta(&parse_graph(&wrong).unwrap()).unwrap();
     assert_eq!(check.mismatches.len(), 1, "{:?}", check.mismatches);
 }
+
+/// Ops without a meta kernel run on CPU stand-ins: ops that reject zeros (cholesky,
+/// multinomial) are still checked, and a data-dependent output shape (masked_select,
+/// nonzero) is reported as unchecked, never as a disagreement or a silent guess.
+#[test]
+fn stand_ins_check_what_they_can_and_say_what_they_cannot() {
+    let text = |chol: &str| {
+        format!(
+            r#"
+class D(torch.nn.Module):
+    def forward(self, x: "f32[4, 4]", m: "b8[4, 4]", p: "f32[3, 5]"):
+        masked_select: "f32[7]" = torch.ops.aten.masked_select.default(x, m)
+        mm: "f32[4, 4]" = torch.ops.aten.mm.default(x, x)
+        cholesky: "{chol}" = torch.ops.aten.cholesky.default(mm)
+        multinomial: "i64[3, 2]" = torch.ops.aten.multinomial.default(p, 2)
+        nonzero: "i64[5, 2]" = torch.ops.aten.nonzero.default(m)
+        return (masked_select, cholesky, multinomial, nonzero)
+"#
+        )
+    };
+    let check = check_meta(&parse_graph(&text("f32[4, 4]")).unwrap()).unwrap();
+    assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
+    let unchecked: Vec<&str> = check.unchecked.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(unchecked, ["masked_select", "nonzero"]);
+    assert!(check.unchecked[0].1.contains("depends on the input values"));
+    // A wrong annotation of an op without a meta kernel is still caught.
+    let check = check_meta(&parse_graph(&text("f32[4, 2]")).unwrap()).unwrap();
+    assert_eq!(check.mismatches.len(), 1, "{:?}", check.mismatches);
+    assert_eq!(check.mismatches[0].node, "cholesky");
+    // Without an annotation, a data-dependent shape is an error naming the node.
+    let unannotated = text("f32[4, 4]").replace(r#"masked_select: "f32[7]""#, "masked_select");
+    let err = infer_meta(&parse_graph(&unannotated).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("masked_select"), "{err}");
+    assert!(err.contains("depends on the input values"), "{err}");
+}
