@@ -2,16 +2,35 @@
 
 use std::collections::HashMap;
 
-use graphbug_ir::{Device, Dtype, Graph, Meta, NodeKind};
+use graphbug_ir::{Device, Dtype, Graph, Meta, NodeKind, Value};
 use tch::{Kind, Tensor};
 
 use crate::error::Result;
 use crate::interp::Interpreter;
 
-/// `graph` with float inputs and constants declared float64 and other metas dropped.
+/// `graph` with float inputs and constants declared float64, floating dtype arguments
+/// (`dtype = torch.float32`, `convert_element_type(x, torch.float16)`) made float64 as
+/// TorchDynamo's `cast_dtype_args_to_fp64` does, and other metas dropped.
 pub fn fp64_graph(graph: &Graph) -> Graph {
     let mut g = graph.clone();
+    let widen = |v: &Value| -> Value {
+        match v {
+            Value::Dtype(d) if d.is_floating_point() => Value::Dtype(Dtype::Float64),
+            other => other.clone(),
+        }
+    };
     for node in &mut g.nodes {
+        if let NodeKind::Call { op, args, kwargs } = &mut node.kind {
+            // A dtype view reinterprets bytes: its dtype is not a precision.
+            if !(op.name == "view" && op.overload == "dtype") {
+                for a in args.iter_mut() {
+                    *a = widen(a);
+                }
+                for (_, v) in kwargs.iter_mut() {
+                    *v = widen(v);
+                }
+            }
+        }
         match (&node.kind, &mut node.meta) {
             (NodeKind::Placeholder | NodeKind::GetAttr { .. }, Meta::Tensor(t)) => {
                 if t.dtype.is_floating_point() {

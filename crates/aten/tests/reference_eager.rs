@@ -48,3 +48,29 @@ fn forward_graphs_match_pytorch_reference_outputs() {
         }
     }
 }
+
+/// The float64 reference widens floating dtype arguments, as TorchDynamo's
+/// `cast_dtype_args_to_fp64` does, so `linalg_vector_norm(dtype=float32)` runs in float64
+/// (libtorch refuses to narrow a float64 input to it); integer dtypes stay.
+#[test]
+fn the_float64_reference_widens_dtype_arguments() {
+    use graphbug_aten::reference::fp64_graph;
+    let g = parse_graph(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[4, 6]"):
+        linalg_vector_norm: "f32[4]" = torch.ops.aten.linalg_vector_norm.default(x, 2, [1], dtype = torch.float32)
+        _to_copy: "i64[4]" = torch.ops.aten._to_copy.default(linalg_vector_norm, dtype = torch.int64)
+        return (linalg_vector_norm, _to_copy)
+"#,
+    )
+    .unwrap();
+    let text = graphbug_ir::print_graph(&fp64_graph(&g));
+    assert!(text.contains("dtype = torch.float64)"), "{text}");
+    assert!(text.contains("dtype = torch.int64)"), "{text}");
+    let x = tch::Tensor::randn([4, 6], (tch::Kind::Float, tch::Device::Cpu));
+    let out = fp64_reference(&g, &[x], &Device::cpu(), &HashMap::new())
+        .expect("the float64 reference runs");
+    assert_eq!(out[0].as_ref().unwrap().kind(), tch::Kind::Double);
+    assert_eq!(out[1].as_ref().unwrap().kind(), tch::Kind::Int64);
+}
