@@ -303,7 +303,10 @@ fn half_even(f: f64, digits: String) -> String {
     // tie shows as `5000...` after the n-th digit.
     let near = format!("{:.*e}", n + 20, f);
     let near_tail = near.split_once('e').map_or("", |(m, _)| m);
-    if !near_tail.get(n + 1..).is_some_and(|t| t.starts_with("50000")) {
+    if !near_tail
+        .get(n + 1..)
+        .is_some_and(|t| t.starts_with("50000"))
+    {
         return digits;
     }
     let exact = format!("{:.*e}", n + 800, f);
