@@ -49,7 +49,8 @@ pub enum Stage {
     PartitionDefault,
     /// graphbug's min-cut partition of PyTorch's joint saves at most functorch's bytes.
     PartitionMinCut,
-    /// An aot_eager training step (`graphbug run --backward`), when graphbug has one.
+    /// An aot_eager training step (`graphbug run --backend aot_eager --backward`): outputs
+    /// and gradients against PyTorch's, when graphbug has the flag.
     AotEager,
 }
 
@@ -377,7 +378,7 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
             )),
             Ok(()) => {
                 let needs: &[Stage] = match stage {
-                    Stage::Meta | Stage::Values | Stage::Joint => &[Stage::Parse],
+                    Stage::Meta | Stage::Values | Stage::Joint | Stage::AotEager => &[Stage::Parse],
                     _ => &[],
                 };
                 match needs
@@ -514,11 +515,10 @@ impl Runner<'_> {
             Stage::Joint => self.joint(),
             Stage::PartitionDefault => self.partition(false),
             Stage::PartitionMinCut => self.partition(true),
-            Stage::AotEager => Ok(Outcome::NotAvailable(if caps.run_backward {
-                "`graphbug run --backward` exists but the runner does not drive it yet".into()
-            } else {
-                "graphbug run has no --backward (aot_eager training step)".into()
-            })),
+            Stage::AotEager if caps.run_backward => self.aot_eager(),
+            Stage::AotEager => Ok(Outcome::NotAvailable(
+                "graphbug run has no --backward (aot_eager training step)".into(),
+            )),
         };
         result.unwrap_or_else(|e| Outcome::Failed(format!("runner error: {e:#}")))
     }
@@ -617,23 +617,14 @@ impl Runner<'_> {
             return Ok(na);
         }
         let names = string_list(&self.case.json["inputs"]);
-        let mask: Vec<bool> = self.case.json["requires_grad"]
-            .as_array()
-            .map(|a| a.iter().map(|v| v.as_bool().unwrap_or(false)).collect())
-            .unwrap_or_default();
-        let spec: Vec<String> = mask
-            .iter()
-            .enumerate()
-            .filter(|(_, &rg)| rg)
-            .map(|(i, _)| i.to_string())
-            .collect();
+        let spec = self.requires_grad_spec();
         let exec = self.graphbug(
             "joint",
             &[
                 os("joint"),
                 self.file("forward.py").as_os_str(),
                 os("--requires-grad"),
-                os(&spec.join(",")),
+                os(&spec),
                 os("--no-isolate"),
             ],
         )?;
@@ -714,6 +705,84 @@ impl Runner<'_> {
         } else {
             Outcome::Failed(exec.error_line("run joint --compare"))
         })
+    }
+
+    /// An aot_eager training step (`graphbug run --backend aot_eager --backward`) with
+    /// PyTorch's tangents: outputs and gradients against PyTorch's.
+    fn aot_eager(&self) -> Result<Outcome> {
+        let grads = &self.case.json["grads"];
+        if let Some(reason) = grads["skip"].as_str() {
+            return Ok(Outcome::NotApplicable(reason.to_string()));
+        }
+        if let Some(na) = self.random() {
+            return Ok(na);
+        }
+        let names = string_list(&self.case.json["inputs"]);
+        // `run --backward` names tangents by output index and gradients by input index.
+        let outputs_with_tangents: Vec<u64> = grads["tangent_outputs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let tangents = safetensors::read(&self.file("tangents.safetensors"))?;
+        let mut renamed = BTreeMap::new();
+        for (k, j) in outputs_with_tangents.iter().enumerate() {
+            let key = format!("tangents_{}", k + 1);
+            let t = tangents
+                .get(&key)
+                .with_context(|| format!("tangents.safetensors has no `{key}`"))?;
+            renamed.insert(format!("tangent{j}"), t.clone());
+        }
+        let tangents_path = self.work.join("aot_eager_tangents.safetensors");
+        safetensors::write(&tangents_path, &renamed)?;
+        let mut expected = safetensors::read(&self.file("outputs.safetensors"))?;
+        for (name, t) in safetensors::read(&self.file("grads.safetensors"))? {
+            let i = names
+                .iter()
+                .position(|n| *n == name)
+                .with_context(|| format!("grads.safetensors has `{name}`, not an input"))?;
+            expected.insert(format!("grad{i}"), t);
+        }
+        let expected_path = self.work.join("aot_eager_expected.safetensors");
+        safetensors::write(&expected_path, &expected)?;
+        let exec = self.graphbug(
+            "aot_eager",
+            &[
+                os("run"),
+                self.file("forward.py").as_os_str(),
+                os("--backend"),
+                os("aot_eager"),
+                os("--backward"),
+                os("--requires-grad"),
+                os(&self.requires_grad_spec()),
+                os("--inputs"),
+                self.file("inputs.safetensors").as_os_str(),
+                os("--tangents"),
+                tangents_path.as_os_str(),
+                os("--compare"),
+                expected_path.as_os_str(),
+                os("--no-isolate"),
+            ],
+        )?;
+        Ok(if exec.code == Some(0) {
+            Outcome::Passed
+        } else {
+            Outcome::Failed(exec.error_line("run --backend aot_eager --backward --compare"))
+        })
+    }
+
+    /// `--requires-grad` of the case: the indices of the inputs that require grad.
+    fn requires_grad_spec(&self) -> String {
+        self.case.json["requires_grad"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.as_bool().unwrap_or(false))
+                    .map(|(i, _)| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
     }
 
     /// graphbug's partition of PyTorch's joint against functorch's saved bytes: equal for
