@@ -214,7 +214,7 @@ pub fn default_partition_with(
     // forward outputs need, in the joint's (trace) order, that does not read a tangent.
     let forward_only = extract_subgraph(joint, &primals, &fwd_outputs, &default_side_effects)?;
     let needed: HashSet<&str> = forward_only.nodes.iter().map(|n| n.name.as_str()).collect();
-    let last_forward = joint
+    let mut last_forward = joint
         .ids()
         .filter(|&i| needed.contains(joint.node(i).name.as_str()))
         .max()
@@ -229,6 +229,33 @@ pub fn default_partition_with(
             .node(id)
             .for_each_input(|src| r |= reads_tangent[src.index()]);
         reads_tangent[id.index()] = r;
+    }
+    // The forward's tail that the forward outputs do not need is still forward, as the
+    // trace's tags would say: the getitems of a forward op's other outputs (a norm's mean
+    // and rstd, topk's indices) and the `detach` autograd leaves where it saves a result.
+    // The backward begins at the first node that is neither, such as the `detach` of a
+    // `detach` that unpacks a saved result.
+    let is_detach = |id: NodeId| {
+        joint
+            .node(id)
+            .op()
+            .is_some_and(|op| op.namespace == "aten" && op.name == "detach")
+    };
+    for id in joint.ids().skip(last_forward.index() + 1) {
+        let node = joint.node(id);
+        let tail = !reads_tangent[id.index()]
+            && match &node.kind {
+                NodeKind::GetItem { source, .. } => *source <= last_forward,
+                NodeKind::Call { args, .. } if is_detach(id) => matches!(
+                    args.first(),
+                    Some(Value::Node(src)) if *src <= last_forward && !is_detach(*src)
+                ),
+                _ => false,
+            };
+        if !tail {
+            break;
+        }
+        last_forward = id;
     }
     let users = joint.users();
     // Every forward tensor is a candidate; multi-output nodes are saved through their

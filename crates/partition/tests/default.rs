@@ -117,3 +117,33 @@ fn random_ops_stay_in_the_forward() {
     assert!(random_in_backward.is_empty(), "{random_in_backward:?}");
     assert!(p.report.recomputed.is_empty(), "{:?}", p.report.recomputed);
 }
+
+/// Forward outputs that the forward's outputs do not need (a group norm's mean and rstd,
+/// topk's indices) and the `detach`es autograd leaves where it saves them are still
+/// forward: they are saved, not recomputed by the backward (PyTorch's joints from the
+/// conformance zoo, with functorch's figures).
+#[test]
+fn the_forward_tail_is_saved_as_functorch_saves_it() {
+    for model in ["tail_group_norm", "tail_sort_topk"] {
+        let (joint, n) = common::joint(model);
+        let info = info(model);
+        let p = default_partition(&joint, n).unwrap();
+        let want: Vec<String> = info["default"]["saved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(p.report.saved, want, "{model}");
+        assert_eq!(
+            p.report.saved_bytes,
+            info["default"]["saved_bytes"].as_u64().unwrap(),
+            "{model}"
+        );
+        assert!(
+            p.report.recomputed.is_empty(),
+            "{model}: {:?}",
+            p.report.recomputed
+        );
+    }
+}
