@@ -55,7 +55,7 @@ impl Derivatives for LibtorchDerivatives {
                     if on_cpu == on_meta {
                         on_cpu
                     } else {
-                        format!("{on_meta} (on CPU: {on_cpu})")
+                        format!("{on_cpu} (on meta tensors: {on_meta})")
                     }
                 })
             })
@@ -78,8 +78,14 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
         })
         .collect();
     let source = NodeId(nodes.len() as u32);
+    // The forward node's name, so libtorch's errors name it.
+    let name = if nodes.iter().any(|n| n.name == call.node) {
+        "y".to_string()
+    } else {
+        call.node.to_string()
+    };
     nodes.push(Node {
-        name: "y".into(),
+        name,
         kind: NodeKind::Call {
             op: call.op.clone(),
             args: call.args.clone(),
@@ -94,7 +100,7 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
             .map(|(index, meta)| {
                 let id = NodeId(nodes.len() as u32);
                 nodes.push(Node {
-                    name: format!("y{index}"),
+                    name: format!("{}_{index}", nodes[source.index()].name),
                     kind: NodeKind::GetItem { source, index },
                     meta: meta.clone().map_or(Meta::Unknown, Meta::Tensor),
                 });
@@ -128,7 +134,8 @@ fn record(call: &ForwardCall<'_>, device: &Device) -> Result<Backward, String> {
     let graph = call_graph(call);
     let interp = Interpreter::new(&graph, device, &HashMap::new())
         .map_err(|e| e.to_string())?
-        .with_autograd(true);
+        .with_autograd(true)
+        .without_stand_ins();
     let mut leaves = Vec::with_capacity(call.inputs.len());
     for (meta, rg) in &call.inputs {
         let t = stand_in(meta, device)?;
@@ -148,12 +155,9 @@ fn record(call: &ForwardCall<'_>, device: &Device) -> Result<Backward, String> {
             continue;
         };
         rec.label(out, &format!("out:{k}"))?;
-        let wants_grad = call.grads.get(k).copied().unwrap_or(false);
-        if wants_grad && !out.requires_grad() && device.kind == "meta" {
-            // The op has no meta kernel and ran on CPU outside autograd: record on CPU.
-            return Err(format!("`{}` has no meta kernel", call.op));
-        }
-        if wants_grad && out.requires_grad() {
+        // An output libtorch does not make require grad is not differentiable: as in
+        // PyTorch, no gradient flows back through it.
+        if call.grads.get(k).copied().unwrap_or(false) && out.requires_grad() {
             let meta = crate::dtype::meta_of(out)
                 .ok_or_else(|| format!("output {k} has a dtype graphbug does not know"))?;
             let g = stand_in(&meta, device)?;

@@ -170,6 +170,8 @@ pub struct Interpreter {
     inputs: Vec<usize>,
     /// Record libtorch's autograd graph while running.
     autograd: bool,
+    /// On the meta device, run ops without a meta kernel on CPU stand-ins.
+    stand_ins: bool,
 }
 
 impl std::fmt::Debug for Interpreter {
@@ -272,7 +274,15 @@ impl Interpreter {
             step_of,
             inputs,
             autograd: false,
+            stand_ins: true,
         })
+    }
+
+    /// On the meta device, lets an op without a meta kernel fail instead of running on CPU
+    /// stand-ins (whose results carry no autograd history).
+    pub fn without_stand_ins(mut self) -> Self {
+        self.stand_ins = false;
+        self
     }
 
     /// Makes runs record libtorch's own autograd graph (for checking graphbug's gradients
@@ -391,52 +401,54 @@ impl Interpreter {
                     };
                     match (plan.call(&ptrs, &mut stack, self.autograd), cpu_fallback) {
                         (Ok(()), _) => collect_results(&stack, *n_returns).map_err(failed)?,
-                        (Err(_), Some(cpu)) => match cpu_fallback_refused(&values, sources) {
-                            None => {
-                                crate::stage::report_stage(&format!(
-                                    "meta inference of node `{}` ({}) on CPU stand-ins",
-                                    node.name,
-                                    plan.op().name
-                                ));
-                                let mut run = |fill| {
-                                    run_on_cpu_stand_ins(
-                                        cpu, &values, sources, &mut stack, *n_returns, fill,
-                                    )
-                                };
-                                // Two fills tell a data-dependent output shape (masked_select);
-                                // a third serves ops that reject both (cholesky).
-                                match (run(Fill::Zeros), run(Fill::Ones)) {
-                                    (Ok(a), Ok(b)) if a.meta() == b.meta() => a,
-                                    (Ok(a), Ok(b)) => {
-                                        let why = format!(
+                        (Err(_), Some(cpu)) if self.stand_ins => {
+                            match cpu_fallback_refused(&values, sources) {
+                                None => {
+                                    crate::stage::report_stage(&format!(
+                                        "meta inference of node `{}` ({}) on CPU stand-ins",
+                                        node.name,
+                                        plan.op().name
+                                    ));
+                                    let mut run = |fill| {
+                                        run_on_cpu_stand_ins(
+                                            cpu, &values, sources, &mut stack, *n_returns, fill,
+                                        )
+                                    };
+                                    // Two fills tell a data-dependent output shape (masked_select);
+                                    // a third serves ops that reject both (cholesky).
+                                    match (run(Fill::Zeros), run(Fill::Ones)) {
+                                        (Ok(a), Ok(b)) if a.meta() == b.meta() => a,
+                                        (Ok(a), Ok(b)) => {
+                                            let why = format!(
                                             "its output shape depends on the input values ({} on zeros, {} on ones), so only a run with data can tell it",
                                             describe_meta(&a.meta()),
                                             describe_meta(&b.meta())
                                         );
-                                        // The graph's annotation is what a run with its
-                                        // data gave: take it, and say so where asked.
-                                        match annotated_value(&node.meta) {
-                                            Some(v) => {
-                                                hook.assume_annotation(step.node, &why)?;
-                                                v
+                                            // The graph's annotation is what a run with its
+                                            // data gave: take it, and say so where asked.
+                                            match annotated_value(&node.meta) {
+                                                Some(v) => {
+                                                    hook.assume_annotation(step.node, &why)?;
+                                                    v
+                                                }
+                                                None => return Err(failed(why)),
                                             }
-                                            None => return Err(failed(why)),
                                         }
-                                    }
-                                    (Err(_), Ok(v)) | (Ok(v), Err(_)) => v,
-                                    (Err(m), Err(_)) => run(Fill::Eye).map_err(|_| {
-                                        failed(format!(
+                                        (Err(_), Ok(v)) | (Ok(v), Err(_)) => v,
+                                        (Err(m), Err(_)) => run(Fill::Eye).map_err(|_| {
+                                            failed(format!(
                                             "{m} (run on CPU stand-ins: the op has no meta kernel)"
                                         ))
-                                    })?,
+                                        })?,
+                                    }
                                 }
+                                Some(why) => match annotated_value(&node.meta) {
+                                    Some(v) if hook.assume_annotation(step.node, &why)? => v,
+                                    _ => return Err(failed(why)),
+                                },
                             }
-                            Some(why) => match annotated_value(&node.meta) {
-                                Some(v) if hook.assume_annotation(step.node, &why)? => v,
-                                _ => return Err(failed(why)),
-                            },
-                        },
-                        (Err(message), None) => return Err(failed(message)),
+                        }
+                        (Err(message), _) => return Err(failed(message)),
                     }
                 }
                 StepKind::GetItem { source, index } => values[*source]
