@@ -16,7 +16,8 @@ directory holding what PyTorch says about one graph:
                           default / min-cut partition figures, skip reasons
 
 A case PyTorch itself cannot trace or run is written as case.json with
-"status": "skipped" and the reason; it is not counted.
+"status": "skipped" and the reason; one whose tensors the case files cannot hold
+(complex, sparse) gets "status": "unsupported". Neither is counted.
 
 Run with the project venv: .venv/bin/python xtask/conformance/gen_cases.py --help
 """
@@ -27,16 +28,17 @@ import contextlib
 import copy
 import io
 import json
+import logging
 import os
 import re
 import shutil
 import signal
 import sys
-import traceback
 import warnings
 import zlib
 
 warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)  # PyTorch's fake-tensor tracebacks of ops it then skips
 
 import torch  # noqa: E402
 import torch.utils._pytree as pytree  # noqa: E402
@@ -71,6 +73,10 @@ class Skip(Exception):
     """PyTorch itself cannot produce this case; the message says why."""
 
 
+class Unsupported(Exception):
+    """PyTorch produced the case but its files cannot hold it (complex, sparse tensors)."""
+
+
 class CaseTimeout(Exception):
     """A case took longer than CASE_SECONDS inside PyTorch."""
 
@@ -96,9 +102,14 @@ def write_safetensors(path, named):
     blobs = []
     offset = 0
     for name, t in sorted(named, key=lambda kv: kv[0]):
+        if t.layout != torch.strided:
+            raise Unsupported(f"tensor `{name}` is {t.layout}: case files hold dense tensors")
         if t.dtype not in ST_DTYPES:
-            raise Skip(f"tensor `{name}` is {t.dtype}, which safetensors files cannot hold")
-        t = t.detach().to("cpu").contiguous()
+            raise Unsupported(f"tensor `{name}` is {t.dtype}, which safetensors cannot hold")
+        t = t.detach().to("cpu")
+        if t._is_zerotensor():
+            t = torch.zeros(t.shape, dtype=t.dtype)
+        t = t.resolve_conj().resolve_neg().contiguous()
         if t.numel() == 0:
             data = b""
         else:
@@ -387,10 +398,11 @@ def write_case_json(out_dir, case):
         fh.write("\n")
 
 
-def skip_case(out_dir, case_id, meta, reason):
+def skip_case(out_dir, case_id, meta, reason, status="skipped"):
+    """A case PyTorch cannot produce ("skipped") or our files cannot hold ("unsupported")."""
     if os.path.isdir(out_dir):
         shutil.rmtree(out_dir)
-    write_case_json(out_dir, {"version": FORMAT_VERSION, "id": case_id, "status": "skipped",
+    write_case_json(out_dir, {"version": FORMAT_VERSION, "id": case_id, "status": status,
                               "reason": reason, **meta})
 
 
@@ -414,6 +426,9 @@ def guarded(case_id, out_dir, meta, body):
         with time_limit(CASE_SECONDS), contextlib.redirect_stdout(io.StringIO()):
             body()
         return "ok"
+    except Unsupported as e:
+        skip_case(out_dir, case_id, meta, str(e), status="unsupported")
+        return "unsupported"
     except (Skip, CaseTimeout) as e:
         skip_case(out_dir, case_id, meta, str(e))
     except Exception as e:  # noqa: BLE001
@@ -470,8 +485,6 @@ def opinfo_task(args):
         def body(s=s, case_id=case_id, out_dir=out_dir, meta=meta):
             leaves, spec = pytree.tree_flatten(((s.input,) + tuple(s.args), s.kwargs))
             positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-            if not positions:
-                raise Skip("the sample has no tensor arguments")
             tensors = [leaves[i] for i in positions]
             rg = [bool(t.requires_grad) and t.dtype.is_floating_point for t in tensors]
             plain = [t.detach() for t in tensors]
@@ -557,8 +570,9 @@ def zoo_models():
                                                     dropout=0.1, batch_first=True),
                              rn(2, 5, 16), rn(2, 4, 16)),
         "multihead_attention": small(
-            lambda: Fn(lambda m, x: m.attn(x, x, x, need_weights=False)[0]).add_module_(
-                "attn", nn.MultiheadAttention(16, 2, batch_first=True)), rn(2, 5, 16)),
+            lambda: with_child(Fn(lambda m, x: m.attn(x, x, x, need_weights=False)[0]),
+                               "attn", nn.MultiheadAttention(16, 2, batch_first=True)),
+            rn(2, 5, 16)),
         "lstm": small(lambda: nn.LSTM(8, 12, num_layers=2, batch_first=True, dropout=0.1),
                       rn(2, 5, 8)),
         "gru": small(lambda: nn.GRU(8, 12, num_layers=1, batch_first=True), rn(2, 5, 8)),
@@ -574,8 +588,8 @@ def zoo_models():
         "conv_transpose2d": small(lambda: nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1,
                                                              output_padding=1),
                                   rn(2, 4, 5, 5)),
-        "embedding_bag": small(lambda: Fn(lambda m, idx, off: m.bag(idx, off)).add_module_(
-            "bag", nn.EmbeddingBag(10, 6, mode="mean")),
+        "embedding_bag": small(lambda: with_child(Fn(lambda m, idx, off: m.bag(idx, off)),
+                                                  "bag", nn.EmbeddingBag(10, 6, mode="mean")),
             lambda: torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), lambda: torch.tensor([0, 4])),
         "cumsum": small(lambda: Fn(lambda m, x: torch.cumsum(x * m.w0, 1),
                                    [torch.randn(5)]), rn(3, 5)),
@@ -611,12 +625,10 @@ def _losses(m, x):
             F.kl_div(F.log_softmax(y, 1), soft, reduction="batchmean"))
 
 
-def _add_module(self, name, module):
-    self.add_module(name, module)
-    return self
-
-
-torch.nn.Module.add_module_ = _add_module
+def with_child(parent, name, child):
+    """`parent` with `child` registered as its submodule `name`."""
+    parent.add_module(name, child)
+    return parent
 
 
 def without_dropout(model):
@@ -731,7 +743,7 @@ def main(argv=None):
 
     os.makedirs(a.out, exist_ok=True)
     done = 0
-    counts = {"ok": 0, "skipped": 0}
+    counts = {"ok": 0, "skipped": 0, "unsupported": 0}
     total = len(tasks)
     jobs = max(1, a.jobs)
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -747,7 +759,8 @@ def main(argv=None):
                 counts["skipped"] += 1
             if done % 25 == 0 or done == total:
                 print(f"gen_cases: {done}/{total} tasks, {counts['ok']} cases, "
-                      f"{counts['skipped']} skipped by PyTorch", file=sys.stderr, flush=True)
+                      f"{counts['skipped']} skipped by PyTorch, {counts['unsupported']} "
+                      "unsupported by the case files", file=sys.stderr, flush=True)
     return 0
 
 

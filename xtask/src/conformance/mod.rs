@@ -125,13 +125,33 @@ impl Case {
         self.json["op"].as_str().unwrap_or("?")
     }
 
-    /// Whether PyTorch produced the case (else it is skipped, with a reason).
-    pub fn skip_reason(&self) -> Option<&str> {
-        match self.json["status"].as_str() {
-            Some("ok") => None,
-            _ => Some(self.json["reason"].as_str().unwrap_or("no reason given")),
-        }
+    /// Why the case has nothing to run: PyTorch could not produce it (`skipped`) or the
+    /// case files cannot hold its tensors (`unsupported`); None for a runnable case.
+    pub fn not_run(&self) -> Option<Skipped> {
+        let status = self.json["status"].as_str().unwrap_or("no status");
+        (status != "ok").then(|| Skipped {
+            id: self.id.clone(),
+            source: self.source().to_string(),
+            by_pytorch: status != "unsupported",
+            reason: self.json["reason"]
+                .as_str()
+                .unwrap_or("no reason given")
+                .to_string(),
+        })
     }
+}
+
+/// A generated case with nothing to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Skipped {
+    /// The case id.
+    pub id: String,
+    /// `opinfo` or `zoo`.
+    pub source: String,
+    /// PyTorch itself could not trace or run it (else: the case files cannot hold it).
+    pub by_pytorch: bool,
+    /// Why.
+    pub reason: String,
 }
 
 /// Finds every case.json under `root`, sorted by case id. A directory holding case
@@ -283,17 +303,8 @@ pub fn run(opts: &Options) -> Result<Report> {
         .filter(|c| opts.filter.as_ref().is_none_or(|r| r.is_match(&c.id)))
         .collect();
     let (skipped, runnable): (Vec<Case>, Vec<Case>) =
-        cases.into_iter().partition(|c| c.skip_reason().is_some());
-    let skipped: Vec<(String, String, String)> = skipped
-        .iter()
-        .map(|c| {
-            (
-                c.id.clone(),
-                c.source().to_string(),
-                c.skip_reason().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
+        cases.into_iter().partition(|c| c.not_run().is_some());
+    let skipped: Vec<Skipped> = skipped.iter().filter_map(Case::not_run).collect();
     fs::create_dir_all(&opts.work)
         .with_context(|| format!("cannot create {}", opts.work.display()))?;
     let total = runnable.len();
@@ -447,6 +458,7 @@ pub fn first_error_line(stderr: &str, stdout: &str) -> String {
     let line = err
         .iter()
         .find(|l| l.to_lowercase().contains("error"))
+        .or_else(|| out.iter().find(|l| l.contains(": FAIL")))
         .or_else(|| {
             out.iter().find(|l| {
                 let l = l.to_lowercase();
@@ -703,7 +715,8 @@ impl Runner<'_> {
         Ok(if exec.code == Some(0) {
             Outcome::Passed
         } else {
-            Outcome::Failed(exec.error_line("run joint --compare"))
+            let line = exec.error_line("run joint --compare");
+            Outcome::Failed(name_joint_output(line, num_fwd, num_mutated, &names))
         })
     }
 
@@ -886,6 +899,34 @@ fn string_list(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Adds what joint output K of an `output K ...` line is: a mutated input, a forward
+/// output or the gradient of an input.
+fn name_joint_output(
+    line: String,
+    num_fwd: usize,
+    num_mutated: usize,
+    inputs: &[String],
+) -> String {
+    let Some(k) = line
+        .split_once("output ")
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|d| d.parse::<usize>().ok())
+    else {
+        return line;
+    };
+    let what = if k < num_mutated {
+        "a mutated input's new value".to_string()
+    } else if k < num_fwd {
+        format!("forward output {}", k - num_mutated)
+    } else {
+        match inputs.get(k - num_fwd) {
+            Some(name) => format!("the gradient of input `{name}`"),
+            None => return line,
+        }
+    };
+    format!("{line} [joint output {k} is {what}]")
+}
+
 /// Parses `num_fwd_outputs = N (M mutated inputs)` from `graphbug joint`'s stderr.
 fn parse_num_fwd_outputs(stderr: &str) -> Option<(usize, usize)> {
     let line = stderr
@@ -916,10 +957,22 @@ mod tests {
             "error: node `acos` failed"
         );
         assert_eq!(
-            first_error_line("outputs do not match f\n", "out0: FAIL max diff 3\n"),
-            "out0: FAIL max diff 3"
+            first_error_line("outputs do not match f\n", "out0 failed: max diff 3\n"),
+            "out0 failed: max diff 3"
         );
         assert_eq!(first_error_line("", ""), "(no output)");
+        assert_eq!(
+            first_error_line(
+                "outputs do not match f\n",
+                "accuracy: 1 of 2 outputs differ\n  output 1 f32[2]: FAIL: not allclose\n"
+            ),
+            "output 1 f32[2]: FAIL: not allclose"
+        );
+        let names = ["a".to_string(), "b".to_string()];
+        assert_eq!(
+            name_joint_output("x: output 3 f32[2]: FAIL".into(), 2, 0, &names),
+            "x: output 3 f32[2]: FAIL [joint output 3 is the gradient of input `b`]"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use super::{CaseResult, Outcome, Stage, STAGES};
+use super::{CaseResult, Outcome, Skipped, Stage, STAGES};
 
 /// Share of cases that must pass every stage they reach, per source.
 pub const TARGETS: [(&str, f64); 2] = [("opinfo", 98.0), ("zoo", 100.0)];
@@ -15,8 +15,9 @@ pub const TARGETS: [(&str, f64); 2] = [("opinfo", 98.0), ("zoo", 100.0)];
 pub struct Report {
     /// One result per case that ran, in case-id order.
     pub results: Vec<CaseResult>,
-    /// Cases PyTorch itself could not produce: (id, source, reason), in id order.
-    pub skipped: Vec<(String, String, String)>,
+    /// Cases with nothing to run (PyTorch could not produce them, or the case files
+    /// cannot hold them), in id order.
+    pub skipped: Vec<Skipped>,
     /// Wall time of the run.
     pub seconds: f64,
 }
@@ -78,7 +79,7 @@ impl Report {
             .results
             .iter()
             .map(|r| r.source.clone())
-            .chain(self.skipped.iter().map(|s| s.1.clone()))
+            .chain(self.skipped.iter().map(|s| s.source.clone()))
             .collect();
         s.sort();
         s.dedup();
@@ -128,13 +129,18 @@ impl Report {
         let mut s = String::new();
         for source in self.sources() {
             let ran = self.results.iter().filter(|r| r.source == source).count();
-            let skipped: Vec<&(String, String, String)> =
-                self.skipped.iter().filter(|k| k.1 == source).collect();
+            let (by_pytorch, unsupported): (Vec<&Skipped>, Vec<&Skipped>) = self
+                .skipped
+                .iter()
+                .filter(|k| k.source == source)
+                .partition(|k| k.by_pytorch);
             let _ = writeln!(
                 s,
-                "\n== {source}: {ran} cases run, {} skipped by PyTorch{}",
-                skipped.len(),
-                skip_summary(&skipped)
+                "\n== {source}: {ran} cases run, {} skipped by PyTorch{}, {} not held by the case files{}",
+                by_pytorch.len(),
+                skip_summary(&by_pytorch),
+                unsupported.len(),
+                skip_summary(&unsupported)
             );
             let _ = writeln!(
                 s,
@@ -220,11 +226,15 @@ impl Report {
                     )
                 })
                 .collect();
-            let skipped = self.skipped.iter().filter(|k| k.1 == source).count();
-            summary.insert(
-                source,
-                json!({"stages": stages, "skipped_by_pytorch": skipped}),
-            );
+            let skipped = |by_pytorch: bool| {
+                self.skipped
+                    .iter()
+                    .filter(|k| k.source == source && k.by_pytorch == by_pytorch)
+                    .count()
+            };
+            let entry = json!({"stages": stages, "skipped_by_pytorch": skipped(true),
+                               "unsupported_by_case_files": skipped(false)});
+            summary.insert(source, entry);
         }
         let targets: Vec<Value> = self
             .targets()
@@ -238,7 +248,10 @@ impl Report {
         let skipped: Vec<Value> = self
             .skipped
             .iter()
-            .map(|(id, source, reason)| json!({"id": id, "source": source, "reason": reason}))
+            .map(|k| {
+                json!({"id": k.id, "source": k.source, "by_pytorch": k.by_pytorch,
+                       "reason": k.reason})
+            })
             .collect();
         json!({"summary": summary, "targets": targets, "cases": cases, "skipped": skipped,
                "seconds": self.seconds.round()})
@@ -266,13 +279,13 @@ fn top_ops(ops: &BTreeMap<String, usize>, n: usize) -> String {
     out.join(", ")
 }
 
-/// `: reason (n), ...` for the most common skip reasons (up to the first colon).
-fn skip_summary(skipped: &[&(String, String, String)]) -> String {
+/// ` (reason (n), ...)` for the most common skip reasons (up to the first colon).
+fn skip_summary(skipped: &[&Skipped]) -> String {
     if skipped.is_empty() {
         return String::new();
     }
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-    for (_, _, reason) in skipped {
+    for Skipped { reason, .. } in skipped {
         let head = reason
             .split(':')
             .next()
@@ -321,11 +334,12 @@ mod tests {
         results.push(result("zoo", "m", Outcome::NotApplicable("random".into())));
         let report = Report {
             results,
-            skipped: vec![(
-                "opinfo/s".into(),
-                "opinfo".into(),
-                "make_fx cannot: y".into(),
-            )],
+            skipped: vec![Skipped {
+                id: "opinfo/s".into(),
+                source: "opinfo".into(),
+                by_pytorch: true,
+                reason: "make_fx cannot: y".into(),
+            }],
             seconds: 1.0,
         };
         let c = report.counts("opinfo", Stage::Values);
@@ -341,7 +355,7 @@ mod tests {
             "{table}"
         );
         assert!(
-            table.contains("1 skipped by PyTorch (make_fx cannot)"),
+            table.contains("1 skipped by PyTorch (make_fx cannot), 0 not held"),
             "{table}"
         );
         assert!(
