@@ -527,3 +527,35 @@ class Igamma(torch.nn.Module):
     inputs = inputs.iter().map(|t| t.abs() + 0.5).collect();
     compare("igamma", &g, &inputs, &[false, true], 52);
 }
+
+/// Ops without meta kernels whose kernels check values record on CPU stand-ins they
+/// accept (an identity for cholesky), and outputs libtorch does not differentiate (LU's
+/// permutation matrix) get no tangent, as in AOTAutograd.
+#[test]
+fn value_checking_ops_and_non_differentiable_float_outputs() {
+    let g = parse_graph(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, a: "f32[4, 4]", b: "f32[3, 5]"):
+        cholesky: "f32[4, 4]" = torch.ops.aten.cholesky.default(a)
+        linalg_lu = torch.ops.aten.linalg_lu.default(b)
+        getitem: "f32[3, 3]" = linalg_lu[0]
+        getitem_1: "f32[3, 3]" = linalg_lu[1]
+        getitem_2: "f32[3, 5]" = linalg_lu[2]
+        return (cholesky, getitem, getitem_1, getitem_2)
+"#,
+    )
+    .expect("graph parses");
+    let mut inputs = random_inputs(&g, 61);
+    let a = &inputs[0];
+    inputs[0] = a.matmul(&a.tr()) + Tensor::eye(4, (tch::Kind::Float, tch::Device::Cpu)) * 4.0;
+    let Joint {
+        tangent_outputs, ..
+    } = joint_graph_with(&g, &[true, true], &LibtorchDerivatives::new()).unwrap();
+    assert_eq!(
+        tangent_outputs,
+        [0, 2, 3],
+        "the permutation gets no tangent"
+    );
+    compare("cholesky and lu", &g, &inputs, &[true, true], 62);
+}

@@ -30,6 +30,7 @@ use crate::LibtorchSchemas;
 #[derive(Default)]
 pub struct LibtorchDerivatives {
     cache: Mutex<HashMap<String, Result<Backward, String>>>,
+    outputs: Mutex<HashMap<String, Option<Vec<bool>>>>,
 }
 
 impl LibtorchDerivatives {
@@ -39,29 +40,89 @@ impl LibtorchDerivatives {
     }
 }
 
+/// Where a call runs while libtorch's autograd is recorded: on meta tensors (no data) when
+/// the op has meta kernels, else on CPU stand-ins that the op's value checks accept.
+#[derive(Clone, Copy, Debug)]
+enum Stand {
+    Meta,
+    /// Floats ones, integers zeros.
+    Ones,
+    /// Floats identity matrices in the last two dimensions (positive definite, full rank),
+    /// integers ones (valid LU pivots).
+    Eye,
+}
+
+const STANDS: [Stand; 3] = [Stand::Meta, Stand::Ones, Stand::Eye];
+
+impl Stand {
+    fn device(self) -> Device {
+        match self {
+            Stand::Meta => meta_device(),
+            Stand::Ones | Stand::Eye => Device::cpu(),
+        }
+    }
+}
+
+/// Runs `f` on each stand-in in turn until one works; the error of the first CPU attempt
+/// (libtorch's own words) leads the message.
+fn first_working<T>(mut f: impl FnMut(Stand) -> Result<T, String>) -> Result<T, String> {
+    let mut errors: Vec<String> = Vec::new();
+    for stand in STANDS {
+        match f(stand) {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                if !errors.contains(&e) {
+                    errors.push(e);
+                }
+            }
+        }
+    }
+    let lead = errors
+        .get(1)
+        .or(errors.first())
+        .cloned()
+        .unwrap_or_default();
+    match errors.first() {
+        Some(meta) if *meta != lead => Err(format!("{lead} (on meta tensors: {meta})")),
+        _ => Err(lead),
+    }
+}
+
+fn key(call: &ForwardCall<'_>) -> String {
+    format!(
+        "{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        call.op, call.args, call.kwargs, call.inputs, call.outputs, call.grads, call.device
+    )
+}
+
 impl Derivatives for LibtorchDerivatives {
     fn backward(&self, call: &ForwardCall<'_>) -> Result<Backward, String> {
-        let key = format!(
-            "{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
-            call.op, call.args, call.kwargs, call.inputs, call.outputs, call.grads, call.device
-        );
+        let key = key(call);
         if let Some(hit) = self.cache.lock().get(&key) {
             return hit.clone();
         }
-        let recorded = record(call, &meta_device())
-            .or_else(|on_meta| {
-                // Formulas that read values (or ops without a meta kernel) run on CPU.
-                record(call, &Device::cpu()).map_err(|on_cpu| {
-                    if on_cpu == on_meta {
-                        on_cpu
-                    } else {
-                        format!("{on_cpu} (on meta tensors: {on_meta})")
-                    }
-                })
-            })
+        let recorded = first_working(|stand| record(call, stand))
             .map_err(|e| format!("libtorch's autograd cannot differentiate it: {e}"));
         self.cache.lock().insert(key, recorded.clone());
         recorded
+    }
+
+    fn differentiable_outputs(&self, call: &ForwardCall<'_>) -> Option<Vec<bool>> {
+        let key = key(call);
+        if let Some(hit) = self.outputs.lock().get(&key) {
+            return hit.clone();
+        }
+        // When the call cannot run at all, the backward says why later.
+        let outputs = first_working(|stand| {
+            let (_, outputs, _) = run_forward(call, stand)?;
+            Ok(outputs
+                .iter()
+                .map(|o| o.as_ref().is_some_and(Tensor::requires_grad))
+                .collect())
+        })
+        .ok();
+        self.outputs.lock().insert(key, outputs.clone());
+        outputs
     }
 }
 
@@ -116,29 +177,38 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
     }
 }
 
-/// A stand-in input on `device`: no data on meta; on CPU ones (floats) or zeros (indices).
-fn stand_in(meta: &TensorMeta, device: &Device) -> Result<Tensor, String> {
-    if device.kind == "meta" {
-        return empty(meta, device).map_err(|e| e.to_string());
-    }
+/// A stand-in input for `stand`.
+fn stand_in(meta: &TensorMeta, stand: Stand) -> Result<Tensor, String> {
     let options = (kind_of(meta.dtype), tch::Device::Cpu);
-    Ok(if meta.dtype.is_floating_point() {
-        Tensor::ones(meta.shape.as_slice(), options)
-    } else {
-        Tensor::zeros(meta.shape.as_slice(), options)
+    let float = meta.dtype.is_floating_point() || meta.dtype.is_complex();
+    let shape = meta.shape.as_slice();
+    Ok(match stand {
+        Stand::Meta => return empty(meta, &meta_device()).map_err(|e| e.to_string()),
+        Stand::Ones if float => Tensor::ones(shape, options),
+        Stand::Ones => Tensor::zeros(shape, options),
+        Stand::Eye if float && shape.len() >= 2 => {
+            let t = Tensor::zeros(shape, options);
+            let _ = t.diagonal(0, -2, -1).fill_(1);
+            t
+        }
+        Stand::Eye => Tensor::ones(shape, options),
     })
 }
 
-/// Runs the call and its backward on `device` under the recorder; builds the backward graph.
-fn record(call: &ForwardCall<'_>, device: &Device) -> Result<Backward, String> {
+/// A forward run under a recorder: the input leaves, the outputs, the recorder.
+type Forward = (Vec<Tensor>, Vec<Option<Tensor>>, Recorder);
+
+/// Runs the call alone with autograd on `stand`'s inputs (those that require grad are
+/// leaves), under a new recorder (phase 0) that names the inputs `in:k`.
+fn run_forward(call: &ForwardCall<'_>, stand: Stand) -> Result<Forward, String> {
     let graph = call_graph(call);
-    let interp = Interpreter::new(&graph, device, &HashMap::new())
+    let interp = Interpreter::new(&graph, &stand.device(), &HashMap::new())
         .map_err(|e| e.to_string())?
         .with_autograd(true)
         .without_stand_ins();
     let mut leaves = Vec::with_capacity(call.inputs.len());
     for (meta, rg) in &call.inputs {
-        let t = stand_in(meta, device)?;
+        let t = stand_in(meta, stand)?;
         leaves.push(if *rg { t.set_requires_grad(true) } else { t });
     }
     let mut rec = Recorder::new()?;
@@ -148,6 +218,12 @@ fn record(call: &ForwardCall<'_>, device: &Device) -> Result<Backward, String> {
     let outputs = rec
         .record(0, || interp.run(&leaves))
         .map_err(|e| e.to_string())?;
+    Ok((leaves, outputs, rec))
+}
+
+/// Runs the call and its backward on `stand` under the recorder; builds the backward graph.
+fn record(call: &ForwardCall<'_>, stand: Stand) -> Result<Backward, String> {
+    let (leaves, outputs, mut rec) = run_forward(call, stand)?;
     let mut outs = Vec::new();
     let mut grads = Vec::new();
     for (k, out) in outputs.iter().enumerate() {
@@ -160,7 +236,7 @@ fn record(call: &ForwardCall<'_>, device: &Device) -> Result<Backward, String> {
         if call.grads.get(k).copied().unwrap_or(false) && out.requires_grad() {
             let meta = crate::dtype::meta_of(out)
                 .ok_or_else(|| format!("output {k} has a dtype graphbug does not know"))?;
-            let g = stand_in(&meta, device)?;
+            let g = stand_in(&meta, stand)?;
             rec.label(&g, &format!("grad:{k}"))?;
             outs.push(out.shallow_clone());
             grads.push(g);

@@ -54,6 +54,12 @@ pub struct Backward {
 pub trait Derivatives {
     /// The backward of `call`, or why there is none (the message names what is missing).
     fn backward(&self, call: &ForwardCall<'_>) -> Result<Backward, String>;
+
+    /// Which outputs of `call` carry gradients when its inputs require grad; `None` when
+    /// the provider cannot tell (every floating output is then taken to).
+    fn differentiable_outputs(&self, _call: &ForwardCall<'_>) -> Option<Vec<bool>> {
+        None
+    }
 }
 
 /// No derivatives beyond the Rust rules: an op without one fails when a gradient has to

@@ -68,7 +68,7 @@ pub fn joint_graph_with(
             });
         }
     }
-    let analysis = analyze(forward, &placeholders, requires_grad)?;
+    let analysis = analyze(forward, &placeholders, requires_grad, derivatives)?;
     let tangent_outputs = analysis.tangents.iter().map(|&(k, _)| k).collect();
     let mut ctx = Ctx::layout(forward, &placeholders, analysis, derivatives);
     let grads = ctx.backward()?;
@@ -167,10 +167,59 @@ fn output_meta(node: &Node, index: usize) -> Option<&TensorMeta> {
     }
 }
 
+/// A forward call as a derivatives provider sees it (no output gradients yet, CPU factory
+/// device), and the forward nodes its numbered tensor inputs are.
+fn forward_call<'g>(
+    forward: &'g Graph,
+    id: NodeId,
+    requires_grad: &dyn Fn(NodeId) -> bool,
+) -> Result<(ForwardCall<'g>, Vec<NodeId>), AutodiffError> {
+    let node = forward.node(id);
+    let NodeKind::Call { op, args, kwargs } = &node.kind else {
+        return Err(missing_meta(node, "only calls are differentiated"));
+    };
+    // Number the distinct tensor arguments.
+    let mut inputs: Vec<NodeId> = Vec::new();
+    let mut number = |v: &Value| {
+        v.map_nodes(&mut |src| {
+            let k = inputs.iter().position(|&i| i == src).unwrap_or_else(|| {
+                inputs.push(src);
+                inputs.len() - 1
+            });
+            Value::Node(NodeId(k as u32))
+        })
+    };
+    let args: Vec<Value> = args.iter().map(&mut number).collect();
+    let kwargs: Vec<(String, Value)> = kwargs.iter().map(|(k, v)| (k.clone(), number(v))).collect();
+    let mut metas = Vec::with_capacity(inputs.len());
+    for &i in &inputs {
+        let input = forward.node(i);
+        let meta = input.meta.tensor().cloned().ok_or_else(|| {
+            missing_meta(
+                input,
+                "a derivative from libtorch needs the shape of this value",
+            )
+        })?;
+        metas.push((meta, requires_grad(i)));
+    }
+    let call = ForwardCall {
+        node: &node.name,
+        op,
+        args,
+        kwargs,
+        inputs: metas,
+        outputs: node.meta.clone(),
+        grads: Vec::new(),
+        device: Device::cpu(),
+    };
+    Ok((call, inputs))
+}
+
 fn analyze(
     forward: &Graph,
     placeholders: &[NodeId],
     requires_grad: &[bool],
+    derivatives: &dyn Derivatives,
 ) -> Result<Analysis, AutodiffError> {
     let n = forward.nodes.len();
     let mut rg: Vec<Vec<bool>> = vec![Vec::new(); n];
@@ -240,9 +289,26 @@ fn analyze(
                     }
                     let first_only =
                         matches!(&lookup, Lookup::Rule(r) if r.outputs == Outputs::First);
+                    // Without a Rust rule, libtorch tells which outputs are differentiable
+                    // (linalg_lu's permutation is not, although it is a float tensor).
+                    let libtorch = match lookup {
+                        Lookup::Unknown => {
+                            let (call, _) = forward_call(forward, id, &|i: NodeId| {
+                                rg[i.index()].iter().any(|&b| b)
+                            })?;
+                            derivatives.differentiable_outputs(&call)
+                        }
+                        _ => None,
+                    };
                     (0..output_count(node))
                         .map(|k| {
                             if first_only && k > 0 {
+                                return false;
+                            }
+                            if libtorch
+                                .as_ref()
+                                .is_some_and(|d| !d.get(k).copied().unwrap_or(true))
+                            {
                                 return false;
                             }
                             // A multi-output entry without meta stays a candidate: its
@@ -513,13 +579,11 @@ impl<'g> Ctx<'g> {
                     });
                     let input_grads = match rules::lookup(op) {
                         Lookup::Rule(_) if complex => {
-                            self.derived_backward(node, &site, &grads[id.index()])?
+                            self.derived_backward(&site, &grads[id.index()])?
                         }
                         Lookup::Rule(rule) => (rule.backward)(self, &site)?,
                         Lookup::NonDifferentiable => continue,
-                        Lookup::Unknown => {
-                            self.derived_backward(node, &site, &grads[id.index()])?
-                        }
+                        Lookup::Unknown => self.derived_backward(&site, &grads[id.index()])?,
                     };
                     // validate_outputs: reduce to the input's shape, cast to its dtype.
                     let mut ready = Vec::with_capacity(input_grads.len());
@@ -561,41 +625,12 @@ impl<'g> Ctx<'g> {
     /// into the joint graph.
     fn derived_backward(
         &mut self,
-        node: &Node,
         site: &Site<'_>,
         out_grads: &[Option<NodeId>],
     ) -> Result<Grads, AutodiffError> {
-        // Number the distinct tensor arguments.
-        let mut inputs: Vec<NodeId> = Vec::new();
-        let mut number = |v: &Value| {
-            v.map_nodes(&mut |src| {
-                let k = inputs.iter().position(|&i| i == src).unwrap_or_else(|| {
-                    inputs.push(src);
-                    inputs.len() - 1
-                });
-                Value::Node(NodeId(k as u32))
-            })
-        };
-        let args: Vec<Value> = site.args.iter().map(&mut number).collect();
-        let kwargs: Vec<(String, Value)> = site
-            .kwargs
-            .iter()
-            .map(|(k, v)| (k.clone(), number(v)))
-            .collect();
-        let mut metas = Vec::with_capacity(inputs.len());
-        for &i in &inputs {
-            metas.push((self.fwd_meta(i)?, self.requires_grad(i)));
-        }
-        let call = ForwardCall {
-            node: site.name,
-            op: site.op,
-            args,
-            kwargs,
-            inputs: metas,
-            outputs: node.meta.clone(),
-            grads: out_grads.iter().map(Option::is_some).collect(),
-            device: self.device(),
-        };
+        let (mut call, inputs) = forward_call(self.forward, site.id, &|i| self.requires_grad(i))?;
+        call.grads = out_grads.iter().map(Option::is_some).collect();
+        call.device = self.device();
         let backward = self
             .derivatives
             .backward(&call)
