@@ -60,17 +60,28 @@ pub fn eliminate_common_subexpressions(
 ) -> Graph {
     let mut new_id: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
     let mut nodes: Vec<Node> = Vec::with_capacity(graph.nodes.len());
+    // Returned values are separate tensors in eager mode: as functorch's `fx_graph_cse`,
+    // they are neither merged nor merged into.
+    let mut returned = vec![false; graph.nodes.len()];
+    for v in graph.outputs() {
+        v.for_each_node(&mut |id| {
+            if let Some(r) = returned.get_mut(id.index()) {
+                *r = true;
+            }
+        });
+    }
     // Kinds by hash; a bucket holds the kept nodes with that hash (compared in full).
     let mut seen: FxHashMap<u64, Vec<NodeId>> = FxHashMap::default();
-    for node in &graph.nodes {
+    for (i, node) in graph.nodes.iter().enumerate() {
         let kind = node
             .try_remap_kind::<()>(&mut |src| Ok(new_id[src.index()]))
             .expect("CSE remaps only earlier nodes, which are all mapped");
-        let mergeable = match &kind {
-            NodeKind::Placeholder => false,
-            NodeKind::Call { op, .. } => !side_effects(op),
-            NodeKind::GetItem { .. } | NodeKind::GetAttr { .. } => true,
-        };
+        let mergeable = !returned[i]
+            && match &kind {
+                NodeKind::Placeholder => false,
+                NodeKind::Call { op, .. } => !side_effects(op),
+                NodeKind::GetItem { .. } | NodeKind::GetAttr { .. } => true,
+            };
         let id = NodeId(nodes.len() as u32);
         if mergeable {
             let mut hasher = FxHasher::default();

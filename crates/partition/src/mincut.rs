@@ -805,9 +805,16 @@ impl MinCutProblem {
             parts[part_index[r] as usize].push(NodeId(i as u32));
             weight[i] = self.weight(NodeId(i as u32))?;
         }
-        if objective == CutObjective::Bytes {
-            self.bytes_first(&keep, &mut weight);
-        }
+        // Among cuts of the same weight, the heuristic objective takes one saving the
+        // fewest bytes (functorch leaves that tie to networkx: it may save `x` and `y`
+        // where one `x / y` of the same weight would do).
+        let tie_scale = match objective {
+            CutObjective::Bytes => {
+                self.bytes_first(&keep, &mut weight);
+                None
+            }
+            CutObjective::Heuristic => self.bytes_second(&keep, &mut weight),
+        };
         let mut local = vec![0u32; n];
         let mut saved = Vec::new();
         let mut total: u128 = 0;
@@ -887,7 +894,7 @@ impl MinCutProblem {
         saved.sort_unstable();
         Ok(MinCut {
             saved,
-            weight: total,
+            weight: tie_scale.map_or(total, |scale| total / scale),
         })
     }
 
@@ -913,6 +920,31 @@ impl MinCutProblem {
                 bytes(i)
             };
         }
+    }
+
+    /// Turns the `keep` nodes' finite weights into `weight · scale + bytes`, with `scale`
+    /// above the sum of their bytes, and returns `scale`: a cut then minimises the weight
+    /// first and bytes second, and its weight is the flow divided by `scale`. `None` (and
+    /// the weights untouched) when that would not fit below [`INFINITE`].
+    fn bytes_second(&self, keep: &[bool], weight: &mut [u128]) -> Option<u128> {
+        let finite: Vec<usize> = (0..weight.len())
+            .filter(|&i| keep[i] && weight[i] < INFINITE)
+            .collect();
+        let bytes = |i: usize| u128::from(self.size_of(NodeId(i as u32)).unwrap_or(0));
+        let total_weight: u128 = finite.iter().map(|&i| weight[i]).sum();
+        let total_bytes: u128 = finite.iter().map(|&i| bytes(i)).sum();
+        let scale = total_bytes + 1;
+        let fits = total_weight
+            .checked_mul(scale)
+            .and_then(|w| w.checked_add(total_bytes))
+            .is_some_and(|t| t < INFINITE);
+        if !fits {
+            return None;
+        }
+        for i in finite {
+            weight[i] = weight[i] * scale + bytes(i);
+        }
+        Some(scale)
     }
 
     /// Which of the `saved` values the backward graph extracted for them would read, as

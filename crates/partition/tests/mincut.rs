@@ -678,3 +678,28 @@ fn random_ops_are_never_recomputed() {
         );
     }
 }
+
+/// Where two cuts weigh the same, the one saving fewer bytes (fmod: one `div`, not both
+/// inputs), and a returned value is not merged with its twin the backward recomputes
+/// (softsign's `div`): both save exactly what functorch saves (OpInfo joints from the
+/// conformance suite).
+#[test]
+fn ties_save_fewer_bytes_and_returned_values_stay_apart() {
+    for model in ["mincut_fmod", "mincut_softsign"] {
+        let (joint, n) = common::joint(model);
+        let info = common::info(model);
+        let p = min_cut_rematerialization_partition(&joint, n, &MinCutOptions::default()).unwrap();
+        let want: Vec<String> = info["mincut"]["saved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(p.report.saved, want, "{model}");
+        assert_eq!(
+            p.report.saved_bytes,
+            info["mincut"]["saved_bytes"].as_u64().unwrap(),
+            "{model}"
+        );
+    }
+}
