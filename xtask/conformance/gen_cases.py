@@ -264,7 +264,8 @@ def capture_aot(f, tensors, requires_grad, num_params=0):
     torch.manual_seed(0)
     compiled(*clones(tensors, requires_grad))
     if "joint" not in record:
-        raise Skip("AOTAutograd built no joint graph (no output requires grad)")
+        raise Skip("AOTAutograd built no joint graph (the outputs are views of inputs, which "
+                   "it regenerates outside the graph, or inputs themselves)")
     return record
 
 
@@ -713,10 +714,9 @@ def main(argv=None):
     sources = [s.strip() for s in a.sources.split(",") if s.strip()]
     pattern = re.compile(a.filter) if a.filter else None
 
-    def wanted(prefix):
-        # A task runs when its id prefix could match the filter.
-        return pattern is None or pattern.search(prefix) or pattern.search(prefix + "/0") \
-            or pattern.search(prefix + "/train")
+    def wanted(prefix, n):
+        # An (op, dtype) task runs when one of its case ids matches the filter.
+        return pattern is None or any(pattern.search(f"{prefix}/{k}") for k in range(n))
 
     tasks = []
     if "opinfo" in sources:
@@ -731,12 +731,13 @@ def main(argv=None):
                 if DTYPES[dname] not in ops[key].supported_dtypes("cpu"):
                     continue
                 n = samples if dname == "float32" else 1
-                if wanted(f"opinfo/{key}/{SHORT[dname]}"):
+                if wanted(f"opinfo/{key}/{SHORT[dname]}", n):
                     tasks.append((opinfo_task, (key, dname, n, a.out)))
     if "zoo" in sources:
         names = sorted(zoo_models()) if a.subset == "full" else CI_ZOO
         for name in names:
-            if pattern is None or pattern.search(f"zoo/{name}/"):
+            if pattern is None or pattern.search(f"zoo/{name}/train") \
+                    or pattern.search(f"zoo/{name}/train-nodrop"):
                 for variant in zoo_variants(name):
                     if pattern is None or pattern.search(f"zoo/{name}/{variant}"):
                         tasks.append((zoo_task, (name, variant, a.out)))
