@@ -52,6 +52,8 @@ enum Command {
     /// The main job: compile a graph under repro levels, write and minify a repro; or run,
     /// minify and analyze a repro directory. Without arguments: the bundled demo.
     Repro(Box<cli::repro::ReproArgs>),
+    /// Print the functional form of a graph (no mutation; mutated inputs become outputs).
+    Functionalize(cli::autodiff::FunctionalizeArgs),
     /// Print the joint forward/backward graph of a forward graph (AOTAutograd's shape).
     Joint(cli::autodiff::JointArgs),
     /// Split a joint graph into forward and backward graphs.
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => cli::run::explain(&args),
         Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),
         Command::Repro(args) => cli::repro::repro(&args, &cli.plugin),
+        Command::Functionalize(args) => cli::autodiff::functionalize_graph(&args),
         Command::Joint(args) => cli::autodiff::joint(&args),
         Command::Partition(args) => cli::autodiff::partition(&args),
         Command::MinifyWorker { spec } => graphbug::repro::isolate::worker_main(&spec)

@@ -766,3 +766,28 @@ fn compare_fails_against_wrong_reference_files() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `functionalize` prints the graph without mutation (batch norm's running statistics and
+/// counter become outputs) and names the mutated inputs; the printed graph parses and has
+/// no in-place op left.
+#[test]
+fn functionalize_prints_the_functional_graph_and_its_mutated_inputs() {
+    let out = graphbug(&["functionalize", fixture("cnn/forward.py").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("mutated inputs: 3 (arg8_1, arg9_1, arg10_1)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let printed = text(&out.stdout);
+    let g = graphbug::ir::parse_graph(&printed).expect("the printed graph parses");
+    for node in &g.nodes {
+        if let Some(op) = node.op() {
+            assert!(!op.is_inplace_by_name(), "{op} left in\n{printed}");
+        }
+    }
+    assert_eq!(g.outputs().len(), 3 + 1);
+    let out = graphbug(&["functionalize", "missing.py"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("missing.py"));
+}

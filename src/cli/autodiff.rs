@@ -31,6 +31,15 @@ pub struct JointArgs {
     bound: super::run::Bound,
 }
 
+/// Arguments of `graphbug functionalize`.
+#[derive(Args)]
+pub struct FunctionalizeArgs {
+    /// Graph file.
+    file: PathBuf,
+    #[command(flatten)]
+    bound: super::run::Bound,
+}
+
 /// Arguments of `graphbug partition`.
 #[derive(Args)]
 pub struct PartitionArgs {
@@ -79,6 +88,38 @@ fn with_metas(graph: Graph) -> Result<Graph> {
     } else {
         Ok(graph)
     }
+}
+
+/// `graphbug functionalize`: print the graph without mutation. Its outputs are the new
+/// values of the inputs it mutated (in input order), then the original outputs, as
+/// AOTAutograd returns them; stderr names the mutated inputs.
+pub fn functionalize_graph(args: &FunctionalizeArgs) -> Result<ExitCode> {
+    let graph = load_graph(&args.file)?;
+    // Schemas come from libtorch; meta inference runs kernels on stand-ins.
+    if let Some(code) = supervise(&args.bound, |run, limit| {
+        lost_in_libtorch("functionalizing the graph", run, limit)
+    })? {
+        return Ok(code);
+    }
+    let functional = functionalize(&graph, &LibtorchSchemas)?;
+    let annotated = with_metas(functional.graph)?;
+    print!("{}", print_graph(&annotated));
+    let names = graph.placeholder_names();
+    let mutated: Vec<&str> = functional
+        .mutated_inputs
+        .iter()
+        .filter_map(|&k| names.get(k).map(String::as_str))
+        .collect();
+    eprintln!(
+        "mutated inputs: {} ({})",
+        mutated.len(),
+        if mutated.is_empty() {
+            "none".to_string()
+        } else {
+            mutated.join(", ")
+        }
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `graphbug joint`: functionalize, differentiate, print.
