@@ -471,6 +471,18 @@ class G(torch.nn.Module):
     }
 }
 
+/// Asserts that `g` calls each of `ops` (`aten::name.overload`).
+fn assert_calls(g: &Graph, ops: &[&str]) {
+    let called: Vec<String> = g
+        .nodes
+        .iter()
+        .filter_map(|n| n.op().map(|op| op.to_string()))
+        .collect();
+    for want in ops {
+        assert!(called.iter().any(|o| o == want), "{want} in {called:?}");
+    }
+}
+
 /// Random in-place ops become their functional overloads whatever those are named, and
 /// draw the same numbers: seeded alike, the two graphs agree.
 #[test]
@@ -494,22 +506,17 @@ class G(torch.nn.Module):
 "#,
     );
     let f = functionalize(&g, &LibtorchSchemas).unwrap_or_else(|e| panic!("{e}"));
-    let ops: Vec<String> = f
-        .graph
-        .nodes
-        .iter()
-        .filter_map(|n| n.op().map(|op| op.to_string()))
-        .collect();
-    for want in [
-        "aten::bernoulli.p",
-        "aten::div.Scalar",
-        "aten::uniform.default",
-        "aten::normal_functional.default",
-        "aten::exponential.default",
-        "aten::random.from",
-    ] {
-        assert!(ops.iter().any(|o| o == want), "{want} in {ops:?}");
-    }
+    assert_calls(
+        &f.graph,
+        &[
+            "aten::bernoulli.p",
+            "aten::div.Scalar",
+            "aten::uniform.default",
+            "aten::normal_functional.default",
+            "aten::exponential.default",
+            "aten::random.from",
+        ],
+    );
     let inputs = random_inputs(&g, 3);
     tch::manual_seed(11);
     let want = run(&g, &copies(&inputs));
@@ -556,18 +563,13 @@ class G(torch.nn.Module):
 "#,
         9,
     );
-    let ops: Vec<String> = f
-        .graph
-        .nodes
-        .iter()
-        .filter_map(|n| n.op().map(|op| op.to_string()))
-        .collect();
-    for want in [
-        "aten::transpose.int",
-        "aten::unsqueeze.default",
-        "aten::squeeze.dim",
-        "aten::t.default",
-    ] {
-        assert!(ops.iter().any(|o| o == want), "{want} in {ops:?}");
-    }
+    assert_calls(
+        &f.graph,
+        &[
+            "aten::transpose.int",
+            "aten::unsqueeze.default",
+            "aten::squeeze.dim",
+            "aten::t.default",
+        ],
+    );
 }

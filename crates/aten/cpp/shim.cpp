@@ -248,6 +248,19 @@ void json_double(std::ostream& o, double d) {
   o << "{\"f\":\"" << buf << "\"}";
 }
 
+// Writes `items` as a JSON array, each element by `each`.
+template <typename Items, typename Each>
+void json_list(std::ostream& o, const Items& items, Each each) {
+  o << '[';
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) o << ',';
+    first = false;
+    each(item);
+  }
+  o << ']';
+}
+
 void json_tensor_ref(std::ostream& o, const Recorder& r, const at::Tensor& t) {
   if (!t.defined()) {
     o << "null";
@@ -287,50 +300,15 @@ void json_ivalue(std::ostream& o, const Recorder& r, const c10::IValue& v) {
   } else if (v.isTensor()) {
     json_tensor_ref(o, r, v.toTensor());
   } else if (v.isTensorList()) {
-    o << '[';
-    bool first = true;
-    for (const at::Tensor& t : v.toTensorVector()) {
-      if (!first) o << ',';
-      first = false;
-      json_tensor_ref(o, r, t);
-    }
-    o << ']';
+    json_list(o, v.toTensorVector(), [&](const at::Tensor& t) { json_tensor_ref(o, r, t); });
   } else if (v.isIntList()) {
-    o << '[';
-    bool first = true;
-    for (int64_t i : v.toIntVector()) {
-      if (!first) o << ',';
-      first = false;
-      o << i;
-    }
-    o << ']';
+    json_list(o, v.toIntVector(), [&](int64_t i) { o << i; });
   } else if (v.isDoubleList()) {
-    o << '[';
-    bool first = true;
-    for (double d : v.toDoubleVector()) {
-      if (!first) o << ',';
-      first = false;
-      json_double(o, d);
-    }
-    o << ']';
+    json_list(o, v.toDoubleVector(), [&](double d) { json_double(o, d); });
   } else if (v.isBoolList()) {
-    o << '[';
-    bool first = true;
-    for (bool b : v.toBoolList()) {
-      if (!first) o << ',';
-      first = false;
-      o << (b ? "true" : "false");
-    }
-    o << ']';
+    json_list(o, v.toBoolList().vec(), [&](bool b) { o << (b ? "true" : "false"); });
   } else if (v.isList()) {
-    o << '[';
-    bool first = true;
-    for (const c10::IValue& e : v.toListRef()) {
-      if (!first) o << ',';
-      first = false;
-      json_ivalue(o, r, e);
-    }
-    o << ']';
+    json_list(o, v.toListRef(), [&](const c10::IValue& e) { json_ivalue(o, r, e); });
   } else if (v.isInt()) {
     o << v.toInt();
   } else if (v.isSymInt()) {
@@ -369,26 +347,16 @@ void json_new_tensor(std::ostream& o, Recorder& r, const at::Tensor& t) {
   // An in-place or out= op returns its argument: the same tensor, the same id.
   auto same = r.by_impl.find(t.unsafeGetTensorImpl());
   int64_t id = same != r.by_impl.end() ? same->second : assign_id(r, t);
-  o << "{\"t\":" << id << ",\"dtype\":" << static_cast<int>(t.scalar_type()) << ",\"shape\":[";
-  for (size_t i = 0; i < t.sizes().size(); ++i) {
-    if (i) o << ',';
-    o << t.sizes()[i];
-  }
-  o << "]}";
+  o << "{\"t\":" << id << ",\"dtype\":" << static_cast<int>(t.scalar_type()) << ",\"shape\":";
+  json_list(o, t.sizes(), [&](int64_t d) { o << d; });
+  o << "}";
 }
 
 void json_result(std::ostream& o, Recorder& r, const c10::IValue& v) {
   if (v.isTensor()) {
     json_new_tensor(o, r, v.toTensor());
   } else if (v.isTensorList()) {
-    o << '[';
-    bool first = true;
-    for (const at::Tensor& t : v.toTensorVector()) {
-      if (!first) o << ',';
-      first = false;
-      json_new_tensor(o, r, t);
-    }
-    o << ']';
+    json_list(o, v.toTensorVector(), [&](const at::Tensor& t) { json_new_tensor(o, r, t); });
   } else {
     json_ivalue(o, r, v);
   }
@@ -756,12 +724,7 @@ char* gb_op_overloads(const char* qualified, char** out) {
     }
     std::sort(names.begin(), names.end());
     std::ostringstream o;
-    o << '[';
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (i) o << ',';
-      json_str(o, names[i]);
-    }
-    o << ']';
+    json_list(o, names, [&](const std::string& n) { json_str(o, n); });
     *out = dup_str(o.str());
   });
 }
@@ -844,19 +807,15 @@ char* gb_recorder_json(void* r, char** out) {
   return guarded([&] {
     Recorder& rec = recorder_of(r);
     std::ostringstream o;
-    o << "{\"calls\":[" << rec.calls.str() << "],\"labels\":[";
-    for (size_t i = 0; i < rec.labels.size(); ++i) {
-      if (i) o << ',';
+    o << "{\"calls\":[" << rec.calls.str() << "],\"labels\":";
+    json_list(o, rec.labels, [&](const std::pair<std::string, int64_t>& l) {
       o << '[';
-      json_str(o, rec.labels[i].first);
-      o << ',' << rec.labels[i].second << ']';
-    }
-    o << "],\"results\":[";
-    for (size_t i = 0; i < rec.results.size(); ++i) {
-      if (i) o << ',';
-      o << rec.results[i];
-    }
-    o << "]}";
+      json_str(o, l.first);
+      o << ',' << l.second << ']';
+    });
+    o << ",\"results\":";
+    json_list(o, rec.results, [&](int64_t id) { o << id; });
+    o << "}";
     *out = dup_str(o.str());
   });
 }

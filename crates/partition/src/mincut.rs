@@ -810,10 +810,10 @@ impl MinCutProblem {
         // where one `x / y` of the same weight would do).
         let tie_scale = match objective {
             CutObjective::Bytes => {
-                self.bytes_first(&keep, &mut weight);
+                self.lexicographic(&keep, &mut weight, true);
                 None
             }
-            CutObjective::Heuristic => self.bytes_second(&keep, &mut weight),
+            CutObjective::Heuristic => self.lexicographic(&keep, &mut weight, false),
         };
         let mut local = vec![0u32; n];
         let mut saved = Vec::new();
@@ -898,53 +898,37 @@ impl MinCutProblem {
         })
     }
 
-    /// Turns the `keep` nodes' finite weights into `bytes · scale + weight`, with `scale`
-    /// above the sum of all those weights: a cut then minimises bytes first and weight
-    /// second. (Should that not fit below [`INFINITE`], plain bytes.)
-    fn bytes_first(&self, keep: &[bool], weight: &mut [u128]) {
+    /// Makes the `keep` nodes' finite capacities lexicographic, `major · scale + minor` with
+    /// `scale` above the sum of all minors, so a cut minimises the major quantity first:
+    /// bytes then weight when `bytes_major`, else weight then bytes. Returns `scale`; when
+    /// that would not fit below [`INFINITE`], the capacities are the major quantity alone
+    /// and the result is `None`.
+    fn lexicographic(&self, keep: &[bool], weight: &mut [u128], bytes_major: bool) -> Option<u128> {
         let finite: Vec<usize> = (0..weight.len())
             .filter(|&i| keep[i] && weight[i] < INFINITE)
             .collect();
         let bytes = |i: usize| u128::from(self.size_of(NodeId(i as u32)).unwrap_or(0));
-        let total_weight: u128 = finite.iter().map(|&i| weight[i]).sum();
-        let total_bytes: u128 = finite.iter().map(|&i| bytes(i)).sum();
-        let scale = total_weight + 1;
-        let fits = total_bytes
-            .checked_mul(scale)
-            .and_then(|b| b.checked_add(total_weight))
-            .is_some_and(|t| t < INFINITE);
-        for i in finite {
-            weight[i] = if fits {
-                bytes(i) * scale + weight[i]
+        let split = |i: usize, w: u128| {
+            if bytes_major {
+                (bytes(i), w)
             } else {
-                bytes(i)
-            };
-        }
-    }
-
-    /// Turns the `keep` nodes' finite weights into `weight · scale + bytes`, with `scale`
-    /// above the sum of their bytes, and returns `scale`: a cut then minimises the weight
-    /// first and bytes second, and its weight is the flow divided by `scale`. `None` (and
-    /// the weights untouched) when that would not fit below [`INFINITE`].
-    fn bytes_second(&self, keep: &[bool], weight: &mut [u128]) -> Option<u128> {
-        let finite: Vec<usize> = (0..weight.len())
-            .filter(|&i| keep[i] && weight[i] < INFINITE)
-            .collect();
-        let bytes = |i: usize| u128::from(self.size_of(NodeId(i as u32)).unwrap_or(0));
-        let total_weight: u128 = finite.iter().map(|&i| weight[i]).sum();
-        let total_bytes: u128 = finite.iter().map(|&i| bytes(i)).sum();
-        let scale = total_bytes + 1;
-        let fits = total_weight
+                (w, bytes(i))
+            }
+        };
+        let (total_major, total_minor) = finite.iter().fold((0u128, 0u128), |(a, b), &i| {
+            let (major, minor) = split(i, weight[i]);
+            (a + major, b + minor)
+        });
+        let scale = total_minor + 1;
+        let fits = total_major
             .checked_mul(scale)
-            .and_then(|w| w.checked_add(total_bytes))
+            .and_then(|m| m.checked_add(total_minor))
             .is_some_and(|t| t < INFINITE);
-        if !fits {
-            return None;
-        }
         for i in finite {
-            weight[i] = weight[i] * scale + bytes(i);
+            let (major, minor) = split(i, weight[i]);
+            weight[i] = if fits { major * scale + minor } else { major };
         }
-        Some(scale)
+        fits.then_some(scale)
     }
 
     /// Which of the `saved` values the backward graph extracted for them would read, as

@@ -19,18 +19,9 @@ fn saves_exactly_what_functorch_saves() {
         let info = info(model);
         let n = info["num_fwd_outputs"].as_u64().unwrap() as usize;
         let p = default_partition(&joint, n).unwrap();
-        let want: Vec<String> = info["default"]["saved"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect();
+        let (want, want_bytes) = common::functorch_saved(&info, "default");
         assert_eq!(p.report.saved, want, "{model}");
-        assert_eq!(
-            p.report.saved_bytes,
-            info["default"]["saved_bytes"].as_u64().unwrap(),
-            "{model}"
-        );
+        assert_eq!(p.report.saved_bytes, want_bytes, "{model}");
         assert_eq!(
             p.report.fw_ops as u64,
             info["default"]["fw_ops"].as_u64().unwrap(),
@@ -96,17 +87,9 @@ fn random_ops_stay_in_the_forward() {
     let (joint, n) = common::joint("dropout_block");
     let info = info("dropout_block");
     let p = default_partition(&joint, n).unwrap();
-    let want: Vec<String> = info["default"]["saved"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
+    let (want, want_bytes) = common::functorch_saved(&info, "default");
     assert_eq!(p.report.saved, want);
-    assert_eq!(
-        p.report.saved_bytes,
-        info["default"]["saved_bytes"].as_u64().unwrap()
-    );
+    assert_eq!(p.report.saved_bytes, want_bytes);
     let random_in_backward: Vec<&str> = p
         .backward
         .nodes
@@ -128,18 +111,9 @@ fn the_forward_tail_is_saved_as_functorch_saves_it() {
         let (joint, n) = common::joint(model);
         let info = info(model);
         let p = default_partition(&joint, n).unwrap();
-        let want: Vec<String> = info["default"]["saved"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect();
+        let (want, want_bytes) = common::functorch_saved(&info, "default");
         assert_eq!(p.report.saved, want, "{model}");
-        assert_eq!(
-            p.report.saved_bytes,
-            info["default"]["saved_bytes"].as_u64().unwrap(),
-            "{model}"
-        );
+        assert_eq!(p.report.saved_bytes, want_bytes, "{model}");
         assert!(
             p.report.recomputed.is_empty(),
             "{model}: {:?}",

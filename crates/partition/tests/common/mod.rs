@@ -24,3 +24,15 @@ pub fn joint(model: &str) -> (Graph, usize) {
     let n = info(model)["num_fwd_outputs"].as_u64().unwrap() as usize;
     (g, n)
 }
+
+/// functorch's saved values and bytes for `partitioner` (`default`, `mincut`) in a
+/// model's `partition.json`.
+pub fn functorch_saved(info: &serde_json::Value, partitioner: &str) -> (Vec<String>, u64) {
+    let saved = info[partitioner]["saved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    (saved, info[partitioner]["saved_bytes"].as_u64().unwrap())
+}
