@@ -55,7 +55,7 @@ CI_OPS = [
     "nn.functional.layer_norm", "nn.functional.relu", "permute", "pow", "repeat", "roll",
     "sigmoid", "softmax", "sum", "tanh", "transpose", "where",
 ]
-CI_ZOO = ["mlp_small", "multihead_attention"]
+CI_ZOO = ["batch_norm", "mlp_small", "multihead_attention"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 SHORT = {"float32": "f32", "float64": "f64", "bfloat16": "bf16"}
@@ -579,6 +579,8 @@ def zoo_models():
         "gru": small(lambda: nn.GRU(8, 12, num_layers=1, batch_first=True), rn(2, 5, 8)),
         "sdpa": small(lambda: Fn(lambda m, q, k, v: F.scaled_dot_product_attention(
             q, k, v, is_causal=True)), rn(2, 2, 5, 8), rn(2, 2, 5, 8), rn(2, 2, 5, 8)),
+        "batch_norm": small(lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4),
+                                                  nn.ReLU()), rn(4, 3, 6, 6)),
         "group_norm": small(lambda: nn.GroupNorm(2, 6), rn(2, 6, 4, 4)),
         "instance_norm": small(lambda: nn.InstanceNorm2d(6, affine=True,
                                                          track_running_stats=True),

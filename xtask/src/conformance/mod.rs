@@ -19,8 +19,8 @@ use serde_json::Value;
 
 pub use report::Report;
 
-/// The stages, in order. `functionalize` has no graphbug command of its own: the joint
-/// stage functionalizes first, so that stage covers it.
+/// The stages, in order. Where graphbug has no `functionalize` command, the joint stage
+/// (which functionalizes first) covers that one.
 pub const STAGES: [Stage; 8] = [
     Stage::Parse,
     Stage::Meta,
@@ -41,7 +41,8 @@ pub enum Stage {
     Meta,
     /// `graphbug run --compare`: eager values match PyTorch's.
     Values,
-    /// Functionalization (no command of its own: part of the joint stage).
+    /// `graphbug functionalize`: the functional graph returns the mutated inputs' new
+    /// values and the outputs PyTorch computed (without the command: part of the joint).
     Functionalize,
     /// `graphbug joint`, run on primals and tangents: gradients match `torch.autograd.grad`.
     Joint,
@@ -389,7 +390,11 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
             )),
             Ok(()) => {
                 let needs: &[Stage] = match stage {
-                    Stage::Meta | Stage::Values | Stage::Joint | Stage::AotEager => &[Stage::Parse],
+                    Stage::Meta
+                    | Stage::Values
+                    | Stage::Functionalize
+                    | Stage::Joint
+                    | Stage::AotEager => &[Stage::Parse],
                     _ => &[],
                 };
                 match needs
@@ -519,11 +524,10 @@ impl Runner<'_> {
             Stage::Parse => self.parse(),
             Stage::Meta => self.meta(),
             Stage::Values => self.values(),
-            Stage::Functionalize => Ok(Outcome::NotAvailable(if caps.functionalize {
-                "`graphbug functionalize` exists but the runner does not drive it yet; the joint stage functionalizes".into()
-            } else {
-                "no functionalize command: the joint stage functionalizes first".into()
-            })),
+            Stage::Functionalize if caps.functionalize => self.functionalize(),
+            Stage::Functionalize => Ok(Outcome::NotAvailable(
+                "no functionalize command: the joint stage functionalizes first".into(),
+            )),
             Stage::Joint => self.joint(),
             Stage::PartitionDefault => self.partition(false),
             Stage::PartitionMinCut => self.partition(true),
@@ -615,6 +619,83 @@ impl Runner<'_> {
             Outcome::Passed
         } else {
             Outcome::Failed(exec.error_line("run --compare"))
+        })
+    }
+
+    /// `graphbug functionalize`: the mutated inputs PyTorch's eager run changed, and the
+    /// functional graph's outputs (mutated inputs' new values, then the outputs) against
+    /// PyTorch's values.
+    fn functionalize(&self) -> Result<Outcome> {
+        if let Some(na) = self.random() {
+            return Ok(na);
+        }
+        let exec = self.graphbug(
+            "functionalize",
+            &[
+                os("functionalize"),
+                self.file("forward.py").as_os_str(),
+                os("--no-isolate"),
+            ],
+        )?;
+        if exec.code != Some(0) {
+            return Ok(Outcome::Failed(exec.error_line("functionalize")));
+        }
+        let functional = self.work.join("functional.py");
+        fs::write(&functional, &exec.stdout)?;
+        let Some(ours) = parse_mutated_inputs(&exec.stderr) else {
+            return Ok(Outcome::Failed(
+                "functionalize printed no `mutated inputs: N (names)` line".into(),
+            ));
+        };
+        let theirs = string_list(&self.case.json["mutated_inputs"]);
+        let (mut a, mut b) = (ours.clone(), theirs.clone());
+        a.sort();
+        b.sort();
+        if a != b {
+            return Ok(Outcome::Failed(format!(
+                "functionalize finds {} mutated inputs, PyTorch's eager run mutated {} (only graphbug: {}; only PyTorch: {})",
+                ours.len(),
+                theirs.len(),
+                only_in(&ours, &theirs),
+                only_in(&theirs, &ours)
+            )));
+        }
+        let mut expected = BTreeMap::new();
+        if !ours.is_empty() {
+            let values = safetensors::read(&self.file("mutated.safetensors"))?;
+            for (k, name) in ours.iter().enumerate() {
+                let t = values
+                    .get(name)
+                    .with_context(|| format!("mutated.safetensors has no `{name}`"))?;
+                expected.insert(format!("out{k}"), t.clone());
+            }
+        }
+        let num_outputs = self.case.json["num_outputs"].as_u64().unwrap_or(0) as usize;
+        let outputs = safetensors::read(&self.file("outputs.safetensors"))?;
+        for i in 0..num_outputs {
+            let t = outputs
+                .get(&format!("out{i}"))
+                .with_context(|| format!("outputs.safetensors has no `out{i}`"))?;
+            expected.insert(format!("out{}", ours.len() + i), t.clone());
+        }
+        let expected_path = self.work.join("functional_expected.safetensors");
+        safetensors::write(&expected_path, &expected)?;
+        let exec = self.graphbug(
+            "functional_run",
+            &[
+                os("run"),
+                functional.as_os_str(),
+                os("--inputs"),
+                self.file("inputs.safetensors").as_os_str(),
+                os("--compare"),
+                expected_path.as_os_str(),
+                os("--no-isolate"),
+            ],
+        )?;
+        Ok(if exec.code == Some(0) {
+            Outcome::Passed
+        } else {
+            Outcome::Failed(exec.error_line("run functional --compare"))
         })
     }
 
@@ -865,22 +946,10 @@ impl Runner<'_> {
         }
         let our_saved = string_list(&ours["saved"]);
         let their_saved = string_list(&theirs["saved"]);
-        let only = |a: &[String], b: &[String]| -> String {
-            let v: Vec<&str> = a
-                .iter()
-                .filter(|x| !b.contains(x))
-                .map(String::as_str)
-                .collect();
-            if v.is_empty() {
-                "-".into()
-            } else {
-                v.join(", ")
-            }
-        };
         Ok(Outcome::Failed(format!(
             "{key} partition saves {our_bytes} bytes, functorch {their_bytes} (only graphbug saves: {}; only functorch: {})",
-            only(&our_saved, &their_saved),
-            only(&their_saved, &our_saved)
+            only_in(&our_saved, &their_saved),
+            only_in(&their_saved, &our_saved)
         )))
     }
 }
@@ -927,6 +996,37 @@ fn name_joint_output(
     format!("{line} [joint output {k} is {what}]")
 }
 
+/// The names in `a` that `b` lacks, comma-separated (`-` for none).
+fn only_in(a: &[String], b: &[String]) -> String {
+    let v: Vec<&str> = a
+        .iter()
+        .filter(|x| !b.contains(x))
+        .map(String::as_str)
+        .collect();
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Parses `mutated inputs: N (a, b)` / `mutated inputs: 0 (none)` from `graphbug
+/// functionalize`'s stderr.
+fn parse_mutated_inputs(stderr: &str) -> Option<Vec<String>> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("mutated inputs: "))?;
+    let (n, rest) = line.split_once(' ')?;
+    let n: usize = n.parse().ok()?;
+    let names = rest.strip_prefix('(')?.strip_suffix(')')?;
+    let names: Vec<String> = if n == 0 {
+        Vec::new()
+    } else {
+        names.split(", ").map(str::to_string).collect()
+    };
+    (names.len() == n).then_some(names)
+}
+
 /// Parses `num_fwd_outputs = N (M mutated inputs)` from `graphbug joint`'s stderr.
 fn parse_num_fwd_outputs(stderr: &str) -> Option<(usize, usize)> {
     let line = stderr
@@ -948,6 +1048,15 @@ mod tests {
             Some((3, 1))
         );
         assert_eq!(parse_num_fwd_outputs("nothing"), None);
+        assert_eq!(
+            parse_mutated_inputs("mutated inputs: 2 (a, b_1)\n"),
+            Some(vec!["a".to_string(), "b_1".to_string()])
+        );
+        assert_eq!(
+            parse_mutated_inputs("mutated inputs: 0 (none)"),
+            Some(vec![])
+        );
+        assert_eq!(parse_mutated_inputs("mutated inputs: 2 (a)"), None);
     }
 
     #[test]
