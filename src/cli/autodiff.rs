@@ -12,8 +12,8 @@ use graphbug::autodiff::{functionalize, joint_graph_with};
 use graphbug::ir::{print_graph, Graph, Meta};
 use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
-    default_partition, min_cut_rematerialization_partition, pareto_curve, MinCutOptions,
-    MinCutProblem, OpClasses,
+    default::effect_tokens, default_partition, min_cut_rematerialization_partition, pareto_curve,
+    MinCutOptions, MinCutProblem, OpClasses,
 };
 
 use super::{load_graph, lost_in_libtorch, requires_grad, supervise};
@@ -149,11 +149,13 @@ pub fn joint(args: &JointArgs) -> Result<ExitCode> {
 /// Forward outputs of an AOTAutograd-style joint: it returns the forward outputs, then
 /// one gradient (or None) per `primals_*` input.
 fn infer_num_fwd_outputs(joint: &Graph) -> Result<usize> {
-    let primals = joint
+    let primal_ids: Vec<_> = joint
         .placeholders()
-        .iter()
-        .filter(|&&i| joint.node(i).name.starts_with("primals_"))
-        .count();
+        .into_iter()
+        .filter(|&i| joint.node(i).name.starts_with("primals_"))
+        .collect();
+    // Effect tokens get no gradient.
+    let primals = primal_ids.len() - effect_tokens(joint, &primal_ids);
     let outputs = joint.outputs().len();
     if primals == 0 || primals > outputs {
         bail!(

@@ -145,6 +145,9 @@ enum StepKind {
         hole_args: Vec<usize>,
         /// Number of values the op returns.
         n_returns: usize,
+        /// For `with_effects(token, op, *args)`: the token's node, returned first, ahead
+        /// of the op's results.
+        token: Option<usize>,
     },
     GetItem {
         source: usize,
@@ -204,6 +207,22 @@ impl Interpreter {
                     continue;
                 }
                 NodeKind::Call { op, args, kwargs } => {
+                    // `with_effects(token, op, *args)` runs `op(*args)` and returns the
+                    // token ahead of its results.
+                    let (op, args, token) = match (op.is_effectful(), args.first(), args.get(1)) {
+                        (false, _, _) => (op, &args[..], None),
+                        (true, Some(Value::Node(t)), Some(Value::Op(inner))) => {
+                            (inner, &args[2..], Some(t.index()))
+                        }
+                        (true, _, _) => {
+                            return Err(AtenError::BadArguments {
+                                node: node.name.clone(),
+                                op: op.to_string(),
+                                message: "expected `with_effects(token, torch.ops.<op>, *args)`"
+                                    .into(),
+                            })
+                        }
+                    };
                     let op = Op::find(op).map_err(|e| match e {
                         AtenError::UnknownOp { op, message, .. } => AtenError::UnknownOp {
                             op,
@@ -225,6 +244,7 @@ impl Interpreter {
                         sources,
                         hole_args,
                         n_returns: op.schema.returns.len(),
+                        token,
                     }
                 }
                 NodeKind::GetItem { source, index } => StepKind::GetItem {
@@ -461,6 +481,16 @@ impl Interpreter {
                     })?,
                 StepKind::Constant(t) => RtValue::Tensor(t.shallow_clone()),
             };
+            if let StepKind::Call { token: Some(t), .. } = &step.kind {
+                let token = values[*t].as_ref().map_or(RtValue::None, RtValue::share);
+                let mut items = vec![token];
+                match value {
+                    RtValue::None => {}
+                    RtValue::Tuple(results) => items.extend(results),
+                    other => items.push(other),
+                }
+                value = RtValue::Tuple(items);
+            }
             hook.after_node(step.node, &mut value)?;
             values[step.node] = Some(value);
             for &f in &step.free {

@@ -308,3 +308,38 @@ fn the_fault_op_perturbs_raises_or_passes_shapes_through() {
     let g = graphbug_aten::meta::infer_meta(&parse_graph(&fault("crash")).unwrap()).unwrap();
     assert_eq!(g.nodes[1].meta.tensor().unwrap().shape, [2, 3]);
 }
+
+/// `with_effects(token, op, *args)` runs `op(*args)` and returns the token ahead of its
+/// results; a failing check inside it fails the run, naming the node.
+#[test]
+fn with_effects_runs_its_op_and_passes_the_token_on() {
+    let g = parse_graph(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, token: "f32[0]", a: "f32[3, 3]"):
+        linalg_inv_ex = torch.ops.aten.linalg_inv_ex.default(a)
+        getitem: "f32[3, 3]" = linalg_inv_ex[0]
+        getitem_1: "i32[]" = linalg_inv_ex[1]
+        with_effects = torch.ops.higher_order.with_effects(token, torch.ops.aten._linalg_check_errors.default, getitem_1, 'linalg.inv', is_matrix = True)
+        getitem_2: "f32[0]" = with_effects[0]
+        return (getitem_2, getitem)
+"#,
+    )
+    .unwrap();
+    let interp = Interpreter::new(&g, &Device::cpu(), &HashMap::new()).unwrap();
+    let token = Tensor::zeros([0], (Kind::Float, tch::Device::Cpu));
+    let a = Tensor::eye(3, (Kind::Float, tch::Device::Cpu)) * 2.0;
+    let out = interp.run(&[token.shallow_clone(), a]).unwrap();
+    assert_eq!(out[0].as_ref().unwrap().size(), [0]);
+    let inv = out[1].as_ref().unwrap();
+    assert!(inv.allclose(
+        &(Tensor::eye(3, (Kind::Float, tch::Device::Cpu)) * 0.5),
+        1e-6,
+        1e-6,
+        false
+    ));
+    // A singular matrix: the check inside with_effects raises.
+    let singular = Tensor::zeros([3, 3], (Kind::Float, tch::Device::Cpu));
+    let err = interp.run(&[token, singular]).unwrap_err().to_string();
+    assert!(err.contains("with_effects"), "{err}");
+}

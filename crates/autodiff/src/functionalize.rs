@@ -565,7 +565,11 @@ impl<'a> Functionalizer<'a> {
         kwargs: &[(String, Value)],
     ) -> Result<(), AutodiffError> {
         let ctx = self.ctx(id);
-        let schema = self.schema(op, &ctx)?;
+        let schema = if op.is_effectful() {
+            self.effects_schema(args, &ctx)?
+        } else {
+            self.schema(op, &ctx)?
+        };
         if let Some(plan) = self.plan(op, &schema, args, kwargs, &ctx)? {
             return self.visit_mutation(id, &schema, plan, args, kwargs, &ctx);
         }
@@ -606,6 +610,32 @@ impl<'a> Functionalizer<'a> {
             None => self.fresh_info(id, new, &schema),
         };
         Ok(())
+    }
+
+    /// The schema `with_effects(token, op, *args)` has for `op`: the token, then `op`'s
+    /// results. An op that writes its arguments is refused: the token orders it, but its
+    /// writes would still need functionalizing.
+    fn effects_schema(&self, args: &[Value], ctx: &Ctx) -> Result<Arc<Schema>, AutodiffError> {
+        let Some(Value::Op(inner)) = args.get(1) else {
+            return Err(ctx.unsupported("expected `with_effects(token, torch.ops.<op>, *args)`"));
+        };
+        let inner_schema = self.schema(inner, ctx)?;
+        if inner_schema.is_mutable {
+            return Err(ctx.unsupported(format!(
+                "orders `{inner}`, which writes its arguments; functionalizing that is not supported"
+            )));
+        }
+        let token = Argument {
+            ty: "Tensor".into(),
+            ..Argument::default()
+        };
+        let mut returns = vec![token];
+        returns.extend(inner_schema.returns.iter().cloned());
+        Ok(Arc::new(Schema {
+            name: "higher_order::with_effects".into(),
+            returns,
+            ..Schema::default()
+        }))
     }
 
     /// The info of a call node producing new values.

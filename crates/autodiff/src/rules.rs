@@ -142,6 +142,11 @@ const NON_DIFFERENTIABLE: [&str; 52] = [
 
 /// The derivative rule of `op`.
 pub(crate) fn lookup(op: &OpName) -> Lookup {
+    // An effect token orders side effects; no gradient flows through it (AOTAutograd gives
+    // tokens none).
+    if op.is_effectful() {
+        return Lookup::NonDifferentiable;
+    }
     if op.namespace != "aten" {
         return Lookup::Unknown;
     }

@@ -477,6 +477,9 @@ impl Layout {
     }
 }
 
+/// The namespace of PyTorch's higher-order ops (`torch.ops.higher_order`).
+pub const HIGHER_ORDER: &str = "higher_order";
+
 /// An operator overload: `aten::add.Tensor` is namespace `aten`, name `add`, overload `Tensor`.
 ///
 /// The overload is spelled as in Python: the schema's unnamed overload is `default`.
@@ -541,17 +544,30 @@ impl OpName {
         Ok(OpName::new(ns, name, overload))
     }
 
-    /// The Python spelling, e.g. `torch.ops.aten.add.Tensor`.
+    /// A higher-order op (`torch.ops.higher_order.with_effects`): a Python-level op that
+    /// takes ops and graphs as arguments, has no overloads and no libtorch schema.
+    pub fn higher_order(name: &str) -> Self {
+        OpName::new(HIGHER_ORDER, name, "")
+    }
+
+    /// True for a higher-order op.
+    pub fn is_higher_order(&self) -> bool {
+        self.namespace == HIGHER_ORDER
+    }
+
+    /// The Python spelling, e.g. `torch.ops.aten.add.Tensor` (no overload for a higher-order
+    /// op: `torch.ops.higher_order.with_effects`).
     pub fn torch_path(&self) -> String {
-        format!(
-            "torch.ops.{}.{}.{}",
-            self.namespace, self.name, self.overload
-        )
+        format!("torch.ops.{}", self.qualified())
     }
 
     /// The short Python spelling, e.g. `aten.add.Tensor`.
     pub fn qualified(&self) -> String {
-        format!("{}.{}.{}", self.namespace, self.name, self.overload)
+        if self.is_higher_order() {
+            format!("{}.{}", self.namespace, self.name)
+        } else {
+            format!("{}.{}.{}", self.namespace, self.name, self.overload)
+        }
     }
 
     /// True when the name follows the in-place convention (`add_`, `__iand__`).
@@ -596,14 +612,24 @@ impl OpName {
     /// True when the op must neither be merged (CSE) nor dropped (DCE) by pure-IR passes:
     /// mutating ops by naming convention, and random ops.
     pub fn has_side_effects_by_name(&self) -> bool {
-        self.is_inplace_by_name() || self.is_random()
+        self.is_inplace_by_name() || self.is_random() || self.is_effectful()
+    }
+
+    /// True for `with_effects`, which orders an effectful op by a token: it is never
+    /// duplicated, dropped or moved.
+    pub fn is_effectful(&self) -> bool {
+        self.is_higher_order() && self.name == "with_effects"
     }
 }
 
 impl fmt::Display for OpName {
-    /// Formats as `aten::add.Tensor`.
+    /// Formats as `aten::add.Tensor` (`higher_order::with_effects`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}::{}.{}", self.namespace, self.name, self.overload)
+        if self.is_higher_order() {
+            write!(f, "{}::{}", self.namespace, self.name)
+        } else {
+            write!(f, "{}::{}.{}", self.namespace, self.name, self.overload)
+        }
     }
 }
 

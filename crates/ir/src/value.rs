@@ -6,7 +6,7 @@ use std::hash::{Hash, Hasher};
 use serde::{Deserialize, Serialize};
 
 use crate::graph::NodeId;
-use crate::types::{Device, Dtype, Layout, MemoryFormat};
+use crate::types::{Device, Dtype, Layout, MemoryFormat, OpName};
 
 /// An argument of a call: a reference to a node, or a constant.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -35,6 +35,9 @@ pub enum Value {
     MemoryFormat(MemoryFormat),
     /// `torch.strided`, ...
     Layout(Layout),
+    /// An op passed as a value, as higher-order ops take one
+    /// (`with_effects(token, torch.ops.aten._linalg_check_errors.default, ...)`).
+    Op(OpName),
 }
 
 impl PartialEq for Value {
@@ -53,6 +56,7 @@ impl PartialEq for Value {
             (Device(a), Device(b)) => a == b,
             (MemoryFormat(a), MemoryFormat(b)) => a == b,
             (Layout(a), Layout(b)) => a == b,
+            (Op(a), Op(b)) => a == b,
             _ => false,
         }
     }
@@ -75,6 +79,7 @@ impl Hash for Value {
             Value::Device(d) => d.hash(state),
             Value::MemoryFormat(m) => m.hash(state),
             Value::Layout(l) => l.hash(state),
+            Value::Op(op) => op.hash(state),
         }
     }
 }
@@ -169,6 +174,7 @@ impl Value {
             },
             Value::MemoryFormat(m) => write!(out, "torch.{}", m.torch_name())?,
             Value::Layout(l) => write!(out, "torch.{}", l.torch_name())?,
+            Value::Op(op) => out.push_str(&op.torch_path()),
         }
         Ok(())
     }

@@ -197,3 +197,30 @@ fn pytree_form_errors() {
     assert_eq!(e.line, 3);
     assert!(e.message.contains("`other` is declared"), "{}", e.message);
 }
+
+/// Higher-order ops have no overload, and take ops as values: PyTorch's effect tokens.
+#[test]
+fn higher_order_ops_and_op_values_round_trip() {
+    let text = body(concat!(
+        "        with_effects = torch.ops.higher_order.with_effects(x, torch.ops.aten._linalg_check_errors.default, x, 'linalg.inv', is_matrix = True);  x = None\n",
+        "        getitem: \"f32[0]\" = with_effects[0];  with_effects = None\n",
+        "        return (getitem,)\n"
+    ));
+    let g = parse_graph(&text).unwrap();
+    assert_eq!(print_graph(&g), text);
+    let NodeKind::Call { op, args, .. } = &g.nodes[1].kind else {
+        panic!("call expected")
+    };
+    assert_eq!(op, &OpName::higher_order("with_effects"));
+    assert!(op.is_effectful() && op.has_side_effects_by_name());
+    assert_eq!(op.to_string(), "higher_order::with_effects");
+    assert_eq!(
+        args[1],
+        Value::Op(OpName::aten("_linalg_check_errors", "default"))
+    );
+    // Other namespaces still need an overload.
+    let e = parse_err(&body(
+        "        a: \"f32[2, 3]\" = torch.ops.aten.relu(x)\n        return (a,)\n",
+    ));
+    assert!(e.to_string().contains("names no overload"), "{e}");
+}

@@ -127,6 +127,22 @@ pub fn joint_inputs(joint: &Graph) -> Result<(Vec<NodeId>, Vec<NodeId>), Partiti
     Ok((primals, tangents))
 }
 
+/// How many primals are effect tokens (the first argument of a `with_effects`): AOTAutograd
+/// returns no gradient for them.
+pub fn effect_tokens(joint: &Graph, primals: &[NodeId]) -> usize {
+    primals
+        .iter()
+        .filter(|&&p| {
+            joint.nodes.iter().any(|n| match &n.kind {
+                NodeKind::Call { op, args, .. } if op.is_effectful() => {
+                    args.first() == Some(&Value::Node(p))
+                }
+                _ => false,
+            })
+        })
+        .count()
+}
+
 /// Splits the joint outputs into (forward outputs, gradients).
 pub fn split_outputs(
     joint: &Graph,

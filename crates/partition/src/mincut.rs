@@ -30,7 +30,7 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 
 use crate::default::{
-    default_partition_with, extract_fwd_bwd, joint_inputs, split_outputs, Partition,
+    default_partition_with, effect_tokens, extract_fwd_bwd, joint_inputs, split_outputs, Partition,
     PartitionError, PartitionReport,
 };
 use crate::knapsack::KnapsackSolver;
@@ -279,10 +279,13 @@ impl MinCutProblem {
         }
         let (primals, tangents) = joint_inputs(&graph)?;
         let (fwd_outputs, bwd_outputs) = split_outputs(&graph, num_fwd_outputs)?;
-        if bwd_outputs.len() != primals.len() {
+        // AOTAutograd returns no gradient for effect tokens; graphbug's joints return None.
+        let tokens = effect_tokens(&graph, &primals);
+        if bwd_outputs.len() != primals.len() && bwd_outputs.len() != primals.len() - tokens {
             return Err(PartitionError::BadJoint(format!(
                 "the joint graph returns {} values after the {num_fwd_outputs} forward outputs, \
-                 but has {} primals (one gradient per primal expected); check --num-fwd-outputs",
+                 but has {} primals, {tokens} of them effect tokens (one gradient per primal, \
+                 or per primal but the tokens, expected); check --num-fwd-outputs",
                 bwd_outputs.len(),
                 primals.len()
             )));

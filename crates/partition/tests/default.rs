@@ -121,3 +121,28 @@ fn the_forward_tail_is_saved_as_functorch_saves_it() {
         );
     }
 }
+
+/// Joints with effect tokens (`with_effects`), laid out as AOTAutograd lays them out (the
+/// token returned first, no gradient for it), partition as functorch partitions them.
+#[test]
+fn effect_tokens_partition_as_functorch_partitions_them() {
+    let (joint, n) = common::joint("effects_linalg_inv");
+    let info = info("effects_linalg_inv");
+    let p = default_partition(&joint, n).unwrap();
+    let (want, want_bytes) = common::functorch_saved(&info, "default");
+    assert_eq!(p.report.saved, want);
+    assert_eq!(p.report.saved_bytes, want_bytes);
+    // The effect stays in the forward, once.
+    let effects = |g: &graphbug_ir::Graph| {
+        g.nodes
+            .iter()
+            .filter(|n| n.op().is_some_and(|op| op.is_effectful()))
+            .count()
+    };
+    assert_eq!((effects(&p.forward), effects(&p.backward)), (1, 0));
+    let options = graphbug_partition::MinCutOptions::default();
+    let m = graphbug_partition::min_cut_rematerialization_partition(&joint, n, &options).unwrap();
+    let (_, mincut_bytes) = common::functorch_saved(&info, "mincut");
+    assert!(m.report.saved_bytes <= mincut_bytes);
+    assert_eq!((effects(&m.forward), effects(&m.backward)), (1, 0));
+}

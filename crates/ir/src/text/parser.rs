@@ -880,6 +880,18 @@ impl<'a> Builder<'a> {
                             .collect::<Result<_, IrError>>()?;
                         NodeKind::Call { op, args, kwargs }
                     }
+                    Some(["torch", "ops", "higher_order", name]) => {
+                        let op = OpName::higher_order(name);
+                        let args = args
+                            .iter()
+                            .map(|a| self.value(a, later))
+                            .collect::<Result<_, _>>()?;
+                        let kwargs = kwargs
+                            .iter()
+                            .map(|(k, v)| Ok((k.clone(), self.value(v, later)?)))
+                            .collect::<Result<_, IrError>>()?;
+                        NodeKind::Call { op, args, kwargs }
+                    }
                     Some(["torch", "ops", ns, name]) => {
                         return self.err(
                             func.pos,
@@ -1067,6 +1079,9 @@ impl<'a> Builder<'a> {
                             format!("unknown constant `torch.{attr}` (expected a dtype, memory format or layout)"),
                         );
                     }
+                }
+                Some(["torch", "ops", ns, name, overload]) => {
+                    Value::Op(OpName::new(ns, name, overload))
                 }
                 Some(parts) => {
                     return self.err(e.pos, format!("unsupported value `{}`", parts.join(".")))
