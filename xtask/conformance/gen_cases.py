@@ -109,7 +109,8 @@ def write_safetensors(path, named):
         t = t.detach().to("cpu")
         if t._is_zerotensor():
             t = torch.zeros(t.shape, dtype=t.dtype)
-        t = t.resolve_conj().resolve_neg().contiguous()
+        # A fresh dense copy: contiguous() keeps stride-0 size-1 dims, which view() refuses.
+        t = torch.empty(t.shape, dtype=t.dtype).copy_(t.resolve_conj().resolve_neg())
         if t.numel() == 0:
             data = b""
         else:

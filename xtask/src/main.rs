@@ -91,9 +91,12 @@ struct ConformanceArgs {
     /// Seconds one graphbug command may take.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
-    /// Run the cases already in target/conformance/cases instead of generating them.
+    /// Run the cases already in the cases directory instead of generating them.
     #[arg(long)]
     reuse_cases: bool,
+    /// The cases directory (default target/conformance/cases; cleared before generating).
+    #[arg(long)]
+    cases: Option<PathBuf>,
 }
 
 /// Runs the chosen subcommand; errors print with their context chain and exit 1.
@@ -461,7 +464,7 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         .transpose()
         .context("--filter is not a valid regex")?;
     let out = root.join("target/conformance");
-    let cases = out.join("cases");
+    let cases = args.cases.clone().unwrap_or_else(|| out.join("cases"));
     if !args.reuse_cases {
         if cases.exists() {
             fs::remove_dir_all(&cases)
