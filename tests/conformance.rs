@@ -14,8 +14,9 @@ use std::time::Duration;
 use serde_json::Value;
 use xtask::conformance::{self, safetensors, Capabilities, Case, Outcome, Stage};
 
-/// Cases whose joint stage passed when this test was written: a regression fails it.
-const JOINT_PASSES: &[&str] = &[
+/// Cases that passed every stage they reached (joint, functionalize, partitions and
+/// aot-eager included) when this test was written: a regression fails it.
+const PASSING: &[&str] = &[
     "opinfo/abs/f32/0",
     "opinfo/acos/f32/0",
     "opinfo/add/f32/0",
@@ -129,15 +130,15 @@ fn ci_subset_matches_pytorch() {
                 other => failures.push(format!("{} [{}]: {other:?}", r.id, stage.name())),
             }
         }
-        if JOINT_PASSES.contains(&r.id.as_str()) && *r.outcome(Stage::Joint) != Outcome::Passed {
-            failures.push(format!(
-                "{} [joint] passed before: {:?}",
-                r.id,
-                r.outcome(Stage::Joint)
-            ));
+        if PASSING.contains(&r.id.as_str()) {
+            for (stage, outcome) in &r.stages {
+                if let Outcome::Failed(line) = outcome {
+                    failures.push(format!("{} [{}] passed before: {line}", r.id, stage.name()));
+                }
+            }
         }
     }
-    for id in JOINT_PASSES {
+    for id in PASSING {
         if !report.results.iter().any(|r| r.id == *id) {
             failures.push(format!("{id}: no such case in the CI subset"));
         }
