@@ -52,6 +52,7 @@ const PASSING: &[&str] = &[
     "opinfo/transpose/f32/0",
     "opinfo/where/f32/0",
     "zoo/batch_norm/train",
+    "zoo/mlp_small/train",
     "zoo/mlp_small/train-nodrop",
     "zoo/multihead_attention/train",
 ];
