@@ -746,26 +746,63 @@ def main(argv=None):
                         tasks.append((zoo_task, (name, variant, a.out)))
 
     os.makedirs(a.out, exist_ok=True)
-    done = 0
     counts = {"ok": 0, "skipped": 0, "unsupported": 0}
-    total = len(tasks)
-    jobs = max(1, a.jobs)
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(fn, args): args for fn, args in tasks}
-        for fut in concurrent.futures.as_completed(futures):
-            done += 1
-            try:
-                for case_id, status in fut.result():
-                    counts[status] += 1
-            except Exception as e:  # noqa: BLE001 (a worker died: PyTorch crashed)
-                args = futures[fut]
-                print(f"gen_cases: task {args[:2]} crashed: {first_line(e)}", file=sys.stderr)
-                counts["skipped"] += 1
-            if done % 25 == 0 or done == total:
-                print(f"gen_cases: {done}/{total} tasks, {counts['ok']} cases, "
-                      f"{counts['skipped']} skipped by PyTorch, {counts['unsupported']} "
-                      "unsupported by the case files", file=sys.stderr, flush=True)
+    run_tasks(tasks, max(1, a.jobs), counts)
     return 0
+
+
+def task_case(fn, args):
+    """(case id, out dir, meta) standing for a task whose worker died."""
+    if fn is opinfo_task:
+        key, dname, _n, out_root = args
+        case_id = f"opinfo/{key}/{SHORT[dname]}/0"
+        meta = {"source": "opinfo", "op": key, "dtype": dname, "sample": 0}
+    else:
+        name, variant, out_root = args
+        case_id = f"zoo/{name}/{variant}"
+        meta = {"source": "zoo", "op": name, "dtype": "float32", "variant": variant}
+    return case_id, os.path.join(out_root, case_id), meta
+
+
+def run_tasks(tasks, jobs, counts):
+    """Runs the tasks in worker processes. When PyTorch kills a worker (a segfault), the
+    pool breaks: the unfinished tasks run again one by one, each in a pool of its own, and
+    a task that kills its worker again is recorded as skipped by PyTorch."""
+    done = 0
+    total = len(tasks)
+    unfinished = []
+
+    def report():
+        if done % 25 == 0 or done == total:
+            print(f"gen_cases: {done}/{total} tasks, {counts['ok']} cases, "
+                  f"{counts['skipped']} skipped by PyTorch, {counts['unsupported']} "
+                  "unsupported by the case files", file=sys.stderr, flush=True)
+
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(fn, args): (fn, args) for fn, args in tasks}
+        for fut in concurrent.futures.as_completed(futures):
+            try:
+                results = fut.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                unfinished.append(futures[fut])
+                continue
+            for _case_id, status in results:
+                counts[status] += 1
+            done += 1
+            report()
+    for fn, args in sorted(unfinished, key=lambda t: repr(t[1])):
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
+            try:
+                results = pool.submit(fn, args).result()
+            except concurrent.futures.process.BrokenProcessPool:
+                case_id, out_dir, meta = task_case(fn, args)
+                print(f"gen_cases: {case_id}: PyTorch crashed", file=sys.stderr)
+                skip_case(out_dir, case_id, meta, "PyTorch crashed (its process died)")
+                results = [(case_id, "skipped")]
+        for _case_id, status in results:
+            counts[status] += 1
+        done += 1
+        report()
 
 
 if __name__ == "__main__":
