@@ -706,6 +706,11 @@ impl Runner<'_> {
         if let Some(reason) = grads["skip"].as_str() {
             return Ok(Outcome::NotApplicable(reason.to_string()));
         }
+        if let Some(why) = grads["ill_conditioned"].as_str() {
+            return Ok(Outcome::NotApplicable(format!(
+                "ill-conditioned gradients: {why}"
+            )));
+        }
         if let Some(na) = self.random() {
             return Ok(na);
         }
@@ -807,6 +812,11 @@ impl Runner<'_> {
         let grads = &self.case.json["grads"];
         if let Some(reason) = grads["skip"].as_str() {
             return Ok(Outcome::NotApplicable(reason.to_string()));
+        }
+        if let Some(why) = grads["ill_conditioned"].as_str() {
+            return Ok(Outcome::NotApplicable(format!(
+                "ill-conditioned gradients: {why}"
+            )));
         }
         if let Some(na) = self.random() {
             return Ok(na);
