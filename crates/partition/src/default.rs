@@ -130,17 +130,16 @@ pub fn joint_inputs(joint: &Graph) -> Result<(Vec<NodeId>, Vec<NodeId>), Partiti
 /// How many primals are effect tokens (the first argument of a `with_effects`): AOTAutograd
 /// returns no gradient for them.
 pub fn effect_tokens(joint: &Graph, primals: &[NodeId]) -> usize {
-    primals
+    // One pass over the graph, not one per primal.
+    let tokens: HashSet<NodeId> = joint
+        .nodes
         .iter()
-        .filter(|&&p| {
-            joint.nodes.iter().any(|n| match &n.kind {
-                NodeKind::Call { op, args, .. } if op.is_effectful() => {
-                    args.first() == Some(&Value::Node(p))
-                }
-                _ => false,
-            })
+        .filter_map(|n| match &n.kind {
+            NodeKind::Call { op, args, .. } if op.is_effectful() => args.first()?.as_node(),
+            _ => None,
         })
-        .count()
+        .collect();
+    primals.iter().filter(|p| tokens.contains(p)).count()
 }
 
 /// Splits the joint outputs into (forward outputs, gradients).

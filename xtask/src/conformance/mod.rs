@@ -603,17 +603,12 @@ impl Runner<'_> {
         if let Some(na) = self.random() {
             return Ok(na);
         }
-        let exec = self.graphbug(
+        let exec = self.run_compare(
             "values",
-            &[
-                os("run"),
-                self.file("forward.py").as_os_str(),
-                os("--inputs"),
-                self.file("inputs.safetensors").as_os_str(),
-                os("--compare"),
-                self.file("outputs.safetensors").as_os_str(),
-                os("--no-isolate"),
-            ],
+            &self.file("forward.py"),
+            &self.file("inputs.safetensors"),
+            &self.file("outputs.safetensors"),
+            &[],
         )?;
         Ok(if exec.code == Some(0) {
             Outcome::Passed
@@ -680,17 +675,12 @@ impl Runner<'_> {
         }
         let expected_path = self.work.join("functional_expected.safetensors");
         safetensors::write(&expected_path, &expected)?;
-        let exec = self.graphbug(
+        let exec = self.run_compare(
             "functional_run",
-            &[
-                os("run"),
-                functional.as_os_str(),
-                os("--inputs"),
-                self.file("inputs.safetensors").as_os_str(),
-                os("--compare"),
-                expected_path.as_os_str(),
-                os("--no-isolate"),
-            ],
+            &functional,
+            &self.file("inputs.safetensors"),
+            &expected_path,
+            &[],
         )?;
         Ok(if exec.code == Some(0) {
             Outcome::Passed
@@ -699,19 +689,45 @@ impl Runner<'_> {
         })
     }
 
-    /// Builds graphbug's joint graph, runs it on the primals and PyTorch's tangents and
-    /// compares the forward outputs, mutated inputs and gradients with PyTorch's.
-    fn joint(&self) -> Result<Outcome> {
+    /// Why the gradient stages have nothing to check, if they have not: PyTorch gave no
+    /// gradients, its float32 gradients are ill-conditioned, or the values are random.
+    fn gradients_na(&self) -> Option<Outcome> {
         let grads = &self.case.json["grads"];
         if let Some(reason) = grads["skip"].as_str() {
-            return Ok(Outcome::NotApplicable(reason.to_string()));
+            return Some(Outcome::NotApplicable(reason.to_string()));
         }
         if let Some(why) = grads["ill_conditioned"].as_str() {
-            return Ok(Outcome::NotApplicable(format!(
+            return Some(Outcome::NotApplicable(format!(
                 "ill-conditioned gradients: {why}"
             )));
         }
-        if let Some(na) = self.random() {
+        self.random()
+    }
+
+    /// `graphbug run GRAPH --inputs INPUTS [EXTRA] --compare EXPECTED`, in this process.
+    fn run_compare(
+        &self,
+        tag: &str,
+        graph: &Path,
+        inputs: &Path,
+        expected: &Path,
+        extra: &[&std::ffi::OsStr],
+    ) -> Result<Exec> {
+        let mut args = vec![
+            os("run"),
+            graph.as_os_str(),
+            os("--inputs"),
+            inputs.as_os_str(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend([os("--compare"), expected.as_os_str(), os("--no-isolate")]);
+        self.graphbug(tag, &args)
+    }
+
+    /// Builds graphbug's joint graph, runs it on the primals and PyTorch's tangents and
+    /// compares the forward outputs, mutated inputs and gradients with PyTorch's.
+    fn joint(&self) -> Result<Outcome> {
+        if let Some(na) = self.gradients_na() {
             return Ok(na);
         }
         let names = string_list(&self.case.json["inputs"]);
@@ -786,17 +802,12 @@ impl Runner<'_> {
         }
         let expected_path = self.work.join("joint_expected.safetensors");
         safetensors::write(&expected_path, &expected)?;
-        let exec = self.graphbug(
+        let exec = self.run_compare(
             "joint_run",
-            &[
-                os("run"),
-                joint_path.as_os_str(),
-                os("--inputs"),
-                joint_inputs_path.as_os_str(),
-                os("--compare"),
-                expected_path.as_os_str(),
-                os("--no-isolate"),
-            ],
+            &joint_path,
+            &joint_inputs_path,
+            &expected_path,
+            &[],
         )?;
         Ok(if exec.code == Some(0) {
             Outcome::Passed
@@ -810,15 +821,7 @@ impl Runner<'_> {
     /// PyTorch's tangents: outputs and gradients against PyTorch's.
     fn aot_eager(&self) -> Result<Outcome> {
         let grads = &self.case.json["grads"];
-        if let Some(reason) = grads["skip"].as_str() {
-            return Ok(Outcome::NotApplicable(reason.to_string()));
-        }
-        if let Some(why) = grads["ill_conditioned"].as_str() {
-            return Ok(Outcome::NotApplicable(format!(
-                "ill-conditioned gradients: {why}"
-            )));
-        }
-        if let Some(na) = self.random() {
+        if let Some(na) = self.gradients_na() {
             return Ok(na);
         }
         let names = string_list(&self.case.json["inputs"]);
@@ -848,23 +851,20 @@ impl Runner<'_> {
         }
         let expected_path = self.work.join("aot_eager_expected.safetensors");
         safetensors::write(&expected_path, &expected)?;
-        let exec = self.graphbug(
+        let spec = self.requires_grad_spec();
+        let exec = self.run_compare(
             "aot_eager",
+            &self.file("forward.py"),
+            &self.file("inputs.safetensors"),
+            &expected_path,
             &[
-                os("run"),
-                self.file("forward.py").as_os_str(),
                 os("--backend"),
                 os("aot_eager"),
                 os("--backward"),
                 os("--requires-grad"),
-                os(&self.requires_grad_spec()),
-                os("--inputs"),
-                self.file("inputs.safetensors").as_os_str(),
+                os(&spec),
                 os("--tangents"),
                 tangents_path.as_os_str(),
-                os("--compare"),
-                expected_path.as_os_str(),
-                os("--no-isolate"),
             ],
         )?;
         Ok(if exec.code == Some(0) {

@@ -855,6 +855,25 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// A call of `op` with its arguments as graph values.
+    fn call(
+        &mut self,
+        op: OpName,
+        args: &[Expr],
+        kwargs: &[(String, Expr)],
+        later: &HashMap<&str, Pos>,
+    ) -> Result<NodeKind, IrError> {
+        let args = args
+            .iter()
+            .map(|a| self.value(a, later))
+            .collect::<Result<_, _>>()?;
+        let kwargs = kwargs
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), self.value(v, later)?)))
+            .collect::<Result<_, IrError>>()?;
+        Ok(NodeKind::Call { op, args, kwargs })
+    }
+
     fn assign(
         &mut self,
         target: &str,
@@ -869,28 +888,10 @@ impl<'a> Builder<'a> {
                 let path = func.dotted();
                 match path.as_deref() {
                     Some(["torch", "ops", ns, name, overload]) => {
-                        let op = OpName::new(ns, name, overload);
-                        let args = args
-                            .iter()
-                            .map(|a| self.value(a, later))
-                            .collect::<Result<_, _>>()?;
-                        let kwargs = kwargs
-                            .iter()
-                            .map(|(k, v)| Ok((k.clone(), self.value(v, later)?)))
-                            .collect::<Result<_, IrError>>()?;
-                        NodeKind::Call { op, args, kwargs }
+                        self.call(OpName::new(ns, name, overload), args, kwargs, later)?
                     }
                     Some(["torch", "ops", "higher_order", name]) => {
-                        let op = OpName::higher_order(name);
-                        let args = args
-                            .iter()
-                            .map(|a| self.value(a, later))
-                            .collect::<Result<_, _>>()?;
-                        let kwargs = kwargs
-                            .iter()
-                            .map(|(k, v)| Ok((k.clone(), self.value(v, later)?)))
-                            .collect::<Result<_, IrError>>()?;
-                        NodeKind::Call { op, args, kwargs }
+                        self.call(OpName::higher_order(name), args, kwargs, later)?
                     }
                     Some(["torch", "ops", ns, name]) => {
                         return self.err(
