@@ -3,7 +3,7 @@
 //! graphbug's stages; plus wrong answers fed to the runner, each of which must fail its
 //! stage (every bar of the suite can fail).
 //!
-//! Needs the project venv with torch and expecttest (`cargo xtask setup` installs both).
+//! Needs the project venv with torch, numpy and expecttest (`cargo xtask setup` installs them).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ fn ci_cases() -> &'static Path {
         let python = root().join(".venv/bin/python");
         assert!(
             python.is_file(),
-            "{} is missing: run `cargo xtask setup` (it creates the venv with torch and expecttest)",
+            "{} is missing: run `cargo xtask setup` (it creates the venv with torch, numpy and expecttest)",
             python.display()
         );
         let out = scratch().join("cases");
@@ -87,7 +87,7 @@ fn ci_cases() -> &'static Path {
             .expect("the venv's python runs");
         assert!(
             run.status.success(),
-            "gen_cases.py failed (is expecttest installed? `cargo xtask setup` installs it):\n{}",
+            "gen_cases.py failed (are numpy and expecttest installed? `cargo xtask setup` installs them):\n{}",
             String::from_utf8_lossy(&run.stderr)
         );
         eprintln!(

@@ -159,8 +159,11 @@ fn setup(root: &Path) -> Result<()> {
     };
     link_libtorch(root, &torch)?;
     write_doctest_config(root)?;
-    // OpInfo's op_db (the conformance suite, also in `cargo test`) imports expecttest.
-    ensure_python_package(&venv, "expecttest", None)?;
+    // The conformance suite (also in `cargo test`) needs OpInfo's op_db, which imports
+    // expecttest and numpy; torch's own wheel pulls in neither.
+    for package in ["numpy", "expecttest"] {
+        ensure_python_package(&venv, package, None)?;
+    }
     println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
     Ok(())
 }
