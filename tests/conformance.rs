@@ -78,7 +78,8 @@ fn ci_cases() -> &'static Path {
         let out = scratch().join("cases");
         let _ = fs::remove_dir_all(&out);
         let started = std::time::Instant::now();
-        let run = Command::new(&python)
+        let mut gen = Command::new(&python);
+        let run = xtask::process::die_with_parent(&mut gen)
             .arg(root().join("xtask/conformance/gen_cases.py"))
             .arg("--out")
             .arg(&out)

@@ -63,7 +63,8 @@ SHORT = {"float32": "f32", "float64": "f64", "bfloat16": "bf16"}
 ST_DTYPES = {
     torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
     torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
-    torch.uint8: "U8", torch.bool: "BOOL",
+    torch.uint8: "U8", torch.uint16: "U16", torch.uint32: "U32", torch.uint64: "U64",
+    torch.bool: "BOOL",
 }
 
 CASE_SECONDS = 120  # PyTorch's own time limit per case (trace, run, grad, partitions)
@@ -317,10 +318,14 @@ def build_case(case_id, out_dir, f, tensors, requires_grad, meta, with_aot=True,
     """
     seed = seed_of(case_id)
     # 1. The forward graph: make_fx of the plain function (like the reference exports).
-    with torch.no_grad():
+    # A training case is traced with its inputs requiring grad, as torch.compile traces a
+    # training step: composite ops take their differentiable path (embedding_bag is
+    # _embedding_bag, not the non-differentiable _embedding_bag_forward_only).
+    training = any(requires_grad)
+    with torch.enable_grad() if training else torch.no_grad():
         torch.manual_seed(seed)
         try:
-            gm = make_fx(f)(*clones(tensors))
+            gm = make_fx(f)(*clones(tensors, requires_grad if training else None))
         except Exception as e:  # noqa: BLE001
             raise Skip("make_fx cannot trace it: " + first_line(e)) from e
     text = graph_text(gm)
@@ -807,6 +812,20 @@ def task_case(fn, args):
     return case_id, os.path.join(out_root, case_id), meta
 
 
+def die_with_parent(parent):
+    """Worker initializer: the worker gets SIGKILL when the generator dies (even by kill -9),
+    as the generator does when xtask dies; Linux only, a no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the generator died before prctl took effect
+        os._exit(1)
+
+
 def run_tasks(tasks, jobs, counts):
     """Runs the tasks in worker processes. When PyTorch kills a worker (a segfault), the
     pool breaks: the unfinished tasks run again one by one, each in a pool of its own, and
@@ -821,7 +840,8 @@ def run_tasks(tasks, jobs, counts):
                   f"{counts['skipped']} skipped by PyTorch, {counts['unsupported']} "
                   "unsupported by the case files", file=sys.stderr, flush=True)
 
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(fn, args): (fn, args) for fn, args in tasks}
         for fut in concurrent.futures.as_completed(futures):
             try:
@@ -834,7 +854,8 @@ def run_tasks(tasks, jobs, counts):
             done += 1
             report()
     for fn, args in sorted(unfinished, key=lambda t: repr(t[1])):
-        with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, initializer=die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
             try:
                 results = pool.submit(fn, args).result()
             except concurrent.futures.process.BrokenProcessPool:

@@ -1,4 +1,5 @@
 //! Library side of `cargo xtask`: the conformance runner, shared with the integration test
-//! that runs the CI subset (`tests/conformance.rs`).
+//! that runs the CI subset (`tests/conformance.rs`), and guarded child processes.
 
 pub mod conformance;
+pub mod process;

@@ -475,7 +475,8 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         }
         let started = std::time::Instant::now();
         let mut gen = Command::new(venv.join("bin/python"));
-        gen.arg(root.join("xtask/conformance/gen_cases.py"))
+        xtask::process::die_with_parent(&mut gen)
+            .arg(root.join("xtask/conformance/gen_cases.py"))
             .arg("--out")
             .arg(&cases)
             .args(["--subset", &args.subset, "--sources", &args.sources])

@@ -491,8 +491,13 @@ impl Runner<'_> {
             .with_context(|| format!("cannot create {}", out_path.display()))?;
         let err = File::create(&err_path)
             .with_context(|| format!("cannot create {}", err_path.display()))?;
-        let mut child = Command::new(&self.opts.graphbug)
+        let mut cmd = Command::new(&self.opts.graphbug);
+        let mut child = crate::process::die_with_parent(&mut cmd)
             .args(args)
+            // PyTorch made the references on one thread (gen_cases.py): a reduction split
+            // across threads sums in another order, which deep train-mode networks
+            // (densenet121's first conv weight gradient) amplify past the tolerance.
+            .env("OMP_NUM_THREADS", "1")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
