@@ -713,6 +713,21 @@ char* gb_tensor_to(const at::Tensor* t, const char* device, at::Tensor** out) {
 // The device of a tensor as torch spells it ("cpu", "cuda:0", "meta"); tch cannot tell meta.
 char* gb_tensor_device(const at::Tensor* t) { return dup_str(t->device().str()); }
 
+// The c10::ScalarType code of `t`; tch has no Kind for uint16, uint32 and uint64.
+int32_t gb_tensor_scalar_type(const at::Tensor* t) {
+  return static_cast<int32_t>(t->scalar_type());
+}
+
+// `t`'s values converted to the dtype with c10::ScalarType code `code`.
+char* gb_tensor_to_dtype(const at::Tensor* t, int64_t code, at::Tensor** out) {
+  return guarded([&] { *out = new at::Tensor(t->to(static_cast<c10::ScalarType>(code))); });
+}
+
+// `t`'s bits viewed as the dtype with code `code` (`Tensor.view(dtype)`).
+char* gb_tensor_view_dtype(const at::Tensor* t, int64_t code, at::Tensor** out) {
+  return guarded([&] { *out = new at::Tensor(t->view(static_cast<c10::ScalarType>(code))); });
+}
+
 
 // The overload names of every registered op named `qualified` ("aten::add"), as a JSON
 // list ("" for the unnamed overload).

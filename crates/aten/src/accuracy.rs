@@ -27,10 +27,11 @@
 
 use std::fmt;
 
+use graphbug_ir::Dtype;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, TchError, Tensor};
 
-use crate::dtype::{describe, dtype_of};
+use crate::dtype::{bits_dtype, describe, dtype_of, kind_of, tensor_dtype, view_bits};
 
 /// How far (atol = rtol) a reference may be from the float64 run for the float64 RMSE
 /// rule to trust it: PyTorch's own "loosely matches the float64 reference" tolerance.
@@ -516,7 +517,28 @@ fn compare(
         (false, true) => return Ok(verdict(false, "reference is undefined".to_string())),
         (true, false) => return Ok(verdict(false, "result is undefined".to_string())),
     }
-    let (mut r, s) = (cpu(reference)?, cpu(result)?);
+    let (mut r, mut s) = (cpu(reference)?, cpu(result)?);
+    // uint16/32/64 have no tch kind: their dtypes must agree, then their bits compare as the
+    // signed integers of the same width (equal bits, equal values).
+    let (r_dtype, s_dtype) = (tensor_dtype(&r), tensor_dtype(&s));
+    let tch_less = |d: Option<Dtype>| d.is_some_and(|d| kind_of(d).is_none());
+    if tch_less(r_dtype) || tch_less(s_dtype) {
+        let name = |d: Option<Dtype>| d.map_or("unknown", Dtype::short_name);
+        if r_dtype != s_dtype {
+            return Ok(verdict(
+                false,
+                format!(
+                    "dtype mismatch: reference {} vs result {}",
+                    name(r_dtype),
+                    name(s_dtype)
+                ),
+            ));
+        }
+        let signed = |t: &Tensor, d: Option<Dtype>| {
+            view_bits(t, bits_dtype(d.unwrap_or(Dtype::Int64))).map_err(TchError::Torch)
+        };
+        (r, s) = (signed(&r, r_dtype)?, signed(&s, s_dtype)?);
+    }
     let (r_kind, s_kind) = (r.f_kind()?, s.f_kind()?);
 
     if opts.exact_dtype && r_kind != s_kind {
@@ -787,6 +809,22 @@ mod tests {
         assert_eq!(v.reason, "allclose within tol=0.0001");
         assert_eq!(v.max_abs_diff, Some(0.0));
         assert_eq!(v.meta, "f32[2]");
+    }
+
+    #[test]
+    fn unsigned_dtypes_tch_cannot_name_compare_exactly() {
+        use crate::dtype::view_bits;
+        let u64s = |v: &[i64]| view_bits(&Tensor::from_slice(v), Dtype::UInt64).unwrap();
+        let opts = SameOptions::default();
+        let same = one(u64s(&[-1, 5]), u64s(&[-1, 5]), None, &opts);
+        assert!(same.passed, "{same:?}");
+        assert_eq!(same.meta, "u64[2]");
+        // 2^64-1 against 2^64-2: one bit apart, still a failure.
+        let wrong = one(u64s(&[-1, 5]), u64s(&[-2, 5]), None, &opts);
+        assert!(!wrong.passed, "{wrong:?}");
+        let dtype = one(u64s(&[1]), Tensor::from_slice(&[1i64]), None, &opts);
+        assert!(!dtype.passed, "{dtype:?}");
+        assert_eq!(dtype.reason, "dtype mismatch: reference u64 vs result i64");
     }
 
     #[test]

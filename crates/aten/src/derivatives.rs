@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use serde_json::Value as Json;
 use tch::Tensor;
 
-use crate::dtype::{c10_layout, c10_memory_format, c10_scalar_type, kind_of};
+use crate::dtype::{bits_kind, c10_layout, c10_memory_format, c10_scalar_type, to_dtype};
 use crate::interp::Interpreter;
 use crate::meta::{empty, meta_device};
 use crate::shim::{Op, Recorder};
@@ -179,10 +179,11 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
 
 /// A stand-in input for `stand`.
 fn stand_in(meta: &TensorMeta, stand: Stand) -> Result<Tensor, String> {
-    let options = (kind_of(meta.dtype), tch::Device::Cpu);
+    // uint16/32/64 (no tch kind) are made in the signed kind of their width, then converted.
+    let options = (bits_kind(meta.dtype), tch::Device::Cpu);
     let float = meta.dtype.is_floating_point() || meta.dtype.is_complex();
     let shape = meta.shape.as_slice();
-    Ok(match stand {
+    let t = match stand {
         Stand::Meta => return empty(meta, &meta_device()).map_err(|e| e.to_string()),
         Stand::Ones if float => Tensor::ones(shape, options),
         Stand::Ones => Tensor::zeros(shape, options),
@@ -192,7 +193,8 @@ fn stand_in(meta: &TensorMeta, stand: Stand) -> Result<Tensor, String> {
             t
         }
         Stand::Eye => Tensor::ones(shape, options),
-    })
+    };
+    to_dtype(&t, meta.dtype)
 }
 
 /// A forward run under a recorder: the input leaves, the outputs, the recorder.

@@ -9,9 +9,10 @@ use tch::{Kind, Tensor};
 
 use crate::error::AtenError;
 
-/// The tch element kind of a graphbug dtype.
-pub fn kind_of(dtype: Dtype) -> Kind {
-    match dtype {
+/// The tch element kind of a graphbug dtype; `None` for uint16, uint32 and uint64, which
+/// tch 0.26 has no `Kind` for (make such tensors with [`to_dtype`] or [`view_bits`]).
+pub fn kind_of(dtype: Dtype) -> Option<Kind> {
+    Some(match dtype {
         Dtype::Float32 => Kind::Float,
         Dtype::Float64 => Kind::Double,
         Dtype::Float16 => Kind::Half,
@@ -24,6 +25,44 @@ pub fn kind_of(dtype: Dtype) -> Kind {
         Dtype::Bool => Kind::Bool,
         Dtype::Complex64 => Kind::ComplexFloat,
         Dtype::Complex128 => Kind::ComplexDouble,
+        Dtype::UInt16 | Dtype::UInt32 | Dtype::UInt64 => return None,
+    })
+}
+
+/// A dtype tch can name whose elements hold `dtype`'s bits: `dtype` itself, or for
+/// uint16/32/64 the signed integer dtype of the same width (see [`view_bits`]).
+pub fn bits_dtype(dtype: Dtype) -> Dtype {
+    match dtype {
+        Dtype::UInt16 => Dtype::Int16,
+        Dtype::UInt32 => Dtype::Int32,
+        Dtype::UInt64 => Dtype::Int64,
+        other => other,
+    }
+}
+
+/// The tch kind of [`bits_dtype`]`(dtype)`.
+pub fn bits_kind(dtype: Dtype) -> Kind {
+    match bits_dtype(dtype) {
+        Dtype::Int16 => Kind::Int16,
+        Dtype::Int32 => Kind::Int,
+        Dtype::Int64 => Kind::Int64,
+        other => kind_of(other).unwrap_or(Kind::Int64),
+    }
+}
+
+/// `t` with its bits read as `dtype` (`Tensor.view(dtype)`; a no-op when `t` is `dtype`).
+pub fn view_bits(t: &Tensor, dtype: Dtype) -> Result<Tensor, String> {
+    if tensor_dtype(t) == Some(dtype) {
+        return Ok(t.shallow_clone());
+    }
+    crate::shim::tensor_view_dtype(t, c10_scalar_type(dtype))
+}
+
+/// `t`'s values converted to `dtype` (every dtype, uint16/32/64 included).
+pub fn to_dtype(t: &Tensor, dtype: Dtype) -> Result<Tensor, String> {
+    match kind_of(dtype) {
+        Some(kind) => t.f_to_kind(kind).map_err(|e| e.to_string()),
+        None => crate::shim::tensor_to_dtype(t, c10_scalar_type(dtype)),
     }
 }
 
@@ -54,13 +93,22 @@ pub fn dtype_of(kind: Kind) -> Option<Dtype> {
     })
 }
 
+/// The graphbug dtype of a `c10::ScalarType` code; `None` for types graphbug does not model.
+pub fn dtype_of_c10(code: i64) -> Option<Dtype> {
+    Dtype::ALL.into_iter().find(|&d| c10_scalar_type(d) == code)
+}
+
+/// The dtype of a defined tensor, asked of libtorch (tch cannot name uint16/32/64).
+pub fn tensor_dtype(tensor: &Tensor) -> Option<Dtype> {
+    dtype_of_c10(i64::from(crate::shim::scalar_type(tensor)))
+}
+
 /// Dtype and shape of a tensor; `None` for an undefined tensor or an unsupported kind.
 pub fn meta_of(tensor: &Tensor) -> Option<TensorMeta> {
     if !tensor.defined() {
         return None;
     }
-    let dtype = dtype_of(tensor.f_kind().ok()?)?;
-    Some(TensorMeta::new(dtype, tensor.size()))
+    Some(TensorMeta::new(tensor_dtype(tensor)?, tensor.size()))
 }
 
 /// A short description such as `f32[2, 3]`; unsupported kinds print their tch name
@@ -116,6 +164,9 @@ pub fn c10_scalar_type(dtype: Dtype) -> i64 {
         Dtype::Complex128 => 10,
         Dtype::Bool => 11,
         Dtype::BFloat16 => 15,
+        Dtype::UInt16 => 27,
+        Dtype::UInt32 => 28,
+        Dtype::UInt64 => 29,
     }
 }
 
@@ -149,7 +200,10 @@ mod tests {
     #[test]
     fn kind_round_trip() {
         for d in Dtype::ALL {
-            assert_eq!(dtype_of(kind_of(d)), Some(d), "{d}");
+            match kind_of(d) {
+                Some(k) => assert_eq!(dtype_of(k), Some(d), "{d}"),
+                None => assert!(matches!(d, Dtype::UInt16 | Dtype::UInt32 | Dtype::UInt64)),
+            }
         }
         for k in [
             Kind::ComplexHalf,
@@ -168,7 +222,7 @@ mod tests {
     #[test]
     fn meta_and_describe_of_real_tensors() {
         for d in Dtype::ALL {
-            let t = Tensor::zeros([2, 3], (kind_of(d), tch::Device::Cpu));
+            let t = to_dtype(&Tensor::zeros([2, 3], (Kind::Float, tch::Device::Cpu)), d).unwrap();
             let meta = meta_of(&t).expect("supported dtype");
             assert_eq!(meta, TensorMeta::new(d, vec![2, 3]));
             assert_eq!(describe(&t), format!("{}[2, 3]", d.short_name()));
@@ -187,6 +241,27 @@ mod tests {
         let undefined = Tensor::new();
         assert_eq!(meta_of(&undefined), None);
         assert_eq!(describe(&undefined), "undefined");
+    }
+
+    #[test]
+    fn unsigned_dtypes_tch_cannot_name_convert_and_reinterpret() {
+        let big = Tensor::from_slice(&[-1i64, 7]);
+        let u64s = view_bits(&big, Dtype::UInt64).unwrap();
+        assert_eq!(describe(&u64s), "u64[2]");
+        // The bits survive a round trip; the value 2^64-1 is what -1's bits mean.
+        let back = view_bits(&u64s, Dtype::Int64).unwrap();
+        assert_eq!(Vec::<i64>::try_from(&back).unwrap(), vec![-1, 7]);
+        let u16s = to_dtype(&Tensor::from_slice(&[3.0f32, 65535.0]), Dtype::UInt16).unwrap();
+        assert_eq!(
+            meta_of(&u16s),
+            Some(TensorMeta::new(Dtype::UInt16, vec![2]))
+        );
+        let f = to_dtype(&u16s, Dtype::Float32).unwrap();
+        assert_eq!(Vec::<f32>::try_from(&f).unwrap(), vec![3.0, 65535.0]);
+        assert_eq!(bits_kind(Dtype::UInt32), Kind::Int);
+        // Bits that do not fill the wider elements are libtorch's error, not a panic.
+        let e = view_bits(&Tensor::from_slice(&[1i32]), Dtype::UInt64).unwrap_err();
+        assert!(!e.is_empty());
     }
 
     #[test]
@@ -239,11 +314,17 @@ mod tests {
             (Dtype::Complex128, "ComplexDouble"),
             (Dtype::Bool, "Bool"),
             (Dtype::BFloat16, "BFloat16"),
+            (Dtype::UInt16, "UInt16"),
+            (Dtype::UInt32, "UInt32"),
+            (Dtype::UInt64, "UInt64"),
         ];
         // tch's own Kind codes agree (tch passes them to the same C API).
         for (d, _) in &expected {
-            let t = Tensor::zeros([1], (kind_of(*d), tch::Device::Cpu));
-            assert_eq!(dtype_of(t.kind()), Some(*d));
+            if let Some(kind) = kind_of(*d) {
+                let t = Tensor::zeros([1], (kind, tch::Device::Cpu));
+                assert_eq!(dtype_of(t.kind()), Some(*d));
+                assert_eq!(tensor_dtype(&t), Some(*d));
+            }
         }
         let Some(text) = header("torch/headeronly/core/ScalarType.h")
             .or_else(|| header("c10/core/ScalarType.h"))

@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Bernoulli, Distribution, StandardNormal, Uniform};
 use tch::Tensor;
 
-use crate::dtype::{describe, dtype_of, kind_of};
+use crate::dtype::{bits_dtype, bits_kind, describe, tensor_dtype, to_dtype, view_bits};
 use crate::error::AtenError;
 
 /// The two tensor file formats, chosen by file extension.
@@ -103,7 +103,7 @@ impl<'a> HostTensor<'a> {
         if !tensor.defined() {
             return Err(file_error(path, format!("tensor `{name}` is undefined")));
         }
-        let dtype = tensor.f_kind().ok().and_then(dtype_of).ok_or_else(|| {
+        let dtype = tensor_dtype(tensor).ok_or_else(|| {
             file_error(
                 path,
                 format!(
@@ -112,8 +112,10 @@ impl<'a> HostTensor<'a> {
                 ),
             )
         })?;
-        let host = tensor
-            .f_to_device(tch::Device::Cpu)
+        // uint16/32/64 are read through the signed kind of their width (tch lacks them).
+        let host = view_bits(tensor, bits_dtype(dtype))
+            .map_err(tch::TchError::Torch)
+            .and_then(|t| t.f_to_device(tch::Device::Cpu))
             .and_then(|t| t.f_contiguous())
             .map_err(|e| {
                 file_error(
@@ -205,6 +207,9 @@ fn npy_descr(dtype: Dtype) -> Option<&'static str> {
         Dtype::Bool => "|b1",
         Dtype::Complex64 => "<c8",
         Dtype::Complex128 => "<c16",
+        Dtype::UInt16 => "<u2",
+        Dtype::UInt32 => "<u4",
+        Dtype::UInt64 => "<u8",
     })
 }
 
@@ -223,6 +228,9 @@ fn dtype_of_descr(descr: &str) -> Result<Dtype, String> {
         "i2" | "h" => Dtype::Int16,
         "i1" | "b" => Dtype::Int8,
         "u1" | "B" => Dtype::UInt8,
+        "u2" | "H" => Dtype::UInt16,
+        "u4" | "I" => Dtype::UInt32,
+        "u8" | "Q" => Dtype::UInt64,
         "b1" | "?" => Dtype::Bool,
         "c8" | "F" => Dtype::Complex64,
         "c16" | "D" => Dtype::Complex128,
@@ -383,7 +391,9 @@ fn tensor_from_bytes(
     } else {
         shape.to_vec()
     };
-    let t = Tensor::f_from_data_size(data, &stored, kind_of(dtype)).map_err(|e| e.to_string())?;
+    let t = Tensor::f_from_data_size(data, &stored, bits_kind(dtype))
+        .map_err(|e| e.to_string())
+        .and_then(|t| view_bits(&t, dtype))?;
     if fortran_order && shape.len() > 1 {
         let dims: Vec<i64> = (0..shape.len() as i64).rev().collect();
         t.f_permute(dims.as_slice())
@@ -452,6 +462,9 @@ fn safetensors_dtype(dtype: Dtype) -> Option<safetensors::Dtype> {
         Dtype::Int8 => S::I8,
         Dtype::UInt8 => S::U8,
         Dtype::Bool => S::BOOL,
+        Dtype::UInt16 => S::U16,
+        Dtype::UInt32 => S::U32,
+        Dtype::UInt64 => S::U64,
         Dtype::Complex64 | Dtype::Complex128 => return None,
     })
 }
@@ -748,7 +761,14 @@ pub fn random_tensors(
                 let v: Vec<bool> = (0..numel).map(|_| coin.sample(&mut rng)).collect();
                 (Tensor::from_slice(&v), false)
             }
-            Dtype::Int64 | Dtype::Int32 | Dtype::Int16 | Dtype::Int8 | Dtype::UInt8 => {
+            Dtype::Int64
+            | Dtype::Int32
+            | Dtype::Int16
+            | Dtype::Int8
+            | Dtype::UInt8
+            | Dtype::UInt16
+            | Dtype::UInt32
+            | Dtype::UInt64 => {
                 let v: Vec<i64> = (0..numel).map(|_| ints.sample(&mut rng)).collect();
                 (Tensor::from_slice(&v), false)
             }
@@ -761,8 +781,9 @@ pub fn random_tensors(
         } else {
             flat.f_reshape(meta.shape.as_slice())
         }
-        .and_then(|t| t.f_to_kind(kind_of(meta.dtype)))
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(|e| e.to_string())
+        .and_then(|t| to_dtype(&t, meta.dtype))
+        .map_err(bad)?;
         let placed = built.f_to_device(device).map_err(|e| {
             AtenError::Device(format!(
                 "cannot place random input {i} ({meta}) on {device:?}: {e}"
@@ -803,7 +824,12 @@ mod tests {
     fn bits_equal(a: &Tensor, b: &Tensor) -> bool {
         meta_of(a) == meta_of(b) && {
             let n = a.numel();
-            let size = meta_of(a).expect("supported dtype").dtype.itemsize();
+            let dtype = meta_of(a).expect("supported dtype").dtype;
+            let size = dtype.itemsize();
+            let (a, b) = (
+                view_bits(a, bits_dtype(dtype)).unwrap(),
+                view_bits(b, bits_dtype(dtype)).unwrap(),
+            );
             let mut x = vec![0u8; n * size];
             let mut y = vec![0u8; n * size];
             a.copy_data_u8(&mut x, n);
@@ -820,9 +846,9 @@ mod tests {
             let t = if d.is_complex() {
                 let re = base.to_kind(Kind::Double);
                 let im = (&base * 2.0).to_kind(Kind::Double);
-                Tensor::complex(&re, &im).to_kind(kind_of(d))
+                to_dtype(&Tensor::complex(&re, &im), d).unwrap()
             } else {
-                base.to_kind(kind_of(d))
+                to_dtype(&base, d).unwrap()
             };
             out.push((format!("t{i}_{}", d.short_name()), t));
         }

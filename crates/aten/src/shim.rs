@@ -71,6 +71,9 @@ extern "C" {
         device: *const c_char,
         out: *mut *mut C_tensor,
     ) -> *mut c_char;
+    fn gb_tensor_scalar_type(t: *const C_tensor) -> i32;
+    fn gb_tensor_to_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
+    fn gb_tensor_view_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_op_overloads(qualified: *const c_char, out: *mut *mut c_char) -> *mut c_char;
     fn gb_recorder_new(out: *mut *mut c_void) -> *mut c_char;
     fn gb_recorder_free(r: *mut c_void);
@@ -446,6 +449,37 @@ impl Stack {
 pub fn tensor_device(t: &Tensor) -> String {
     // SAFETY: a live tensor; the string is owned by us afterwards.
     take_string(unsafe { gb_tensor_device(t.as_ptr()) })
+}
+
+/// The `c10::ScalarType` code of a defined tensor (tch's `Kind` lacks uint16/32/64).
+pub fn scalar_type(t: &Tensor) -> i32 {
+    // SAFETY: a live tensor; the shim only reads its dtype.
+    unsafe { gb_tensor_scalar_type(t.as_ptr()) }
+}
+
+/// `t`'s values converted to the dtype with `c10::ScalarType` code `code`.
+pub fn tensor_to_dtype(t: &Tensor, code: i64) -> std::result::Result<Tensor, String> {
+    dtype_op(t, code, gb_tensor_to_dtype)
+}
+
+/// `t`'s bits viewed as the dtype with `c10::ScalarType` code `code` (same element size).
+pub fn tensor_view_dtype(t: &Tensor, code: i64) -> std::result::Result<Tensor, String> {
+    dtype_op(t, code, gb_tensor_view_dtype)
+}
+
+/// Calls a shim function that makes one new tensor from `t` and a dtype code.
+fn dtype_op(
+    t: &Tensor,
+    code: i64,
+    f: unsafe extern "C" fn(*const C_tensor, i64, *mut *mut C_tensor) -> *mut c_char,
+) -> std::result::Result<Tensor, String> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: a live tensor; `out` is a new handle we own on success.
+    status(unsafe { f(t.as_ptr(), code, &mut out) })?;
+    if out.is_null() {
+        return Err("no tensor returned".into());
+    }
+    Ok(unsafe { Tensor::from_ptr(out) })
 }
 
 /// Calls a shim function that makes one new tensor from `t` on `device`.

@@ -578,20 +578,16 @@ impl CompiledFn for AotCompiled {
                         .get(inputs.len())
                         .and_then(|&p| self.backward.graph.node(p).meta.tensor().cloned());
                     match meta {
-                        Some(m) => Tensor::zeros(
-                            m.shape.clone(),
-                            (
-                                graphbug_aten::dtype::kind_of(m.dtype),
-                                graphbug_aten::dtype::tch_device(&self.device).map_err(|e| {
-                                    Failure::new(
-                                        &self.name,
-                                        Stage::Runtime,
-                                        Symptom::Error,
-                                        e.to_string(),
-                                    )
-                                })?,
-                            ),
-                        ),
+                        Some(m) => graphbug_aten::meta::empty(&m, &self.device)
+                            .map(|mut t| t.zero_())
+                            .map_err(|e| {
+                                Failure::new(
+                                    &self.name,
+                                    Stage::Runtime,
+                                    Symptom::Error,
+                                    e.to_string(),
+                                )
+                            })?,
                         None => {
                             return Err(Failure::new(
                                 &self.name,

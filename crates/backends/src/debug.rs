@@ -139,7 +139,8 @@ fn may_mutate(graph: &Graph, node: usize, schema: &Schema, arg: usize) -> bool {
 }
 
 fn same_values(a: &Tensor, b: &Tensor) -> bool {
-    if a.size() != b.size() || a.kind() != b.kind() {
+    use graphbug_aten::dtype::tensor_dtype;
+    if a.size() != b.size() || tensor_dtype(a) != tensor_dtype(b) {
         return false;
     }
     if a.is_floating_point() || a.is_complex() {

@@ -33,10 +33,16 @@ pub enum Dtype {
     Complex64,
     /// `torch.complex128`, `c128`
     Complex128,
+    /// `torch.uint16`, `u16` (PyTorch's limited-support unsigned type)
+    UInt16,
+    /// `torch.uint32`, `u32` (PyTorch's limited-support unsigned type)
+    UInt32,
+    /// `torch.uint64`, `u64` (PyTorch's limited-support unsigned type, e.g. `hash_tensor`)
+    UInt64,
 }
 
 /// (dtype, FX annotation abbreviation, canonical torch name)
-const DTYPES: [(Dtype, &str, &str); 12] = [
+const DTYPES: [(Dtype, &str, &str); 15] = [
     (Dtype::Float32, "f32", "float32"),
     (Dtype::Float64, "f64", "float64"),
     (Dtype::Float16, "f16", "float16"),
@@ -49,11 +55,14 @@ const DTYPES: [(Dtype, &str, &str); 12] = [
     (Dtype::Bool, "b8", "bool"),
     (Dtype::Complex64, "c64", "complex64"),
     (Dtype::Complex128, "c128", "complex128"),
+    (Dtype::UInt16, "u16", "uint16"),
+    (Dtype::UInt32, "u32", "uint32"),
+    (Dtype::UInt64, "u64", "uint64"),
 ];
 
 impl Dtype {
     /// Every supported dtype, in a fixed order.
-    pub const ALL: [Dtype; 12] = [
+    pub const ALL: [Dtype; 15] = [
         Dtype::Float32,
         Dtype::Float64,
         Dtype::Float16,
@@ -66,6 +75,9 @@ impl Dtype {
         Dtype::Bool,
         Dtype::Complex64,
         Dtype::Complex128,
+        Dtype::UInt16,
+        Dtype::UInt32,
+        Dtype::UInt64,
     ];
 
     fn entry(self) -> (Dtype, &'static str, &'static str) {
@@ -106,9 +118,9 @@ impl Dtype {
     /// Size of one element in bytes.
     pub fn itemsize(self) -> usize {
         match self {
-            Dtype::Float64 | Dtype::Int64 | Dtype::Complex64 => 8,
-            Dtype::Float32 | Dtype::Int32 => 4,
-            Dtype::Float16 | Dtype::BFloat16 | Dtype::Int16 => 2,
+            Dtype::Float64 | Dtype::Int64 | Dtype::UInt64 | Dtype::Complex64 => 8,
+            Dtype::Float32 | Dtype::Int32 | Dtype::UInt32 => 4,
+            Dtype::Float16 | Dtype::BFloat16 | Dtype::Int16 | Dtype::UInt16 => 2,
             Dtype::Int8 | Dtype::UInt8 | Dtype::Bool => 1,
             Dtype::Complex128 => 16,
         }

@@ -175,8 +175,15 @@ fn fingerprint(t: &Tensor) -> u64 {
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
     };
-    eat(format!("{:?}{:?}", t.kind(), t.size()).as_bytes());
-    let cpu = t.to_device(tch::Device::Cpu).contiguous();
+    // uint16/32/64 have no tch kind: named by dtype, read as the signed kind of their width.
+    let kind = t
+        .f_kind()
+        .map_or_else(|_| graphbug_aten::dtype::describe(t), |k| format!("{k:?}"));
+    eat(format!("{kind}{:?}", t.size()).as_bytes());
+    let bits = graphbug_aten::dtype::tensor_dtype(t)
+        .and_then(|d| graphbug_aten::dtype::view_bits(t, graphbug_aten::dtype::bits_dtype(d)).ok())
+        .unwrap_or_else(|| t.shallow_clone());
+    let cpu = bits.to_device(tch::Device::Cpu).contiguous();
     let n = cpu.numel() * cpu.kind().elt_size_in_bytes();
     let mut buf = vec![0u8; n];
     cpu.copy_data_u8(&mut buf, cpu.numel());
