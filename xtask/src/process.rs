@@ -30,3 +30,26 @@ pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
     }
     cmd
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    /// The death signal fires when the starting thread ends, as it does when xtask dies.
+    #[test]
+    fn a_child_dies_with_the_thread_that_started_it() {
+        let child = std::thread::spawn(|| {
+            let mut cmd = Command::new("sleep");
+            cmd.arg("60");
+            die_with_parent(&mut cmd).spawn().expect("sleep starts")
+        })
+        .join()
+        .expect("the starting thread ends");
+        let mut child = child;
+        let started = std::time::Instant::now();
+        let status = child.wait().expect("the child is reaped");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+}
