@@ -634,6 +634,7 @@ fn describe_meta(m: &Meta) -> String {
             .map(|t| t.as_ref().map_or("None".into(), ToString::to_string))
             .collect::<Vec<_>>()
             .join(", "),
+        Meta::SymTensor(_) | Meta::Sym(_) => m.annotation().unwrap_or_default(),
         Meta::Unknown => "no tensor".into(),
     }
 }

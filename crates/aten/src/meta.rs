@@ -137,6 +137,7 @@ impl fmt::Display for MetaMismatch {
         let inferred = match &self.inferred {
             Meta::Tensor(t) => t.to_string(),
             Meta::Multi(_) => "several outputs".into(),
+            Meta::SymTensor(_) | Meta::Sym(_) => self.inferred.annotation().unwrap_or_default(),
             Meta::Unknown => "no tensor".into(),
         };
         write!(

@@ -280,6 +280,7 @@ fn describe_meta(m: &Meta) -> String {
                 .collect();
             format!("({})", parts.join(", "))
         }
+        Meta::SymTensor(_) | Meta::Sym(_) => m.annotation().unwrap_or_default(),
         Meta::Unknown => "an unknown value".into(),
     }
 }

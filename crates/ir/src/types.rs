@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sym::{Bindings, SymExpr};
+
 /// A tensor element type, named as `torch.<name>` and abbreviated as in FX annotations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -198,79 +200,137 @@ impl TensorMeta {
     /// Parses an FX annotation body such as `f32[2, 8]` (the text inside the quotes).
     ///
     /// PyTorch's `include_stride` / `include_device` suffixes (`f32[2, 8][8, 1]cpu`) are
-    /// accepted and dropped: the IR keeps dtype and shape only.
+    /// accepted and dropped: the IR keeps dtype and shape only. Symbolic sizes are an
+    /// error here; [`Meta::parse_annotation`] accepts them.
     pub fn parse_annotation(text: &str) -> Result<TensorMeta, String> {
-        let t = text.trim();
-        if let Some(inner) = t.strip_prefix("Sym(").and_then(|r| r.strip_suffix(')')) {
-            return Err(format!(
-                "symbolic value `{inner}` in annotation \"{t}\" is not supported (static shapes only)"
-            ));
+        match Meta::parse_annotation(text)? {
+            Meta::Tensor(t) => Ok(t),
+            Meta::Sym(e) => Err(format!(
+                "symbolic value `{e}` in annotation \"{}\" is not supported here (static shapes only)",
+                text.trim()
+            )),
+            _ => Err(format!(
+                "symbolic sizes in annotation \"{}\" are not supported here (static shapes only)",
+                text.trim()
+            )),
         }
-        let open = t
-            .find('[')
-            .ok_or_else(|| format!("annotation \"{t}\" is not of the form \"<dtype>[<sizes>]\""))?;
-        let dtype_text = &t[..open];
-        let dtype = Dtype::from_short_name(dtype_text).ok_or_else(|| {
-            let known: Vec<&str> = DTYPES.iter().map(|e| e.1).collect();
-            format!(
-                "unknown dtype `{dtype_text}` in annotation \"{t}\" (known: {})",
-                known.join(" ")
-            )
-        })?;
-        let rest = &t[open + 1..];
-        let close = rest
-            .find(']')
-            .ok_or_else(|| format!("annotation \"{t}\" has no closing `]`"))?;
-        let shape = parse_dims(&rest[..close], t)?;
-        if let Some(d) = shape.iter().find(|d| **d < 0) {
-            return Err(format!("negative size `{d}` in annotation \"{t}\""));
-        }
-        let tail = &rest[close + 1..];
-        // Optional stride list and device, as printed with include_stride/include_device.
-        let tail = match tail.strip_prefix('[') {
-            Some(strides) => {
-                let end = strides
-                    .find(']')
-                    .ok_or_else(|| format!("annotation \"{t}\" has an unclosed stride list"))?;
-                parse_dims(&strides[..end], t)?;
-                &strides[end + 1..]
-            }
-            None => tail,
-        };
-        if !tail.is_empty() && tail.parse::<Device>().is_err() {
-            return Err(format!(
-                "unexpected `{tail}` after the sizes in annotation \"{t}\""
-            ));
-        }
-        let meta = TensorMeta { dtype, shape };
-        if meta.checked_nbytes().is_none() {
-            return Err(format!(
-                "annotation \"{t}\" describes more bytes than a 64-bit size can count"
-            ));
-        }
-        Ok(meta)
     }
 }
 
-fn parse_dims(body: &str, whole: &str) -> Result<Vec<i64>, String> {
+/// The dtype and sizes of a tensor annotation, sizes as written (`s0`, `8`, `2*s1`).
+fn parse_tensor_annotation(t: &str) -> Result<(Dtype, Vec<SymExpr>), String> {
+    let open = t
+        .find('[')
+        .ok_or_else(|| format!("annotation \"{t}\" is not of the form \"<dtype>[<sizes>]\""))?;
+    let dtype_text = &t[..open];
+    let dtype = Dtype::from_short_name(dtype_text).ok_or_else(|| {
+        let known: Vec<&str> = DTYPES.iter().map(|e| e.1).collect();
+        format!(
+            "unknown dtype `{dtype_text}` in annotation \"{t}\" (known: {})",
+            known.join(" ")
+        )
+    })?;
+    let rest = &t[open + 1..];
+    let close = rest
+        .find(']')
+        .ok_or_else(|| format!("annotation \"{t}\" has no closing `]`"))?;
+    let sizes = parse_dims(&rest[..close], t)?;
+    if let Some(d) = sizes.iter().find(|d| d.as_int().is_some_and(|v| v < 0)) {
+        return Err(format!("negative size `{d}` in annotation \"{t}\""));
+    }
+    let tail = &rest[close + 1..];
+    // Optional stride list and device, as printed with include_stride/include_device.
+    let tail = match tail.strip_prefix('[') {
+        Some(strides) => {
+            let end = strides
+                .find(']')
+                .ok_or_else(|| format!("annotation \"{t}\" has an unclosed stride list"))?;
+            parse_dims(&strides[..end], t)?;
+            &strides[end + 1..]
+        }
+        None => tail,
+    };
+    if !tail.is_empty() && tail.parse::<Device>().is_err() {
+        return Err(format!(
+            "unexpected `{tail}` after the sizes in annotation \"{t}\""
+        ));
+    }
+    Ok((dtype, sizes))
+}
+
+/// Splits `body` at the commas outside parentheses (`Max(1, s0), 8` is two sizes).
+fn split_top_level(body: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in body.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&body[start..]);
+    parts
+}
+
+fn parse_dims(body: &str, whole: &str) -> Result<Vec<SymExpr>, String> {
     let body = body.trim();
     if body.is_empty() {
         return Ok(Vec::new());
     }
-    body.split(',')
+    split_top_level(body)
+        .into_iter()
         .map(|d| {
             let d = d.trim();
-            d.parse::<i64>().map_err(|_| {
-                if d.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') {
-                    format!(
-                        "symbolic size `{d}` in annotation \"{whole}\" is not supported (static shapes only)"
-                    )
-                } else {
-                    format!("bad size `{d}` in annotation \"{whole}\"")
-                }
-            })
+            match d.parse::<i64>() {
+                Ok(v) => Ok(SymExpr::int(v)),
+                Err(_) => SymExpr::parse(d)
+                    .map_err(|e| format!("bad size `{d}` in annotation \"{whole}\": {e}")),
+            }
         })
         .collect()
+}
+
+/// A tensor annotation with symbolic sizes (`f32[s0, 8]`), as dynamic-shape graphs carry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SymTensorMeta {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Sizes as written: integers, symbols and expressions.
+    pub sizes: Vec<SymExpr>,
+}
+
+impl SymTensorMeta {
+    /// The static meta under `bindings`; an unbound symbol or a negative size is an error.
+    pub fn bind(&self, bindings: &Bindings) -> Result<TensorMeta, String> {
+        let shape = self
+            .sizes
+            .iter()
+            .map(|e| match e.eval(bindings)? {
+                v if v < 0 => Err(format!("size `{e}` is {v}, which is negative")),
+                v => Ok(v),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TensorMeta::new(self.dtype, shape))
+    }
+}
+
+impl fmt::Display for SymTensorMeta {
+    /// Formats as the FX annotation body, e.g. `f32[s0, 8]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.dtype.short_name())?;
+        for (i, d) in self.sizes.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
 }
 
 impl fmt::Display for TensorMeta {
@@ -297,9 +357,53 @@ pub enum Meta {
     Tensor(TensorMeta),
     /// Several outputs (a tuple or list), read through getitem; `None` where unknown.
     Multi(Vec<Option<TensorMeta>>),
+    /// A tensor whose sizes are symbolic (`f32[s0, 8]`).
+    SymTensor(SymTensorMeta),
+    /// A symbolic integer (`Sym(s0)`, `Sym(2*s0)`): a dynamic size or a value computed from
+    /// sizes.
+    Sym(SymExpr),
 }
 
 impl Meta {
+    /// Parses an FX annotation body: `f32[2, 8]`, `f32[s0, 8]` or `Sym(s0)`.
+    pub fn parse_annotation(text: &str) -> Result<Meta, String> {
+        let t = text.trim();
+        if let Some(inner) = t.strip_prefix("Sym(").and_then(|r| r.strip_suffix(')')) {
+            return SymExpr::parse(inner)
+                .map(Meta::Sym)
+                .map_err(|e| format!("bad annotation \"{t}\": {e}"));
+        }
+        let (dtype, sizes) = parse_tensor_annotation(t)?;
+        if sizes.iter().any(|d| d.as_int().is_none()) {
+            return Ok(Meta::SymTensor(SymTensorMeta { dtype, sizes }));
+        }
+        let meta = TensorMeta::new(
+            dtype,
+            sizes.iter().filter_map(SymExpr::as_int).collect::<Vec<_>>(),
+        );
+        if meta.checked_nbytes().is_none() {
+            return Err(format!(
+                "annotation \"{t}\" describes more bytes than a 64-bit size can count"
+            ));
+        }
+        Ok(Meta::Tensor(meta))
+    }
+
+    /// The annotation text FX prints for this meta, if it prints one.
+    pub fn annotation(&self) -> Option<String> {
+        match self {
+            Meta::Tensor(t) => Some(t.to_string()),
+            Meta::SymTensor(t) => Some(t.to_string()),
+            Meta::Sym(e) => Some(format!("Sym({e})")),
+            Meta::Unknown | Meta::Multi(_) => None,
+        }
+    }
+
+    /// True when the meta mentions size symbols.
+    pub fn is_symbolic(&self) -> bool {
+        matches!(self, Meta::SymTensor(_) | Meta::Sym(_))
+    }
+
     /// The tensor meta of a single-tensor value.
     pub fn tensor(&self) -> Option<&TensorMeta> {
         match self {
@@ -492,6 +596,20 @@ impl Layout {
 /// The namespace of PyTorch's higher-order ops (`torch.ops.higher_order`).
 pub const HIGHER_ORDER: &str = "higher_order";
 
+/// Modules of the Python functions graphs call besides dispatcher ops ([`OpName::python`]).
+const PYTHON_MODULES: [&str; 2] = ["operator", "torch"];
+
+/// `operator` functions FX prints infix, and their Python operator.
+const INFIX: [(&str, &str); 7] = [
+    ("add", "+"),
+    ("pow", "**"),
+    ("sub", "-"),
+    ("mul", "*"),
+    ("truediv", "/"),
+    ("floordiv", "//"),
+    ("mod", "%"),
+];
+
 /// An operator overload: `aten::add.Tensor` is namespace `aten`, name `add`, overload `Tensor`.
 ///
 /// The overload is spelled as in Python: the schema's unnamed overload is `default`.
@@ -567,15 +685,43 @@ impl OpName {
         self.namespace == HIGHER_ORDER
     }
 
+    /// A Python function that is not a dispatcher op: `operator.mul` (printed infix, `a * b`)
+    /// or a `torch.sym_*` function, as dynamic-shape graphs compute sizes with them.
+    pub fn python(module: &str, name: &str) -> Self {
+        OpName::new(module, name, "")
+    }
+
+    /// True for a Python function made by [`OpName::python`].
+    pub fn is_python(&self) -> bool {
+        PYTHON_MODULES.contains(&self.namespace.as_str())
+    }
+
+    /// True for the `torch` functions on symbolic values FX graphs call (`torch.sym_float`,
+    /// `torch.sym_max`, `torch._sym_sqrt`, ...).
+    pub fn is_sym_function(name: &str) -> bool {
+        name.starts_with("sym_") || name.starts_with("_sym_")
+    }
+
+    /// The infix operator FX prints for an `operator` function (`mul` -> `*`), if any.
+    pub fn infix(&self) -> Option<&'static str> {
+        if self.namespace != "operator" {
+            return None;
+        }
+        INFIX.iter().find(|(n, _)| *n == self.name).map(|(_, s)| *s)
+    }
+
     /// The Python spelling, e.g. `torch.ops.aten.add.Tensor` (no overload for a higher-order
-    /// op: `torch.ops.higher_order.with_effects`).
+    /// op: `torch.ops.higher_order.with_effects`; `operator.mul` for a Python function).
     pub fn torch_path(&self) -> String {
+        if self.is_python() {
+            return self.qualified();
+        }
         format!("torch.ops.{}", self.qualified())
     }
 
     /// The short Python spelling, e.g. `aten.add.Tensor`.
     pub fn qualified(&self) -> String {
-        if self.is_higher_order() {
+        if self.is_higher_order() || self.is_python() {
             format!("{}.{}", self.namespace, self.name)
         } else {
             format!("{}.{}.{}", self.namespace, self.name, self.overload)
@@ -635,9 +781,11 @@ impl OpName {
 }
 
 impl fmt::Display for OpName {
-    /// Formats as `aten::add.Tensor` (`higher_order::with_effects`).
+    /// Formats as `aten::add.Tensor` (`higher_order::with_effects`, `operator.mul`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_higher_order() {
+        if self.is_python() {
+            write!(f, "{}.{}", self.namespace, self.name)
+        } else if self.is_higher_order() {
             write!(f, "{}::{}", self.namespace, self.name)
         } else {
             write!(f, "{}::{}.{}", self.namespace, self.name, self.overload)
@@ -668,6 +816,46 @@ mod tests {
     }
 
     #[test]
+    fn symbolic_annotations_parse_print_and_bind() {
+        for text in [
+            "f32[s0, 8]",
+            "f32[2*s97, (s98//2)]",
+            "f32[Max(1, s0), s1 + 1]",
+            "Sym(s33)",
+            "Sym(2*s97)",
+            "f32[2, 8]",
+        ] {
+            let m = Meta::parse_annotation(text).unwrap();
+            assert_eq!(m.annotation().as_deref(), Some(text));
+            assert_eq!(m.is_symbolic(), text != "f32[2, 8]", "{text}");
+        }
+        let Meta::SymTensor(t) = Meta::parse_annotation("f32[2*s0, Max(1, s1)][s1, 1]cpu").unwrap()
+        else {
+            panic!("a symbolic tensor");
+        };
+        let b: Bindings = [("s0".to_string(), 3), ("s1".to_string(), 0)].into();
+        assert_eq!(
+            t.bind(&b).unwrap(),
+            TensorMeta::new(Dtype::Float32, vec![6, 1])
+        );
+        let e = t.bind(&Bindings::new()).unwrap_err();
+        assert_eq!(e, "symbol `s0` has no value in `2*s0`");
+        let neg = Meta::parse_annotation("f32[s0 - 4]").unwrap();
+        let Meta::SymTensor(neg) = neg else { panic!() };
+        let b: Bindings = [("s0".to_string(), 3)].into();
+        assert_eq!(
+            neg.bind(&b).unwrap_err(),
+            "size `s0 - 4` is -1, which is negative"
+        );
+        assert!(Meta::parse_annotation("f32[s0 +]")
+            .unwrap_err()
+            .contains("bad size `s0 +`"));
+        assert!(Meta::parse_annotation("f32[8x]")
+            .unwrap_err()
+            .contains("bad size `8x`"));
+    }
+
+    #[test]
     fn annotations() {
         let m = TensorMeta::parse_annotation("f32[2, 8]").unwrap();
         assert_eq!(m, TensorMeta::new(Dtype::Float32, vec![2, 8]));
@@ -681,7 +869,10 @@ mod tests {
             TensorMeta::new(Dtype::Float32, vec![8, 64])
         );
         let e = TensorMeta::parse_annotation("f32[s0, 8]").unwrap_err();
-        assert!(e.contains("symbolic size `s0`"), "{e}");
+        assert!(
+            e.contains("symbolic sizes in annotation \"f32[s0, 8]\""),
+            "{e}"
+        );
         let e = TensorMeta::parse_annotation("Sym(s1)").unwrap_err();
         assert!(e.contains("symbolic value `s1`"), "{e}");
         assert!(TensorMeta::parse_annotation("x32[2]")

@@ -126,7 +126,8 @@ fn meta_bytes(meta: &Meta) -> u64 {
             .iter()
             .flatten()
             .fold(0u64, |acc, t| acc.saturating_add(tensor_bytes(t))),
-        Meta::Unknown => 0,
+        // Symbolic joints are refused by `joint_inputs` before costs are asked.
+        Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => 0,
     }
 }
 
@@ -137,7 +138,8 @@ fn meta_numel(meta: &Meta) -> u64 {
             .iter()
             .flatten()
             .fold(0u64, |acc, t| acc.saturating_add(numel(&t.shape))),
-        Meta::Unknown => 0,
+        // Symbolic joints are refused by `joint_inputs` before costs are asked.
+        Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => 0,
     }
 }
 

@@ -18,6 +18,9 @@ pub enum PartitionError {
     /// A saved value has no shape, so its size is unknown.
     #[error("saved value `{0}` has no shape annotation")]
     MissingMeta(String),
+    /// The joint has symbolic sizes, which the partitioners do not handle yet.
+    #[error("node `{0}` has symbolic sizes (`{1}`): partitioning dynamic-shape joints is not supported yet; bind the sizes first")]
+    Symbolic(String, String),
     /// An option is out of range.
     #[error("bad option: {0}")]
     BadOption(String),
@@ -110,6 +113,10 @@ pub struct Partition {
 
 /// The joint's primals and tangents (by AOTAutograd's placeholder names).
 pub fn joint_inputs(joint: &Graph) -> Result<(Vec<NodeId>, Vec<NodeId>), PartitionError> {
+    if let Some(n) = joint.nodes.iter().find(|n| n.meta.is_symbolic()) {
+        let ann = n.meta.annotation().unwrap_or_default();
+        return Err(PartitionError::Symbolic(n.name.clone(), ann));
+    }
     let mut primals = Vec::new();
     let mut tangents = Vec::new();
     for id in joint.placeholders() {

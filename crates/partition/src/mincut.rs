@@ -452,7 +452,7 @@ impl MinCutProblem {
         match &self.graph.node(id).meta {
             Meta::Tensor(t) => Some(t.nbytes()),
             Meta::Multi(items) => Some(items.iter().flatten().map(|t| t.nbytes()).sum()),
-            Meta::Unknown => None,
+            Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => None,
         }
     }
 

@@ -57,6 +57,29 @@ fn bad_joints_are_named() {
     let fwd = parse_graph(&fixture("mlp", "forward.py")).unwrap();
     let err = default_partition(&fwd, 1).unwrap_err().to_string();
     assert!(err.contains("input `arg0_1` is neither a primal"), "{err}");
+    // A dynamic-shape joint is refused by name, by both partitioners, not cut on guesses.
+    let dynamic = parse_graph(
+        "class joint_helper(torch.nn.Module):
+    def forward(self, primals_1: \"Sym(s0)\", primals_2: \"f32[s0, 4]\", tangents_1: \"f32[s0, 4]\"):
+        relu: \"f32[s0, 4]\" = torch.ops.aten.relu.default(primals_2);  primals_2 = None
+        threshold_backward: \"f32[s0, 4]\" = torch.ops.aten.threshold_backward.default(tangents_1, relu, 0);  tangents_1 = None
+        return (relu, None, threshold_backward)
+",
+    )
+    .unwrap();
+    let err = default_partition(&dynamic, 1).unwrap_err().to_string();
+    assert!(
+        err.contains("node `primals_1` has symbolic sizes (`Sym(s0)`)"),
+        "{err}"
+    );
+    let options = graphbug_partition::MinCutOptions::default();
+    let err = graphbug_partition::min_cut_rematerialization_partition(&dynamic, 1, &options)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("partitioning dynamic-shape joints is not supported yet"),
+        "{err}"
+    );
 }
 
 #[test]

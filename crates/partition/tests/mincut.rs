@@ -230,7 +230,7 @@ fn peak_bytes(g: &Graph) -> u64 {
     let size = |id: NodeId| match &g.node(id).meta {
         Meta::Tensor(t) => t.nbytes(),
         Meta::Multi(items) => items.iter().flatten().map(|t| t.nbytes()).sum(),
-        Meta::Unknown => 0,
+        Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => 0,
     };
     let (mut live, mut peak) = (0u64, 0u64);
     let mut frees: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes.len()];

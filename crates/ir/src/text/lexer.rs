@@ -13,7 +13,7 @@ pub(crate) enum Tok {
     Float(f64),
     /// A string literal's value.
     Str(String),
-    /// Punctuation: `( ) [ ] , : ; = . - +` and `->` as `>`.
+    /// Punctuation: `( ) [ ] , : ; = . - + * / %` and `->` as `>`.
     Punct(char),
     /// End of a logical line.
     Newline,
@@ -133,7 +133,7 @@ impl Lexer<'_> {
                     self.depth = self.depth.saturating_sub(1);
                     self.push(Tok::Punct(c), line, col);
                 }
-                ',' | ':' | ';' | '=' | '+' | '*' => {
+                ',' | ':' | ';' | '=' | '+' | '*' | '/' | '%' => {
                     self.bump();
                     self.push(Tok::Punct(c), line, col);
                 }

@@ -6,7 +6,7 @@ use crate::error::{IrError, ParseError};
 use crate::graph::{Graph, Node, NodeId, NodeKind};
 use crate::naming::is_valid_name;
 use crate::text::lexer::{source_line, tokenize, Tok, Token};
-use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, TensorMeta};
+use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName};
 use crate::value::Value;
 
 /// Deepest bracket nesting accepted, so hostile input cannot exhaust the stack.
@@ -53,6 +53,10 @@ enum ExprKind {
     Str(String),
     List(Vec<Expr>),
     Tuple(Vec<Expr>),
+    /// `a * b`, `a // b`, ...: a call of the `operator` function named here (`mul`).
+    Binary(&'static str, Box<Expr>, Box<Expr>),
+    /// `-a` of a value that is not a number literal: `operator.neg`.
+    Neg(Box<Expr>),
 }
 
 impl Expr {
@@ -448,9 +452,75 @@ impl Parser<'_> {
         if self.depth > MAX_DEPTH {
             return self.err(format!("expression nested deeper than {MAX_DEPTH} levels"));
         }
-        let result = self.unary();
+        let result = self.additive();
         self.depth -= 1;
         result
+    }
+
+    /// Whether the current token is `c` immediately followed by another `c` (`**`, `//`).
+    fn is_double(&self, c: char) -> bool {
+        let (Some(a), Some(b)) = (self.toks.get(self.pos), self.toks.get(self.pos + 1)) else {
+            return false;
+        };
+        a.tok == Tok::Punct(c) && b.tok == Tok::Punct(c) && a.line == b.line && b.col == a.col + 1
+    }
+
+    fn binary(op: &'static str, left: Expr, right: Expr) -> Expr {
+        let pos = left.pos;
+        Expr {
+            kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+            pos,
+        }
+    }
+
+    /// `a + b`, `a - b` (left-associative), over [`Self::multiplicative`].
+    fn additive(&mut self) -> Result<Expr, ParseError> {
+        let mut left = self.multiplicative()?;
+        loop {
+            let op = if self.eat_punct('+') {
+                "add"
+            } else if self.eat_punct('-') {
+                "sub"
+            } else {
+                return Ok(left);
+            };
+            let right = self.multiplicative()?;
+            left = Self::binary(op, left, right);
+        }
+    }
+
+    /// `a * b`, `a // b`, `a / b`, `a % b` (left-associative), over [`Self::unary`].
+    fn multiplicative(&mut self) -> Result<Expr, ParseError> {
+        let mut left = self.unary()?;
+        loop {
+            let op = if self.is_double('/') {
+                self.advance();
+                self.advance();
+                "floordiv"
+            } else if self.is_punct('*') && !self.is_double('*') {
+                self.advance();
+                "mul"
+            } else if self.eat_punct('/') {
+                "truediv"
+            } else if self.eat_punct('%') {
+                "mod"
+            } else {
+                return Ok(left);
+            };
+            let right = self.unary()?;
+            left = Self::binary(op, left, right);
+        }
+    }
+
+    /// `a ** b` (right-associative, tighter than unary minus on its left).
+    fn power(&mut self, base: Expr) -> Result<Expr, ParseError> {
+        if !self.is_double('*') {
+            return Ok(base);
+        }
+        self.advance();
+        self.advance();
+        let exponent = self.unary()?;
+        Ok(Self::binary("pow", base, exponent))
     }
 
     fn unary(&mut self) -> Result<Expr, ParseError> {
@@ -477,7 +547,7 @@ impl Parser<'_> {
                     pos,
                 });
             }
-            let inner = self.expr()?;
+            let inner = self.unary()?;
             let kind = match inner.kind {
                 ExprKind::Int(i) => match i.checked_neg() {
                     Some(v) => ExprKind::Int(v),
@@ -492,21 +562,16 @@ impl Parser<'_> {
                 ExprKind::Float(f) => ExprKind::Float(-f),
                 ExprKind::Path(p) if p == ["inf"] => ExprKind::Float(f64::NEG_INFINITY),
                 ExprKind::Path(p) if p == ["nan"] => ExprKind::Float(f64::NAN),
-                _ => {
-                    return Err(error_at(
-                        self.src,
-                        pos,
-                        "unary `-` applies only to numbers, `inf` and `nan`".into(),
-                    ))
-                }
+                other => ExprKind::Neg(Box::new(Expr { kind: other, pos })),
             };
             return Ok(Expr { kind, pos });
         }
         if self.eat_punct('+') {
-            return self.expr();
+            return self.unary();
         }
         let atom = self.atom()?;
-        self.trailers(atom)
+        let e = self.trailers(atom)?;
+        self.power(e)
     }
 
     fn atom(&mut self) -> Result<Expr, ParseError> {
@@ -667,9 +732,7 @@ impl<'a> Builder<'a> {
     fn meta_of(&self, ann: &Option<Annotation>) -> Result<Meta, IrError> {
         match ann {
             None => Ok(Meta::Unknown),
-            Some((text, pos)) => TensorMeta::parse_annotation(text)
-                .map(Meta::Tensor)
-                .or_else(|m| self.err(*pos, m)),
+            Some((text, pos)) => Meta::parse_annotation(text).or_else(|m| self.err(*pos, m)),
         }
     }
 
@@ -904,6 +967,9 @@ impl<'a> Builder<'a> {
                     Some(["operator", "getitem"]) if args.len() == 2 && kwargs.is_empty() => {
                         self.getitem(&args[0], &args[1], later)?
                     }
+                    Some(["torch", name]) if OpName::is_sym_function(name) => {
+                        self.call(OpName::python("torch", name), args, kwargs, later)?
+                    }
                     Some(parts) => {
                         return self.err(
                             func.pos,
@@ -923,6 +989,18 @@ impl<'a> Builder<'a> {
                 }
             }
             ExprKind::Index(base, index) => self.getitem(base, index, later)?,
+            ExprKind::Binary(op, left, right) => self.call(
+                OpName::python("operator", op),
+                &[(**left).clone(), (**right).clone()],
+                &[],
+                later,
+            )?,
+            ExprKind::Neg(inner) => self.call(
+                OpName::python("operator", "neg"),
+                std::slice::from_ref(inner),
+                &[],
+                later,
+            )?,
             ExprKind::Path(_) => match value.dotted().as_deref() {
                 Some(["self", rest @ ..]) if !rest.is_empty() => NodeKind::GetAttr {
                     target: rest.join("."),
@@ -1103,6 +1181,13 @@ impl<'a> Builder<'a> {
             },
             ExprKind::Index(..) => {
                 return self.err(e.pos, "indexing is allowed only as a node's right-hand side".into())
+            }
+            ExprKind::Binary(..) | ExprKind::Neg(_) => {
+                return self.err(
+                    e.pos,
+                    "arithmetic is allowed only as a node's right-hand side (`mul = s0 * 2`)"
+                        .into(),
+                )
             }
         })
     }

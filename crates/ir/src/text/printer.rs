@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::graph::{Graph, NodeId, NodeKind};
-use crate::types::Meta;
+use crate::types::OpName;
 use crate::value::Value;
 
 /// Prints `graph` as PyTorch's `print_readable()` does for a flat graph, including the
@@ -22,8 +22,8 @@ pub fn print_graph(graph: &Graph) -> String {
     for node in graph.nodes.iter().filter(|n| n.is_placeholder()) {
         out.push_str(", ");
         out.push_str(&node.name);
-        if let Meta::Tensor(t) = &node.meta {
-            let _ = write!(out, ": \"{t}\"");
+        if let Some(ann) = node.meta.annotation() {
+            let _ = write!(out, ": \"{ann}\"");
         }
     }
     out.push_str("):\n");
@@ -33,11 +33,27 @@ pub fn print_graph(graph: &Graph) -> String {
         }
         out.push_str("        ");
         out.push_str(&node.name);
-        if let Meta::Tensor(t) = &node.meta {
-            let _ = write!(out, ": \"{t}\"");
+        if let Some(ann) = node.meta.annotation() {
+            let _ = write!(out, ": \"{ann}\"");
         }
         out.push_str(" = ");
         match &node.kind {
+            NodeKind::Call { op, args, kwargs }
+                if *op == OpName::python("operator", "neg")
+                    && args.len() == 1
+                    && kwargs.is_empty() =>
+            {
+                out.push('-');
+                let _ = args[0].write_python(&mut out, &name_of);
+            }
+            NodeKind::Call { op, args, kwargs }
+                if args.len() == 2 && kwargs.is_empty() && op.infix().is_some() =>
+            {
+                let symbol = op.infix().unwrap_or_default();
+                let _ = args[0].write_python(&mut out, &name_of);
+                let _ = write!(out, " {symbol} ");
+                let _ = args[1].write_python(&mut out, &name_of);
+            }
             NodeKind::Call { op, args, kwargs } => {
                 out.push_str(&op.torch_path());
                 out.push('(');
