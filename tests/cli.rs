@@ -114,6 +114,106 @@ fn run_reproduces_pytorch_reference_outputs() {
 }
 
 #[test]
+fn dynamic_shape_graphs_run_equal_to_pytorch() {
+    // AOTAutograd's forward graphs of torch.compile(dynamic=True): symbols bind from the
+    // inputs' sizes, `Sym` inputs and size arithmetic specialize, outputs match PyTorch's.
+    for model in ["mlp", "reshape", "conv", "attention", "interpolate"] {
+        let out = graphbug(&[
+            "run",
+            fixture(&format!("dynamic/{model}/fw.py")).to_str().unwrap(),
+            "--inputs",
+            fixture(&format!("dynamic/{model}/fw_inputs.safetensors"))
+                .to_str()
+                .unwrap(),
+            "--compare",
+            fixture(&format!("dynamic/{model}/fw_outputs.safetensors"))
+                .to_str()
+                .unwrap(),
+        ]);
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{model}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(stdout.contains("outputs match"), "{model}: {stdout}");
+    }
+    // Random inputs take their sizes from --bind; a missing or contradicting size is named.
+    let mlp = fixture("dynamic/mlp/fw.py");
+    let out = graphbug(&["run", mlp.to_str().unwrap(), "--bind", "s33=3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("f32[3, 4]"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = graphbug(&["run", mlp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("no value for size symbol s33: give the inputs, or --bind s33=N"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = graphbug(&[
+        "run",
+        mlp.to_str().unwrap(),
+        "--inputs",
+        fixture("dynamic/mlp/fw_inputs.safetensors")
+            .to_str()
+            .unwrap(),
+        "--bind",
+        "s33=4",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("s33 = 4 from --bind but 5 from input `primals_3`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = graphbug(&["run", mlp.to_str().unwrap(), "--bind", "s33"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is not SYMBOL=N"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A wrong reference fails: outputs of random inputs of the same sizes.
+    let dir = tmpdir("dynamic");
+    let wrong = dir.join("wrong.safetensors");
+    let out = graphbug(&[
+        "run",
+        mlp.to_str().unwrap(),
+        "--bind",
+        "s33=5",
+        "--save-outputs",
+        wrong.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = graphbug(&[
+        "run",
+        mlp.to_str().unwrap(),
+        "--inputs",
+        fixture("dynamic/mlp/fw_inputs.safetensors")
+            .to_str()
+            .unwrap(),
+        "--compare",
+        wrong.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+    // --bind on a static graph is a mistake worth saying.
+    let static_mlp = fixture("mlp/forward.py");
+    let out = graphbug(&["run", static_mlp.to_str().unwrap(), "--bind", "s0=2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("the graph has no symbolic sizes"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn run_with_random_inputs_is_deterministic_and_saves_outputs() {
     let dir = tmpdir("random");
     let graph = fixture("gpt4/forward.py");

@@ -171,12 +171,13 @@ fn build_checker(
 /// `graphbug minify`.
 pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
     let started = Instant::now();
-    let graph = load_graph(&args.file)?;
+    let mut graph = load_graph(&args.file)?;
     let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
     ensure_device(&device)?;
     let (inputs, constants) = graph_inputs(
-        &graph,
+        &mut graph,
         args.inputs.as_ref(),
+        &[],
         args.seed,
         tch_device(&device)?,
     )?;

@@ -19,7 +19,7 @@ use graphbug::aten::memory::Available;
 use graphbug::aten::meta::check_meta;
 use graphbug::backends::plugin::{load_env_plugins, load_plugin};
 use graphbug::backends::registry::factories;
-use graphbug::ir::{parse_graph, print_graph, Graph};
+use graphbug::ir::{parse_graph, print_graph, specialize, Graph};
 use graphbug::ir::{Meta, NodeKind, TensorMeta};
 use graphbug::repro::isolate::preflight_eager;
 use graphbug::repro::limits::RUN_DEFAULT;
@@ -28,13 +28,69 @@ use graphbug::repro::scratch::Scratch;
 use tch::Tensor;
 
 /// The graph's inputs and constants, loaded or made up, on `device`.
+///
+/// A dynamic-shape graph is specialized in place first: its size symbols are bound from
+/// `binds` (`--bind s0=8`) and the sizes of the tensors in the inputs file, and its `Sym`
+/// inputs become 0-d int64 tensors holding their values (see
+/// [`graphbug::ir::specialize`]).
 pub fn graph_inputs(
-    graph: &Graph,
+    graph: &mut Graph,
     inputs_file: Option<&PathBuf>,
+    binds: &[(String, i64)],
     seed: u64,
     device: tch::Device,
 ) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
-    let placeholders: Vec<String> = graph.placeholder_names();
+    let named = inputs_file.map(|path| read_tensors(path)).transpose()?;
+    // Files may name inputs by position (arg0..argN) instead of by placeholder.
+    let placeholder_names = graph.placeholder_names();
+    let positional = named
+        .as_ref()
+        .is_some_and(|n| n.iter().all(|(k, _)| graph.find(k).is_none()));
+    let input_name = |key: &str| -> String {
+        key.strip_prefix("arg")
+            .and_then(|k| k.parse::<usize>().ok())
+            .filter(|_| positional)
+            .and_then(|k| placeholder_names.get(k).cloned())
+            .unwrap_or_else(|| key.to_string())
+    };
+    let sym_inputs = if specialize::is_dynamic(graph) {
+        let mut binder = specialize::Binder::new();
+        for (symbol, value) in binds {
+            binder
+                .bind(symbol, *value, "--bind")
+                .map_err(|e| anyhow!(e))?;
+        }
+        for (key, t) in named.iter().flatten() {
+            let name = &input_name(key);
+            let bound = match graph.find(name).map(|id| &graph.node(id).meta) {
+                Some(Meta::Sym(_)) => t
+                    .f_int64_value(&[])
+                    .map_err(|e| anyhow!("input `{name}` is a size, but {e}"))
+                    .and_then(|v| binder.bind_sym(graph, name, v).map_err(|e| anyhow!(e))),
+                _ => binder
+                    .bind_tensor(graph, name, &t.size())
+                    .map_err(|e| anyhow!(e)),
+            };
+            bound?;
+        }
+        let bindings = binder.finish(graph).map_err(|e| anyhow!(e))?;
+        let mut sym_inputs = HashMap::new();
+        for id in graph.placeholders() {
+            if let Meta::Sym(e) = &graph.node(id).meta {
+                let value = e.eval(&bindings).map_err(|e| anyhow!(e))?;
+                sym_inputs.insert(graph.node(id).name.clone(), value);
+            }
+        }
+        *graph = specialize::specialize(graph, &bindings).map_err(|e| anyhow!(e))?;
+        sym_inputs
+    } else {
+        if let Some((symbol, _)) = binds.first() {
+            bail!("--bind {symbol}=...: the graph has no symbolic sizes");
+        }
+        HashMap::new()
+    };
+    let graph: &Graph = graph;
+    let placeholders = graph.placeholder_names();
     let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
         .nodes
         .iter()
@@ -45,7 +101,19 @@ pub fn graph_inputs(
         .collect();
     let (inputs, constants) = match inputs_file {
         Some(path) => {
-            let named = read_tensors(path)?;
+            let mut named = named.unwrap_or_default();
+            for (k, name) in placeholders.iter().enumerate() {
+                let key = if positional {
+                    format!("arg{k}")
+                } else {
+                    name.clone()
+                };
+                if let Some(value) = sym_inputs.get(name) {
+                    if !named.iter().any(|(have, _)| *have == key) {
+                        named.push((key, Tensor::from(*value)));
+                    }
+                }
+            }
             let (consts, rest): (Vec<_>, Vec<_>) = named
                 .into_iter()
                 .partition(|(k, _)| constant_metas.iter().any(|(c, _)| c == k));
@@ -85,6 +153,11 @@ pub fn graph_inputs(
             }
             let mut all = random_tensors(&metas, seed, tch::Device::Cpu)?;
             let consts = all.split_off(placeholders.len());
+            for (t, name) in all.iter_mut().zip(&placeholders) {
+                if let Some(value) = sym_inputs.get(name) {
+                    *t = Tensor::from(*value);
+                }
+            }
             (all, const_names.into_iter().zip(consts).collect())
         }
     };

@@ -143,7 +143,7 @@ fn flow(
     plugins: &[PathBuf],
 ) -> Result<ExitCode> {
     let started = Instant::now();
-    let graph = load_graph(file)?;
+    let mut graph = load_graph(file)?;
     let training = graphbug::backends::lookup(backend)?.delegates_faults();
     let device: Device = args
         .device
@@ -152,7 +152,13 @@ fn flow(
         .parse()
         .map_err(|e: String| anyhow!(e))?;
     ensure_device(&device)?;
-    let (inputs, constants) = graph_inputs(&graph, inputs_file, args.seed, tch_device(&device)?)?;
+    let (inputs, constants) = graph_inputs(
+        &mut graph,
+        inputs_file,
+        &[],
+        args.seed,
+        tch_device(&device)?,
+    )?;
     let mut options = ReproOptions::from_env(args.out.clone())?;
     if let Some(l) = level {
         options.level = l;

@@ -62,8 +62,28 @@ pub struct RunArgs {
     /// output j; an output without one gets zeros).
     #[arg(long, requires = "backward")]
     tangents: Option<PathBuf>,
+    /// Value of a size symbol of a dynamic-shape graph (`--bind s0=8`, repeatable); the
+    /// inputs' real sizes bind the others. A contradiction is an error naming both sources.
+    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = parse_binding)]
+    binds: Vec<(String, i64)>,
     #[command(flatten)]
     bound: Bound,
+}
+
+/// Parses `s0=8` for `--bind`.
+fn parse_binding(text: &str) -> Result<(String, i64), String> {
+    let (symbol, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not SYMBOL=N (e.g. s0=8)"))?;
+    let symbol = symbol.trim();
+    if symbol.is_empty() || !symbol.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return Err(format!("`{symbol}` is not a size symbol such as s0"));
+    }
+    let value = value
+        .trim()
+        .parse::<i64>()
+        .map_err(|_| format!("`{value}` is not an integer size"))?;
+    Ok((symbol.to_string(), value))
 }
 
 /// How a command that runs libtorch is kept from hanging or dying with it.
@@ -127,7 +147,7 @@ fn summarize(i: usize, t: &Option<Tensor>) -> String {
 
 /// `graphbug run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
-    let graph = load_graph(&args.file)?;
+    let mut graph = load_graph(&args.file)?;
     let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
     ensure_device(&device)?;
     let tdev = tch_device(&device)?;
@@ -139,7 +159,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if let Some(note) = note {
         eprintln!("{note}");
     }
-    let (inputs, constants) = graph_inputs(&graph, args.inputs.as_ref(), args.seed, tdev)?;
+    let (inputs, constants) = graph_inputs(
+        &mut graph,
+        args.inputs.as_ref(),
+        &args.binds,
+        args.seed,
+        tdev,
+    )?;
     // In the child: checking an AOT pipeline's inner compilers runs meta inference.
     validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
 
@@ -336,12 +362,12 @@ fn example_inputs(inputs: &[Tensor]) -> Result<Vec<ExampleInput>> {
 
 /// `graphbug explain`: compile and run through `explain:<backend>`, print the record.
 pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
-    let graph = load_graph(&args.file)?;
+    let mut graph = load_graph(&args.file)?;
     let explain = Explain::new(lookup(&args.backend)?);
     if let Some(code) = args.bound.supervise(explain.name())? {
         return Ok(code);
     }
-    let (inputs, constants) = graph_inputs(&graph, None, args.seed, tch::Device::Cpu)?;
+    let (inputs, constants) = graph_inputs(&mut graph, None, &[], args.seed, tch::Device::Cpu)?;
     validate_backend(&explain, &graph, &inputs, &[])?;
     let ctx = CompileContext {
         device: Device::cpu(),

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use graphbug_ir::{Device, Graph, Meta, Node, NodeKind, Value};
+use graphbug_ir::{Device, Graph, Meta, Node, NodeKind, OpName, Value};
 use tch::Tensor;
 use torch_sys::C_tensor;
 
@@ -222,6 +222,11 @@ impl Interpreter {
                                     .into(),
                             })
                         }
+                    };
+                    let lowered = prims_as_aten(op, args, kwargs);
+                    let (op, args, kwargs) = match &lowered {
+                        Some((op, args, kwargs)) => (op, &args[..], &kwargs[..]),
+                        None => (op, args, &kwargs[..]),
                     };
                     let op = Op::find(op).map_err(|e| match e {
                         AtenError::UnknownOp { op, message, .. } => AtenError::UnknownOp {
@@ -623,6 +628,30 @@ enum Fill {
     /// Identity matrices in the last two dimensions where they are square, else ones
     /// (positive definite for cholesky, a valid distribution for multinomial).
     Eye,
+}
+
+/// An op call rewritten to another op: the op, positional and keyword arguments.
+type Lowered = (OpName, Vec<Value>, Vec<(String, Value)>);
+
+/// The aten call that runs a `prims` op libtorch's C++ dispatcher does not know (prims
+/// are defined in Python; AOTAutograd's graphs call them): `convert_element_type(a, dtype)`
+/// is `_to_copy(a, dtype=dtype)`, any other prim the aten op of the same name. `None` for
+/// other ops, and for prims libtorch registers itself.
+fn prims_as_aten(op: &OpName, args: &[Value], kwargs: &[(String, Value)]) -> Option<Lowered> {
+    if op.namespace != "prims" || Op::find(op).is_ok() {
+        return None;
+    }
+    if op.name == "convert_element_type" {
+        if let [a, dtype] = args {
+            let mut kw = kwargs.to_vec();
+            kw.push(("dtype".into(), dtype.clone()));
+            return Some((OpName::aten("_to_copy", "default"), vec![a.clone()], kw));
+        }
+    }
+    let aten = OpName::aten(&op.name, &op.overload);
+    Op::find(&aten)
+        .is_ok()
+        .then(|| (aten, args.to_vec(), kwargs.to_vec()))
 }
 
 /// A meta for messages.

@@ -13,6 +13,7 @@ pub mod models;
 pub mod naming;
 pub mod passes;
 pub mod schema;
+pub mod specialize;
 pub mod sym;
 pub mod text;
 pub mod types;

@@ -85,3 +85,85 @@ fn infix_forms_parse_and_print() {
         "{e}"
     );
 }
+
+#[test]
+fn specializing_binds_symbols_from_the_inputs_and_rewrites_sizes() {
+    use graphbug_ir::specialize::{specialize, Binder};
+    let graph = parse_graph(&fixture("reshape", "fw.py")).unwrap();
+    let mut binder = Binder::new();
+    binder.bind_tensor(&graph, "primals_3", &[6, 4]).unwrap();
+    binder.bind_tensor(&graph, "primals_5", &[3]).unwrap();
+    binder.bind_sym(&graph, "primals_1", 6).unwrap();
+    let bindings = binder.finish(&graph).unwrap();
+    assert_eq!(
+        bindings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>(),
+        ["s52=3", "s97=6", "s98=4"]
+    );
+    let fixed = specialize(&graph, &bindings).unwrap();
+    let text = print_graph(&fixed);
+    assert!(!fixed.nodes.iter().any(|n| n.meta.is_symbolic()), "{text}");
+    assert!(text.contains("primals_1: \"i64[]\""), "{text}");
+    assert!(
+        text.contains(
+            "mul: \"i64[]\" = torch.ops.aten.scalar_tensor.default(12, dtype = torch.int64)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("view: \"f32[12, 2]\" = torch.ops.aten.view.default(primals_3, [12, -1])"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mul_10: \"f32[3]\" = torch.ops.aten.mul.Tensor(sigmoid, 2)"),
+        "{text}"
+    );
+    // The static graph is an ordinary graph: it prints and parses back unchanged.
+    assert_eq!(print_graph(&parse_graph(&text).unwrap()), text);
+}
+
+#[test]
+fn contradictions_and_missing_symbols_are_named() {
+    use graphbug_ir::specialize::{specialize, Binder};
+    let graph = parse_graph(&fixture("mlp", "fw.py")).unwrap();
+    let mut binder = Binder::new();
+    binder.bind("s33", 5, "--bind").unwrap();
+    let e = binder
+        .bind_tensor(&graph, "primals_4", &[7, 8])
+        .unwrap_err();
+    assert_eq!(e, "s33 = 5 from --bind but 7 from primals_4 dim 0");
+    let e = binder.bind_tensor(&graph, "primals_4", &[5]).unwrap_err();
+    assert!(
+        e.contains(
+            "input `primals_4` has 1 dimensions [5], but its annotation \"f32[s33, 8]\" has 2"
+        ),
+        "{e}"
+    );
+    let e = Binder::new().finish(&graph).unwrap_err();
+    assert_eq!(
+        e,
+        "no value for size symbol s33: give the inputs, or --bind s33=N"
+    );
+    // A static size that disagrees with the tensor is caught too.
+    let mut binder = Binder::new();
+    binder.bind_tensor(&graph, "primals_4", &[5, 9]).unwrap();
+    let e = binder.finish(&graph).unwrap_err();
+    assert_eq!(e, "primals_4 dim 1 is 9, but its annotation says 8");
+    // An expression size is checked against the bound symbols.
+    let reshape = parse_graph(&fixture("reshape", "bw.py")).unwrap();
+    let mut binder = Binder::new();
+    for (name, v) in [("primals_1", 6), ("primals_2", 4), ("primals_4", 3)] {
+        binder.bind_sym(&reshape, name, v).unwrap();
+    }
+    binder.bind_tensor(&reshape, "tangents_1", &[11]).unwrap();
+    let e = binder.finish(&reshape).unwrap_err();
+    assert_eq!(
+        e,
+        "tangents_1 dim 0 is 11, but its annotation says 2*s97 = 12"
+    );
+    let bindings = [("s33".to_string(), 5)].into();
+    let fixed = specialize(&graph, &bindings).unwrap();
+    assert!(print_graph(&fixed).contains("addmm: \"f32[5, 16]\""));
+}
