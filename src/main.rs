@@ -37,6 +37,18 @@ enum Command {
         #[command(flatten)]
         bound: cli::run::Bound,
     },
+    /// Print a dynamic-shape graph made static: its size symbols bound from the inputs'
+    /// sizes and --bind, the sizes it computes made constants.
+    Specialize {
+        /// Graph text file, or `-` for standard input.
+        file: PathBuf,
+        /// Inputs whose sizes (and `Sym` values) bind the symbols (.safetensors or .npz).
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+        /// Value of a size symbol (`--bind s0=8`, repeatable).
+        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::run::parse_binding)]
+        binds: Vec<(String, i64)>,
+    },
     /// Run a graph through a backend.
     Run(cli::run::RunArgs),
     /// List backends: name, tags and what each does.
@@ -71,6 +83,11 @@ fn main() -> ExitCode {
     let result = cli::load_plugins(&cli.plugin).and_then(|()| match cli.command {
         Command::Fmt { file } => cli::fmt(&file),
         Command::Check { file, meta, bound } => cli::check(&file, meta, &bound),
+        Command::Specialize {
+            file,
+            inputs,
+            binds,
+        } => cli::specialize(&file, inputs.as_deref(), &binds),
         Command::Run(args) => cli::run::run(&args),
         Command::Backends { all } => cli::backends(all),
         Command::Explain(args) => cli::run::explain(&args),

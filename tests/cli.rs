@@ -202,6 +202,45 @@ fn dynamic_shape_graphs_run_equal_to_pytorch() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+    // Commands that need static shapes say so, and `specialize` makes the graph static.
+    let reshape = fixture("dynamic/reshape/fw.py");
+    for args in [&["joint"][..], &["functionalize"], &["check", "--meta"]] {
+        let mut argv = args.to_vec();
+        argv.push(reshape.to_str().unwrap());
+        let out = graphbug(&argv);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr)
+                .contains("does not handle dynamic-shape graphs yet (`primals_1` is \"Sym(s97)\")"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = graphbug(&[
+        "specialize",
+        reshape.to_str().unwrap(),
+        "--inputs",
+        fixture("dynamic/reshape/fw_inputs.safetensors")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let fixed = dir.join("reshape_static.py");
+    std::fs::write(&fixed, &out.stdout).unwrap();
+    assert!(
+        text(&out.stdout).contains("view: \"f32[12, 2]\""),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = graphbug(&["check", "--meta", fixed.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = graphbug(&["joint", fixed.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     // --bind on a static graph is a mistake worth saying.
     let static_mlp = fixture("mlp/forward.py");
     let out = graphbug(&["run", static_mlp.to_str().unwrap(), "--bind", "s0=2"]);

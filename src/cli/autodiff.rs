@@ -16,7 +16,7 @@ use graphbug::partition::{
     MinCutOptions, MinCutProblem, OpClasses,
 };
 
-use super::{load_graph, lost_in_libtorch, requires_grad, supervise};
+use super::{load_graph, lost_in_libtorch, requires_grad, static_only, supervise};
 
 /// Arguments of `graphbug joint`.
 #[derive(Args)]
@@ -95,6 +95,7 @@ fn with_metas(graph: Graph) -> Result<Graph> {
 /// AOTAutograd returns them; stderr names the mutated inputs.
 pub fn functionalize_graph(args: &FunctionalizeArgs) -> Result<ExitCode> {
     let graph = load_graph(&args.file)?;
+    static_only(&graph, "functionalize")?;
     // Schemas come from libtorch; meta inference runs kernels on stand-ins.
     if let Some(code) = supervise(&args.bound, |run, limit| {
         lost_in_libtorch("functionalizing the graph", run, limit)
@@ -125,6 +126,7 @@ pub fn functionalize_graph(args: &FunctionalizeArgs) -> Result<ExitCode> {
 /// `graphbug joint`: functionalize, differentiate, print.
 pub fn joint(args: &JointArgs) -> Result<ExitCode> {
     let graph = load_graph(&args.file)?;
+    static_only(&graph, "joint")?;
     // Meta inference runs kernels on stand-ins: bounded, in a child.
     if let Some(code) = supervise(&args.bound, |run, limit| {
         lost_in_libtorch("building the joint graph", run, limit)

@@ -27,6 +27,81 @@ use graphbug::repro::process::{is_supervised, rerun_self, Ended, Supervised};
 use graphbug::repro::scratch::Scratch;
 use tch::Tensor;
 
+/// Whether an inputs file names the inputs by position (`arg0..argN`) rather than by
+/// placeholder name.
+fn is_positional(graph: &Graph, named: Option<&[(String, Tensor)]>) -> bool {
+    named.is_some_and(|n| n.iter().all(|(k, _)| graph.find(k).is_none()))
+}
+
+/// Makes a dynamic-shape graph static in place: binds its size symbols from `binds`
+/// (`--bind s0=8`) and the sizes (and `Sym` values) of the tensors in `named`, then
+/// specializes it (see [`graphbug::ir::specialize`]). Returns the values of its `Sym`
+/// inputs by name; a static graph is left alone (and `binds` must be empty).
+pub fn specialize_graph(
+    graph: &mut Graph,
+    named: Option<&[(String, Tensor)]>,
+    binds: &[(String, i64)],
+) -> Result<HashMap<String, i64>> {
+    if !specialize::is_dynamic(graph) {
+        if let Some((symbol, _)) = binds.first() {
+            bail!("--bind {symbol}=...: the graph has no symbolic sizes");
+        }
+        return Ok(HashMap::new());
+    }
+    let placeholder_names = graph.placeholder_names();
+    let positional = is_positional(graph, named);
+    let input_name = |key: &str| -> String {
+        key.strip_prefix("arg")
+            .and_then(|k| k.parse::<usize>().ok())
+            .filter(|_| positional)
+            .and_then(|k| placeholder_names.get(k).cloned())
+            .unwrap_or_else(|| key.to_string())
+    };
+    let mut binder = specialize::Binder::new();
+    for (symbol, value) in binds {
+        binder
+            .bind(symbol, *value, "--bind")
+            .map_err(|e| anyhow!(e))?;
+    }
+    for (key, t) in named.into_iter().flatten() {
+        let name = &input_name(key);
+        match graph.find(name).map(|id| &graph.node(id).meta) {
+            Some(Meta::Sym(_)) => {
+                let value = t
+                    .f_int64_value(&[])
+                    .map_err(|e| anyhow!("input `{name}` is a size, but {e}"))?;
+                binder.bind_sym(graph, name, value)
+            }
+            _ => binder.bind_tensor(graph, name, &t.size()),
+        }
+        .map_err(|e| anyhow!(e))?;
+    }
+    let bindings = binder.finish(graph).map_err(|e| anyhow!(e))?;
+    let mut sym_inputs = HashMap::new();
+    for id in graph.placeholders() {
+        if let Meta::Sym(e) = &graph.node(id).meta {
+            let value = e.eval(&bindings).map_err(|e| anyhow!(e))?;
+            sym_inputs.insert(graph.node(id).name.clone(), value);
+        }
+    }
+    *graph = specialize::specialize(graph, &bindings).map_err(|e| anyhow!(e))?;
+    Ok(sym_inputs)
+}
+
+/// Refuses a dynamic-shape graph in a command that does not handle one yet, naming a
+/// symbolic node and the way out.
+pub fn static_only(graph: &Graph, command: &str) -> Result<()> {
+    if let Some(node) = graph.nodes.iter().find(|n| n.meta.is_symbolic()) {
+        bail!(
+            "`graphbug {command}` does not handle dynamic-shape graphs yet (`{}` is \"{}\"); \
+             make it static first: `graphbug specialize FILE --bind s0=N` or `--inputs FILE`",
+            node.name,
+            node.meta.annotation().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 /// The graph's inputs and constants, loaded or made up, on `device`.
 ///
 /// A dynamic-shape graph is specialized in place first: its size symbols are bound from
@@ -41,54 +116,8 @@ pub fn graph_inputs(
     device: tch::Device,
 ) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
     let named = inputs_file.map(|path| read_tensors(path)).transpose()?;
-    // Files may name inputs by position (arg0..argN) instead of by placeholder.
-    let placeholder_names = graph.placeholder_names();
-    let positional = named
-        .as_ref()
-        .is_some_and(|n| n.iter().all(|(k, _)| graph.find(k).is_none()));
-    let input_name = |key: &str| -> String {
-        key.strip_prefix("arg")
-            .and_then(|k| k.parse::<usize>().ok())
-            .filter(|_| positional)
-            .and_then(|k| placeholder_names.get(k).cloned())
-            .unwrap_or_else(|| key.to_string())
-    };
-    let sym_inputs = if specialize::is_dynamic(graph) {
-        let mut binder = specialize::Binder::new();
-        for (symbol, value) in binds {
-            binder
-                .bind(symbol, *value, "--bind")
-                .map_err(|e| anyhow!(e))?;
-        }
-        for (key, t) in named.iter().flatten() {
-            let name = &input_name(key);
-            let bound = match graph.find(name).map(|id| &graph.node(id).meta) {
-                Some(Meta::Sym(_)) => t
-                    .f_int64_value(&[])
-                    .map_err(|e| anyhow!("input `{name}` is a size, but {e}"))
-                    .and_then(|v| binder.bind_sym(graph, name, v).map_err(|e| anyhow!(e))),
-                _ => binder
-                    .bind_tensor(graph, name, &t.size())
-                    .map_err(|e| anyhow!(e)),
-            };
-            bound?;
-        }
-        let bindings = binder.finish(graph).map_err(|e| anyhow!(e))?;
-        let mut sym_inputs = HashMap::new();
-        for id in graph.placeholders() {
-            if let Meta::Sym(e) = &graph.node(id).meta {
-                let value = e.eval(&bindings).map_err(|e| anyhow!(e))?;
-                sym_inputs.insert(graph.node(id).name.clone(), value);
-            }
-        }
-        *graph = specialize::specialize(graph, &bindings).map_err(|e| anyhow!(e))?;
-        sym_inputs
-    } else {
-        if let Some((symbol, _)) = binds.first() {
-            bail!("--bind {symbol}=...: the graph has no symbolic sizes");
-        }
-        HashMap::new()
-    };
+    let positional = is_positional(graph, named.as_deref());
+    let sym_inputs = specialize_graph(graph, named.as_deref(), binds)?;
     let graph: &Graph = graph;
     let placeholders = graph.placeholder_names();
     let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
@@ -102,6 +131,7 @@ pub fn graph_inputs(
     let (inputs, constants) = match inputs_file {
         Some(path) => {
             let mut named = named.unwrap_or_default();
+            // The values of `Sym` inputs the file does not hold.
             for (k, name) in placeholders.iter().enumerate() {
                 let key = if positional {
                     format!("arg{k}")
@@ -329,12 +359,22 @@ pub fn fmt(file: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `graphbug specialize`: prints the graph made static (see [`specialize_graph`]).
+pub fn specialize(file: &Path, inputs: Option<&Path>, binds: &[(String, i64)]) -> Result<ExitCode> {
+    let mut graph = load_graph(file)?;
+    let named = inputs.map(read_tensors).transpose()?;
+    specialize_graph(&mut graph, named.as_deref(), binds)?;
+    print!("{}", print_graph(&graph));
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `graphbug check`: verifies, counts, and with `meta` compares annotations with libtorch
 /// (in a bounded child: kernels run on stand-ins of a graph whose shapes are wrong can
 /// crash libtorch itself).
 pub fn check(file: &Path, meta: bool, bound: &run::Bound) -> Result<ExitCode> {
     let graph = load_graph(file)?;
     if meta {
+        static_only(&graph, "check --meta")?;
         if let Some(code) = supervise(bound, |run, limit| {
             lost_in_libtorch("meta inference", run, limit)
         })? {

@@ -71,7 +71,7 @@ pub struct RunArgs {
 }
 
 /// Parses `s0=8` for `--bind`.
-fn parse_binding(text: &str) -> Result<(String, i64), String> {
+pub fn parse_binding(text: &str) -> Result<(String, i64), String> {
     let (symbol, value) = text
         .split_once('=')
         .ok_or_else(|| format!("`{text}` is not SYMBOL=N (e.g. s0=8)"))?;

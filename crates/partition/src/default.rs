@@ -19,7 +19,7 @@ pub enum PartitionError {
     #[error("saved value `{0}` has no shape annotation")]
     MissingMeta(String),
     /// The joint has symbolic sizes, which the partitioners do not handle yet.
-    #[error("node `{0}` has symbolic sizes (`{1}`): partitioning dynamic-shape joints is not supported yet; bind the sizes first")]
+    #[error("node `{0}` has symbolic sizes (`{1}`): partitioning dynamic-shape joints is not supported yet; make it static first with `graphbug specialize`")]
     Symbolic(String, String),
     /// An option is out of range.
     #[error("bad option: {0}")]
