@@ -19,7 +19,7 @@ use graphbug::aten::memory::Available;
 use graphbug::aten::meta::check_meta;
 use graphbug::backends::plugin::{load_env_plugins, load_plugin};
 use graphbug::backends::registry::factories;
-use graphbug::ir::{parse_graph, print_graph, specialize, Graph};
+use graphbug::ir::{parse_graph, print_graph, Graph};
 use graphbug::ir::{Meta, NodeKind, TensorMeta};
 use graphbug::repro::isolate::preflight_eager;
 use graphbug::repro::limits::RUN_DEFAULT;
@@ -27,65 +27,14 @@ use graphbug::repro::process::{is_supervised, rerun_self, Ended, Supervised};
 use graphbug::repro::scratch::Scratch;
 use tch::Tensor;
 
-/// Whether an inputs file names the inputs by position (`arg0..argN`) rather than by
-/// placeholder name.
-fn is_positional(graph: &Graph, named: Option<&[(String, Tensor)]>) -> bool {
-    named.is_some_and(|n| n.iter().all(|(k, _)| graph.find(k).is_none()))
-}
-
-/// Makes a dynamic-shape graph static in place: binds its size symbols from `binds`
-/// (`--bind s0=8`) and the sizes (and `Sym` values) of the tensors in `named`, then
-/// specializes it (see [`graphbug::ir::specialize`]). Returns the values of its `Sym`
-/// inputs by name; a static graph is left alone (and `binds` must be empty).
+/// Makes a dynamic-shape graph static in place (see
+/// [`graphbug::aten::dynamic::specialize_with_inputs`]); returns its `Sym` inputs' values.
 pub fn specialize_graph(
     graph: &mut Graph,
-    named: Option<&[(String, Tensor)]>,
+    named: Option<&mut Vec<(String, Tensor)>>,
     binds: &[(String, i64)],
 ) -> Result<HashMap<String, i64>> {
-    if !specialize::is_dynamic(graph) {
-        if let Some((symbol, _)) = binds.first() {
-            bail!("--bind {symbol}=...: the graph has no symbolic sizes");
-        }
-        return Ok(HashMap::new());
-    }
-    let placeholder_names = graph.placeholder_names();
-    let positional = is_positional(graph, named);
-    let input_name = |key: &str| -> String {
-        key.strip_prefix("arg")
-            .and_then(|k| k.parse::<usize>().ok())
-            .filter(|_| positional)
-            .and_then(|k| placeholder_names.get(k).cloned())
-            .unwrap_or_else(|| key.to_string())
-    };
-    let mut binder = specialize::Binder::new();
-    for (symbol, value) in binds {
-        binder
-            .bind(symbol, *value, "--bind")
-            .map_err(|e| anyhow!(e))?;
-    }
-    for (key, t) in named.into_iter().flatten() {
-        let name = &input_name(key);
-        match graph.find(name).map(|id| &graph.node(id).meta) {
-            Some(Meta::Sym(_)) => {
-                let value = t
-                    .f_int64_value(&[])
-                    .map_err(|e| anyhow!("input `{name}` is a size, but {e}"))?;
-                binder.bind_sym(graph, name, value)
-            }
-            _ => binder.bind_tensor(graph, name, &t.size()),
-        }
-        .map_err(|e| anyhow!(e))?;
-    }
-    let bindings = binder.finish(graph).map_err(|e| anyhow!(e))?;
-    let mut sym_inputs = HashMap::new();
-    for id in graph.placeholders() {
-        if let Meta::Sym(e) = &graph.node(id).meta {
-            let value = e.eval(&bindings).map_err(|e| anyhow!(e))?;
-            sym_inputs.insert(graph.node(id).name.clone(), value);
-        }
-    }
-    *graph = specialize::specialize(graph, &bindings).map_err(|e| anyhow!(e))?;
-    Ok(sym_inputs)
+    graphbug::aten::dynamic::specialize_with_inputs(graph, named, binds).map_err(|e| anyhow!(e))
 }
 
 /// Refuses a dynamic-shape graph in a command that does not handle one yet, naming a
@@ -115,9 +64,8 @@ pub fn graph_inputs(
     seed: u64,
     device: tch::Device,
 ) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
-    let named = inputs_file.map(|path| read_tensors(path)).transpose()?;
-    let positional = is_positional(graph, named.as_deref());
-    let sym_inputs = specialize_graph(graph, named.as_deref(), binds)?;
+    let mut named = inputs_file.map(|path| read_tensors(path)).transpose()?;
+    let sym_inputs = specialize_graph(graph, named.as_mut(), binds)?;
     let graph: &Graph = graph;
     let placeholders = graph.placeholder_names();
     let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
@@ -130,20 +78,7 @@ pub fn graph_inputs(
         .collect();
     let (inputs, constants) = match inputs_file {
         Some(path) => {
-            let mut named = named.unwrap_or_default();
-            // The values of `Sym` inputs the file does not hold.
-            for (k, name) in placeholders.iter().enumerate() {
-                let key = if positional {
-                    format!("arg{k}")
-                } else {
-                    name.clone()
-                };
-                if let Some(value) = sym_inputs.get(name) {
-                    if !named.iter().any(|(have, _)| *have == key) {
-                        named.push((key, Tensor::from(*value)));
-                    }
-                }
-            }
+            let named = named.unwrap_or_default();
             let (consts, rest): (Vec<_>, Vec<_>) = named
                 .into_iter()
                 .partition(|(k, _)| constant_metas.iter().any(|(c, _)| c == k));
@@ -362,8 +297,8 @@ pub fn fmt(file: &Path) -> Result<ExitCode> {
 /// `graphbug specialize`: prints the graph made static (see [`specialize_graph`]).
 pub fn specialize(file: &Path, inputs: Option<&Path>, binds: &[(String, i64)]) -> Result<ExitCode> {
     let mut graph = load_graph(file)?;
-    let named = inputs.map(read_tensors).transpose()?;
-    specialize_graph(&mut graph, named.as_deref(), binds)?;
+    let mut named = inputs.map(read_tensors).transpose()?;
+    specialize_graph(&mut graph, named.as_mut(), binds)?;
     print!("{}", print_graph(&graph));
     Ok(ExitCode::SUCCESS)
 }

@@ -164,7 +164,49 @@ fn setup(root: &Path) -> Result<()> {
     for package in ["numpy", "expecttest"] {
         ensure_python_package(&venv, package, None)?;
     }
+    ensure_capture_package(root, &venv)?;
     println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
+    Ok(())
+}
+
+/// The version of `python/` (graphbug_capture), as its pyproject.toml gives it.
+const CAPTURE_VERSION: &str = "0.1.0";
+
+/// Installs `python/` (the graphbug_capture torch.compile backends) into the venv, editable,
+/// so the tests and `torch.compile(backend="graphbug_capture")` use the working tree.
+fn ensure_capture_package(root: &Path, venv: &Path) -> Result<()> {
+    let marker = format!("graphbug_capture-{CAPTURE_VERSION}.dist-info");
+    let lib = venv.join("lib");
+    let installed = fs::read_dir(&lib).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.path().join("site-packages").join(&marker).is_dir())
+    });
+    if installed {
+        return Ok(());
+    }
+    eprintln!(
+        "setup: installing python/ (graphbug_capture) into {}",
+        venv.display()
+    );
+    let python = venv.join("bin/python");
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+        ])
+        .args(["--no-deps", "-e"])
+        .arg(root.join("python"))
+        .status()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    ensure!(
+        status.success(),
+        "`pip install -e python/` failed ({status}); pip fetches setuptools to build it, so \
+         the package registry must be reachable"
+    );
     Ok(())
 }
 

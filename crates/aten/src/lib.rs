@@ -8,6 +8,7 @@ pub mod accuracy;
 pub mod derivatives;
 pub mod device;
 pub mod dtype;
+pub mod dynamic;
 pub mod error;
 pub mod interp;
 pub mod io;

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use graphbug_aten::dtype::tch_device;
+use graphbug_aten::dynamic::specialize_with_inputs;
 use graphbug_aten::io::{order_tensors, random_tensors, read_tensors, write_tensors};
 use graphbug_aten::Interpreter;
 use graphbug_ir::{parse_graph, Device, Graph, Meta, NodeKind};
@@ -140,7 +141,7 @@ pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result
     let manifest: Manifest = serde_json::from_str(&text)
         .map_err(|e| ReproError::io(&mpath, format!("corrupt manifest: {e}")))?;
     let gpath = dir.join(GRAPH_FILE);
-    let graph = match graph_text {
+    let mut graph = match graph_text {
         Some(t) => parse_graph(t).map_err(|e| ReproError::Other(format!("embedded graph: {e}")))?,
         None => {
             let t = std::fs::read_to_string(&gpath).map_err(|e| ReproError::io(&gpath, e))?;
@@ -149,11 +150,15 @@ pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result
     };
     let device: Device = manifest.device.parse().map_err(ReproError::Other)?;
     let tdev = tch_device(&device)?;
-    let names: Vec<String> = graph.placeholder_names();
     let inputs = match &manifest.inputs {
         InputsRecord::Real => {
             let ipath = dir.join(INPUTS_FILE);
-            order_tensors(read_tensors(&ipath)?, &names, "inputs")
+            let mut named = read_tensors(&ipath)?;
+            // A dynamic-shape graph (as graphbug_capture writes them) runs specialized to
+            // the recorded inputs' sizes.
+            specialize_with_inputs(&mut graph, Some(&mut named), &[])
+                .map_err(|e| ReproError::io(&ipath, e))?;
+            order_tensors(named, &graph.placeholder_names(), "inputs")
                 .map_err(|e| ReproError::io(&ipath, e))?
         }
         InputsRecord::Random { seed } => {

@@ -1,0 +1,49 @@
+"""A dependency-free safetensors writer (graphbug reads the files with the Rust crate)."""
+
+import json
+import struct
+
+_DTYPES = {
+    "float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16",
+    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
+    "uint16": "U16", "uint32": "U32", "uint64": "U64", "bool": "BOOL",
+}
+
+
+def dtype_name(tensor):
+    """The safetensors name of the tensor's dtype, or None when the format cannot hold it."""
+    return _DTYPES.get(str(tensor.dtype).replace("torch.", ""))
+
+
+def save(path, named):
+    """Writes [(name, tensor)] to `path`: keys sorted, dense little-endian data."""
+    import torch
+
+    header, blobs, offset = {}, [], 0
+    for name, t in sorted(named, key=lambda kv: kv[0]):
+        kind = dtype_name(t)
+        if kind is None or t.layout != torch.strided:
+            raise ValueError(f"tensor `{name}` ({t.dtype}, {t.layout}) cannot be written as safetensors")
+        t = t.detach().to("cpu")
+        dense = torch.empty(t.shape, dtype=t.dtype)
+        dense.copy_(t.resolve_conj().resolve_neg())
+        data = _bytes(dense.reshape(-1).view(torch.uint8)) if dense.numel() else b""
+        header[name] = {"dtype": kind, "shape": list(dense.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)))
+        fh.write(text)
+        for blob in blobs:
+            fh.write(blob)
+
+
+def _bytes(flat_u8):
+    """The bytes of a 1-d uint8 CPU tensor (numpy when present, which PyTorch does not require)."""
+    try:
+        return flat_u8.numpy().tobytes()
+    except (ImportError, RuntimeError):
+        return bytes(flat_u8.tolist())

@@ -1,0 +1,141 @@
+//! The capture package (`python/`, installed by `cargo xtask setup`) against the project's
+//! PyTorch: graphs torch.compile hands a backend become graphbug repro directories, which
+//! graphbug runs and minifies.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{fixture, output_within, text};
+
+fn python() -> PathBuf {
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run `cargo xtask setup`",
+        python.display()
+    );
+    python
+}
+
+fn graphbug(args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    cmd.args(args);
+    output_within(cmd, Duration::from_secs(300))
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("graphbug-capture-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn capture_script(out: &Path, extra: &[&str]) {
+    let mut cmd = Command::new(python());
+    cmd.args(["-m", "graphbug_capture", "--aot", "--out"])
+        .arg(out)
+        .arg(fixture("capture/train_step.py"))
+        .args(extra)
+        .env("OMP_NUM_THREADS", "1");
+    let run = output_within(cmd, Duration::from_secs(300));
+    assert!(
+        run.status.success(),
+        "{}{}",
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+    assert!(
+        text(&run.stdout).contains("loss "),
+        "the script ran: {}",
+        text(&run.stdout)
+    );
+}
+
+#[test]
+fn an_unmodified_script_is_captured_and_its_aot_graphs_minify() {
+    for (tag, extra) in [("static", &[][..]), ("dynamic", &["--dynamic"][..])] {
+        let out = scratch(tag);
+        capture_script(&out, extra);
+        for dir in ["dynamo_000", "aot_fw_000", "aot_bw_000"] {
+            for file in ["graph.py", "inputs.safetensors", "manifest.json"] {
+                assert!(out.join(dir).join(file).is_file(), "{tag}: {dir}/{file}");
+            }
+        }
+        let graph = std::fs::read_to_string(out.join("aot_fw_000/graph.py")).unwrap();
+        assert_eq!(graph.contains("Sym("), tag == "dynamic", "{graph}");
+        // The AOT graphs run equal to eager, and a fault minifies to its node.
+        for dir in ["aot_fw_000", "aot_bw_000"] {
+            let d = out.join(dir);
+            let run = graphbug(&["repro", d.to_str().unwrap(), "run"]);
+            assert!(
+                run.status.success(),
+                "{tag} {dir}: {}{}",
+                text(&run.stdout),
+                text(&run.stderr)
+            );
+            assert!(
+                text(&run.stdout).contains("does not reproduce"),
+                "{}",
+                text(&run.stdout)
+            );
+        }
+        let fw = out.join("aot_fw_000");
+        let min = graphbug(&[
+            "repro",
+            fw.to_str().unwrap(),
+            "minify",
+            "--backend",
+            "fault:runtime@aten.relu.default",
+        ]);
+        assert!(
+            min.status.success(),
+            "{tag}: {}{}",
+            text(&min.stdout),
+            text(&min.stderr)
+        );
+        let minified = std::fs::read_to_string(fw.join("minified/graph.py")).unwrap();
+        assert!(
+            minified.contains("torch.ops.aten.relu.default"),
+            "{minified}"
+        );
+        assert_eq!(
+            minified.matches("torch.ops.").count(),
+            1,
+            "{tag}: not minimal:\n{minified}"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn the_backend_is_found_by_name_through_its_entry_point() {
+    let out = scratch("entry-point");
+    let script = format!(
+        "import torch\n\
+         f = torch.compile(lambda x: torch.relu(x) * 2, backend='graphbug_capture',\n\
+                           options={{'out': {out:?}, 'inner': 'eager'}})\n\
+         print(f(torch.tensor([-1.0, 3.0])).tolist())\n"
+    );
+    let mut cmd = Command::new(python());
+    cmd.args(["-c", &script]);
+    let run = output_within(cmd, Duration::from_secs(300));
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert_eq!(text(&run.stdout).trim(), "[0.0, 6.0]");
+    let graph = std::fs::read_to_string(out.join("dynamo_000/graph.py")).unwrap();
+    assert!(graph.contains("torch.relu"), "{graph}");
+    // An unknown option is the user's mistake, named.
+    let bad = script.replace("'inner': 'eager'", "'innr': 'eager'");
+    let mut cmd = Command::new(python());
+    cmd.args(["-c", &bad]);
+    let run = output_within(cmd, Duration::from_secs(300));
+    assert!(!run.status.success());
+    assert!(
+        text(&run.stderr).contains("unknown option(s) ['innr']"),
+        "{}",
+        text(&run.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
