@@ -3,7 +3,10 @@
 //! CPU thread, measured side by side in this run. Target: at most 0.5x PyTorch's time.
 //!
 //! Also measured: the interpreter's per-node overhead over direct libtorch calls, from a
-//! chain of 2,000 scalar adds run by the interpreter and by tch's unboxed `add` directly.
+//! chain of 2,000 scalar adds run by the interpreter and by tch's unboxed `add` directly;
+//! and what a dynamic-shape graph costs to run (bind its symbols from the inputs, make it
+//! static, compile, run) against the same graph with static shapes (compile, run): target
+//! at most 1.10x.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -11,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use graphbug_aten::dynamic::specialize_with_inputs;
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_aten::Interpreter;
 use graphbug_ir::{parse_graph, Device, Dtype, GraphBuilder, OpName, TensorMeta};
@@ -149,6 +153,8 @@ fn main() {
         chain_direct * 1e3
     );
 
+    let dynamic_ratio = dynamic_overhead();
+
     match pytorch_seconds(&graph_file, &inputs) {
         Ok(py) => {
             let ratio = ours / py;
@@ -163,4 +169,58 @@ fn main() {
         }
         Err(e) => println!("  PyTorch reference unavailable: {e}"),
     }
+    if dynamic_ratio > DYNAMIC_TARGET {
+        eprintln!("aten_eager: a dynamic-shape run takes {dynamic_ratio:.3}x of static (target <= {DYNAMIC_TARGET}x)");
+        std::process::exit(1);
+    }
+}
+
+/// A dynamic-shape run may cost at most this much more than the same graph's static run.
+const DYNAMIC_TARGET: f64 = 1.10;
+
+/// AOTAutograd's dynamic attention forward on PyTorch's inputs, as `graphbug run` takes it:
+/// parse, bind the symbols and specialize, compile, run; against parse, compile, run of
+/// the same graph with static shapes. Prints and returns the ratio of the medians.
+fn dynamic_overhead() -> f64 {
+    let dir = root().join("tests/fixtures/dynamic/attention");
+    let dynamic_text = std::fs::read_to_string(dir.join("fw.py")).expect("fixture");
+    let named = read_tensors(&dir.join("fw_inputs.safetensors")).expect("inputs");
+    let copy = |named: &[(String, Tensor)]| -> Vec<(String, Tensor)> {
+        named
+            .iter()
+            .map(|(k, t)| (k.clone(), t.shallow_clone()))
+            .collect()
+    };
+    let mut fixed = parse_graph(&dynamic_text).expect("parses");
+    let mut fixed_named = copy(&named);
+    specialize_with_inputs(&mut fixed, Some(&mut fixed_named), &[]).expect("binds");
+    let static_text = graphbug_ir::print_graph(&fixed);
+    let cpu = Device::cpu();
+    let load_and_run = |text: &str, dynamic: bool| {
+        let mut graph = parse_graph(text).unwrap();
+        let mut inputs = copy(if dynamic { &named } else { &fixed_named });
+        if dynamic {
+            specialize_with_inputs(&mut graph, Some(&mut inputs), &[]).unwrap();
+        }
+        let ordered = order_tensors(inputs, &graph.placeholder_names(), "inputs").unwrap();
+        let interp = Interpreter::new(&graph, &cpu, &HashMap::new()).unwrap();
+        black_box(interp.run(&ordered).unwrap());
+    };
+    let run_dynamic = || load_and_run(&dynamic_text, true);
+    let run_static = || load_and_run(&static_text, false);
+    let (mut dyn_times, mut static_times) = (Vec::new(), Vec::new());
+    for _ in 0..9 {
+        dyn_times.push(median(60, run_dynamic));
+        static_times.push(median(60, run_static));
+    }
+    dyn_times.sort();
+    static_times.sort();
+    let (d, s) = (dyn_times[4], static_times[4]);
+    let ratio = d.as_secs_f64() / s.as_secs_f64();
+    println!(
+        "  dynamic shapes: attention fw.py parsed, bound, specialized and run {:.3} ms; static parsed and run {:.3} ms: {ratio:.3}x (target <= {DYNAMIC_TARGET}x)",
+        d.as_secs_f64() * 1e3,
+        s.as_secs_f64() * 1e3
+    );
+    ratio
 }

@@ -2,14 +2,8 @@
 
 use std::collections::HashMap;
 
-use graphbug_ir::{specialize, Graph, Meta};
+use graphbug_ir::{specialize, Graph, Meta, Node};
 use tch::Tensor;
-
-/// Whether an inputs file names the inputs by position (`arg0..argN`) rather than by
-/// placeholder name.
-pub fn is_positional(graph: &Graph, named: Option<&[(String, Tensor)]>) -> bool {
-    named.is_some_and(|n| n.iter().all(|(k, _)| graph.find(k).is_none()))
-}
 
 /// Makes a dynamic-shape graph static in place: binds its size symbols from `binds`
 /// (`--bind s0=8`) and the sizes (and `Sym` values) of the tensors in `named`, then
@@ -29,53 +23,65 @@ pub fn specialize_with_inputs(
         }
         return Ok(HashMap::new());
     }
-    let placeholder_names = graph.placeholder_names();
-    let positional = is_positional(graph, named.as_deref().map(Vec::as_slice));
-    let input_name = |key: &str| -> String {
-        key.strip_prefix("arg")
+    let placeholders: Vec<&Node> = graph
+        .placeholders()
+        .into_iter()
+        .map(|id| graph.node(id))
+        .collect();
+    let by_name: HashMap<&str, &Node> =
+        placeholders.iter().map(|n| (n.name.as_str(), *n)).collect();
+    // Files may name inputs by position (arg0..argN) instead of by placeholder.
+    let positional = named
+        .as_deref()
+        .is_some_and(|n| n.iter().all(|(k, _)| !by_name.contains_key(k.as_str())));
+    let node_of = |key: &str| -> Option<&Node> {
+        match key
+            .strip_prefix("arg")
             .and_then(|k| k.parse::<usize>().ok())
-            .filter(|_| positional)
-            .and_then(|k| placeholder_names.get(k).cloned())
-            .unwrap_or_else(|| key.to_string())
+        {
+            Some(k) if positional => placeholders.get(k).copied(),
+            _ => by_name.get(key).copied(),
+        }
     };
     let mut binder = specialize::Binder::new();
     for (symbol, value) in binds {
         binder.bind(symbol, *value, "--bind")?;
     }
     for (key, t) in named.iter().flat_map(|n| n.iter()) {
-        let name = &input_name(key);
-        match graph.find(name).map(|id| &graph.node(id).meta) {
-            Some(Meta::Sym(_)) => {
+        let Some(node) = node_of(key) else {
+            continue;
+        };
+        match &node.meta {
+            Meta::Sym(_) => {
                 let value = t
                     .f_int64_value(&[])
-                    .map_err(|e| format!("input `{name}` is a size, but {e}"))?;
-                binder.bind_sym(graph, name, value)
+                    .map_err(|e| format!("input `{}` is a size, but {e}", node.name))?;
+                binder.bind_sym(node, value)
             }
-            _ => binder.bind_tensor(graph, name, &t.size()),
+            _ => binder.bind_tensor(node, &t.size()),
         }?;
     }
     let bindings = binder.finish(graph)?;
     let mut sym_inputs = HashMap::new();
-    for id in graph.placeholders() {
-        if let Meta::Sym(e) = &graph.node(id).meta {
-            let value = e.eval(&bindings)?;
-            sym_inputs.insert(graph.node(id).name.clone(), value);
+    for node in &placeholders {
+        if let Meta::Sym(e) = &node.meta {
+            sym_inputs.insert(node.name.clone(), e.eval(&bindings)?);
         }
     }
     if let Some(named) = named {
-        for (k, name) in placeholder_names.iter().enumerate() {
+        for (k, node) in placeholders.iter().enumerate() {
             let key = if positional {
                 format!("arg{k}")
             } else {
-                name.clone()
+                node.name.clone()
             };
-            if let Some(value) = sym_inputs.get(name) {
+            if let Some(value) = sym_inputs.get(&node.name) {
                 if !named.iter().any(|(have, _)| *have == key) {
                     named.push((key, Tensor::from(*value)));
                 }
             }
         }
     }
-    *graph = specialize::specialize(graph, &bindings)?;
+    specialize::specialize_in_place(graph, &bindings)?;
     Ok(sym_inputs)
 }

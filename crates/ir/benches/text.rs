@@ -96,6 +96,7 @@ fn main() {
         ),
         None => println!("  CPython reference unavailable (no python3)"),
     }
+    let ratio = symbolic_parse_ratio();
     if both >= TARGET {
         eprintln!(
             "ir_text: parse+print exceeds the {} ms target",
@@ -103,4 +104,47 @@ fn main() {
         );
         std::process::exit(1);
     }
+    if ratio > SYMBOLIC_TARGET {
+        eprintln!(
+            "ir_text: symbolic parse takes {ratio:.3}x of static (target <= {SYMBOLIC_TARGET}x)"
+        );
+        std::process::exit(1);
+    }
+}
+
+/// Parsing a dynamic-shape graph may cost at most this much more than the same graph with
+/// static shapes.
+const SYMBOLIC_TARGET: f64 = 1.10;
+
+/// Median parse time of AOTAutograd's dynamic attention backward against the same graph
+/// specialized to static sizes, both measured here; prints and returns the ratio.
+fn symbolic_parse_ratio() -> f64 {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/dynamic/attention/bw.py");
+    let dynamic = std::fs::read_to_string(&path).expect("dynamic attention bw.py fixture");
+    let graph = parse_graph(&dynamic).expect("parses");
+    let bindings = [("s27".to_string(), 7), ("s77".to_string(), 2)].into();
+    let fixed = graphbug_ir::specialize::specialize(&graph, &bindings).expect("specializes");
+    let static_text = print_graph(&fixed);
+    // Many runs of a small graph: medians of interleaved batches keep noise out.
+    let (mut dyn_times, mut static_times) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        dyn_times.push(median(200, || {
+            black_box(parse_graph(black_box(&dynamic)).unwrap());
+        }));
+        static_times.push(median(200, || {
+            black_box(parse_graph(black_box(&static_text)).unwrap());
+        }));
+    }
+    dyn_times.sort();
+    static_times.sort();
+    let (d, s) = (dyn_times[7], static_times[7]);
+    let ratio = d.as_secs_f64() / s.as_secs_f64();
+    println!(
+        "  symbolic parse: dynamic attention bw.py ({} nodes) {:.1} us, specialized {:.1} us: {ratio:.3}x (target <= {SYMBOLIC_TARGET}x)",
+        graph.num_call_function_nodes(),
+        d.as_secs_f64() * 1e6,
+        s.as_secs_f64() * 1e6
+    );
+    ratio
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::graph::{Graph, NodeId, NodeKind};
+use crate::graph::{Graph, Node, NodeId, NodeKind};
 use crate::sym::{Bindings, SymExpr};
 use crate::types::{Dtype, Meta, OpName, TensorMeta};
 use crate::value::Value;
@@ -19,7 +19,7 @@ use crate::value::Value;
 pub struct Binder {
     values: Bindings,
     sources: BTreeMap<String, String>,
-    /// Sizes to check once every symbol is bound: (expression, actual, where).
+    /// Expression sizes to check once every symbol is bound: (expression, actual, where).
     checks: Vec<(SymExpr, i64, String)>,
 }
 
@@ -32,60 +32,82 @@ impl Binder {
     /// Binds `symbol` to `value`, learnt from `source` (`x dim 0`, `--bind`); a different
     /// earlier value is an error naming both sources.
     pub fn bind(&mut self, symbol: &str, value: i64, source: &str) -> Result<(), String> {
+        self.bind_with(symbol, value, || source.to_string())
+    }
+
+    /// [`Binder::bind`], making the source's description only when it is needed.
+    fn bind_with(
+        &mut self,
+        symbol: &str,
+        value: i64,
+        source: impl FnOnce() -> String,
+    ) -> Result<(), String> {
         if let Some(&old) = self.values.get(symbol) {
             if old != value {
                 return Err(format!(
-                    "{symbol} = {old} from {} but {value} from {source}",
-                    self.sources[symbol]
+                    "{symbol} = {old} from {} but {value} from {}",
+                    self.sources[symbol],
+                    source()
                 ));
             }
             return Ok(());
         }
         self.values.insert(symbol.to_string(), value);
-        self.sources.insert(symbol.to_string(), source.to_string());
+        self.sources.insert(symbol.to_string(), source());
         Ok(())
     }
 
-    /// Binds the symbols of input `name` (a placeholder of `graph`) from the real `shape`
-    /// of the tensor given for it: a size that is a bare symbol binds it; any other size is
-    /// checked when [`Binder::finish`] has every value.
-    pub fn bind_tensor(&mut self, graph: &Graph, name: &str, shape: &[i64]) -> Result<(), String> {
-        let Some(node) = graph.find(name).map(|id| graph.node(id)) else {
-            return Ok(());
-        };
-        let sizes: Vec<SymExpr> = match &node.meta {
-            Meta::SymTensor(t) => t.sizes.clone(),
-            Meta::Tensor(t) => t.shape.iter().map(|&d| SymExpr::int(d)).collect(),
-            _ => return Ok(()),
-        };
-        if sizes.len() != shape.len() {
-            return Err(format!(
-                "input `{name}` has {} dimensions {shape:?}, but its annotation \"{}\" has {}",
+    /// Binds the symbols of input `node` (a placeholder) from the real `shape` of the
+    /// tensor given for it: a size that is a bare symbol binds it, a static size must
+    /// equal it, and an expression is checked when [`Binder::finish`] has every value.
+    pub fn bind_tensor(&mut self, node: &Node, shape: &[i64]) -> Result<(), String> {
+        let name = &node.name;
+        let rank_error = |rank: usize| {
+            format!(
+                "input `{name}` has {} dimensions {shape:?}, but its annotation \"{}\" has {rank}",
                 shape.len(),
                 node.meta.annotation().unwrap_or_default(),
-                sizes.len()
-            ));
-        }
-        for (dim, (size, &actual)) in sizes.iter().zip(shape).enumerate() {
-            let source = format!("{name} dim {dim}");
-            match size.as_symbol() {
-                Some(symbol) => self.bind(symbol, actual, &source)?,
-                None => self.checks.push((size.clone(), actual, source)),
+            )
+        };
+        match &node.meta {
+            Meta::SymTensor(t) => {
+                if t.sizes.len() != shape.len() {
+                    return Err(rank_error(t.sizes.len()));
+                }
+                for (dim, (size, &actual)) in t.sizes.iter().zip(shape).enumerate() {
+                    if let Some(symbol) = size.as_symbol() {
+                        self.bind_with(symbol, actual, || format!("{name} dim {dim}"))?;
+                    } else if let Some(want) = size.as_int() {
+                        check_size(name, dim, actual, want)?;
+                    } else {
+                        self.checks
+                            .push((size.clone(), actual, format!("{name} dim {dim}")));
+                    }
+                }
             }
+            Meta::Tensor(t) => {
+                if t.shape.len() != shape.len() {
+                    return Err(rank_error(t.shape.len()));
+                }
+                for (dim, (&want, &actual)) in t.shape.iter().zip(shape).enumerate() {
+                    check_size(name, dim, actual, want)?;
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
 
-    /// Binds the symbol of a `Sym` input `name` from its value.
-    pub fn bind_sym(&mut self, graph: &Graph, name: &str, value: i64) -> Result<(), String> {
-        let Some(Meta::Sym(e)) = graph.find(name).map(|id| &graph.node(id).meta) else {
+    /// Binds the symbol of a `Sym` input `node` from its value.
+    pub fn bind_sym(&mut self, node: &Node, value: i64) -> Result<(), String> {
+        let Meta::Sym(e) = &node.meta else {
             return Ok(());
         };
+        let source = || format!("input `{}`", node.name);
         match e.as_symbol() {
-            Some(symbol) => self.bind(symbol, value, &format!("input `{name}`")),
+            Some(symbol) => self.bind_with(symbol, value, source),
             None => {
-                self.checks
-                    .push((e.clone(), value, format!("input `{name}`")));
+                self.checks.push((e.clone(), value, source()));
                 Ok(())
             }
         }
@@ -109,17 +131,23 @@ impl Binder {
         for (size, actual, source) in &self.checks {
             let want = size.eval(&self.values)?;
             if want != *actual {
-                let says = match size.as_int() {
-                    Some(_) => want.to_string(),
-                    None => format!("{size} = {want}"),
-                };
                 return Err(format!(
-                    "{source} is {actual}, but its annotation says {says}"
+                    "{source} is {actual}, but its annotation says {size} = {want}"
                 ));
             }
         }
         Ok(self.values)
     }
+}
+
+/// A static size of input `name` against the tensor's.
+fn check_size(name: &str, dim: usize, actual: i64, want: i64) -> Result<(), String> {
+    if actual == want {
+        return Ok(());
+    }
+    Err(format!(
+        "{name} dim {dim} is {actual}, but its annotation says {want}"
+    ))
 }
 
 /// The size symbols the graph's inputs mention, in input order.
@@ -148,19 +176,25 @@ pub fn is_dynamic(graph: &Graph) -> bool {
 /// `graph` with every symbol replaced by its value in `bindings` (see the module docs).
 pub fn specialize(graph: &Graph, bindings: &Bindings) -> Result<Graph, String> {
     let mut out = graph.clone();
+    specialize_in_place(&mut out, bindings)?;
+    Ok(out)
+}
+
+/// [`specialize`] without a copy; on error the graph is left partly specialized.
+pub fn specialize_in_place(graph: &mut Graph, bindings: &Bindings) -> Result<(), String> {
     let mut sym_values: Vec<Option<i64>> = vec![None; graph.nodes.len()];
-    for (i, node) in graph.nodes.iter().enumerate() {
+    for (i, node) in graph.nodes.iter_mut().enumerate() {
         let at = |e: String| format!("node `{}`: {e}", node.name);
         match &node.meta {
             Meta::SymTensor(t) => {
-                out.nodes[i].meta = Meta::Tensor(t.bind(bindings).map_err(at)?);
+                node.meta = Meta::Tensor(t.bind(bindings).map_err(at)?);
             }
             Meta::Sym(e) => {
                 let value = e.eval(bindings).map_err(at)?;
                 sym_values[i] = Some(value);
-                out.nodes[i].meta = Meta::Tensor(TensorMeta::new(Dtype::Int64, Vec::new()));
+                node.meta = Meta::Tensor(TensorMeta::new(Dtype::Int64, Vec::new()));
                 if !node.is_placeholder() {
-                    out.nodes[i].kind = NodeKind::Call {
+                    node.kind = NodeKind::Call {
                         op: OpName::aten("scalar_tensor", "default"),
                         args: vec![Value::Int(value)],
                         kwargs: vec![("dtype".into(), Value::Dtype(Dtype::Int64))],
@@ -176,13 +210,13 @@ pub fn specialize(graph: &Graph, bindings: &Bindings) -> Result<Graph, String> {
             }
             _ => {}
         }
-        if let NodeKind::Call { args, kwargs, .. } = &mut out.nodes[i].kind {
+        if let NodeKind::Call { args, kwargs, .. } = &mut node.kind {
             for v in args.iter_mut().chain(kwargs.iter_mut().map(|(_, v)| v)) {
                 substitute(v, &sym_values);
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A call that computes a size: an `operator`/`torch.sym_*` function or `aten.sym_*`.

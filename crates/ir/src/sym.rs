@@ -3,72 +3,68 @@
 //!
 //! An expression keeps the text it was written as, so graphs print back byte-exact, and
 //! evaluates under [`Bindings`] (symbol name to value) with Python's integer semantics.
+//! Parsing only checks the grammar (no tree is built, so a dynamic graph parses about as
+//! fast as a static one); evaluation walks the text again with the values.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 /// Values of size symbols, by name (`s0` -> 8); ordered so reports are deterministic.
 pub type Bindings = BTreeMap<String, i64>;
 
-/// A symbolic integer expression and the text it was written as.
+/// A symbolic integer expression and the text it was written as (shared: clones are cheap).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SymExpr {
-    text: String,
-    ast: Ast,
-}
-
-/// The parsed form of a [`SymExpr`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Ast {
-    Int(i64),
-    Sym(String),
-    Neg(Box<Ast>),
-    Bin(BinOp, Box<Ast>, Box<Ast>),
-    Call(String, Vec<Ast>),
+    text: Arc<str>,
+    /// What the whole expression is, when it is that simple.
+    form: Form,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    FloorDiv,
-    Mod,
-    Pow,
+enum Form {
+    Int(i64),
+    Symbol,
+    Compound,
 }
 
 impl SymExpr {
     /// Parses an expression such as `2*s97 + 1`; the text is kept as written (trimmed).
     pub fn parse(text: &str) -> Result<SymExpr, String> {
         let text = text.trim();
-        let mut p = ExprParser {
-            text,
-            chars: text.char_indices().collect(),
-            pos: 0,
-            depth: 0,
+        let bytes = text.as_bytes();
+        let form = match bytes.first() {
+            Some(c) if c.is_ascii_digit() || *c == b'-' => match text.parse::<i64>() {
+                Ok(v) => return Ok(SymExpr::int(v)),
+                Err(_) => Form::Compound,
+            },
+            Some(c)
+                if (c.is_ascii_alphabetic() || *c == b'_')
+                    && bytes
+                        .iter()
+                        .all(|c| c.is_ascii_alphanumeric() || *c == b'_') =>
+            {
+                Form::Symbol
+            }
+            _ => Form::Compound,
         };
-        let ast = p.sum()?;
-        p.skip_spaces();
-        if p.pos < p.chars.len() {
-            return Err(format!(
-                "unexpected `{}` in symbolic expression `{text}`",
-                &text[p.chars[p.pos].0..]
-            ));
+        if form == Form::Compound {
+            Walk::new(text, None).whole()?;
         }
         Ok(SymExpr {
-            text: text.to_string(),
-            ast,
+            text: Arc::from(text),
+            form,
         })
     }
 
     /// A constant.
     pub fn int(value: i64) -> SymExpr {
         SymExpr {
-            text: value.to_string(),
-            ast: Ast::Int(value),
+            text: Arc::from(value.to_string()),
+            form: Form::Int(value),
         }
     }
 
@@ -79,32 +75,54 @@ impl SymExpr {
 
     /// The value when the expression is a plain integer.
     pub fn as_int(&self) -> Option<i64> {
-        match self.ast {
-            Ast::Int(v) => Some(v),
+        match self.form {
+            Form::Int(v) => Some(v),
             _ => None,
         }
     }
 
     /// The symbol's name when the expression is a single symbol (`s0`).
     pub fn as_symbol(&self) -> Option<&str> {
-        match &self.ast {
-            Ast::Sym(s) => Some(s),
-            _ => None,
-        }
+        (self.form == Form::Symbol).then_some(&*self.text)
     }
 
     /// The symbols the expression mentions, each once, in first-use order.
     pub fn symbols(&self) -> Vec<&str> {
-        let mut out = Vec::new();
-        self.ast.symbols(&mut out);
+        let mut out: Vec<&str> = Vec::new();
+        let bytes = self.text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let c = bytes[i];
+            if c.is_ascii_digit() {
+                while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+                    i += 1;
+                }
+            } else if c.is_ascii_alphabetic() || c == b'_' {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let is_call = self.text[i..].trim_start().starts_with('(');
+                let name = &self.text[start..i];
+                if !is_call && !out.contains(&name) {
+                    out.push(name);
+                }
+            } else {
+                i += 1;
+            }
+        }
         out
     }
 
     /// The value under `bindings`; an unbound symbol, an overflow, a division by zero or a
     /// function graphbug cannot evaluate is an error naming it.
     pub fn eval(&self, bindings: &Bindings) -> Result<i64, String> {
-        self.ast
-            .eval(bindings)
+        if let Form::Int(v) = self.form {
+            return Ok(v);
+        }
+        Walk::new(&self.text, Some(bindings))
+            .whole()
+            .map(|v| v.unwrap_or_default())
             .map_err(|e| format!("{e} in `{}`", self.text))
     }
 }
@@ -117,7 +135,7 @@ impl fmt::Display for SymExpr {
 
 impl From<SymExpr> for String {
     fn from(e: SymExpr) -> String {
-        e.text
+        e.text.to_string()
     }
 }
 
@@ -128,87 +146,62 @@ impl TryFrom<String> for SymExpr {
     }
 }
 
-impl Ast {
-    fn symbols<'a>(&'a self, out: &mut Vec<&'a str>) {
-        match self {
-            Ast::Int(_) => {}
-            Ast::Sym(s) => {
-                if !out.contains(&s.as_str()) {
-                    out.push(s);
-                }
-            }
-            Ast::Neg(a) => a.symbols(out),
-            Ast::Bin(_, a, b) => {
-                a.symbols(out);
-                b.symbols(out);
-            }
-            Ast::Call(_, args) => args.iter().for_each(|a| a.symbols(out)),
+/// Applies a binary operator with Python's semantics; `None` operands (checking the
+/// grammar only) give `None`.
+fn apply(op: &str, x: Option<i64>, y: Option<i64>) -> Result<Option<i64>, String> {
+    let (Some(x), Some(y)) = (x, y) else {
+        return Ok(None);
+    };
+    let overflow = || "integer overflow".to_string();
+    Ok(Some(match op {
+        "+" => x.checked_add(y).ok_or_else(overflow)?,
+        "-" => x.checked_sub(y).ok_or_else(overflow)?,
+        "*" => x.checked_mul(y).ok_or_else(overflow)?,
+        "//" => floor_div(x, y)?,
+        "%" => python_mod(x, y)?,
+        _ => {
+            let e = u32::try_from(y).map_err(|_| format!("negative power {y}"))?;
+            x.checked_pow(e).ok_or_else(overflow)?
         }
-    }
+    }))
+}
 
-    fn eval(&self, b: &Bindings) -> Result<i64, String> {
-        let overflow = || "integer overflow".to_string();
-        Ok(match self {
-            Ast::Int(v) => *v,
-            Ast::Sym(s) => *b
-                .get(s)
-                .ok_or_else(|| format!("symbol `{s}` has no value"))?,
-            Ast::Neg(a) => a.eval(b)?.checked_neg().ok_or_else(overflow)?,
-            Ast::Bin(op, l, r) => {
-                let (x, y) = (l.eval(b)?, r.eval(b)?);
-                match op {
-                    BinOp::Add => x.checked_add(y).ok_or_else(overflow)?,
-                    BinOp::Sub => x.checked_sub(y).ok_or_else(overflow)?,
-                    BinOp::Mul => x.checked_mul(y).ok_or_else(overflow)?,
-                    BinOp::FloorDiv => floor_div(x, y)?,
-                    BinOp::Mod => python_mod(x, y)?,
-                    BinOp::Pow => {
-                        let e = u32::try_from(y).map_err(|_| format!("negative power {y}"))?;
-                        x.checked_pow(e).ok_or_else(overflow)?
-                    }
-                }
+/// The functions sympy prints that graphbug evaluates.
+fn call(f: &str, vals: &[i64]) -> Result<i64, String> {
+    let overflow = || "integer overflow".to_string();
+    let two = || -> Result<(i64, i64), String> {
+        match vals {
+            [x, y] => Ok((*x, *y)),
+            _ => Err(format!("`{f}` takes 2 arguments, not {}", vals.len())),
+        }
+    };
+    Ok(match f {
+        "Max" if !vals.is_empty() => *vals.iter().max().expect("not empty"),
+        "Min" if !vals.is_empty() => *vals.iter().min().expect("not empty"),
+        "Abs" if vals.len() == 1 => vals[0].checked_abs().ok_or_else(overflow)?,
+        "FloorDiv" => {
+            let (x, y) = two()?;
+            floor_div(x, y)?
+        }
+        "CeilDiv" => {
+            let (x, y) = two()?;
+            floor_div(x.checked_neg().ok_or_else(overflow)?, y)?
+                .checked_neg()
+                .ok_or_else(overflow)?
+        }
+        "Mod" | "PythonMod" => {
+            let (x, y) = two()?;
+            python_mod(x, y)?
+        }
+        "CleanDiv" | "IntTrueDiv" => {
+            let (x, y) = two()?;
+            if y == 0 || x % y != 0 {
+                return Err(format!("`{f}({x}, {y})` is not a whole number"));
             }
-            Ast::Call(f, args) => {
-                let vals = args
-                    .iter()
-                    .map(|a| a.eval(b))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let two = |name: &str| -> Result<(i64, i64), String> {
-                    match vals.as_slice() {
-                        [x, y] => Ok((*x, *y)),
-                        _ => Err(format!("`{name}` takes 2 arguments, not {}", vals.len())),
-                    }
-                };
-                match f.as_str() {
-                    "Max" if !vals.is_empty() => *vals.iter().max().expect("not empty"),
-                    "Min" if !vals.is_empty() => *vals.iter().min().expect("not empty"),
-                    "Abs" if vals.len() == 1 => vals[0].checked_abs().ok_or_else(overflow)?,
-                    "FloorDiv" => {
-                        let (x, y) = two(f)?;
-                        floor_div(x, y)?
-                    }
-                    "CeilDiv" => {
-                        let (x, y) = two(f)?;
-                        floor_div(x.checked_neg().ok_or_else(overflow)?, y)?
-                            .checked_neg()
-                            .ok_or_else(overflow)?
-                    }
-                    "Mod" | "PythonMod" => {
-                        let (x, y) = two(f)?;
-                        python_mod(x, y)?
-                    }
-                    "CleanDiv" | "IntTrueDiv" => {
-                        let (x, y) = two(f)?;
-                        if y == 0 || x % y != 0 {
-                            return Err(format!("`{f}({x}, {y})` is not a whole number"));
-                        }
-                        x / y
-                    }
-                    _ => return Err(format!("function `{f}` cannot be evaluated by graphbug")),
-                }
-            }
-        })
-    }
+            x / y
+        }
+        _ => return Err(format!("function `{f}` cannot be evaluated by graphbug")),
+    })
 }
 
 fn floor_div(x: i64, y: i64) -> Result<i64, String> {
@@ -238,97 +231,129 @@ fn python_mod(x: i64, y: i64) -> Result<i64, String> {
 /// Deepest nesting of parentheses accepted in one expression.
 const MAX_DEPTH: usize = 64;
 
-struct ExprParser<'a> {
+/// A recursive-descent walk over an expression's text: with bindings it computes the value,
+/// without them it only checks the grammar (values are `None`).
+struct Walk<'a> {
     text: &'a str,
-    chars: Vec<(usize, char)>,
+    bindings: Option<&'a Bindings>,
     pos: usize,
     depth: usize,
 }
 
-impl ExprParser<'_> {
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).map(|c| c.1)
+impl<'a> Walk<'a> {
+    fn new(text: &'a str, bindings: Option<&'a Bindings>) -> Self {
+        Walk {
+            text,
+            bindings,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    /// The whole text as one expression.
+    fn whole(&mut self) -> Result<Option<i64>, String> {
+        let v = self.sum()?;
+        self.skip_spaces();
+        if self.pos < self.text.len() {
+            return Err(format!(
+                "unexpected `{}` in symbolic expression `{}`",
+                self.rest(),
+                self.text
+            ));
+        }
+        Ok(v)
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.pos).copied()
     }
 
     fn skip_spaces(&mut self) {
-        while self.peek() == Some(' ') {
+        while self.peek() == Some(b' ') {
             self.pos += 1;
         }
     }
 
     fn eat(&mut self, s: &str) -> bool {
         self.skip_spaces();
-        let rest = self.chars.get(self.pos).map_or("", |c| &self.text[c.0..]);
-        if rest.starts_with(s) {
-            self.pos += s.chars().count();
+        if self.text.as_bytes()[self.pos..].starts_with(s.as_bytes()) {
+            self.pos += s.len();
             true
         } else {
             false
         }
     }
 
+    fn rest(&self) -> &str {
+        self.text.get(self.pos..).unwrap_or("")
+    }
+
     fn err<T>(&self, wanted: &str) -> Result<T, String> {
-        let found = self.chars.get(self.pos).map_or("the end".to_string(), |c| {
-            format!("`{}`", &self.text[c.0..])
-        });
+        let found = match self.rest() {
+            "" => "the end".to_string(),
+            rest => format!("`{rest}`"),
+        };
         Err(format!(
             "expected {wanted} at {found} in symbolic expression `{}`",
             self.text
         ))
     }
 
-    fn sum(&mut self) -> Result<Ast, String> {
+    fn sum(&mut self) -> Result<Option<i64>, String> {
         let mut left = self.product()?;
         loop {
             let op = if self.eat("+") {
-                BinOp::Add
+                "+"
             } else if self.eat("-") {
-                BinOp::Sub
+                "-"
             } else {
                 return Ok(left);
             };
             let right = self.product()?;
-            left = Ast::Bin(op, Box::new(left), Box::new(right));
+            left = apply(op, left, right)?;
         }
     }
 
-    fn product(&mut self) -> Result<Ast, String> {
+    fn product(&mut self) -> Result<Option<i64>, String> {
         let mut left = self.unary()?;
         loop {
             let op = if self.eat("//") {
-                BinOp::FloorDiv
+                "//"
             } else if self.eat("**") {
                 // `**` binds tighter than `*`; handled in `unary`'s power, never here.
                 return self.err("an operand before `**`");
             } else if self.eat("*") {
-                BinOp::Mul
+                "*"
             } else if self.eat("%") {
-                BinOp::Mod
+                "%"
             } else {
                 return Ok(left);
             };
             let right = self.unary()?;
-            left = Ast::Bin(op, Box::new(left), Box::new(right));
+            left = apply(op, left, right)?;
         }
     }
 
-    fn unary(&mut self) -> Result<Ast, String> {
+    fn unary(&mut self) -> Result<Option<i64>, String> {
         if self.eat("-") {
-            return Ok(Ast::Neg(Box::new(self.unary()?)));
+            return match self.unary()? {
+                Some(v) => v.checked_neg().map(Some).ok_or("integer overflow".into()),
+                None => Ok(None),
+            };
         }
         let base = self.atom()?;
         if self.eat("**") {
             let exp = self.unary()?;
-            return Ok(Ast::Bin(BinOp::Pow, Box::new(base), Box::new(exp)));
+            return apply("**", base, exp);
         }
         Ok(base)
     }
 
-    fn atom(&mut self) -> Result<Ast, String> {
+    fn atom(&mut self) -> Result<Option<i64>, String> {
         self.skip_spaces();
         let start = self.pos;
         match self.peek() {
-            Some('(') => {
+            Some(b'(') => {
                 self.pos += 1;
                 self.depth += 1;
                 if self.depth > MAX_DEPTH {
@@ -348,19 +373,29 @@ impl ExprParser<'_> {
                 while self.peek().is_some_and(|c| c.is_ascii_digit()) {
                     self.pos += 1;
                 }
-                let digits = self.slice(start);
+                let digits = &self.text[start..self.pos];
                 digits
                     .parse()
-                    .map(Ast::Int)
+                    .map(Some)
                     .map_err(|_| format!("integer `{digits}` does not fit in 64 bits"))
             }
-            Some(c) if c.is_alphabetic() || c == '_' => {
-                while self.peek().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
+                while self
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+                {
                     self.pos += 1;
                 }
-                let name = self.slice(start).to_string();
+                let name = &self.text[start..self.pos];
                 if !self.eat("(") {
-                    return Ok(Ast::Sym(name));
+                    return match self.bindings {
+                        None => Ok(None),
+                        Some(b) => b
+                            .get(name)
+                            .copied()
+                            .map(Some)
+                            .ok_or_else(|| format!("symbol `{name}` has no value")),
+                    };
                 }
                 let mut args = Vec::new();
                 if !self.eat(")") {
@@ -374,16 +409,13 @@ impl ExprParser<'_> {
                         }
                     }
                 }
-                Ok(Ast::Call(name, args))
+                match args.into_iter().collect::<Option<Vec<i64>>>() {
+                    Some(vals) if self.bindings.is_some() => call(name, &vals).map(Some),
+                    _ => Ok(None),
+                }
             }
             _ => self.err("a size, a symbol or `(`"),
         }
-    }
-
-    fn slice(&self, start: usize) -> &str {
-        let from = self.chars[start].0;
-        let to = self.chars.get(self.pos).map_or(self.text.len(), |c| c.0);
-        &self.text[from..to]
     }
 }
 

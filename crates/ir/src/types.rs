@@ -218,7 +218,7 @@ impl TensorMeta {
 }
 
 /// The dtype and sizes of a tensor annotation, sizes as written (`s0`, `8`, `2*s1`).
-fn parse_tensor_annotation(t: &str) -> Result<(Dtype, Vec<SymExpr>), String> {
+fn parse_tensor_annotation(t: &str) -> Result<(Dtype, Sizes), String> {
     let open = t
         .find('[')
         .ok_or_else(|| format!("annotation \"{t}\" is not of the form \"<dtype>[<sizes>]\""))?;
@@ -235,7 +235,14 @@ fn parse_tensor_annotation(t: &str) -> Result<(Dtype, Vec<SymExpr>), String> {
         .find(']')
         .ok_or_else(|| format!("annotation \"{t}\" has no closing `]`"))?;
     let sizes = parse_dims(&rest[..close], t)?;
-    if let Some(d) = sizes.iter().find(|d| d.as_int().is_some_and(|v| v < 0)) {
+    let negative = match &sizes {
+        Sizes::Static(dims) => dims.iter().find(|&&d| d < 0).map(i64::to_string),
+        Sizes::Symbolic(dims) => dims
+            .iter()
+            .find(|d| d.as_int().is_some_and(|v| v < 0))
+            .map(ToString::to_string),
+    };
+    if let Some(d) = negative {
         return Err(format!("negative size `{d}` in annotation \"{t}\""));
     }
     let tail = &rest[close + 1..];
@@ -277,10 +284,19 @@ fn split_top_level(body: &str) -> Vec<&str> {
     parts
 }
 
-fn parse_dims(body: &str, whole: &str) -> Result<Vec<SymExpr>, String> {
+/// The sizes of an annotation: all integers (the common, fast case), or some symbolic.
+enum Sizes {
+    Static(Vec<i64>),
+    Symbolic(Vec<SymExpr>),
+}
+
+fn parse_dims(body: &str, whole: &str) -> Result<Sizes, String> {
     let body = body.trim();
     if body.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Sizes::Static(Vec::new()));
+    }
+    if let Ok(dims) = body.split(',').map(|d| d.trim().parse::<i64>()).collect() {
+        return Ok(Sizes::Static(dims));
     }
     split_top_level(body)
         .into_iter()
@@ -292,7 +308,8 @@ fn parse_dims(body: &str, whole: &str) -> Result<Vec<SymExpr>, String> {
                     .map_err(|e| format!("bad size `{d}` in annotation \"{whole}\": {e}")),
             }
         })
-        .collect()
+        .collect::<Result<Vec<_>, String>>()
+        .map(Sizes::Symbolic)
 }
 
 /// A tensor annotation with symbolic sizes (`f32[s0, 8]`), as dynamic-shape graphs carry.
@@ -373,14 +390,12 @@ impl Meta {
                 .map(Meta::Sym)
                 .map_err(|e| format!("bad annotation \"{t}\": {e}"));
         }
-        let (dtype, sizes) = parse_tensor_annotation(t)?;
-        if sizes.iter().any(|d| d.as_int().is_none()) {
-            return Ok(Meta::SymTensor(SymTensorMeta { dtype, sizes }));
-        }
-        let meta = TensorMeta::new(
-            dtype,
-            sizes.iter().filter_map(SymExpr::as_int).collect::<Vec<_>>(),
-        );
+        let meta = match parse_tensor_annotation(t)? {
+            (dtype, Sizes::Symbolic(sizes)) => {
+                return Ok(Meta::SymTensor(SymTensorMeta { dtype, sizes }))
+            }
+            (dtype, Sizes::Static(shape)) => TensorMeta::new(dtype, shape),
+        };
         if meta.checked_nbytes().is_none() {
             return Err(format!(
                 "annotation \"{t}\" describes more bytes than a 64-bit size can count"

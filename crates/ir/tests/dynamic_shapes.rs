@@ -8,6 +8,10 @@ use graphbug_ir::{parse_graph, print_graph, Meta, NodeKind, OpName};
 
 const MODELS: [&str; 5] = ["mlp", "reshape", "conv", "attention", "interpolate"];
 
+fn node<'g>(graph: &'g graphbug_ir::Graph, name: &str) -> &'g graphbug_ir::Node {
+    graph.node(graph.find(name).unwrap())
+}
+
 fn fixture(model: &str, file: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/dynamic")
@@ -91,9 +95,11 @@ fn specializing_binds_symbols_from_the_inputs_and_rewrites_sizes() {
     use graphbug_ir::specialize::{specialize, Binder};
     let graph = parse_graph(&fixture("reshape", "fw.py")).unwrap();
     let mut binder = Binder::new();
-    binder.bind_tensor(&graph, "primals_3", &[6, 4]).unwrap();
-    binder.bind_tensor(&graph, "primals_5", &[3]).unwrap();
-    binder.bind_sym(&graph, "primals_1", 6).unwrap();
+    binder
+        .bind_tensor(node(&graph, "primals_3"), &[6, 4])
+        .unwrap();
+    binder.bind_tensor(node(&graph, "primals_5"), &[3]).unwrap();
+    binder.bind_sym(node(&graph, "primals_1"), 6).unwrap();
     let bindings = binder.finish(&graph).unwrap();
     assert_eq!(
         bindings
@@ -131,10 +137,12 @@ fn contradictions_and_missing_symbols_are_named() {
     let mut binder = Binder::new();
     binder.bind("s33", 5, "--bind").unwrap();
     let e = binder
-        .bind_tensor(&graph, "primals_4", &[7, 8])
+        .bind_tensor(node(&graph, "primals_4"), &[7, 8])
         .unwrap_err();
     assert_eq!(e, "s33 = 5 from --bind but 7 from primals_4 dim 0");
-    let e = binder.bind_tensor(&graph, "primals_4", &[5]).unwrap_err();
+    let e = binder
+        .bind_tensor(node(&graph, "primals_4"), &[5])
+        .unwrap_err();
     assert!(
         e.contains(
             "input `primals_4` has 1 dimensions [5], but its annotation \"f32[s33, 8]\" has 2"
@@ -148,16 +156,19 @@ fn contradictions_and_missing_symbols_are_named() {
     );
     // A static size that disagrees with the tensor is caught too.
     let mut binder = Binder::new();
-    binder.bind_tensor(&graph, "primals_4", &[5, 9]).unwrap();
-    let e = binder.finish(&graph).unwrap_err();
+    let e = binder
+        .bind_tensor(node(&graph, "primals_4"), &[5, 9])
+        .unwrap_err();
     assert_eq!(e, "primals_4 dim 1 is 9, but its annotation says 8");
     // An expression size is checked against the bound symbols.
     let reshape = parse_graph(&fixture("reshape", "bw.py")).unwrap();
     let mut binder = Binder::new();
     for (name, v) in [("primals_1", 6), ("primals_2", 4), ("primals_4", 3)] {
-        binder.bind_sym(&reshape, name, v).unwrap();
+        binder.bind_sym(node(&reshape, name), v).unwrap();
     }
-    binder.bind_tensor(&reshape, "tangents_1", &[11]).unwrap();
+    binder
+        .bind_tensor(node(&reshape, "tangents_1"), &[11])
+        .unwrap();
     let e = binder.finish(&reshape).unwrap_err();
     assert_eq!(
         e,

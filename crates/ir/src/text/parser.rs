@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::error::{IrError, ParseError};
 use crate::graph::{Graph, Node, NodeId, NodeKind};
 use crate::naming::is_valid_name;
@@ -704,13 +706,15 @@ impl Parser<'_> {
 struct Builder<'a> {
     src: &'a str,
     graph: Graph,
-    ids: HashMap<String, NodeId>,
+    ids: FxHashMap<String, NodeId>,
     /// Where each name is defined (statement position), for error messages.
-    defined_at: HashMap<String, Pos>,
+    defined_at: FxHashMap<String, Pos>,
     /// `forward` parameters that are pytree containers, not placeholders.
     pytree_args: Vec<String>,
     /// Names a liveness tail (`x = None`) has freed, and where.
-    freed: HashMap<String, Pos>,
+    freed: FxHashMap<String, Pos>,
+    /// Symbolic annotations already parsed: dynamic graphs repeat a few shapes many times.
+    symbolic: FxHashMap<String, Meta>,
 }
 
 impl<'a> Builder<'a> {
@@ -718,10 +722,11 @@ impl<'a> Builder<'a> {
         Builder {
             src,
             graph: Graph::new("GraphModule"),
-            ids: HashMap::new(),
-            defined_at: HashMap::new(),
+            ids: FxHashMap::default(),
+            defined_at: FxHashMap::default(),
             pytree_args: Vec::new(),
-            freed: HashMap::new(),
+            freed: FxHashMap::default(),
+            symbolic: FxHashMap::default(),
         }
     }
 
@@ -729,11 +734,18 @@ impl<'a> Builder<'a> {
         Err(error_at(self.src, pos, message).into())
     }
 
-    fn meta_of(&self, ann: &Option<Annotation>) -> Result<Meta, IrError> {
-        match ann {
-            None => Ok(Meta::Unknown),
-            Some((text, pos)) => Meta::parse_annotation(text).or_else(|m| self.err(*pos, m)),
+    fn meta_of(&mut self, ann: &Option<Annotation>) -> Result<Meta, IrError> {
+        let Some((text, pos)) = ann else {
+            return Ok(Meta::Unknown);
+        };
+        if let Some(meta) = self.symbolic.get(text) {
+            return Ok(meta.clone());
         }
+        let meta = Meta::parse_annotation(text).or_else(|m| self.err(*pos, m))?;
+        if meta.is_symbolic() {
+            self.symbolic.insert(text.clone(), meta.clone());
+        }
+        Ok(meta)
     }
 
     fn add_node(
@@ -773,7 +785,7 @@ impl<'a> Builder<'a> {
             .iter()
             .position(|s| matches!(s, Stmt::Flatten { .. }));
         // Every name a statement defines, for "used before definition" messages.
-        let mut later: HashMap<&str, Pos> = HashMap::new();
+        let mut later: FxHashMap<&str, Pos> = FxHashMap::default();
         for s in &module.stmts {
             match s {
                 Stmt::Assign { target, pos, .. } => {
@@ -919,15 +931,15 @@ impl<'a> Builder<'a> {
     }
 
     /// A call of `op` with its arguments as graph values.
-    fn call(
+    fn call<'e>(
         &mut self,
         op: OpName,
-        args: &[Expr],
+        args: impl IntoIterator<Item = &'e Expr>,
         kwargs: &[(String, Expr)],
-        later: &HashMap<&str, Pos>,
+        later: &FxHashMap<&str, Pos>,
     ) -> Result<NodeKind, IrError> {
         let args = args
-            .iter()
+            .into_iter()
             .map(|a| self.value(a, later))
             .collect::<Result<_, _>>()?;
         let kwargs = kwargs
@@ -943,7 +955,7 @@ impl<'a> Builder<'a> {
         ann: &Option<Annotation>,
         value: &Expr,
         pos: Pos,
-        later: &HashMap<&str, Pos>,
+        later: &FxHashMap<&str, Pos>,
     ) -> Result<(), IrError> {
         let meta = self.meta_of(ann)?;
         let kind = match &value.kind {
@@ -991,16 +1003,13 @@ impl<'a> Builder<'a> {
             ExprKind::Index(base, index) => self.getitem(base, index, later)?,
             ExprKind::Binary(op, left, right) => self.call(
                 OpName::python("operator", op),
-                &[(**left).clone(), (**right).clone()],
+                [&**left, &**right],
                 &[],
                 later,
             )?,
-            ExprKind::Neg(inner) => self.call(
-                OpName::python("operator", "neg"),
-                std::slice::from_ref(inner),
-                &[],
-                later,
-            )?,
+            ExprKind::Neg(inner) => {
+                self.call(OpName::python("operator", "neg"), [&**inner], &[], later)?
+            }
             ExprKind::Path(_) => match value.dotted().as_deref() {
                 Some(["self", rest @ ..]) if !rest.is_empty() => NodeKind::GetAttr {
                     target: rest.join("."),
@@ -1048,7 +1057,7 @@ impl<'a> Builder<'a> {
         &self,
         base: &Expr,
         index: &Expr,
-        later: &HashMap<&str, Pos>,
+        later: &FxHashMap<&str, Pos>,
     ) -> Result<NodeKind, IrError> {
         let source = match self.value(base, later)? {
             Value::Node(n) => n,
@@ -1079,7 +1088,7 @@ impl<'a> Builder<'a> {
     fn output_values(
         &self,
         value: &Expr,
-        later: &HashMap<&str, Pos>,
+        later: &FxHashMap<&str, Pos>,
     ) -> Result<Vec<Value>, IrError> {
         match &value.kind {
             ExprKind::Tuple(items) | ExprKind::List(items) => {
@@ -1105,7 +1114,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn value(&self, e: &Expr, later: &HashMap<&str, Pos>) -> Result<Value, IrError> {
+    fn value(&self, e: &Expr, later: &FxHashMap<&str, Pos>) -> Result<Value, IrError> {
         Ok(match &e.kind {
             ExprKind::Int(i) => Value::Int(*i),
             ExprKind::Float(f) => Value::Float(*f),
@@ -1192,7 +1201,7 @@ impl<'a> Builder<'a> {
         })
     }
 
-    fn unknown_name_message(&self, n: &str, later: &HashMap<&str, Pos>) -> String {
+    fn unknown_name_message(&self, n: &str, later: &FxHashMap<&str, Pos>) -> String {
         if self.pytree_args.iter().any(|p| p == n) {
             format!("`{n}` is a pytree container; use the flattened names")
         } else if let Some(p) = later.get(n) {
