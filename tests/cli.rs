@@ -241,6 +241,23 @@ fn dynamic_shape_graphs_run_equal_to_pytorch() {
     );
     let out = graphbug(&["joint", fixed.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // A dynamo-level graph parses and prints back, and running it says what it lacks.
+    let dynamo = fixture("dynamo/mlp.py");
+    let out = graphbug(&["fmt", dynamo.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("l_args_0_ = L_args_0_"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = graphbug(&["run", dynamo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("torch._C._nn.linear")
+            && text(&out.stderr).contains("a Python-level call"),
+        "{}",
+        text(&out.stderr)
+    );
     // --bind on a static graph is a mistake worth saying.
     let static_mlp = fixture("mlp/forward.py");
     let out = graphbug(&["run", static_mlp.to_str().unwrap(), "--bind", "s0=2"]);

@@ -223,6 +223,18 @@ impl Interpreter {
                             })
                         }
                     };
+                    if op.is_python() && !op.is_effectful() {
+                        return Err(AtenError::UnknownOp {
+                            op: op.to_string(),
+                            node: Some(node.name.clone()),
+                            message:
+                                "a Python-level call (a dynamo-level or dynamic-shape graph): \
+                                      graphbug runs aten-level graphs; make a dynamic graph static \
+                                      with `graphbug specialize`, and capture AOT graphs with \
+                                      graphbug_capture's `aot` option"
+                                    .into(),
+                        });
+                    }
                     let lowered = prims_as_aten(op, args, kwargs);
                     let (op, args, kwargs) = match &lowered {
                         Some((op, args, kwargs)) => (op, &args[..], &kwargs[..]),

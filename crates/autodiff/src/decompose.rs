@@ -332,6 +332,7 @@ pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
         }
     }
     let out = Graph {
+        param_names: Default::default(),
         name: graph.name.clone(),
         nodes: rw.nodes,
         output,

@@ -1707,6 +1707,7 @@ impl<'a> Functionalizer<'a> {
             }));
         }
         let graph = Graph {
+            param_names: Default::default(),
             name: self.old.name.clone(),
             nodes: self.nodes,
             output: Some(new_outputs),

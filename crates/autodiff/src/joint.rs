@@ -83,6 +83,7 @@ pub fn joint_graph_with(
         });
     }
     let graph = Graph {
+        param_names: Default::default(),
         name: forward.name.clone(),
         nodes: ctx.nodes,
         output: Some(output),

@@ -220,6 +220,7 @@ impl GraphBuilder {
             None => None,
         };
         let graph = Graph {
+            param_names: Default::default(),
             name: self.name,
             nodes,
             output,

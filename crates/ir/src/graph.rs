@@ -1,7 +1,7 @@
 //! The graph data model: nodes in program order, referring to earlier nodes by id.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -158,12 +158,18 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// The returned values, or `None` for a graph still missing its output.
     pub output: Option<Vec<Value>>,
+    /// `forward`'s parameter names that differ from their placeholder's name, by placeholder
+    /// name: dynamo names a placeholder `l_x_` for the parameter `L_x_` and prints
+    /// `l_x_ = L_x_` first.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub param_names: BTreeMap<String, String>,
 }
 
 impl Graph {
     /// An empty graph with the given class name.
     pub fn new(name: &str) -> Self {
         Graph {
+            param_names: Default::default(),
             name: name.to_string(),
             nodes: Vec::new(),
             output: None,
@@ -374,6 +380,7 @@ impl Graph {
             None => None,
         };
         Ok(Graph {
+            param_names: self.param_names.clone(),
             name: self.name.clone(),
             nodes,
             output,
@@ -432,6 +439,7 @@ impl Graph {
         });
         (
             Graph {
+                param_names: self.param_names.clone(),
                 name: self.name.clone(),
                 nodes,
                 output,

@@ -106,6 +106,7 @@ pub fn eliminate_common_subexpressions(
             .collect()
     });
     Graph {
+        param_names: graph.param_names.clone(),
         name: graph.name.clone(),
         nodes,
         output,
@@ -237,6 +238,7 @@ pub fn extract_subgraph(
         })
         .collect();
     let extracted = Graph {
+        param_names: graph.param_names.clone(),
         name: graph.name.clone(),
         nodes,
         output: Some(output),

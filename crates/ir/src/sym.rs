@@ -373,6 +373,27 @@ impl<'a> Walk<'a> {
                 while self.peek().is_some_and(|c| c.is_ascii_digit()) {
                     self.pos += 1;
                 }
+                // A float (a SymFloat's value, `0.100000000000000`): checked, never a size.
+                if self.peek() == Some(b'.') || self.peek() == Some(b'e') {
+                    self.pos += 1;
+                    if matches!(self.peek(), Some(b'-' | b'+')) {
+                        self.pos += 1;
+                    }
+                    while self.peek().is_some_and(|c| c.is_ascii_alphanumeric()) {
+                        self.pos += 1;
+                    }
+                    let literal = &self.text[start..self.pos];
+                    if literal.parse::<f64>().is_err() {
+                        return Err(format!(
+                            "bad number `{literal}` in symbolic expression `{}`",
+                            self.text
+                        ));
+                    }
+                    return match self.bindings {
+                        None => Ok(None),
+                        Some(_) => Err(format!("`{literal}` is a float, not an integer size")),
+                    };
+                }
                 let digits = &self.text[start..self.pos];
                 digits
                     .parse()

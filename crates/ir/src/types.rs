@@ -611,18 +611,30 @@ impl Layout {
 /// The namespace of PyTorch's higher-order ops (`torch.ops.higher_order`).
 pub const HIGHER_ORDER: &str = "higher_order";
 
-/// Modules of the Python functions graphs call besides dispatcher ops ([`OpName::python`]).
-const PYTHON_MODULES: [&str; 2] = ["operator", "torch"];
+/// The namespace of Tensor methods called as `x.view(...)` in dynamo-level graphs.
+pub const METHOD: &str = "Tensor";
 
 /// `operator` functions FX prints infix, and their Python operator.
-const INFIX: [(&str, &str); 7] = [
+const INFIX: [(&str, &str); 19] = [
     ("add", "+"),
     ("pow", "**"),
     ("sub", "-"),
     ("mul", "*"),
+    ("matmul", "@"),
     ("truediv", "/"),
     ("floordiv", "//"),
     ("mod", "%"),
+    ("eq", "=="),
+    ("ne", "!="),
+    ("lt", "<"),
+    ("le", "<="),
+    ("gt", ">"),
+    ("ge", ">="),
+    ("and_", "&"),
+    ("or_", "|"),
+    ("xor", "^"),
+    ("lshift", "<<"),
+    ("rshift", ">>"),
 ];
 
 /// An operator overload: `aten::add.Tensor` is namespace `aten`, name `add`, overload `Tensor`.
@@ -706,9 +718,17 @@ impl OpName {
         OpName::new(module, name, "")
     }
 
-    /// True for a Python function made by [`OpName::python`].
+    /// True for a Python function made by [`OpName::python`]: `operator.*`, `torch.*` and
+    /// its submodules (`torch.nn.functional.relu`, `torch._C._nn.linear`), and Tensor
+    /// methods (namespace [`METHOD`]).
     pub fn is_python(&self) -> bool {
-        PYTHON_MODULES.contains(&self.namespace.as_str())
+        let ns = self.namespace.as_str();
+        ns == "operator" || ns == "torch" || ns.starts_with("torch.") || ns == METHOD
+    }
+
+    /// True for a Tensor method, printed `self.name(args)`.
+    pub fn is_method(&self) -> bool {
+        self.namespace == METHOD
     }
 
     /// True for the `torch` functions on symbolic values FX graphs call (`torch.sym_float`,
@@ -723,6 +743,15 @@ impl OpName {
             return None;
         }
         INFIX.iter().find(|(n, _)| *n == self.name).map(|(_, s)| *s)
+    }
+
+    /// The prefix operator FX prints for a unary `operator` function (`neg` -> `-`), if any.
+    pub fn prefix(&self) -> Option<&'static str> {
+        match (self.namespace.as_str(), self.name.as_str()) {
+            ("operator", "neg") => Some("-"),
+            ("operator", "invert") => Some("~"),
+            _ => None,
+        }
     }
 
     /// The Python spelling, e.g. `torch.ops.aten.add.Tensor` (no overload for a higher-order

@@ -38,6 +38,10 @@ pub enum Value {
     /// An op passed as a value, as higher-order ops take one
     /// (`with_effects(token, torch.ops.aten._linalg_check_errors.default, ...)`).
     Op(OpName),
+    /// `slice(start, stop, step)` in an index (`x[(slice(None, None, None), 0)]`): three items.
+    Slice(Vec<Value>),
+    /// `Ellipsis` (`...`) in an index.
+    Ellipsis,
 }
 
 impl PartialEq for Value {
@@ -57,6 +61,8 @@ impl PartialEq for Value {
             (MemoryFormat(a), MemoryFormat(b)) => a == b,
             (Layout(a), Layout(b)) => a == b,
             (Op(a), Op(b)) => a == b,
+            (Slice(a), Slice(b)) => a == b,
+            (Ellipsis, Ellipsis) => true,
             _ => false,
         }
     }
@@ -80,6 +86,8 @@ impl Hash for Value {
             Value::MemoryFormat(m) => m.hash(state),
             Value::Layout(l) => l.hash(state),
             Value::Op(op) => op.hash(state),
+            Value::Slice(v) => v.hash(state),
+            Value::Ellipsis => {}
         }
     }
 }
@@ -105,7 +113,7 @@ impl Value {
     pub fn for_each_node(&self, f: &mut impl FnMut(NodeId)) {
         match self {
             Value::Node(n) => f(*n),
-            Value::List(items) | Value::Tuple(items) => {
+            Value::List(items) | Value::Tuple(items) | Value::Slice(items) => {
                 items.iter().for_each(|v| v.for_each_node(f))
             }
             _ => {}
@@ -118,6 +126,7 @@ impl Value {
             Value::Node(n) => f(*n),
             Value::List(items) => Value::List(items.iter().map(|v| v.map_nodes(f)).collect()),
             Value::Tuple(items) => Value::Tuple(items.iter().map(|v| v.map_nodes(f)).collect()),
+            Value::Slice(items) => Value::Slice(items.iter().map(|v| v.map_nodes(f)).collect()),
             other => other.clone(),
         }
     }
@@ -136,6 +145,12 @@ impl Value {
                     .collect::<Result<_, _>>()?,
             ),
             Value::Tuple(items) => Value::Tuple(
+                items
+                    .iter()
+                    .map(|v| v.try_remap(f))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Slice(items) => Value::Slice(
                 items
                     .iter()
                     .map(|v| v.try_remap(f))
@@ -175,6 +190,12 @@ impl Value {
             Value::MemoryFormat(m) => write!(out, "torch.{}", m.torch_name())?,
             Value::Layout(l) => write!(out, "torch.{}", l.torch_name())?,
             Value::Op(op) => out.push_str(&op.torch_path()),
+            Value::Slice(items) => {
+                out.push_str("slice(");
+                write_items(out, items, name)?;
+                out.push(')');
+            }
+            Value::Ellipsis => out.push_str("Ellipsis"),
         }
         Ok(())
     }

@@ -76,10 +76,10 @@ fn infix_forms_parse_and_print() {
 ";
     let graph = parse_graph(text).unwrap();
     assert_eq!(print_graph(&graph), text);
-    let bad = text.replace("torch.sym_max(a, b)", "torch.frobnicate(a, b)");
+    let bad = text.replace("torch.sym_max(a, b)", "frobnicate.now(a, b)");
     let e = parse_graph(&bad).unwrap_err().to_string();
     assert!(
-        e.contains("unsupported call target `torch.frobnicate`"),
+        e.contains("unsupported call target `frobnicate.now`"),
         "{e}"
     );
     let bad = text.replace("= b ** 2", "= torch.ops.aten.view.default(b, [a * 2])");

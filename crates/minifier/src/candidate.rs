@@ -271,6 +271,7 @@ impl Original {
         );
         Candidate {
             graph: Graph {
+                param_names: g.param_names.clone(),
                 name: g.name.clone(),
                 nodes,
                 output: Some(output),

@@ -107,6 +107,7 @@ fn renumber(graph: &Graph, order: &[NodeId]) -> Result<Graph, IrError> {
         None => None,
     };
     let out = Graph {
+        param_names: graph.param_names.clone(),
         name: graph.name.clone(),
         nodes,
         output,

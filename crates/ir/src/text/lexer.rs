@@ -13,13 +13,16 @@ pub(crate) enum Tok {
     Float(f64),
     /// A string literal's value.
     Str(String),
-    /// Punctuation: `( ) [ ] , : ; = . - + * / %` and `->` as `>`.
+    /// Punctuation: `( ) [ ] , : ; = . - + * / % @ < > ! & | ^ ~`, and `->` as [`ARROW`].
     Punct(char),
     /// End of a logical line.
     Newline,
     /// End of input.
     Eof,
 }
+
+/// The token `->` stands for (a return annotation's arrow).
+pub(crate) const ARROW: char = '→';
 
 /// A token with its 1-based position.
 #[derive(Clone, Debug)]
@@ -133,14 +136,15 @@ impl Lexer<'_> {
                     self.depth = self.depth.saturating_sub(1);
                     self.push(Tok::Punct(c), line, col);
                 }
-                ',' | ':' | ';' | '=' | '+' | '*' | '/' | '%' => {
+                ',' | ':' | ';' | '=' | '+' | '*' | '/' | '%' | '@' | '<' | '>' | '!' | '&'
+                | '|' | '^' | '~' => {
                     self.bump();
                     self.push(Tok::Punct(c), line, col);
                 }
                 '-' if self.peek(1) == Some('>') => {
                     self.bump();
                     self.bump();
-                    self.push(Tok::Punct('>'), line, col);
+                    self.push(Tok::Punct(ARROW), line, col);
                 }
                 '-' => {
                     self.bump();

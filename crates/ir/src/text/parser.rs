@@ -7,8 +7,8 @@ use rustc_hash::FxHashMap;
 use crate::error::{IrError, ParseError};
 use crate::graph::{Graph, Node, NodeId, NodeKind};
 use crate::naming::is_valid_name;
-use crate::text::lexer::{source_line, tokenize, Tok, Token};
-use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName};
+use crate::text::lexer::{source_line, tokenize, Tok, Token, ARROW};
+use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, METHOD};
 use crate::value::Value;
 
 /// Deepest bracket nesting accepted, so hostile input cannot exhaust the stack.
@@ -57,8 +57,8 @@ enum ExprKind {
     Tuple(Vec<Expr>),
     /// `a * b`, `a // b`, ...: a call of the `operator` function named here (`mul`).
     Binary(&'static str, Box<Expr>, Box<Expr>),
-    /// `-a` of a value that is not a number literal: `operator.neg`.
-    Neg(Box<Expr>),
+    /// `-a` of a value that is not a number literal (`operator.neg`), `~a` (`operator.invert`).
+    Unary(&'static str, Box<Expr>),
 }
 
 impl Expr {
@@ -283,7 +283,7 @@ impl Parser<'_> {
             params.push(Param { name, ann, pos });
         }
         self.expect_punct(')')?;
-        if self.eat_punct('>') {
+        if self.eat_punct(ARROW) {
             // A return annotation carries nothing the graph needs.
             self.expr()?;
         }
@@ -454,7 +454,7 @@ impl Parser<'_> {
         if self.depth > MAX_DEPTH {
             return self.err(format!("expression nested deeper than {MAX_DEPTH} levels"));
         }
-        let result = self.additive();
+        let result = self.binary_level(0);
         self.depth -= 1;
         result
     }
@@ -475,42 +475,77 @@ impl Parser<'_> {
         }
     }
 
-    /// `a + b`, `a - b` (left-associative), over [`Self::multiplicative`].
-    fn additive(&mut self) -> Result<Expr, ParseError> {
-        let mut left = self.multiplicative()?;
-        loop {
-            let op = if self.eat_punct('+') {
-                "add"
-            } else if self.eat_punct('-') {
-                "sub"
-            } else {
-                return Ok(left);
+    /// Whether the tokens at the cursor spell `op` with nothing between them (`==`, `//`).
+    fn at_op(&self, op: &str) -> bool {
+        let mut prev: Option<&Token> = None;
+        for (k, c) in op.chars().enumerate() {
+            let Some(t) = self.toks.get(self.pos + k) else {
+                return false;
             };
-            let right = self.multiplicative()?;
-            left = Self::binary(op, left, right);
+            if t.tok != Tok::Punct(c) {
+                return false;
+            }
+            if let Some(p) = prev {
+                if t.line != p.line || t.col != p.col + 1 {
+                    return false;
+                }
+            }
+            prev = Some(t);
         }
+        // `<` must not be the start of `<<` or `<=` when `<` alone is asked for, etc.
+        let next = self.toks.get(self.pos + op.len());
+        let glued = next.is_some_and(|n| {
+            prev.is_some_and(|p| n.line == p.line && n.col == p.col + 1)
+                && matches!(n.tok, Tok::Punct('=' | '<' | '>' | '*' | '/'))
+        });
+        !glued || op.len() == 2
     }
 
-    /// `a * b`, `a // b`, `a / b`, `a % b` (left-associative), over [`Self::unary`].
-    fn multiplicative(&mut self) -> Result<Expr, ParseError> {
-        let mut left = self.unary()?;
-        loop {
-            let op = if self.is_double('/') {
-                self.advance();
-                self.advance();
-                "floordiv"
-            } else if self.is_punct('*') && !self.is_double('*') {
-                self.advance();
-                "mul"
-            } else if self.eat_punct('/') {
-                "truediv"
-            } else if self.eat_punct('%') {
-                "mod"
-            } else {
-                return Ok(left);
-            };
-            let right = self.unary()?;
-            left = Self::binary(op, left, right);
+    /// Python's binary operators by precedence level, loosest first: the token spelling
+    /// and the `operator` function it calls.
+    const BINARY: [&'static [(&'static str, &'static str)]; 7] = [
+        &[
+            ("==", "eq"),
+            ("!=", "ne"),
+            ("<=", "le"),
+            (">=", "ge"),
+            ("<", "lt"),
+            (">", "gt"),
+        ],
+        &[("|", "or_")],
+        &[("^", "xor")],
+        &[("&", "and_")],
+        &[("<<", "lshift"), (">>", "rshift")],
+        &[("+", "add"), ("-", "sub")],
+        &[
+            ("//", "floordiv"),
+            ("*", "mul"),
+            ("@", "matmul"),
+            ("/", "truediv"),
+            ("%", "mod"),
+        ],
+    ];
+
+    /// A left-associative chain of the operators of precedence `level` and tighter.
+    fn binary_level(&mut self, level: usize) -> Result<Expr, ParseError> {
+        if level == Self::BINARY.len() {
+            return self.unary();
+        }
+        let mut left = self.binary_level(level + 1)?;
+        'chain: loop {
+            for (spelling, name) in Self::BINARY[level] {
+                // `**` is a power, not two multiplications.
+                if *spelling == "*" && self.at_op("**") {
+                    break;
+                }
+                if self.at_op(spelling) {
+                    self.pos += spelling.len();
+                    let right = self.binary_level(level + 1)?;
+                    left = Self::binary(name, left, right);
+                    continue 'chain;
+                }
+            }
+            return Ok(left);
         }
     }
 
@@ -564,12 +599,19 @@ impl Parser<'_> {
                 ExprKind::Float(f) => ExprKind::Float(-f),
                 ExprKind::Path(p) if p == ["inf"] => ExprKind::Float(f64::NEG_INFINITY),
                 ExprKind::Path(p) if p == ["nan"] => ExprKind::Float(f64::NAN),
-                other => ExprKind::Neg(Box::new(Expr { kind: other, pos })),
+                other => ExprKind::Unary("neg", Box::new(Expr { kind: other, pos })),
             };
             return Ok(Expr { kind, pos });
         }
         if self.eat_punct('+') {
             return self.unary();
+        }
+        if self.eat_punct('~') {
+            let inner = self.unary()?;
+            return Ok(Expr {
+                kind: ExprKind::Unary("invert", Box::new(inner)),
+                pos,
+            });
         }
         let atom = self.atom()?;
         let e = self.trailers(atom)?;
@@ -679,7 +721,8 @@ impl Parser<'_> {
             }
             first = false;
             let is_kw = matches!(self.tok(), Tok::Name(_))
-                && self.toks.get(self.pos + 1).map(|t| &t.tok) == Some(&Tok::Punct('='));
+                && self.toks.get(self.pos + 1).map(|t| &t.tok) == Some(&Tok::Punct('='))
+                && self.toks.get(self.pos + 2).map(|t| &t.tok) != Some(&Tok::Punct('='));
             if is_kw {
                 let (key, kpos) = self.expect_name("a keyword")?;
                 self.advance();
@@ -957,6 +1000,13 @@ impl<'a> Builder<'a> {
         pos: Pos,
         later: &FxHashMap<&str, Pos>,
     ) -> Result<(), IrError> {
+        if ann.is_none() {
+            if let Some(param) = value.name() {
+                if self.alias_input(target, param, pos)? {
+                    return Ok(());
+                }
+            }
+        }
         let meta = self.meta_of(ann)?;
         let kind = match &value.kind {
             ExprKind::Call { func, args, kwargs } => {
@@ -979,14 +1029,33 @@ impl<'a> Builder<'a> {
                     Some(["operator", "getitem"]) if args.len() == 2 && kwargs.is_empty() => {
                         self.getitem(&args[0], &args[1], later)?
                     }
-                    Some(["torch", name]) if OpName::is_sym_function(name) => {
-                        self.call(OpName::python("torch", name), args, kwargs, later)?
+                    // A torch-level function, as dynamo-level graphs call them
+                    // (`torch.cat`, `torch.nn.functional.relu`, `torch._C._nn.linear`).
+                    Some(["torch", module @ .., name]) if module.first() != Some(&"ops") => {
+                        let namespace = std::iter::once("torch")
+                            .chain(module.iter().copied())
+                            .collect::<Vec<_>>()
+                            .join(".");
+                        self.call(OpName::python(&namespace, name), args, kwargs, later)?
+                    }
+                    // A Tensor method: `x.view(12, -1)`.
+                    Some([receiver, method]) if self.ids.contains_key(*receiver) => {
+                        let this = Expr {
+                            kind: ExprKind::Path(vec![receiver.to_string()]),
+                            pos: func.pos,
+                        };
+                        self.call(
+                            OpName::python(METHOD, method),
+                            std::iter::once(&this).chain(args.iter()),
+                            kwargs,
+                            later,
+                        )?
                     }
                     Some(parts) => {
                         return self.err(
                             func.pos,
                             format!(
-                                "unsupported call target `{}`; expected torch.ops.<namespace>.<op>.<overload>",
+                                "unsupported call target `{}`; expected torch.ops.<namespace>.<op>.<overload>, a torch function, a Tensor method or an operator",
                                 parts.join(".")
                             ),
                         )
@@ -1007,8 +1076,8 @@ impl<'a> Builder<'a> {
                 &[],
                 later,
             )?,
-            ExprKind::Neg(inner) => {
-                self.call(OpName::python("operator", "neg"), [&**inner], &[], later)?
+            ExprKind::Unary(op, inner) => {
+                self.call(OpName::python("operator", op), [&**inner], &[], later)?
             }
             ExprKind::Path(_) => match value.dotted().as_deref() {
                 Some(["self", rest @ ..]) if !rest.is_empty() => NodeKind::GetAttr {
@@ -1053,8 +1122,43 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// Dynamo's `l_x_ = L_x_`: the placeholder of parameter `param` takes the name `target`
+    /// (the parameter name is kept for printing). False when `param` is not a parameter
+    /// still under its own name.
+    fn alias_input(&mut self, target: &str, param: &str, pos: Pos) -> Result<bool, IrError> {
+        let Some(&id) = self.ids.get(param) else {
+            return Ok(false);
+        };
+        let node = &self.graph.nodes[id.index()];
+        if !node.is_placeholder() || node.name != param || self.freed.contains_key(param) {
+            return Ok(false);
+        }
+        if !is_valid_name(target) {
+            return self.err(pos, format!("`{target}` cannot be a node name"));
+        }
+        if let Some(first) = self.defined_at.get(target) {
+            return self.err(
+                pos,
+                format!(
+                    "duplicate name `{target}` (first defined on line {})",
+                    first.line
+                ),
+            );
+        }
+        self.graph.nodes[id.index()].name = target.to_string();
+        self.graph
+            .param_names
+            .insert(target.to_string(), param.to_string());
+        self.ids.remove(param);
+        self.ids.insert(target.to_string(), id);
+        self.defined_at.insert(target.to_string(), pos);
+        Ok(true)
+    }
+
+    /// `x[i]`: an output of a multi-output node, or (on a tensor) Python indexing,
+    /// `operator.getitem(x, i)`, as dynamo-level graphs index tensors.
     fn getitem(
-        &self,
+        &mut self,
         base: &Expr,
         index: &Expr,
         later: &FxHashMap<&str, Pos>,
@@ -1064,13 +1168,14 @@ impl<'a> Builder<'a> {
             _ => return self.err(base.pos, "only a node can be indexed".into()),
         };
         let src = self.graph.node(source);
-        if src.is_placeholder() || matches!(src.meta, Meta::Tensor(_)) {
-            return self.err(
-                base.pos,
-                format!(
-                    "`{}` is a single tensor; `x[i]` reads outputs of multi-output ops only",
-                    src.name
-                ),
+        let tensor = matches!(src.meta, Meta::Tensor(_) | Meta::SymTensor(_));
+        let small_int = matches!(index.kind, ExprKind::Int(i) if (0..(1 << 20)).contains(&i));
+        if tensor || src.is_placeholder() || !small_int {
+            return self.call(
+                OpName::python("operator", "getitem"),
+                [base, index],
+                &[],
+                later,
             );
         }
         let index = match index.kind {
@@ -1137,6 +1242,7 @@ impl<'a> Builder<'a> {
                 "None" => Value::None,
                 "inf" => Value::Float(f64::INFINITY),
                 "nan" => Value::Float(f64::NAN),
+                "Ellipsis" => Value::Ellipsis,
                 n => match self.ids.get(n) {
                     Some(_) if self.freed.contains_key(n) => {
                         return self.err(
@@ -1180,6 +1286,11 @@ impl<'a> Builder<'a> {
                 Some(["device"]) | Some(["torch", "device"]) => {
                     Value::Device(self.device(e.pos, args, kwargs)?)
                 }
+                Some(["slice"]) if args.len() == 3 && kwargs.is_empty() => Value::Slice(
+                    args.iter()
+                        .map(|a| self.value(a, later))
+                        .collect::<Result<_, _>>()?,
+                ),
                 _ => {
                     return self.err(
                         e.pos,
@@ -1191,7 +1302,7 @@ impl<'a> Builder<'a> {
             ExprKind::Index(..) => {
                 return self.err(e.pos, "indexing is allowed only as a node's right-hand side".into())
             }
-            ExprKind::Binary(..) | ExprKind::Neg(_) => {
+            ExprKind::Binary(..) | ExprKind::Unary(..) => {
                 return self.err(
                     e.pos,
                     "arithmetic is allowed only as a node's right-hand side (`mul = s0 * 2`)"

@@ -19,14 +19,23 @@ pub fn print_graph(graph: &Graph) -> String {
     let mut out = String::with_capacity(graph.nodes.len() * 96 + 256);
     let _ = writeln!(out, "class {}(torch.nn.Module):", graph.name);
     out.push_str("    def forward(self");
+    let param = |node: &crate::graph::Node| -> Option<&str> {
+        graph.param_names.get(&node.name).map(String::as_str)
+    };
     for node in graph.nodes.iter().filter(|n| n.is_placeholder()) {
         out.push_str(", ");
-        out.push_str(&node.name);
+        out.push_str(param(node).unwrap_or(&node.name));
         if let Some(ann) = node.meta.annotation() {
             let _ = write!(out, ": \"{ann}\"");
         }
     }
     out.push_str("):\n");
+    // Dynamo's aliases: the placeholder's name for its parameter.
+    for node in graph.nodes.iter().filter(|n| n.is_placeholder()) {
+        if let Some(p) = param(node) {
+            let _ = writeln!(out, "        {} = {p}", node.name);
+        }
+    }
     for (i, node) in graph.nodes.iter().enumerate() {
         if node.is_placeholder() {
             continue;
@@ -39,11 +48,9 @@ pub fn print_graph(graph: &Graph) -> String {
         out.push_str(" = ");
         match &node.kind {
             NodeKind::Call { op, args, kwargs }
-                if *op == OpName::python("operator", "neg")
-                    && args.len() == 1
-                    && kwargs.is_empty() =>
+                if op.prefix().is_some() && args.len() == 1 && kwargs.is_empty() =>
             {
-                out.push('-');
+                out.push_str(op.prefix().unwrap_or_default());
                 let _ = args[0].write_python(&mut out, &name_of);
             }
             NodeKind::Call { op, args, kwargs }
@@ -54,8 +61,30 @@ pub fn print_graph(graph: &Graph) -> String {
                 let _ = write!(out, " {symbol} ");
                 let _ = args[1].write_python(&mut out, &name_of);
             }
+            NodeKind::Call { op, args, kwargs }
+                if *op == OpName::python("operator", "getitem")
+                    && args.len() == 2
+                    && kwargs.is_empty() =>
+            {
+                let _ = args[0].write_python(&mut out, &name_of);
+                out.push('[');
+                let _ = args[1].write_python(&mut out, &name_of);
+                out.push(']');
+            }
             NodeKind::Call { op, args, kwargs } => {
-                out.push_str(&op.torch_path());
+                // A Tensor method reads `self.method(...)`; anything else `path(...)`.
+                let args = match args.split_first() {
+                    Some((this, rest)) if op.is_method() => {
+                        let _ = this.write_python(&mut out, &name_of);
+                        out.push('.');
+                        out.push_str(&op.name);
+                        rest
+                    }
+                    _ => {
+                        out.push_str(&op.torch_path());
+                        &args[..]
+                    }
+                };
                 out.push('(');
                 let mut first = true;
                 for a in args {
