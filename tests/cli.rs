@@ -547,8 +547,11 @@ fn plugins_load_from_the_flag_and_the_environment() {
         .status()
         .unwrap();
     assert!(status.success());
-    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target/debug/libgraphbug_plugin_example.so");
+    // Where cargo just built it: CARGO_TARGET_DIR when set, else the workspace's target/.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let lib = target.join("debug/libgraphbug_plugin_example.so");
     let mlp = fixture("mlp/forward.py");
     let args = [
         "--plugin",
