@@ -56,8 +56,6 @@ pub fn functionalize(
     schemas: &dyn Schemas,
 ) -> Result<Functionalized, AutodiffError> {
     graph.verify()?;
-    let inference = batch_norm_without_training(graph);
-    let graph = inference.as_ref().unwrap_or(graph);
     let rebound = rebind_metadata_mutations(graph, schemas)?;
     let graph = rebound.as_ref().unwrap_or(graph);
     let mut f = Functionalizer::new(graph, schemas);
@@ -65,31 +63,6 @@ pub fn functionalize(
         f.visit(id)?;
     }
     f.finish()
-}
-
-/// `_native_batch_norm_legit(..., training=False, ...)` declares its running statistics
-/// mutable but never writes them; AOTAutograd decomposes it to
-/// `_native_batch_norm_legit_no_training`, which reads them only, and so does this. `None`
-/// when the graph has no such call.
-fn batch_norm_without_training(graph: &Graph) -> Option<Graph> {
-    let legit = OpName::aten("_native_batch_norm_legit", "default");
-    let in_eval = |n: &Node| match &n.kind {
-        NodeKind::Call { op, args, kwargs } if *op == legit && kwargs.is_empty() => {
-            args.len() == 8 && args[5] == Value::Bool(false)
-        }
-        _ => false,
-    };
-    if !graph.nodes.iter().any(in_eval) {
-        return None;
-    }
-    let mut g = graph.clone();
-    for node in g.nodes.iter_mut().filter(|n| in_eval(n)) {
-        if let NodeKind::Call { op, args, .. } = &mut node.kind {
-            *op = OpName::aten("_native_batch_norm_legit_no_training", "default");
-            args.remove(5);
-        }
-    }
-    Some(g)
 }
 
 /// The view op an in-place op that changes only its input's metadata (`transpose_`,
