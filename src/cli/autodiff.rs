@@ -16,7 +16,7 @@ use graphbug::partition::{
     MinCutOptions, MinCutProblem, OpClasses,
 };
 
-use super::{load_graph, lost_in_libtorch, requires_grad, static_only, supervise};
+use super::{load_graph, lost_in_libtorch, lower_graph, requires_grad, static_only, supervise};
 
 /// Arguments of `graphbug joint`.
 #[derive(Args)]
@@ -94,8 +94,9 @@ fn with_metas(graph: Graph) -> Result<Graph> {
 /// values of the inputs it mutated (in input order), then the original outputs, as
 /// AOTAutograd returns them; stderr names the mutated inputs.
 pub fn functionalize_graph(args: &FunctionalizeArgs) -> Result<ExitCode> {
-    let graph = load_graph(&args.file)?;
+    let mut graph = load_graph(&args.file)?;
     static_only(&graph, "functionalize")?;
+    lower_graph(&mut graph)?;
     // Schemas come from libtorch; meta inference runs kernels on stand-ins.
     if let Some(code) = supervise(&args.bound, |run, limit| {
         lost_in_libtorch("functionalizing the graph", run, limit)
@@ -125,8 +126,9 @@ pub fn functionalize_graph(args: &FunctionalizeArgs) -> Result<ExitCode> {
 
 /// `graphbug joint`: functionalize, differentiate, print.
 pub fn joint(args: &JointArgs) -> Result<ExitCode> {
-    let graph = load_graph(&args.file)?;
+    let mut graph = load_graph(&args.file)?;
     static_only(&graph, "joint")?;
+    lower_graph(&mut graph)?;
     // Meta inference runs kernels on stand-ins: bounded, in a child.
     if let Some(code) = supervise(&args.bound, |run, limit| {
         lost_in_libtorch("building the joint graph", run, limit)

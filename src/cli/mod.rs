@@ -37,6 +37,16 @@ pub fn specialize_graph(
     graphbug::aten::dynamic::specialize_with_inputs(graph, named, binds).map_err(|e| anyhow!(e))
 }
 
+/// Lowers a dynamo-level graph to aten in place (see [`graphbug::ir::lower`]); an aten
+/// graph is left alone.
+pub fn lower_graph(graph: &mut Graph) -> Result<()> {
+    if graphbug::ir::lower::needs_lowering(graph) {
+        *graph = graphbug::ir::lower::lower_to_aten(graph, &graphbug::aten::LibtorchSchemas)
+            .map_err(|e| anyhow!("lowering the dynamo-level graph to aten: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Refuses a dynamic-shape graph in a command that does not handle one yet, naming a
 /// symbolic node and the way out.
 pub fn static_only(graph: &Graph, command: &str) -> Result<()> {
@@ -66,6 +76,7 @@ pub fn graph_inputs(
 ) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
     let mut named = inputs_file.map(|path| read_tensors(path)).transpose()?;
     let sym_inputs = specialize_graph(graph, named.as_mut(), binds)?;
+    lower_graph(graph)?;
     let graph: &Graph = graph;
     let placeholders = graph.placeholder_names();
     let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
@@ -307,9 +318,10 @@ pub fn specialize(file: &Path, inputs: Option<&Path>, binds: &[(String, i64)]) -
 /// (in a bounded child: kernels run on stand-ins of a graph whose shapes are wrong can
 /// crash libtorch itself).
 pub fn check(file: &Path, meta: bool, bound: &run::Bound) -> Result<ExitCode> {
-    let graph = load_graph(file)?;
+    let mut graph = load_graph(file)?;
     if meta {
         static_only(&graph, "check --meta")?;
+        lower_graph(&mut graph)?;
         if let Some(code) = supervise(bound, |run, limit| {
             lost_in_libtorch("meta inference", run, limit)
         })? {

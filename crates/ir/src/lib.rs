@@ -9,6 +9,7 @@
 pub mod builder;
 pub mod error;
 pub mod graph;
+pub mod lower;
 pub mod models;
 pub mod naming;
 pub mod passes;

@@ -182,7 +182,7 @@ pub fn specialize(graph: &Graph, bindings: &Bindings) -> Result<Graph, String> {
 
 /// [`specialize`] without a copy; on error the graph is left partly specialized.
 pub fn specialize_in_place(graph: &mut Graph, bindings: &Bindings) -> Result<(), String> {
-    let mut sym_values: Vec<Option<i64>> = vec![None; graph.nodes.len()];
+    let mut sym_values: Vec<Option<Value>> = vec![None; graph.nodes.len()];
     for (i, node) in graph.nodes.iter_mut().enumerate() {
         let at = |e: String| format!("node `{}`: {e}", node.name);
         match &node.meta {
@@ -190,14 +190,18 @@ pub fn specialize_in_place(graph: &mut Graph, bindings: &Bindings) -> Result<(),
                 node.meta = Meta::Tensor(t.bind(bindings).map_err(at)?);
             }
             Meta::Sym(e) => {
-                let value = e.eval(bindings).map_err(at)?;
-                sym_values[i] = Some(value);
-                node.meta = Meta::Tensor(TensorMeta::new(Dtype::Int64, Vec::new()));
+                // A size, or a SymFloat whose value the annotation spells out.
+                let (value, dtype) = match e.as_float() {
+                    Some(f) => (Value::Float(f), Dtype::Float64),
+                    None => (Value::Int(e.eval(bindings).map_err(at)?), Dtype::Int64),
+                };
+                sym_values[i] = Some(value.clone());
+                node.meta = Meta::Tensor(TensorMeta::new(dtype, Vec::new()));
                 if !node.is_placeholder() {
                     node.kind = NodeKind::Call {
                         op: OpName::aten("scalar_tensor", "default"),
-                        args: vec![Value::Int(value)],
-                        kwargs: vec![("dtype".into(), Value::Dtype(Dtype::Int64))],
+                        args: vec![value],
+                        kwargs: vec![("dtype".into(), Value::Dtype(dtype))],
                     };
                     continue;
                 }
@@ -226,14 +230,14 @@ fn is_size_call(kind: &NodeKind) -> bool {
 }
 
 /// Replaces references to size nodes in `v` with their values.
-fn substitute(v: &mut Value, sym_values: &[Option<i64>]) {
+fn substitute(v: &mut Value, sym_values: &[Option<Value>]) {
     match v {
         Value::Node(NodeId(id)) => {
             if let Some(Some(value)) = sym_values.get(*id as usize) {
-                *v = Value::Int(*value);
+                *v = value.clone();
             }
         }
-        Value::List(items) | Value::Tuple(items) => {
+        Value::List(items) | Value::Tuple(items) | Value::Slice(items) => {
             items.iter_mut().for_each(|i| substitute(i, sym_values));
         }
         _ => {}

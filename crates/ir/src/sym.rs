@@ -81,6 +81,14 @@ impl SymExpr {
         }
     }
 
+    /// The value when the expression is a float literal (a SymFloat's known value).
+    pub fn as_float(&self) -> Option<f64> {
+        match self.form {
+            Form::Int(_) => None,
+            _ => self.text.parse::<f64>().ok().filter(|v| v.is_finite()),
+        }
+    }
+
     /// The symbol's name when the expression is a single symbol (`s0`).
     pub fn as_symbol(&self) -> Option<&str> {
         (self.form == Form::Symbol).then_some(&*self.text)
