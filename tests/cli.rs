@@ -265,6 +265,8 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         "conv_dynamic",
         "tensor_code_dynamic",
         "loss_dynamic",
+        "residual",
+        "residual_dynamic",
     ] {
         let graph = fixture(&format!("dynamo/{case}.py"));
         let out = graphbug(&[

@@ -149,6 +149,15 @@ impl Lowering<'_> {
         }
         let (name, args, kwargs) = match ns {
             "operator" => {
+                // In-place operators (`a += b`) are the in-place aten ops.
+                if let Some(base) = op.augmented().and(op.name.strip_prefix('i')) {
+                    let name = OPERATORS
+                        .iter()
+                        .find(|(o, _)| *o == base)
+                        .map(|(_, a)| format!("{a}_"))
+                        .ok_or_else(|| format!("no aten op for `operator.{}`", op.name))?;
+                    return self.bind(&name, args, kwargs, false).map(Lowered::Call);
+                }
                 let name = match op.name.as_str() {
                     "invert" => "bitwise_not",
                     n => OPERATORS
@@ -183,28 +192,36 @@ impl Lowering<'_> {
             (pos < args.len()).then(|| std::mem::replace(&mut args[pos], Value::None))
         };
         Ok(match name {
+            // dropout(input, p=0.5, training=True, inplace=False)
+            "dropout" => {
+                let p = take("p", 1, &mut args).unwrap_or(Value::Float(0.5));
+                let train = take("training", 2, &mut args).unwrap_or(Value::Bool(true));
+                let inplace = take("inplace", 3, &mut args) == Some(Value::Bool(true));
+                args.truncate(1);
+                args.extend([p, train]);
+                let name = if inplace { "dropout_" } else { "dropout" };
+                (name.to_string(), args, Vec::new())
+            }
             // relu(input, inplace=False), and the other activations with `inplace`.
             "relu" | "relu6" | "hardtanh" | "elu" | "selu" | "celu" | "leaky_relu"
-            | "hardsigmoid" | "hardswish" | "silu" | "mish" | "dropout" | "threshold" => {
-                let inplace = take("inplace", usize::MAX, &mut args);
-                let inplace = matches!(inplace, Some(Value::Bool(true)));
-                let mut base = name.to_string();
-                if name == "dropout" {
-                    // dropout(input, p=0.5, training=True, inplace=False)
-                    let p = take("p", 1, &mut args).unwrap_or(Value::Float(0.5));
-                    let train = take("training", 2, &mut args).unwrap_or(Value::Bool(true));
-                    let inplace = matches!(take("inplace", 3, &mut args), Some(Value::Bool(true)));
-                    args.truncate(1);
-                    args.extend([p, train]);
-                    if inplace {
-                        base.push('_');
-                    }
-                    return Ok((base, args, Vec::new()));
-                }
-                if inplace {
-                    base.push('_');
-                }
-                (base, args, kwargs)
+            | "hardsigmoid" | "hardswish" | "silu" | "mish" | "threshold" => {
+                // Where `inplace` sits when given by position.
+                let at = match name {
+                    "hardtanh" | "threshold" => 3,
+                    "leaky_relu" | "elu" | "celu" => 2,
+                    _ => 1,
+                };
+                let inplace = if args.len() > at {
+                    args.remove(at)
+                } else {
+                    take("inplace", usize::MAX, &mut args).unwrap_or(Value::Bool(false))
+                };
+                let name = if inplace == Value::Bool(true) {
+                    format!("{name}_")
+                } else {
+                    name.to_string()
+                };
+                (name, args, kwargs)
             }
             // softmax(input, dim=None, _stacklevel=3, dtype=None)
             "softmax" | "log_softmax" => {
@@ -263,6 +280,17 @@ impl Lowering<'_> {
                     "nll_loss"
                 };
                 (aten.to_string(), args, Vec::new())
+            }
+            // max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,
+            //            ceil_mode=False, return_indices=False), and the other poolings:
+            // `return_indices` picks the `_with_indices` op.
+            _ if name.contains("max_pool") => {
+                let indices = take("return_indices", usize::MAX, &mut args);
+                let name = match indices {
+                    Some(Value::Bool(true)) => format!("{name}_with_indices"),
+                    _ => name.to_string(),
+                };
+                (name, args, kwargs)
             }
             _ => (name.to_string(), args, kwargs),
         })
@@ -384,7 +412,9 @@ impl Lowering<'_> {
         let mut out_args = Vec::new();
         let mut out_kwargs = Vec::new();
         for (k, p) in params.iter().enumerate() {
-            let given = if !p.kwarg_only && k < args.len() {
+            // Given by position (the leading arguments), else by keyword, kept by keyword.
+            let by_position = !p.kwarg_only && k < args.len();
+            let given = if by_position {
                 Some(args[k].clone())
             } else {
                 kwargs
@@ -396,10 +426,10 @@ impl Lowering<'_> {
                 Some(v) => {
                     let (s, v) = self.accepts(p, v)?;
                     score += s;
-                    if p.kwarg_only {
-                        out_kwargs.push((p.name.clone(), v));
-                    } else {
+                    if by_position {
                         out_args.push(v);
+                    } else {
+                        out_kwargs.push((p.name.clone(), v));
                     }
                 }
                 None if p.default.is_some() => {}

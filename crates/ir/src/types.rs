@@ -745,6 +745,32 @@ impl OpName {
         INFIX.iter().find(|(n, _)| *n == self.name).map(|(_, s)| *s)
     }
 
+    /// The augmented assignment FX prints for an in-place `operator` function
+    /// (`iadd` -> `+=`), if any.
+    pub fn augmented(&self) -> Option<&'static str> {
+        if self.namespace != "operator" {
+            return None;
+        }
+        let base = self.name.strip_prefix('i')?;
+        let base = OpName::python("operator", base);
+        base.infix()
+            .filter(|s| !matches!(*s, "==" | "!=" | "<" | "<=" | ">" | ">=" | ">>"))
+            .map(|s| match s {
+                "+" => "+=",
+                "-" => "-=",
+                "*" => "*=",
+                "@" => "@=",
+                "/" => "/=",
+                "//" => "//=",
+                "%" => "%=",
+                "**" => "**=",
+                "&" => "&=",
+                "|" => "|=",
+                "^" => "^=",
+                _ => "<<=",
+            })
+    }
+
     /// The prefix operator FX prints for a unary `operator` function (`neg` -> `-`), if any.
     pub fn prefix(&self) -> Option<&'static str> {
         match (self.namespace.as_str(), self.name.as_str()) {

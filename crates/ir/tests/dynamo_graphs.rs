@@ -6,7 +6,14 @@ use std::path::PathBuf;
 
 use graphbug_ir::{parse_graph, print_graph, NodeKind, OpName, Value};
 
-const CASES: [&str; 5] = ["mlp", "conv", "attention", "tensor_code", "loss"];
+const CASES: [&str; 6] = [
+    "mlp",
+    "conv",
+    "attention",
+    "tensor_code",
+    "loss",
+    "residual",
+];
 
 fn fixture(file: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -78,4 +85,24 @@ fn torch_calls_methods_operators_and_indexing_are_recorded_as_written() {
     let a = graph.node(graph.find("l_a_").unwrap());
     assert!(a.is_placeholder());
     assert_eq!(graph.param_names["l_a_"], "L_a_");
+}
+
+#[test]
+fn augmented_assignment_is_an_in_place_operator_named_by_the_next_statement() {
+    let graph = parse_graph(&fixture("residual.py")).unwrap();
+    let node = graph.node(graph.find("y_1").unwrap());
+    match &node.kind {
+        NodeKind::Call { op, .. } => assert_eq!(*op, OpName::python("operator", "iadd")),
+        other => panic!("{other:?}"),
+    }
+    let bad = "class G(torch.nn.Module):
+    def forward(self, x: \"f32[2]\", y: \"f32[2]\"):
+        x += y
+        return (x,)
+";
+    let e = parse_graph(bad).unwrap_err().to_string();
+    assert!(
+        e.contains("`x ...=` must be followed by the statement naming its result"),
+        "{e}"
+    );
 }

@@ -154,6 +154,7 @@ fn run_backend(
     crate::process::report_stage("compile");
     let mut compiled = backend.compile(graph, &examples, &ctx)?;
     crate::process::report_stage("runtime");
+    crate::case::seed_random_ops();
     compiled.run(&inputs)
 }
 
@@ -165,6 +166,7 @@ pub fn accuracy_check(
     outputs: Vec<Option<Tensor>>,
 ) -> Result<Option<Failure>> {
     let device = case.device()?;
+    crate::case::seed_random_ops();
     let eager =
         Interpreter::new(&case.graph, &device, &case.constants)?.run(&case.input_copies())?;
     let fp64 = graphbug_aten::reference::fp64_reference(

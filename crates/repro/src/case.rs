@@ -117,12 +117,23 @@ pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
 /// graphbug's eager outputs of the case.
 pub fn eager_outputs(case: &ReproCase) -> Result<Vec<Option<Tensor>>> {
     let device = case.device()?;
+    seed_random_ops();
     Ok(Interpreter::new(&case.graph, &device, &case.constants)?.run(&case.input_copies())?)
 }
 
 /// Reads a repro directory; each problem names the file at fault.
 pub fn read_repro_dir(dir: &Path) -> Result<ReproCase> {
     read_repro_dir_with_graph(dir, None)
+}
+
+/// The seed libtorch's generator is set to before every run that is compared with another
+/// (eager against the backend): graphs with dropout then draw the same masks in both, as
+/// repro.py does with `torch.manual_seed`.
+pub const RUN_SEED: i64 = 0;
+
+/// Seeds libtorch's default generator with [`RUN_SEED`] (see there).
+pub fn seed_random_ops() {
+    tch::manual_seed(RUN_SEED);
 }
 
 /// Reads a repro directory, taking the graph from `graph_text` instead of graph.py when
@@ -179,6 +190,11 @@ pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result
             random_tensors(&metas, *seed, tch::Device::Cpu)?
         }
     };
+    // A dynamo-level graph runs lowered to aten.
+    if graphbug_ir::lower::needs_lowering(&graph) {
+        graph = graphbug_ir::lower::lower_to_aten(&graph, &graphbug_aten::LibtorchSchemas)
+            .map_err(|e| ReproError::io(&gpath, e))?;
+    }
     let cpath = dir.join(CONSTANTS_FILE);
     let constants: HashMap<String, Tensor> = if cpath.exists() {
         read_tensors(&cpath)?.into_iter().collect()

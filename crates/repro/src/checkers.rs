@@ -124,6 +124,7 @@ impl BackendChecker {
             return Ok(None);
         }
         self.stage("runtime");
+        crate::case::seed_random_ops();
         compiled.run(&inputs).map(Some)
     }
 
@@ -137,6 +138,7 @@ impl BackendChecker {
             let (inputs, constants) = self.values.candidate_inputs(candidate)?;
             let device = self.values.device();
             let fp64 = fp64_reference(&wide, &inputs, device, &constants)?;
+            crate::case::seed_random_ops();
             let eager = Interpreter::new(&wide, device, &constants)?.run(&inputs)?;
             Ok((eager, fp64))
         };

@@ -11,6 +11,22 @@ use crate::text::lexer::{source_line, tokenize, Tok, Token, ARROW};
 use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, METHOD};
 use crate::value::Value;
 
+/// Python's augmented assignments and the in-place `operator` function each calls.
+const AUGMENTED: [(&str, &str); 12] = [
+    ("+=", "iadd"),
+    ("-=", "isub"),
+    ("*=", "imul"),
+    ("@=", "imatmul"),
+    ("/=", "itruediv"),
+    ("//=", "ifloordiv"),
+    ("%=", "imod"),
+    ("**=", "ipow"),
+    ("&=", "iand"),
+    ("|=", "ior"),
+    ("^=", "ixor"),
+    ("<<=", "ilshift"),
+];
+
 /// Deepest bracket nesting accepted, so hostile input cannot exhaust the stack.
 const MAX_DEPTH: usize = 64;
 
@@ -99,6 +115,14 @@ enum Stmt {
     /// `a, b, = fx_pytree.tree_flatten_spec([primals, tangents], self._in_spec)`
     Flatten {
         targets: Vec<(String, Pos)>,
+        value: Expr,
+        pos: Pos,
+    },
+    /// `a += b`: FX's in-place operator, whose node the next statement names
+    /// (`out = a`).
+    AugAssign {
+        target: String,
+        op: &'static str,
         value: Expr,
         pos: Pos,
     },
@@ -368,6 +392,18 @@ impl Parser<'_> {
                 value,
                 pos,
             }));
+        }
+        for (spelling, op) in AUGMENTED {
+            if self.at_op(spelling) && self.toks.get(self.pos + spelling.len() - 1).is_some() {
+                self.pos += spelling.len();
+                let value = self.expr()?;
+                return Ok(Some(Stmt::AugAssign {
+                    target: first,
+                    op,
+                    value,
+                    pos: first_pos,
+                }));
+            }
         }
         let ann = if self.eat_punct(':') {
             Some(self.annotation()?)
@@ -902,10 +938,39 @@ impl<'a> Builder<'a> {
 
         let body_start = flatten.map_or(0, |f| f + 1);
         let mut output: Option<(Vec<Value>, Pos)> = None;
+        // `a += b` waiting for the statement that names its node (`out = a`).
+        let mut augmented: Option<(&str, &'static str, &Expr, Pos)> = None;
         for s in &module.stmts[body_start..] {
+            if let Some((target, op, value, apos)) = augmented.take() {
+                let named = match s {
+                    Stmt::Assign {
+                        target: name,
+                        ann,
+                        value,
+                        pos,
+                    } if value.name() == Some(target) => Some((name, ann, *pos)),
+                    _ => None,
+                };
+                let Some((name, ann, pos)) = named else {
+                    return self.err(
+                        apos,
+                        format!("`{target} ...=` must be followed by the statement naming its result (`out = {target}`)"),
+                    );
+                };
+                let base = Expr {
+                    kind: ExprKind::Path(vec![target.to_string()]),
+                    pos: apos,
+                };
+                let meta = self.meta_of(ann)?;
+                let kind =
+                    self.call(OpName::python("operator", op), [&base, value], &[], &later)?;
+                self.add_node(name, pos, kind, meta)?;
+                continue;
+            }
             if let Some((_, rpos)) = &output {
                 let pos = match s {
                     Stmt::Assign { pos, .. }
+                    | Stmt::AugAssign { pos, .. }
                     | Stmt::Declare { pos, .. }
                     | Stmt::Flatten { pos, .. }
                     | Stmt::Return { pos, .. } => *pos,
@@ -923,6 +988,14 @@ impl<'a> Builder<'a> {
                     value,
                     pos,
                 } => self.assign(target, ann, value, *pos, &later)?,
+                Stmt::AugAssign {
+                    target,
+                    op,
+                    value,
+                    pos,
+                } => {
+                    augmented = Some((target, op, value, *pos));
+                }
                 Stmt::Declare { target, pos, .. } => {
                     return self.err(*pos, format!("`{target}` is annotated but never assigned"))
                 }
@@ -939,6 +1012,12 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
+        }
+        if let Some((target, _, _, apos)) = augmented {
+            return self.err(
+                apos,
+                format!("`{target} ...=` must be followed by the statement naming its result (`out = {target}`)"),
+            );
         }
         let Some((values, _)) = output else {
             return self.err(module.end, "the graph has no `return` statement".into());

@@ -41,12 +41,26 @@ pub fn print_graph(graph: &Graph) -> String {
             continue;
         }
         out.push_str("        ");
+        // FX prints an in-place operator as `a += b;  out = a`.
+        if let NodeKind::Call { op, args, kwargs } = &node.kind {
+            if let (Some(symbol), [a, b], true) = (op.augmented(), &args[..], kwargs.is_empty()) {
+                let _ = a.write_python(&mut out, &name_of);
+                let _ = write!(out, " {symbol} ");
+                let _ = b.write_python(&mut out, &name_of);
+                out.push_str(";  ");
+            }
+        }
         out.push_str(&node.name);
         if let Some(ann) = node.meta.annotation() {
             let _ = write!(out, ": \"{ann}\"");
         }
         out.push_str(" = ");
         match &node.kind {
+            NodeKind::Call { op, args, kwargs }
+                if op.augmented().is_some() && args.len() == 2 && kwargs.is_empty() =>
+            {
+                let _ = args[0].write_python(&mut out, &name_of);
+            }
             NodeKind::Call { op, args, kwargs }
                 if op.prefix().is_some() && args.len() == 1 && kwargs.is_empty() =>
             {
