@@ -223,15 +223,16 @@ impl Interpreter {
                             })
                         }
                     };
-                    if op.is_python() && !op.is_effectful() {
+                    if op.is_python() {
                         return Err(AtenError::UnknownOp {
                             op: op.to_string(),
                             node: Some(node.name.clone()),
                             message:
                                 "a Python-level call (a dynamo-level or dynamic-shape graph): \
-                                      graphbug runs aten-level graphs; make a dynamic graph static \
-                                      with `graphbug specialize`, and capture AOT graphs with \
-                                      graphbug_capture's `aot` option"
+                                      the interpreter runs aten-level graphs; lower it first \
+                                      (`graphbug_ir::lower::lower_to_aten`, as the graphbug \
+                                      commands do) and make a dynamic graph static \
+                                      (`graphbug specialize`)"
                                     .into(),
                         });
                     }

@@ -107,6 +107,14 @@ fn unknown_op_names_the_node() {
         "{msg}"
     );
     assert!(msg.contains("frobnicate"), "{msg}");
+    // A dynamo-level call reaching the interpreter unlowered is named, with the way out.
+    let text = format!("{G}        f: \"f32[2, 3]\" = torch.relu(x)\n        return (f,)\n");
+    let msg = interp(&text).unwrap_err().to_string();
+    assert!(
+        msg.starts_with("unknown op `torch.relu` (node `f`): "),
+        "{msg}"
+    );
+    assert!(msg.contains("lower it first"), "{msg}");
 }
 
 #[test]

@@ -19,9 +19,10 @@ use crate::value::Value;
 /// True when the graph has a call that only [`lower_to_aten`] can run (a torch function, a
 /// Tensor method or a Python operator on tensors).
 pub fn needs_lowering(graph: &Graph) -> bool {
-    graph.nodes.iter().any(
-        |n| matches!(&n.kind, NodeKind::Call { op, .. } if op.is_python() && !op.is_higher_order()),
-    )
+    graph
+        .nodes
+        .iter()
+        .any(|n| matches!(&n.kind, NodeKind::Call { op, .. } if op.is_python()))
 }
 
 /// `graph` with every Python-level call replaced by aten calls (see the module docs).
@@ -36,7 +37,7 @@ pub fn lower_to_aten(graph: &Graph, schemas: &dyn Schemas) -> Result<Graph, Stri
     for node in &graph.nodes {
         let remap = |v: &Value| v.map_nodes(&mut |id| Value::Node(new_id[id.index()]));
         let kind = match &node.kind {
-            NodeKind::Call { op, args, kwargs } if op.is_python() && !op.is_higher_order() => {
+            NodeKind::Call { op, args, kwargs } if op.is_python() => {
                 let args: Vec<Value> = args.iter().map(remap).collect();
                 let kwargs: Vec<(String, Value)> =
                     kwargs.iter().map(|(k, v)| (k.clone(), remap(v))).collect();

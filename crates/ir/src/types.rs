@@ -731,12 +731,6 @@ impl OpName {
         self.namespace == METHOD
     }
 
-    /// True for the `torch` functions on symbolic values FX graphs call (`torch.sym_float`,
-    /// `torch.sym_max`, `torch._sym_sqrt`, ...).
-    pub fn is_sym_function(name: &str) -> bool {
-        name.starts_with("sym_") || name.starts_with("_sym_")
-    }
-
     /// The infix operator FX prints for an `operator` function (`mul` -> `*`), if any.
     pub fn infix(&self) -> Option<&'static str> {
         if self.namespace != "operator" {
