@@ -614,27 +614,30 @@ pub const HIGHER_ORDER: &str = "higher_order";
 /// The namespace of Tensor methods called as `x.view(...)` in dynamo-level graphs.
 pub const METHOD: &str = "Tensor";
 
-/// `operator` functions FX prints infix, and their Python operator.
-const INFIX: [(&str, &str); 19] = [
-    ("add", "+"),
-    ("pow", "**"),
-    ("sub", "-"),
-    ("mul", "*"),
-    ("matmul", "@"),
-    ("truediv", "/"),
-    ("floordiv", "//"),
-    ("mod", "%"),
-    ("eq", "=="),
-    ("ne", "!="),
-    ("lt", "<"),
-    ("le", "<="),
-    ("gt", ">"),
-    ("ge", ">="),
-    ("and_", "&"),
-    ("or_", "|"),
-    ("xor", "^"),
-    ("lshift", "<<"),
-    ("rshift", ">>"),
+/// Python's binary operators: the `operator` function, its spelling, and its precedence
+/// (0 binds loosest; `**`, at 7, binds tighter than unary minus). The parser reads by this
+/// table, the printer writes by it, and every operator of precedence 1 and up also has an
+/// augmented assignment (`+=` calls `operator.iadd`).
+pub const BINARY_OPERATORS: [(&str, &str, u8); 19] = [
+    ("eq", "==", 0),
+    ("ne", "!=", 0),
+    ("le", "<=", 0),
+    ("ge", ">=", 0),
+    ("lt", "<", 0),
+    ("gt", ">", 0),
+    ("or_", "|", 1),
+    ("xor", "^", 2),
+    ("and_", "&", 3),
+    ("lshift", "<<", 4),
+    ("rshift", ">>", 4),
+    ("add", "+", 5),
+    ("sub", "-", 5),
+    ("floordiv", "//", 6),
+    ("mul", "*", 6),
+    ("matmul", "@", 6),
+    ("truediv", "/", 6),
+    ("mod", "%", 6),
+    ("pow", "**", 7),
 ];
 
 /// An operator overload: `aten::add.Tensor` is namespace `aten`, name `add`, overload `Tensor`.
@@ -736,33 +739,23 @@ impl OpName {
         if self.namespace != "operator" {
             return None;
         }
-        INFIX.iter().find(|(n, _)| *n == self.name).map(|(_, s)| *s)
+        BINARY_OPERATORS
+            .iter()
+            .find(|(n, _, _)| *n == self.name)
+            .map(|(_, s, _)| *s)
     }
 
-    /// The augmented assignment FX prints for an in-place `operator` function
-    /// (`iadd` -> `+=`), if any.
+    /// For an in-place `operator` function, the operator of the augmented assignment FX
+    /// prints for it (`iadd` -> `+`, printed `a += b`).
     pub fn augmented(&self) -> Option<&'static str> {
         if self.namespace != "operator" {
             return None;
         }
         let base = self.name.strip_prefix('i')?;
-        let base = OpName::python("operator", base);
-        base.infix()
-            .filter(|s| !matches!(*s, "==" | "!=" | "<" | "<=" | ">" | ">=" | ">>"))
-            .map(|s| match s {
-                "+" => "+=",
-                "-" => "-=",
-                "*" => "*=",
-                "@" => "@=",
-                "/" => "/=",
-                "//" => "//=",
-                "%" => "%=",
-                "**" => "**=",
-                "&" => "&=",
-                "|" => "|=",
-                "^" => "^=",
-                _ => "<<=",
-            })
+        BINARY_OPERATORS
+            .iter()
+            .find(|(n, _, p)| *n == base && *p >= 1)
+            .map(|(_, s, _)| *s)
     }
 
     /// The prefix operator FX prints for a unary `operator` function (`neg` -> `-`), if any.

@@ -105,4 +105,30 @@ fn augmented_assignment_is_an_in_place_operator_named_by_the_next_statement() {
         e.contains("`x ...=` must be followed by the statement naming its result"),
         "{e}"
     );
+    // Every augmented assignment reads as its in-place operator and prints back.
+    for (spelling, op) in [
+        ("//=", "ifloordiv"),
+        ("**=", "ipow"),
+        (">>=", "irshift"),
+        ("@=", "imatmul"),
+    ] {
+        let text = format!(
+            "class G(torch.nn.Module):
+    def forward(self, x: \"f32[2]\", y: \"f32[2]\"):
+        x {spelling} y;  x_1: \"f32[2]\" = x;  x = y = None
+        return (x_1,)
+"
+        );
+        let graph = parse_graph(&text).unwrap();
+        assert_eq!(print_graph(&graph), text);
+        match &graph.node(graph.find("x_1").unwrap()).kind {
+            NodeKind::Call { op: o, .. } => assert_eq!(*o, OpName::python("operator", op)),
+            other => panic!("{other:?}"),
+        }
+    }
+    // A comparison has no augmented form.
+    let e = parse_graph(&bad.replace("x += y", "x == y"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("expected a value, found `=`"), "{e}");
 }

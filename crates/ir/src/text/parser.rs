@@ -8,24 +8,12 @@ use crate::error::{IrError, ParseError};
 use crate::graph::{Graph, Node, NodeId, NodeKind};
 use crate::naming::is_valid_name;
 use crate::text::lexer::{source_line, tokenize, Tok, Token, ARROW};
-use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, METHOD};
+use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, BINARY_OPERATORS, METHOD};
 use crate::value::Value;
 
-/// Python's augmented assignments and the in-place `operator` function each calls.
-const AUGMENTED: [(&str, &str); 12] = [
-    ("+=", "iadd"),
-    ("-=", "isub"),
-    ("*=", "imul"),
-    ("@=", "imatmul"),
-    ("/=", "itruediv"),
-    ("//=", "ifloordiv"),
-    ("%=", "imod"),
-    ("**=", "ipow"),
-    ("&=", "iand"),
-    ("|=", "ior"),
-    ("^=", "ixor"),
-    ("<<=", "ilshift"),
-];
+/// The precedence of `**` in [`BINARY_OPERATORS`], parsed apart from the left-associative
+/// levels below it.
+const POWER: u8 = 7;
 
 /// Deepest bracket nesting accepted, so hostile input cannot exhaust the stack.
 const MAX_DEPTH: usize = 64;
@@ -118,8 +106,8 @@ enum Stmt {
         value: Expr,
         pos: Pos,
     },
-    /// `a += b`: FX's in-place operator, whose node the next statement names
-    /// (`out = a`).
+    /// `a += b`: FX's in-place operator (`op` is the operator's `operator` function, `add`;
+    /// the node calls `iadd`), whose node the next statement names (`out = a`).
     AugAssign {
         target: String,
         op: &'static str,
@@ -393,17 +381,15 @@ impl Parser<'_> {
                 pos,
             }));
         }
-        for (spelling, op) in AUGMENTED {
-            if self.at_op(spelling) && self.toks.get(self.pos + spelling.len() - 1).is_some() {
-                self.pos += spelling.len();
-                let value = self.expr()?;
-                return Ok(Some(Stmt::AugAssign {
-                    target: first,
-                    op,
-                    value,
-                    pos: first_pos,
-                }));
-            }
+        if let Some((op, len)) = self.augmented_operator() {
+            self.pos += len;
+            let value = self.expr()?;
+            return Ok(Some(Stmt::AugAssign {
+                target: first,
+                op,
+                value,
+                pos: first_pos,
+            }));
         }
         let ann = if self.eat_punct(':') {
             Some(self.annotation()?)
@@ -537,39 +523,49 @@ impl Parser<'_> {
         !glued || op.len() == 2
     }
 
-    /// Python's binary operators by precedence level, loosest first: the token spelling
-    /// and the `operator` function it calls.
-    const BINARY: [&'static [(&'static str, &'static str)]; 7] = [
-        &[
-            ("==", "eq"),
-            ("!=", "ne"),
-            ("<=", "le"),
-            (">=", "ge"),
-            ("<", "lt"),
-            (">", "gt"),
-        ],
-        &[("|", "or_")],
-        &[("^", "xor")],
-        &[("&", "and_")],
-        &[("<<", "lshift"), (">>", "rshift")],
-        &[("+", "add"), ("-", "sub")],
-        &[
-            ("//", "floordiv"),
-            ("*", "mul"),
-            ("@", "matmul"),
-            ("/", "truediv"),
-            ("%", "mod"),
-        ],
-    ];
+    /// At an augmented assignment (`+=`, `//=`, ...): the `operator` function of its
+    /// operator (`add`) and how many tokens it spans.
+    fn augmented_operator(&self) -> Option<(&'static str, usize)> {
+        // The punctuation at the cursor up to a glued `=`: `+=` is `+` then `=`.
+        let mut spelled = [0u8; 4];
+        let mut n = 0;
+        let mut prev: Option<&Token> = None;
+        let mut assigns = false;
+        for t in self.toks.get(self.pos..)? {
+            let Tok::Punct(c) = t.tok else { return None };
+            if n == spelled.len()
+                || !c.is_ascii()
+                || prev.is_some_and(|p| t.line != p.line || t.col != p.col + 1)
+            {
+                return None;
+            }
+            if c == '=' {
+                assigns = true;
+                break;
+            }
+            spelled[n] = c as u8;
+            n += 1;
+            prev = Some(t);
+        }
+        if !assigns {
+            return None;
+        }
+        let spelling = std::str::from_utf8(&spelled[..n]).ok()?;
+        BINARY_OPERATORS
+            .iter()
+            .find(|(_, s, precedence)| *precedence >= 1 && *s == spelling)
+            .map(|(name, s, _)| (*name, s.len() + 1))
+    }
 
-    /// A left-associative chain of the operators of precedence `level` and tighter.
-    fn binary_level(&mut self, level: usize) -> Result<Expr, ParseError> {
-        if level == Self::BINARY.len() {
+    /// A left-associative chain of the operators of precedence `level` and tighter
+    /// ([`BINARY_OPERATORS`]; `**` binds tighter than unary minus, see [`Self::power`]).
+    fn binary_level(&mut self, level: u8) -> Result<Expr, ParseError> {
+        if level == POWER {
             return self.unary();
         }
         let mut left = self.binary_level(level + 1)?;
         'chain: loop {
-            for (spelling, name) in Self::BINARY[level] {
+            for (name, spelling, _) in BINARY_OPERATORS.iter().filter(|e| e.2 == level) {
                 // `**` is a power, not two multiplications.
                 if *spelling == "*" && self.at_op("**") {
                     break;
@@ -962,8 +958,12 @@ impl<'a> Builder<'a> {
                     pos: apos,
                 };
                 let meta = self.meta_of(ann)?;
-                let kind =
-                    self.call(OpName::python("operator", op), [&base, value], &[], &later)?;
+                let kind = self.call(
+                    OpName::python("operator", &format!("i{op}")),
+                    [&base, value],
+                    &[],
+                    &later,
+                )?;
                 self.add_node(name, pos, kind, meta)?;
                 continue;
             }

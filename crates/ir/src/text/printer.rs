@@ -45,7 +45,7 @@ pub fn print_graph(graph: &Graph) -> String {
         if let NodeKind::Call { op, args, kwargs } = &node.kind {
             if let (Some(symbol), [a, b], true) = (op.augmented(), &args[..], kwargs.is_empty()) {
                 let _ = a.write_python(&mut out, &name_of);
-                let _ = write!(out, " {symbol} ");
+                let _ = write!(out, " {symbol}= ");
                 let _ = b.write_python(&mut out, &name_of);
                 out.push_str(";  ");
             }
