@@ -2,7 +2,7 @@
 //! compilers (tests/fixtures/dynamic, from PyTorch 2.13): symbolic sizes, `Sym` inputs and
 //! the size arithmetic between them.
 
-use std::path::PathBuf;
+mod common;
 
 use graphbug_ir::{parse_graph, print_graph, Meta, NodeKind, OpName};
 
@@ -13,11 +13,7 @@ fn node<'g>(graph: &'g graphbug_ir::Graph, name: &str) -> &'g graphbug_ir::Node 
 }
 
 fn fixture(model: &str, file: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/dynamic")
-        .join(model)
-        .join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+    common::fixture_text(&format!("dynamic/{model}/{file}"))
 }
 
 #[test]
@@ -31,14 +27,7 @@ fn dynamic_graphs_print_back_byte_for_byte() {
                 "{model}/{file} has symbolic metas"
             );
             let printed = print_graph(&graph);
-            if printed != text {
-                let diff = printed
-                    .lines()
-                    .zip(text.lines())
-                    .enumerate()
-                    .find(|(_, (a, b))| a != b);
-                panic!("{model}/{file} differs; first differing line: {diff:?}");
-            }
+            common::assert_same_text(&format!("{model}/{file}"), &printed, &text);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! PyTorch 2.13): torch functions, Tensor methods, Python operators, tensor indexing and
 //! the `l_x_ = L_x_` input aliases, with static and dynamic shapes.
 
-use std::path::PathBuf;
+mod common;
 
 use graphbug_ir::{parse_graph, print_graph, NodeKind, OpName, Value};
 
@@ -16,10 +16,7 @@ const CASES: [&str; 6] = [
 ];
 
 fn fixture(file: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/dynamo")
-        .join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+    common::fixture_text(&format!("dynamo/{file}"))
 }
 
 /// The text without comment lines and the blank lines FX puts before them.
@@ -38,14 +35,7 @@ fn dynamo_graphs_print_back_byte_for_byte() {
             let graph = parse_graph(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
             let printed = print_graph(&graph);
             let expected = code_lines(&text);
-            if printed != expected {
-                let diff = printed
-                    .lines()
-                    .zip(expected.lines())
-                    .enumerate()
-                    .find(|(_, (a, b))| a != b);
-                panic!("{file} differs; first differing line: {diff:?}\n{printed}");
-            }
+            common::assert_same_text(&file, &printed, &expected);
             assert_eq!(
                 print_graph(&parse_graph(&printed).unwrap()),
                 printed,

@@ -1,6 +1,6 @@
 //! Round trips of PyTorch's exported reference graphs (tests/fixtures, from PyTorch 2.13).
 
-use std::path::PathBuf;
+mod common;
 
 use graphbug_ir::{parse_graph, print_graph, Graph, Meta, NodeKind};
 
@@ -14,11 +14,7 @@ const FLAT_FILES: [&str; 5] = [
 ];
 
 fn fixture(model: &str, file: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(model)
-        .join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+    common::fixture_text(&format!("{model}/{file}"))
 }
 
 /// The file with its comment lines removed.
@@ -37,14 +33,7 @@ fn flat_reference_files_print_back_byte_for_byte() {
             let graph = parse_graph(&text).unwrap_or_else(|e| panic!("{model}/{file}: {e}"));
             let printed = print_graph(&graph);
             let expected = without_comments(&text);
-            if printed != expected {
-                let diff = printed
-                    .lines()
-                    .zip(expected.lines())
-                    .enumerate()
-                    .find(|(_, (a, b))| a != b);
-                panic!("{model}/{file} differs; first differing line: {diff:?}");
-            }
+            common::assert_same_text(&format!("{model}/{file}"), &printed, &expected);
         }
     }
 }
