@@ -1,6 +1,6 @@
 //! The `graphbug` binary: `fmt` and `check` on reference graphs and on bad input.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn fixture(rel: &str) -> PathBuf {
@@ -84,32 +84,66 @@ fn tmpdir(tag: &str) -> PathBuf {
     dir
 }
 
+/// Runs `graph` on `inputs` with `--compare outputs` (fixture paths, `extra` flags first)
+/// and asserts the outputs match; returns what it printed.
+fn assert_run_matches(graph: &str, inputs: &str, outputs: &str, extra: &[&str]) -> String {
+    let (graph, inputs, outputs) = (fixture(graph), fixture(inputs), fixture(outputs));
+    let mut args = vec!["run", graph.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend(["--inputs", inputs.to_str().unwrap()]);
+    args.extend(["--compare", outputs.to_str().unwrap()]);
+    let out = graphbug(&args);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {stdout}{}",
+        graph.display(),
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("outputs match"),
+        "{}: {stdout}",
+        graph.display()
+    );
+    stdout
+}
+
+/// `--compare` against a wrong reference (the outputs of random inputs made with `random`
+/// flags, saved in `dir`) fails with exit 1 for `graph` on `inputs` (fixture paths).
+fn assert_wrong_reference_fails(dir: &Path, graph: &str, inputs: &str, random: &[&str]) {
+    let (graph, inputs) = (fixture(graph), fixture(inputs));
+    let wrong = dir.join("wrong.safetensors");
+    let mut args = vec!["run", graph.to_str().unwrap()];
+    args.extend_from_slice(random);
+    args.extend(["--save-outputs", wrong.to_str().unwrap()]);
+    let out = graphbug(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = graphbug(&[
+        "run",
+        graph.to_str().unwrap(),
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "--compare",
+        wrong.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+}
+
 #[test]
 fn run_reproduces_pytorch_reference_outputs() {
     for model in ["mlp", "cnn", "gpt4"] {
-        let out = graphbug(&[
-            "run",
-            fixture(&format!("{model}/forward.py")).to_str().unwrap(),
-            "--backend",
-            "eager",
-            "--inputs",
-            fixture(&format!("{model}/inputs.npz")).to_str().unwrap(),
-            "--compare",
-            fixture(&format!("{model}/outputs.npz")).to_str().unwrap(),
-        ]);
-        let stdout = text(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{model}: {}{}",
-            stdout,
-            text(&out.stderr)
+        let stdout = assert_run_matches(
+            &format!("{model}/forward.py"),
+            &format!("{model}/inputs.npz"),
+            &format!("{model}/outputs.npz"),
+            &["--backend", "eager"],
         );
         // Bit for bit on the exporting machine; other CPUs differ in the last bit.
         assert!(
             stdout.contains("max abs diff 0.000000e0") || stdout.contains("e-7)"),
             "{model}: more than rounding apart:\n{stdout}"
         );
-        assert!(stdout.contains("outputs match"), "{stdout}");
     }
 }
 
@@ -118,25 +152,12 @@ fn dynamic_shape_graphs_run_equal_to_pytorch() {
     // AOTAutograd's forward graphs of torch.compile(dynamic=True): symbols bind from the
     // inputs' sizes, `Sym` inputs and size arithmetic specialize, outputs match PyTorch's.
     for model in ["mlp", "reshape", "conv", "attention", "interpolate"] {
-        let out = graphbug(&[
-            "run",
-            fixture(&format!("dynamic/{model}/fw.py")).to_str().unwrap(),
-            "--inputs",
-            fixture(&format!("dynamic/{model}/fw_inputs.safetensors"))
-                .to_str()
-                .unwrap(),
-            "--compare",
-            fixture(&format!("dynamic/{model}/fw_outputs.safetensors"))
-                .to_str()
-                .unwrap(),
-        ]);
-        let stdout = text(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{model}: {stdout}{}",
-            text(&out.stderr)
+        assert_run_matches(
+            &format!("dynamic/{model}/fw.py"),
+            &format!("dynamic/{model}/fw_inputs.safetensors"),
+            &format!("dynamic/{model}/fw_outputs.safetensors"),
+            &[],
         );
-        assert!(stdout.contains("outputs match"), "{model}: {stdout}");
     }
     // Random inputs take their sizes from --bind; a missing or contradicting size is named.
     let mlp = fixture("dynamic/mlp/fw.py");
@@ -180,28 +201,12 @@ fn dynamic_shape_graphs_run_equal_to_pytorch() {
     );
     // A wrong reference fails: outputs of random inputs of the same sizes.
     let dir = tmpdir("dynamic");
-    let wrong = dir.join("wrong.safetensors");
-    let out = graphbug(&[
-        "run",
-        mlp.to_str().unwrap(),
-        "--bind",
-        "s33=5",
-        "--save-outputs",
-        wrong.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = graphbug(&[
-        "run",
-        mlp.to_str().unwrap(),
-        "--inputs",
-        fixture("dynamic/mlp/fw_inputs.safetensors")
-            .to_str()
-            .unwrap(),
-        "--compare",
-        wrong.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
-    assert!(text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+    assert_wrong_reference_fails(
+        &dir,
+        "dynamic/mlp/fw.py",
+        "dynamic/mlp/fw_inputs.safetensors",
+        &["--bind", "s33=5"],
+    );
     // Commands that need static shapes say so, and `specialize` makes the graph static.
     let reshape = fixture("dynamic/reshape/fw.py");
     for args in [&["joint"][..], &["functionalize"], &["check", "--meta"]] {
@@ -268,26 +273,12 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         "residual",
         "residual_dynamic",
     ] {
-        let graph = fixture(&format!("dynamo/{case}.py"));
-        let out = graphbug(&[
-            "run",
-            graph.to_str().unwrap(),
-            "--inputs",
-            fixture(&format!("dynamo/{case}_inputs.safetensors"))
-                .to_str()
-                .unwrap(),
-            "--compare",
-            fixture(&format!("dynamo/{case}_outputs.safetensors"))
-                .to_str()
-                .unwrap(),
-        ]);
-        let stdout = text(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{case}: {stdout}{}",
-            text(&out.stderr)
+        assert_run_matches(
+            &format!("dynamo/{case}.py"),
+            &format!("dynamo/{case}_inputs.safetensors"),
+            &format!("dynamo/{case}_outputs.safetensors"),
+            &[],
         );
-        assert!(stdout.contains("outputs match"), "{case}: {stdout}");
     }
     // It prints back as written, aliases included.
     let mlp = fixture("dynamo/mlp.py");
@@ -299,24 +290,12 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         text(&out.stdout)
     );
     // A wrong reference fails: outputs of random inputs.
-    let dir = tmpdir("dynamo");
-    let wrong = dir.join("wrong.safetensors");
-    let out = graphbug(&[
-        "run",
-        mlp.to_str().unwrap(),
-        "--save-outputs",
-        wrong.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = graphbug(&[
-        "run",
-        mlp.to_str().unwrap(),
-        "--inputs",
-        fixture("dynamo/mlp_inputs.safetensors").to_str().unwrap(),
-        "--compare",
-        wrong.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert_wrong_reference_fails(
+        &tmpdir("dynamo"),
+        "dynamo/mlp.py",
+        "dynamo/mlp_inputs.safetensors",
+        &[],
+    );
     // A Python-level function with no aten op is named.
     let attention = fixture("dynamo/attention.py");
     let out = graphbug(&["run", attention.to_str().unwrap()]);
