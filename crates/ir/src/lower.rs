@@ -35,53 +35,50 @@ pub fn lower_to_aten(graph: &Graph, schemas: &dyn Schemas) -> Result<Graph, Stri
     out.param_names = graph.param_names.clone();
     let mut new_id: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
-        let remap = |v: &Value| v.map_nodes(&mut |id| Value::Node(new_id[id.index()]));
-        let kind = match &node.kind {
+        let kind = node
+            .try_remap_kind::<()>(&mut |id| Ok(new_id[id.index()]))
+            .expect("remapping to earlier nodes cannot fail");
+        let kind = match kind {
             NodeKind::Call { op, args, kwargs } if op.is_python() => {
-                let args: Vec<Value> = args.iter().map(remap).collect();
-                let kwargs: Vec<(String, Value)> =
-                    kwargs.iter().map(|(k, v)| (k.clone(), remap(v))).collect();
                 let lowered = Lowering {
                     graph: &out,
                     schemas,
                 }
-                .lower(op, args, kwargs)
+                .lower(&op, args, kwargs)
                 .map_err(|e| format!("node `{}` ({op}): {e}", node.name))?;
                 match lowered {
                     Lowered::Call(kind) => kind,
-                    Lowered::Chain(steps) => {
+                    Lowered::Chain(mut steps) => {
                         // Indexing: each step reads the previous one; the last is the node.
-                        let mut prev = None;
-                        let last = steps.len() - 1;
-                        let mut kind = None;
-                        for (k, (op, mut args)) in steps.into_iter().enumerate() {
+                        let (op, mut args) = steps.pop().expect("a chain has a step");
+                        let mut prev: Option<NodeId> = None;
+                        for (step_op, mut step_args) in steps {
                             if let Some(p) = prev {
-                                args[0] = Value::Node(p);
+                                step_args[0] = Value::Node(p);
                             }
-                            let step = NodeKind::Call {
-                                op,
-                                args,
-                                kwargs: Vec::new(),
-                            };
-                            if k == last {
-                                kind = Some(step);
-                            } else {
-                                let name = names.create_name(&format!("{}_index", node.name));
-                                out.nodes.push(Node {
-                                    name,
-                                    kind: step,
-                                    meta: Meta::Unknown,
-                                });
-                                prev = Some(NodeId((out.nodes.len() - 1) as u32));
-                            }
+                            out.nodes.push(Node {
+                                name: names.create_name(&format!("{}_index", node.name)),
+                                kind: NodeKind::Call {
+                                    op: step_op,
+                                    args: step_args,
+                                    kwargs: Vec::new(),
+                                },
+                                meta: Meta::Unknown,
+                            });
+                            prev = Some(NodeId((out.nodes.len() - 1) as u32));
                         }
-                        kind.expect("a chain has a last step")
+                        if let Some(p) = prev {
+                            args[0] = Value::Node(p);
+                        }
+                        NodeKind::Call {
+                            op,
+                            args,
+                            kwargs: Vec::new(),
+                        }
                     }
                 }
             }
-            _ => node
-                .try_remap_kind::<()>(&mut |id| Ok(new_id[id.index()]))
-                .expect("remapping to earlier nodes cannot fail"),
+            other => other,
         };
         out.nodes.push(Node {
             name: node.name.clone(),
