@@ -42,12 +42,7 @@ pub fn bits_dtype(dtype: Dtype) -> Dtype {
 
 /// The tch kind of [`bits_dtype`]`(dtype)`.
 pub fn bits_kind(dtype: Dtype) -> Kind {
-    match bits_dtype(dtype) {
-        Dtype::Int16 => Kind::Int16,
-        Dtype::Int32 => Kind::Int,
-        Dtype::Int64 => Kind::Int64,
-        other => kind_of(other).unwrap_or(Kind::Int64),
-    }
+    kind_of(bits_dtype(dtype)).expect("invariant: bits_dtype gives a dtype tch has a kind for")
 }
 
 /// `t` with its bits read as `dtype` (`Tensor.view(dtype)`; a no-op when `t` is `dtype`).
