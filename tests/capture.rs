@@ -106,6 +106,37 @@ fn an_unmodified_script_is_captured_and_its_aot_graphs_minify() {
             1,
             "{tag}: not minimal:\n{minified}"
         );
+        // The dynamo-level graph minifies to its relu and stays dynamo-level (and
+        // symbolic, with the symbol's value in the manifest).
+        let dynamo = out.join("dynamo_000");
+        let manifest = std::fs::read_to_string(dynamo.join("manifest.json")).unwrap();
+        assert_eq!(
+            manifest.contains(r#""s33": 5"#),
+            tag == "dynamic",
+            "{manifest}"
+        );
+        let min = graphbug(&[
+            "repro",
+            dynamo.to_str().unwrap(),
+            "minify",
+            "--backend",
+            "fault:runtime@aten.relu.default",
+        ]);
+        assert!(min.status.success(), "{tag}: {}", text(&min.stderr));
+        let minified = std::fs::read_to_string(dynamo.join("minified/graph.py")).unwrap();
+        let want = if tag == "dynamic" {
+            r#"input_2: "f32[s33, 16]" = torch.nn.functional.relu(input_1, inplace = False)"#
+        } else {
+            r#"input_2: "f32[5, 16]" = torch.nn.functional.relu(input_1, inplace = False)"#
+        };
+        assert!(minified.contains(want), "{tag}:\n{minified}");
+        let run = graphbug(&["repro", dynamo.join("minified").to_str().unwrap(), "run"]);
+        assert!(
+            text(&run.stdout).starts_with("reproduced: "),
+            "{tag}: {}{}",
+            text(&run.stdout),
+            text(&run.stderr)
+        );
         let _ = std::fs::remove_dir_all(&out);
     }
 }

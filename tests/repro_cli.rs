@@ -396,3 +396,93 @@ fn bad_repro_arguments_are_clear_errors() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_dynamo_level_dynamic_graph_keeps_its_text_and_symbols_through_repro_and_minify() {
+    let python = root().join(".venv/bin/python");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repro");
+    let graph = root().join("tests/fixtures/dynamo/tensor_code_dynamic.py");
+    let inputs = root().join("tests/fixtures/dynamo/tensor_code_dynamic_inputs.safetensors");
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            graph.to_str().unwrap(),
+            "--inputs",
+            inputs.to_str().unwrap(),
+            "--backend",
+            "fault:runtime@aten.view.default",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    // The repro holds the graph as dynamo wrote it (canonical text: its comments go), and
+    // the symbols' values.
+    let canonical = graphbug::ir::print_graph(
+        &graphbug::ir::parse_graph(&std::fs::read_to_string(&graph).unwrap()).unwrap(),
+    );
+    assert!(canonical.contains("l_a_.view(mul, -1)"), "{canonical}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("graph.py")).unwrap(),
+        canonical
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["bindings"],
+        serde_json::json!({"s52": 3, "s97": 6, "s98": 4})
+    );
+    // Minified to the one view, still dynamo-level and symbolic: its size argument is a
+    // `Sym` input, and the tensor input binds s97 and s98.
+    let minified = dir.join("minified");
+    let text_min = std::fs::read_to_string(minified.join("graph.py")).unwrap();
+    assert_eq!(
+        call_nodes(&minified.join("graph.py")),
+        ["view"],
+        "{text_min}"
+    );
+    assert!(
+        text_min.contains(r#"forward(self, L_a_: "f32[s97, s98]", mul: "Sym(2*s97)")"#)
+            && text_min.contains("l_a_.view(mul, -1)"),
+        "{text_min}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(minified.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        manifest["bindings"],
+        serde_json::json!({"s97": 6, "s98": 4})
+    );
+    assert_reproduces(tmp.path(), &minified, "minified");
+    // repro.py runs both in PyTorch (sizes passed as ints) and agrees with graphbug.
+    for d in [&dir, &minified] {
+        let py = Command::new(&python)
+            .arg(d.join("repro.py"))
+            .output()
+            .unwrap();
+        assert!(
+            py.status.success() && !text(&py.stdout).contains("False"),
+            "{}: {}{}",
+            d.display(),
+            text(&py.stdout),
+            text(&py.stderr)
+        );
+    }
+    // A size that contradicts its annotation is named, not run.
+    let g = minified.join("graph.py");
+    std::fs::write(&g, text_min.replace("Sym(2*s97)", "Sym(3*s97)")).unwrap();
+    let run = graphbug_in(tmp.path(), &["repro", minified.to_str().unwrap(), "run"]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("input `mul` is 12, but its annotation says 3*s97 = 18"),
+        "{}",
+        text(&run.stderr)
+    );
+}

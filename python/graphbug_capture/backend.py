@@ -120,6 +120,31 @@ def _first_call_recorder(fn, writer, names, boxed):
     return run
 
 
+def _symbolic_sizes(node):
+    """A placeholder's sizes as text (`s0`, `2*s0`, `8`), its value's for a SymInt input,
+    from the fake value dynamo or AOTAutograd traced it with; None when unknown."""
+    value = node.meta.get("example_value", node.meta.get("val"))
+    if type(value).__name__ == "SymInt":
+        return str(value)
+    shape = getattr(value, "shape", None)
+    return None if shape is None else [str(s) for s in shape]
+
+
+def _bindings(sizes, args):
+    """The size symbols the inputs bind (sizes and SymInt values that are one symbol), by
+    name, sorted: what graphbug's manifest records as `bindings`."""
+    out = {}
+    for spec, a in zip(sizes, args):
+        if isinstance(spec, str):
+            if spec.isidentifier():
+                out[spec] = int(a)
+        elif spec is not None and hasattr(a, "shape"):
+            for s, real in zip(spec, a.shape):
+                if s.isidentifier():
+                    out[s] = int(real)
+    return dict(sorted(out.items()))
+
+
 class _Writer:
     """One repro directory: graph.py, inputs.safetensors, manifest.json."""
 
@@ -131,6 +156,7 @@ class _Writer:
         os.makedirs(self.dir, exist_ok=True)
 
     def graph(self, gm):
+        self.sizes = [_symbolic_sizes(n) for n in gm.graph.nodes if n.op == "placeholder"]
         text = gm.print_readable(print_output=False)
         with open(os.path.join(self.dir, "graph.py"), "w") as fh:
             fh.write(text if text.endswith("\n") else text + "\n")
@@ -169,6 +195,9 @@ class _Writer:
             "plugins": [],
             "failure": None,
         }
+        bindings = _bindings(getattr(self, "sizes", []), args)
+        if bindings:
+            manifest["bindings"] = bindings
         with open(os.path.join(self.dir, "manifest.json"), "w") as fh:
             json.dump(manifest, fh, indent=2)
             fh.write("\n")

@@ -12,6 +12,7 @@ use graphbug::backends::lookup;
 use graphbug::ir::{print_graph, Device, Graph};
 use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
 use graphbug::repro::actions::{start_isolated_checker, validate_backend};
+use graphbug::repro::checkers::AsRunnable;
 use graphbug::repro::command::CommandChecker;
 use graphbug::repro::isolate::{WorkerCheck, WorkerSpec};
 use graphbug::repro::limits::{parse_timeout, TimeLimit};
@@ -83,12 +84,14 @@ pub struct MinifyArgs {
     json: bool,
 }
 
-/// The checker the arguments ask for. Checkers that run the backend in a worker start
-/// it here: its start-up is the eager run that makes a preflight unnecessary.
+/// The checker the arguments ask for, on candidates of `graph` (as written; `run_graph`
+/// is its runnable form). Checkers that run the backend in a worker start it here: its
+/// start-up is the eager run that makes a preflight unnecessary.
 #[allow(clippy::too_many_arguments)]
 fn build_checker(
     args: &MinifyArgs,
     graph: &Graph,
+    run_graph: &Graph,
     inputs: &[Tensor],
     constants: &std::collections::HashMap<String, Tensor>,
     device: &Device,
@@ -104,7 +107,9 @@ fn build_checker(
         let eager = if args.no_isolate {
             None
         } else {
-            Some(eager_in_worker(graph, inputs, constants, device, scratch)?)
+            Some(eager_in_worker(
+                run_graph, inputs, constants, device, scratch,
+            )?)
         };
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
         let limit = TimeLimit::new(args.timeout, eager.unwrap_or_else(|| started.elapsed()));
@@ -124,7 +129,7 @@ fn build_checker(
     if let Some(ops) = check.strip_prefix("contains:") {
         let contains = Contains::parse(ops).map_err(|e| anyhow!(e))?;
         if !args.no_isolate {
-            eager_in_worker(graph, inputs, constants, device, scratch)?;
+            eager_in_worker(run_graph, inputs, constants, device, scratch)?;
         }
         return Ok(Box::new(contains));
     }
@@ -135,7 +140,7 @@ fn build_checker(
         .ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
     let resolved = lookup(backend)?;
     if args.no_isolate {
-        validate_backend(resolved.as_ref(), graph, inputs, &[])?;
+        validate_backend(resolved.as_ref(), run_graph, inputs, &[])?;
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
         return Ok(Box::new(
             BackendChecker::new(resolved, kind, values)
@@ -163,7 +168,7 @@ fn build_checker(
         resolved.as_ref(),
         kind,
         args.timeout,
-        graph,
+        run_graph,
         inputs,
     )?))
 }
@@ -171,20 +176,31 @@ fn build_checker(
 /// `graphbug minify`.
 pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
     let started = Instant::now();
-    let mut graph = load_graph(&args.file)?;
+    // Candidates are cut from the graph as written (symbolic sizes and dynamo-level calls
+    // kept) and run in its runnable form, `run_graph`.
+    let graph = load_graph(&args.file)?;
+    let mut run_graph = graph.clone();
     let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
     ensure_device(&device)?;
     let (inputs, constants) = graph_inputs(
-        &mut graph,
+        &mut run_graph,
         args.inputs.as_ref(),
         &[],
         args.seed,
         tch_device(&device)?,
     )?;
+    let bindings =
+        graphbug::aten::dynamic::bind_positional(&graph, &inputs).map_err(|e| anyhow!(e))?;
     let scratch = Scratch::new("minify")?;
-    let mut checker = build_checker(
-        args, &graph, &inputs, &constants, &device, plugins, &scratch,
+    let checker = build_checker(
+        args, &graph, &run_graph, &inputs, &constants, &device, plugins, &scratch,
     )?;
+    let mut checker = if args.check_command.is_some() {
+        // The command is given repro directories, which hold the graph as written.
+        checker
+    } else {
+        AsRunnable::wrap_for(&graph, checker, &bindings)
+    };
     // The values saved repros are made of: from one eager run in this process (after a
     // worker survived the same run).
     let offload = args.offload_to_disk.then(|| scratch.path().join("values"));

@@ -34,7 +34,9 @@ pub fn specialize_graph(
     named: Option<&mut Vec<(String, Tensor)>>,
     binds: &[(String, i64)],
 ) -> Result<HashMap<String, i64>> {
-    graphbug::aten::dynamic::specialize_with_inputs(graph, named, binds).map_err(|e| anyhow!(e))
+    graphbug::aten::dynamic::specialize_with_inputs(graph, named, binds)
+        .map(|bound| bound.sym_inputs)
+        .map_err(|e| anyhow!(e))
 }
 
 /// Lowers a dynamo-level graph to aten in place (see [`graphbug::ir::lower`]); an aten

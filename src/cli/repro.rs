@@ -144,6 +144,7 @@ fn flow(
 ) -> Result<ExitCode> {
     let started = Instant::now();
     let mut graph = load_graph(file)?;
+    let source = graph.clone();
     let training = graphbug::backends::lookup(backend)?.delegates_faults();
     let device: Device = args
         .device
@@ -175,6 +176,12 @@ fn flow(
     options.plugins = plugins.to_vec();
     options.accuracy = accuracy_mode(args.strict_accuracy);
     options.random_inputs = args.random_inputs.then_some(args.seed);
+    // Repros after dynamo keep the graph as written (symbolic sizes, dynamo-level calls).
+    if graphbug::aten::dynamic::needs_runnable_form(&source) {
+        let bindings =
+            graphbug::aten::dynamic::bind_positional(&source, &inputs).map_err(|e| anyhow!(e))?;
+        options.written = Some((source, bindings));
+    }
     // Training pipelines differentiate every floating input and run the backward too.
     if training {
         options.requires_grad = inputs.iter().map(|t| t.is_floating_point()).collect();

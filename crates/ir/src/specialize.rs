@@ -154,12 +154,7 @@ fn check_size(name: &str, dim: usize, actual: i64, want: i64) -> Result<(), Stri
 pub fn input_symbols(graph: &Graph) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for id in graph.placeholders() {
-        let exprs: Vec<&SymExpr> = match &graph.node(id).meta {
-            Meta::SymTensor(t) => t.sizes.iter().collect(),
-            Meta::Sym(e) => vec![e],
-            _ => continue,
-        };
-        for s in exprs.into_iter().flat_map(SymExpr::symbols) {
+        for s in graph.node(id).meta.symbols() {
             if !out.contains(&s) {
                 out.push(s);
             }

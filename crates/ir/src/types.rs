@@ -419,6 +419,26 @@ impl Meta {
         matches!(self, Meta::SymTensor(_) | Meta::Sym(_))
     }
 
+    /// The symbolic expressions the meta holds: a `SymTensor`'s sizes, a `Sym`'s value.
+    pub fn sym_exprs(&self) -> &[SymExpr] {
+        match self {
+            Meta::SymTensor(t) => &t.sizes,
+            Meta::Sym(e) => std::slice::from_ref(e),
+            _ => &[],
+        }
+    }
+
+    /// The size symbols the meta mentions (with repeats).
+    pub fn symbols(&self) -> impl Iterator<Item = &str> {
+        self.sym_exprs().iter().flat_map(SymExpr::symbols)
+    }
+
+    /// The symbols an input with this meta binds by itself: sizes (or a `Sym` value) that
+    /// are a bare symbol.
+    pub fn bound_symbols(&self) -> impl Iterator<Item = &str> {
+        self.sym_exprs().iter().filter_map(SymExpr::as_symbol)
+    }
+
     /// The tensor meta of a single-tensor value.
     pub fn tensor(&self) -> Option<&TensorMeta> {
         match self {

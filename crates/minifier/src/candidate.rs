@@ -12,7 +12,7 @@
 //! retained output is returned as in the original, first and in order (a dropped node's
 //! value, or an input, as an input), then the kept nodes nothing reads.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use graphbug_ir::{Graph, Meta, Node, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
@@ -58,6 +58,9 @@ pub struct Original {
     removable: Vec<u32>,
     /// Fingerprints of the reference values, for merging inputs that hold equal values.
     value_keys: HashMap<Origin, u64>,
+    /// For each size symbol of a dynamic-shape graph, the first input that binds it (a
+    /// size that is the bare symbol, or a `Sym` input); empty for a static graph.
+    binders: BTreeMap<String, usize>,
 }
 
 impl Original {
@@ -73,12 +76,19 @@ impl Original {
             .filter(|&i| !graph.node(i).is_placeholder())
             .map(|i| i.0)
             .collect();
+        let mut binders = BTreeMap::new();
+        for (k, id) in placeholders.iter().enumerate() {
+            for symbol in graph.node(*id).meta.bound_symbols() {
+                binders.entry(symbol.to_string()).or_insert(k);
+            }
+        }
         Original {
             graph,
             input_index,
             placeholders,
             removable,
             value_keys: HashMap::new(),
+            binders,
         }
     }
 
@@ -194,6 +204,19 @@ impl Original {
         for &r in &retained {
             original_outputs[r].for_each_node(&mut |src| need(src, &mut origins));
         }
+        // A dynamic-shape candidate keeps an input that binds each symbol it mentions.
+        // (An input added may mention further symbols: repeat until every one is bound.)
+        if !self.binders.is_empty() {
+            loop {
+                let missing = self.unbound_symbol_inputs(&kept, &origins);
+                if missing.is_empty() {
+                    break;
+                }
+                for k in missing {
+                    need(self.placeholders[k], &mut origins);
+                }
+            }
+        }
         origins.sort();
         let src_of = |o: Origin| match o {
             Origin::Input(i) => self.placeholders[i],
@@ -228,7 +251,7 @@ impl Original {
                 name: node.name.clone(),
                 kind: NodeKind::Placeholder,
                 meta: match &node.meta {
-                    Meta::Tensor(t) => Meta::Tensor(t.clone()),
+                    m @ (Meta::Tensor(_) | Meta::SymTensor(_) | Meta::Sym(_)) => m.clone(),
                     _ => Meta::Unknown,
                 },
             });
@@ -280,6 +303,38 @@ impl Original {
             kept,
             retained,
         }
+    }
+
+    /// The original inputs (by index) that bind the symbols a candidate keeping `kept`,
+    /// with inputs from `origins`, mentions but none of those inputs binds.
+    fn unbound_symbol_inputs(&self, kept: &[u32], origins: &[Origin]) -> Vec<usize> {
+        let g = &self.graph;
+        let src_meta = |o: &Origin| match *o {
+            Origin::Input(i) => &g.node(self.placeholders[i]).meta,
+            Origin::Node(id) => &g.nodes[id as usize].meta,
+        };
+        let mut bound: Vec<&str> = origins
+            .iter()
+            .flat_map(|o| src_meta(o).bound_symbols())
+            .collect();
+        bound.sort_unstable();
+        let mut out = Vec::new();
+        let mentioned = origins
+            .iter()
+            .map(src_meta)
+            .chain(kept.iter().map(|&k| &g.nodes[k as usize].meta))
+            .flat_map(Meta::symbols);
+        for symbol in mentioned {
+            if bound.binary_search(&symbol).is_ok() {
+                continue;
+            }
+            if let Some(&k) = self.binders.get(symbol) {
+                if !out.contains(&k) {
+                    out.push(k);
+                }
+            }
+        }
+        out
     }
 
     /// Values that kept nodes may change in place (read by an in-place op, by name).

@@ -44,3 +44,58 @@ fn gpt4_gelu_ends_at_one_node() {
     assert_eq!(m.stats.end_nodes, 1);
     assert!(m.stats.queries <= 50, "{} queries", m.stats.queries);
 }
+
+/// Every size symbol a graph mentions is bound by one of its inputs (a size or a `Sym`
+/// value that is the bare symbol), so the graph runs from its inputs alone.
+fn assert_self_binding(g: &graphbug_ir::Graph, what: &str) {
+    let ids = g.placeholders();
+    let bound: Vec<&str> = ids
+        .iter()
+        .flat_map(|&i| g.node(i).meta.bound_symbols())
+        .collect();
+    for node in &g.nodes {
+        for s in node.meta.symbols() {
+            assert!(
+                bound.contains(&s),
+                "{what}: `{}` mentions {s}, which no input binds:\n{}",
+                node.name,
+                graphbug_ir::print_graph(g)
+            );
+        }
+    }
+}
+
+#[test]
+fn dynamic_shape_candidates_keep_an_input_binding_every_symbol() {
+    use graphbug_minifier::Original;
+    for (dir, file) in [
+        ("dynamic/reshape", "fw.py"),
+        ("dynamic/attention", "bw.py"),
+        ("dynamo", "tensor_code_dynamic.py"),
+    ] {
+        let graph = fixture(dir, file);
+        let original = Original::new(graph.clone());
+        let all = original.all();
+        // Every single node kept alone, and every window of 3.
+        for k in 0..all.len() {
+            let c = original.candidate(&all[k..(k + 3).min(all.len())]);
+            assert_self_binding(&c.graph, &format!("{dir}/{file} from {k}"));
+            let c = original.candidate(&all[k..=k]);
+            assert_self_binding(&c.graph, &format!("{dir}/{file} node {k}"));
+        }
+    }
+    // Minified: the sum alone, reading a placeholder sized `[2*s97, (s98//2)]`, keeps the
+    // `Sym` inputs that bind s97 and s98.
+    let graph = fixture("dynamic/reshape", "fw.py");
+    let mut checker = Contains::parse("aten.sum.dim_IntList").unwrap();
+    let m = minify(&graph, &mut checker, &MinifyOptions::default(), &mut NoSink).unwrap();
+    let text = graphbug_ir::print_graph(m.graph());
+    assert_eq!(m.stats.end_nodes, 1, "{text}");
+    assert!(
+        text.contains(
+            r#"primals_1: "Sym(s97)", primals_2: "Sym(s98)", add_3: "f32[2*s97, (s98//2)]""#
+        ),
+        "{text}"
+    );
+    assert_self_binding(m.graph(), "minified");
+}

@@ -19,10 +19,10 @@ use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions};
 use tch::Tensor;
 
 use crate::case::{read_repro_dir_with_graph, ReproCase};
-use crate::checkers::{describe_check, signature_of, BackendChecker, CheckKind};
+use crate::checkers::{describe_check, signature_of, AsRunnable, BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
 use crate::isolate::{IsolatedChecker, WorkerCheck, WorkerSpec};
-use crate::manifest::FailureRecord;
+use crate::manifest::{FailureRecord, Manifest};
 use crate::progress::MinifyDir;
 use crate::scratch::Scratch;
 use crate::values::ReferenceValues;
@@ -289,10 +289,13 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     let kind = check_kind(case);
     let accuracy = opts.accuracy.unwrap_or(case.manifest.accuracy);
     let scratch = Scratch::new("minify")?;
-    let mut checker: Box<dyn Checker> = if opts.in_process {
+    // Candidates are cut from the graph as written (symbolic sizes and dynamo-level calls
+    // kept) and checked in their runnable form.
+    let written = case.written();
+    let checker: Box<dyn Checker> = if opts.in_process {
         validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
         let values =
-            ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
+            ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
         Box::new(BackendChecker::new(backend.clone(), kind, values).with_accuracy(accuracy))
     } else {
         let exe = opts.worker_exe.clone().ok_or_else(|| {
@@ -302,7 +305,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
         })?;
         let spec = WorkerSpec::write(
             scratch.path(),
-            &case.graph,
+            written,
             &case.inputs,
             &case.constants,
             &device,
@@ -322,9 +325,14 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             &case.inputs,
         )?)
     };
-    let values =
-        ReferenceValues::record(&case.graph, &case.inputs, &case.constants, &device, None)?;
-    let mut sink = MinifyDir::in_repro_dir(dir, &case.graph, &values, case.manifest.clone());
+    let mut checker = AsRunnable::wrap_for(written, checker, &case.manifest.bindings);
+    let values = ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
+    // Minified repros record the backend they fail with (`--backend` may override).
+    let manifest = Manifest {
+        backend: backend.name().to_string(),
+        ..case.manifest.clone()
+    };
+    let mut sink = MinifyDir::in_repro_dir(dir, written, &values, manifest);
     let options = MinifyOptions {
         check_str: opts.check_str.clone(),
         value_keys: Some(values.value_keys().clone()),
@@ -332,7 +340,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
         progress: true,
         ..MinifyOptions::default()
     };
-    minify(&case.graph, checker.as_mut(), &options, &mut sink)
+    minify(written, checker.as_mut(), &options, &mut sink)
         .map_err(|e| ReproError::Other(e.to_string()))
 }
 

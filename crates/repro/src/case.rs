@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use graphbug_aten::dtype::tch_device;
-use graphbug_aten::dynamic::specialize_with_inputs;
+use graphbug_aten::dynamic;
 use graphbug_aten::io::{order_tensors, random_tensors, read_tensors, write_tensors};
 use graphbug_aten::Interpreter;
-use graphbug_ir::{parse_graph, Device, Graph, Meta, NodeKind};
+use graphbug_ir::{parse_graph, Bindings, Device, Graph, Meta, NodeKind};
 use tch::Tensor;
 
 use crate::codegen;
@@ -23,8 +23,12 @@ pub const EAGER_OUTPUTS_FILE: &str = "eager_outputs.safetensors";
 
 /// A failing graph with everything needed to run it again.
 pub struct ReproCase {
-    /// The graph.
+    /// The graph that runs: static, in aten.
     pub graph: Graph,
+    /// The graph as written, when it has symbolic sizes or dynamo-level calls (then
+    /// `graph` is its runnable form, see [`graphbug_aten::dynamic::runnable`]): what
+    /// graph.py holds and what the minifier cuts.
+    pub source: Option<Graph>,
     /// Its inputs, in placeholder order.
     pub inputs: Vec<Tensor>,
     /// Its constants by attribute name.
@@ -34,6 +38,38 @@ pub struct ReproCase {
 }
 
 impl ReproCase {
+    /// The case of `written` (as graph.py holds it) with symbols bound by `bindings`:
+    /// a graph with symbolic sizes or dynamo-level calls runs in its runnable form, and
+    /// the manifest records the bindings it mentions.
+    pub fn new(
+        written: Graph,
+        bindings: &Bindings,
+        inputs: Vec<Tensor>,
+        constants: HashMap<String, Tensor>,
+        mut manifest: Manifest,
+    ) -> Result<Self> {
+        let (graph, source) = if dynamic::needs_runnable_form(&written) {
+            manifest.bindings = dynamic::bindings_used(&written, bindings);
+            let graph = dynamic::runnable(&written, bindings).map_err(ReproError::Other)?;
+            (graph, Some(written))
+        } else {
+            manifest.bindings.clear();
+            (written, None)
+        };
+        Ok(ReproCase {
+            graph,
+            source,
+            inputs,
+            constants,
+            manifest,
+        })
+    }
+
+    /// The graph as written (see [`ReproCase::source`]).
+    pub fn written(&self) -> &Graph {
+        self.source.as_ref().unwrap_or(&self.graph)
+    }
+
     /// The device the case runs on.
     pub fn device(&self) -> Result<Device> {
         self.manifest.device.parse().map_err(ReproError::Other)
@@ -73,15 +109,16 @@ pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
     let shown = std::path::absolute(link).unwrap_or_else(|_| link.to_path_buf());
     replace_dir_atomically(link, |d| {
         let m = &case.manifest;
-        write_text(d, GRAPH_FILE, &graphbug_ir::print_graph(&case.graph))?;
+        let written = case.written();
+        write_text(d, GRAPH_FILE, &graphbug_ir::print_graph(written))?;
         if m.inputs == InputsRecord::Real {
-            write_tensors(&d.join(INPUTS_FILE), &named(&case.graph, &case.inputs))?;
+            write_tensors(&d.join(INPUTS_FILE), &named(written, &case.inputs))?;
         }
         if !case.constants.is_empty() {
             write_constants(&d.join(CONSTANTS_FILE), &case.constants)?;
         }
         write_text(d, MANIFEST_FILE, &m.to_json())?;
-        write_text(d, "repro.rs", &codegen::repro_rs(&case.graph, m))?;
+        write_text(d, "repro.rs", &codegen::repro_rs(written, m))?;
         write_text(d, "Cargo.toml", &codegen::cargo_toml())?;
         std::fs::create_dir_all(d.join(".cargo")).map_err(|e| ReproError::io(d, e))?;
         write_text(d, ".cargo/config.toml", &codegen::cargo_config())?;
@@ -89,7 +126,7 @@ pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
         if let Ok(bytes) = std::fs::read(&lock) {
             write_file_atomically(&d.join("Cargo.lock"), &bytes)?;
         }
-        write_text(d, "repro.py", &codegen::repro_py(&case.graph, m))?;
+        write_text(d, "repro.py", &codegen::repro_py(written, m))?;
         write_text(d, "README.md", &codegen::readme(m, &shown))?;
         if let Ok(outputs) = eager_outputs(case) {
             let present: Vec<(String, Tensor)> = outputs
@@ -152,7 +189,7 @@ pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result
     let manifest: Manifest = serde_json::from_str(&text)
         .map_err(|e| ReproError::io(&mpath, format!("corrupt manifest: {e}")))?;
     let gpath = dir.join(GRAPH_FILE);
-    let mut graph = match graph_text {
+    let written = match graph_text {
         Some(t) => parse_graph(t).map_err(|e| ReproError::Other(format!("embedded graph: {e}")))?,
         None => {
             let t = std::fs::read_to_string(&gpath).map_err(|e| ReproError::io(&gpath, e))?;
@@ -161,47 +198,56 @@ pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result
     };
     let device: Device = manifest.device.parse().map_err(ReproError::Other)?;
     let tdev = tch_device(&device)?;
-    let inputs = match &manifest.inputs {
+    let (inputs, bindings) = match &manifest.inputs {
         InputsRecord::Real => {
             let ipath = dir.join(INPUTS_FILE);
             let mut named = read_tensors(&ipath)?;
-            // A dynamic-shape graph (as graphbug_capture writes them) runs specialized to
-            // the recorded inputs' sizes.
-            specialize_with_inputs(&mut graph, Some(&mut named), &[])
+            // A dynamic-shape graph (as graphbug_capture writes them) binds its symbols
+            // from the recorded inputs' sizes.
+            let bound = dynamic::bind_inputs(&written, Some(&mut named), &[])
                 .map_err(|e| ReproError::io(&ipath, e))?;
-            order_tensors(named, &graph.placeholder_names(), "inputs")
-                .map_err(|e| ReproError::io(&ipath, e))?
+            let inputs = order_tensors(named, &written.placeholder_names(), "inputs")
+                .map_err(|e| ReproError::io(&ipath, e))?;
+            (inputs, bound.bindings)
         }
         InputsRecord::Random { seed } => {
-            let metas = graph
+            // Sizes come from the annotations, symbols from the manifest's bindings.
+            let run = dynamic::runnable(&written, &manifest.bindings)
+                .map_err(|e| ReproError::io(&mpath, format!("bindings: {e}")))?;
+            let metas = run
                 .placeholders()
                 .iter()
-                .map(|&i| match &graph.node(i).meta {
+                .map(|&i| match &run.node(i).meta {
                     Meta::Tensor(m) => Ok(m.clone()),
                     _ => Err(ReproError::io(
                         &gpath,
                         format!(
                             "input `{}` has no annotation to draw random values from",
-                            graph.node(i).name
+                            run.node(i).name
                         ),
                     )),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            random_tensors(&metas, *seed, tch::Device::Cpu)?
+            let mut inputs = random_tensors(&metas, *seed, tch::Device::Cpu)?;
+            // `Sym` inputs hold their symbols' values, not random numbers.
+            for (t, id) in inputs.iter_mut().zip(written.placeholders()) {
+                if let Meta::Sym(e) = &written.node(id).meta {
+                    let value = e
+                        .eval(&manifest.bindings)
+                        .map_err(|e| ReproError::io(&mpath, format!("bindings: {e}")))?;
+                    *t = Tensor::from(value);
+                }
+            }
+            (inputs, manifest.bindings.clone())
         }
     };
-    // A dynamo-level graph runs lowered to aten.
-    if graphbug_ir::lower::needs_lowering(&graph) {
-        graph = graphbug_ir::lower::lower_to_aten(&graph, &graphbug_aten::LibtorchSchemas)
-            .map_err(|e| ReproError::io(&gpath, e))?;
-    }
     let cpath = dir.join(CONSTANTS_FILE);
     let constants: HashMap<String, Tensor> = if cpath.exists() {
         read_tensors(&cpath)?.into_iter().collect()
     } else {
         HashMap::new()
     };
-    for node in &graph.nodes {
+    for node in &written.nodes {
         if let NodeKind::GetAttr { target } = &node.kind {
             if !constants.contains_key(target) {
                 return Err(ReproError::io(
@@ -211,15 +257,16 @@ pub fn read_repro_dir_with_graph(dir: &Path, graph_text: Option<&str>) -> Result
             }
         }
     }
-    Ok(ReproCase {
-        graph,
-        inputs: inputs.into_iter().map(|t| t.to_device(tdev)).collect(),
-        constants: constants
+    ReproCase::new(
+        written,
+        &bindings,
+        inputs.into_iter().map(|t| t.to_device(tdev)).collect(),
+        constants
             .into_iter()
             .map(|(k, t)| (k, t.to_device(tdev)))
             .collect(),
         manifest,
-    })
+    )
 }
 
 /// The absolute form of `path` (for messages and generated files).

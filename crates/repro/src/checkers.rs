@@ -289,3 +289,48 @@ impl Checker for BackendChecker {
         }
     }
 }
+
+/// A checker of candidates cut from a graph with symbolic sizes or dynamo-level calls:
+/// each candidate is checked in its runnable form (see
+/// [`graphbug_aten::dynamic::runnable`]), with the symbols bound as in the original run,
+/// while the minifier keeps cutting (and saving) the graph as written.
+pub struct AsRunnable {
+    inner: Box<dyn Checker>,
+    bindings: graphbug_ir::Bindings,
+}
+
+impl AsRunnable {
+    /// `inner`, given runnable candidates made with `bindings`.
+    pub fn new(inner: Box<dyn Checker>, bindings: graphbug_ir::Bindings) -> Self {
+        AsRunnable { inner, bindings }
+    }
+
+    /// `inner` wrapped when candidates of `graph` need a runnable form, as it is otherwise.
+    pub fn wrap_for(
+        graph: &Graph,
+        inner: Box<dyn Checker>,
+        bindings: &graphbug_ir::Bindings,
+    ) -> Box<dyn Checker> {
+        if graphbug_aten::dynamic::needs_runnable_form(graph) {
+            Box::new(AsRunnable::new(inner, bindings.clone()))
+        } else {
+            inner
+        }
+    }
+}
+
+impl Checker for AsRunnable {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn check(&mut self, candidate: &Candidate) -> Verdict {
+        match graphbug_aten::dynamic::runnable(&candidate.graph, &self.bindings) {
+            Ok(graph) => self.inner.check(&Candidate {
+                graph,
+                ..candidate.clone()
+            }),
+            Err(e) => Verdict::Unresolved(format!("making the candidate runnable: {e}")),
+        }
+    }
+}

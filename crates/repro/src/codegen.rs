@@ -114,6 +114,15 @@ fn py_str(s: &str) -> String {
     graphbug_ir::value::python_str_repr(s)
 }
 
+/// `bindings` as a Python dict literal.
+fn py_bindings(bindings: &graphbug_ir::Bindings) -> String {
+    let items: Vec<String> = bindings
+        .iter()
+        .map(|(k, v)| format!("{}: {v}", py_str(k)))
+        .collect();
+    format!("{{{}}}", items.join(", "))
+}
+
 /// `repro.py`: the graph as a PyTorch module, run in eager on the same inputs, compared
 /// with graphbug's eager outputs.
 pub fn repro_py(graph: &Graph, m: &Manifest) -> String {
@@ -160,6 +169,8 @@ nan = float("nan")
 
 INPUT_NAMES = [{names}]
 RANDOM_SEED = {seed}
+# The values of the graph's size symbols (a dynamic-shape graph).
+BINDINGS = {bindings}
 
 _DTYPES = {{
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -185,22 +196,38 @@ def read_safetensors(path):
     return out
 
 
+def sizes_of(expr):
+    """The value of sizes as annotations spell them (`8`, `[s0, 2*s0]`, `(s1//2)`,
+    `Mod(s0, 2)`), with the symbols' values from BINDINGS."""
+    names = {{"Mod": lambda a, b: a % b, "Max": max, "Min": min, "__builtins__": {{}}}}
+    return eval(expr, names, dict(BINDINGS))
+
+
 def inputs_for(mod):
     here = os.path.dirname(os.path.abspath(__file__))
+    # Each input's annotation, by position (dynamo's parameters are named `L_x_` where
+    # its inputs are `l_x_`).
+    params = mod.forward.__code__.co_varnames[1:1 + len(INPUT_NAMES)]
+    annotations = [str(mod.forward.__annotations__.get(p, "")) for p in params]
     if RANDOM_SEED is None:
         saved = read_safetensors(os.path.join(here, "inputs.safetensors"))
-        return [saved[name] for name in INPUT_NAMES]
-    # Only shapes were kept: draw inputs from the annotations, as graphbug does (not the
-    # same values: torch's generator is not graphbug's).
-    torch.manual_seed(RANDOM_SEED)
-    out = []
-    for name, param in zip(INPUT_NAMES, mod.forward.__annotations__.values()):
-        dtype, _, dims = param.partition("[")
-        shape = [int(d) for d in dims.rstrip("]").split(",") if d.strip()]
-        dt = {{"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
-              "i64": torch.int64, "i32": torch.int32, "b8": torch.bool, "u8": torch.uint8}}[dtype]
-        out.append(torch.randn(shape, dtype=dt) if dt.is_floating_point else torch.randint(0, 2, shape).to(dt))
-    return out
+        out = [saved[name] for name in INPUT_NAMES]
+    else:
+        # Only shapes were kept: draw inputs from the annotations (symbols from BINDINGS),
+        # as graphbug does (not the same values: torch's generator is not graphbug's).
+        torch.manual_seed(RANDOM_SEED)
+        out = []
+        for param in annotations:
+            if param.startswith("Sym("):
+                out.append(torch.tensor(int(sizes_of(param[4:-1]))))
+                continue
+            dtype, _, dims = param.partition("[")
+            shape = [int(d) for d in sizes_of("[" + dims)]
+            dt = {{"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+                  "i64": torch.int64, "i32": torch.int32, "b8": torch.bool, "u8": torch.uint8}}[dtype]
+            out.append(torch.randn(shape, dtype=dt) if dt.is_floating_point else torch.randint(0, 2, shape).to(dt))
+    # Sizes (`Sym` inputs) are saved as 0-d tensors and passed as Python ints.
+    return [int(t) if param.startswith("Sym(") else t for param, t in zip(annotations, out)]
 
 
 def main():
@@ -241,6 +268,7 @@ if __name__ == "__main__":
         module = module.trim_end(),
         names = names.join(", "),
         seed = seed,
+        bindings = py_bindings(&m.bindings),
     );
     out
 }

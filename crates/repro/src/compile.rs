@@ -19,7 +19,7 @@ use graphbug_aten::dtype::meta_of;
 use graphbug_backends::{
     lookup, Backend, CompileContext, CompiledFn, ExampleInput, Failure, InnerEvent, InnerHook,
 };
-use graphbug_ir::{Device, Graph};
+use graphbug_ir::{Bindings, Device, Graph};
 use tch::Tensor;
 
 use crate::actions::accuracy_check;
@@ -53,6 +53,10 @@ pub struct ReproOptions {
     /// manifest; `strict_accuracy` is recorded anyway when only non-floating outputs show
     /// the failure).
     pub accuracy: AccuracyMode,
+    /// The graph as written, with its symbols' values, when `compile` is given its
+    /// runnable form (it has symbolic sizes or dynamo-level calls): repros after dynamo
+    /// keep it.
+    pub written: Option<(Graph, Bindings)>,
 }
 
 impl ReproOptions {
@@ -68,6 +72,7 @@ impl ReproOptions {
             plugins: Vec::new(),
             requires_grad: Vec::new(),
             accuracy: AccuracyMode::default(),
+            written: None,
         };
         if let Ok(v) = std::env::var(REPRO_AFTER_ENV) {
             opts.after = v
@@ -120,19 +125,38 @@ pub struct Compiled {
     aot_repro: Option<Arc<Mutex<Option<PathBuf>>>>,
 }
 
+/// The case of `graph`, or of the graph as `written` when given (see
+/// [`ReproOptions::written`]).
 fn case(
     graph: &Graph,
     inputs: &[Tensor],
     constants: &HashMap<String, Tensor>,
     manifest: Manifest,
+    written: Option<&(Graph, Bindings)>,
 ) -> ReproCase {
-    ReproCase {
-        graph: graph.clone(),
-        inputs: inputs.iter().map(Tensor::copy).collect(),
-        constants: constants
+    let inputs = || inputs.iter().map(Tensor::copy).collect();
+    let constants = || {
+        constants
             .iter()
             .map(|(k, t)| (k.clone(), t.copy()))
-            .collect(),
+            .collect()
+    };
+    if let Some((source, bindings)) = written {
+        if let Ok(c) = ReproCase::new(
+            source.clone(),
+            bindings,
+            inputs(),
+            constants(),
+            manifest.clone(),
+        ) {
+            return c;
+        }
+    }
+    ReproCase {
+        graph: graph.clone(),
+        source: None,
+        inputs: inputs(),
+        constants: constants(),
         manifest,
     }
 }
@@ -178,6 +202,7 @@ fn dump(
         inputs,
         constants,
         manifest_for(backend, options, Some(&failure)),
+        options.written.as_ref(),
     );
     match write_repro_dir(&options.dir, &c) {
         Ok(()) => ReproFailure {
@@ -262,6 +287,7 @@ pub fn compile(
             example_inputs,
             constants,
             manifest_for(backend, &options, None),
+            options.written.as_ref(),
         );
         write_repro_dir(&options.dir, &c)
             .map_err(|e| other(format!("writing the launcher: {e}")))?;
@@ -349,6 +375,7 @@ fn aot_hook(
             e.inputs,
             &used,
             manifest_for(e.backend, &options, e.failure),
+            None,
         );
         if write_repro_dir(&options.dir, &c).is_ok() {
             *written
@@ -402,6 +429,7 @@ impl Compiled {
                 &saved,
                 &self.constants,
                 manifest_for(&name, &self.options, None),
+                self.options.written.as_ref(),
             );
             let shared: Vec<Option<Tensor>> = outputs
                 .iter()

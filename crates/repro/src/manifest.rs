@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use graphbug_aten::accuracy::AccuracyMode;
 use graphbug_backends::{Failure, Stage, Symptom};
+use graphbug_ir::Bindings;
 use serde::{Deserialize, Serialize};
 
 /// The manifest's file name.
@@ -73,6 +74,20 @@ impl From<&Failure> for FailureRecord {
 }
 
 impl FailureRecord {
+    /// The failure a checker's signature describes (its kind is `<stage> <symptom>`, as
+    /// [`crate::checkers::signature_of`] makes it); `None` for other kinds (`contains`).
+    pub fn from_signature(sig: &graphbug_minifier::Signature) -> Option<Self> {
+        let (stage, symptom) = sig.kind.split_once(' ')?;
+        Some(FailureRecord {
+            stage: serde_json::from_value(serde_json::Value::from(stage)).ok()?,
+            symptom: serde_json::from_value(serde_json::Value::from(symptom.replace(' ', "_")))
+                .ok()?,
+            message: sig.message.clone(),
+            node: sig.culprits.first().cloned(),
+            op: sig.op.clone(),
+        })
+    }
+
     /// The failure as the backend would report it.
     pub fn to_failure(&self, backend: &str) -> Failure {
         Failure {
@@ -113,6 +128,10 @@ pub struct Manifest {
     /// non-floating outputs showed it).
     #[serde(default)]
     pub accuracy: AccuracyMode,
+    /// The size symbols of a dynamic-shape graph and the values it ran with (the inputs
+    /// bind them again; with random inputs, these give the sizes).
+    #[serde(default, skip_serializing_if = "Bindings::is_empty")]
+    pub bindings: Bindings,
 }
 
 impl Manifest {
@@ -132,6 +151,7 @@ impl Manifest {
             plugins: Vec::new(),
             failure: None,
             accuracy: AccuracyMode::default(),
+            bindings: Bindings::new(),
         }
     }
 

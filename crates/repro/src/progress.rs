@@ -16,7 +16,7 @@ use tch::Tensor;
 
 use crate::case::{write_repro_dir, ReproCase};
 use crate::error::{ReproError, Result};
-use crate::manifest::Manifest;
+use crate::manifest::{FailureRecord, Manifest};
 use crate::save::{replace_dir_atomically, write_file_atomically, write_graph_and_inputs};
 use crate::values::ReferenceValues;
 
@@ -268,15 +268,23 @@ impl Sink for MinifyDir<'_> {
             .candidate_inputs(best)
             .map_err(|e| e.to_string())?;
         match &self.manifest {
-            Some(manifest) => write_repro_dir(
-                &self.minified(),
-                &ReproCase {
-                    graph: best.graph.clone(),
-                    inputs,
-                    constants,
-                    manifest: manifest.clone(),
-                },
-            ),
+            Some(manifest) => {
+                let bindings = graphbug_aten::dynamic::bind_positional(&best.graph, &inputs)?;
+                // The minified graph records the failure it was minified for: the
+                // original's, or when none was recorded (a captured graph minified under
+                // `--backend`), the one the checker saw.
+                let manifest = Manifest {
+                    failure: manifest
+                        .failure
+                        .clone()
+                        .or_else(|| FailureRecord::from_signature(signature)),
+                    ..manifest.clone()
+                };
+                let case =
+                    ReproCase::new(best.graph.clone(), &bindings, inputs, constants, manifest)
+                        .map_err(|e| e.to_string())?;
+                write_repro_dir(&self.minified(), &case)
+            }
             None => replace_dir_atomically(&self.minified(), |d| {
                 write_graph_and_inputs(d, &best.graph, &inputs)
             }),

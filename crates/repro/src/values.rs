@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use graphbug_aten::dynamic;
 use graphbug_aten::io::{read_tensors, write_tensors};
 use graphbug_aten::{Interpreter, RtValue};
 use graphbug_ir::{Device, Graph, NodeKind};
@@ -32,6 +33,10 @@ impl ReferenceValues {
     /// Runs `graph` eagerly on copies of `inputs` and records each node's value (a copy,
     /// so later in-place ops cannot change it). With `offload`, values go to one
     /// .safetensors file each in that directory instead of memory.
+    ///
+    /// A graph with symbolic sizes or dynamo-level calls runs in its runnable form (see
+    /// [`graphbug_aten::dynamic::runnable`]), its symbols bound from `inputs`; values are
+    /// recorded under the ids of `graph`'s nodes of the same names.
     pub fn record(
         graph: &Graph,
         inputs: &[Tensor],
@@ -42,6 +47,26 @@ impl ReferenceValues {
         let tdev = graphbug_aten::dtype::tch_device(device)?;
         let originals: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
         let run_inputs: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
+        let runnable = if dynamic::needs_runnable_form(graph) {
+            let bindings = dynamic::bind_positional(graph, inputs).map_err(ReproError::Other)?;
+            Some(dynamic::runnable(graph, &bindings).map_err(ReproError::Other)?)
+        } else {
+            None
+        };
+        // The id in `graph` of each node of the graph that runs.
+        let id_in_graph: Option<Vec<Option<u32>>> = runnable.as_ref().map(|run| {
+            let ids: HashMap<&str, u32> = graph
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.as_str(), i as u32))
+                .collect();
+            run.nodes
+                .iter()
+                .map(|n| ids.get(n.name.as_str()).copied())
+                .collect()
+        });
+        let graph = runnable.as_ref().unwrap_or(graph);
         let interp = Interpreter::new(graph, device, constants)?;
         let mut memory = HashMap::new();
         if let Some(dir) = offload {
@@ -58,6 +83,14 @@ impl ReferenceValues {
             if node.is_placeholder() {
                 return Ok(());
             }
+            let i = match &id_in_graph {
+                Some(ids) => match ids[i] {
+                    Some(id) => id as usize,
+                    // A step a dynamo-level call was lowered to: no node of `graph`.
+                    None => return Ok(()),
+                },
+                None => i,
+            };
             if let RtValue::Tensor(t) = v {
                 keys.insert(Origin::Node(i as u32), fingerprint(t));
                 match offload {

@@ -51,6 +51,7 @@ fn repro_directories_are_written_byte_for_byte_the_same() {
     let write = |dir: &std::path::Path| {
         let case = ReproCase {
             graph: g.clone(),
+            source: None,
             inputs: vec![
                 tch::Tensor::from_slice(&[1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0]).reshape([2, 3]),
                 tch::Tensor::from_slice(&[0.5f32, 1.0, 2.0]),

@@ -36,6 +36,7 @@ fn options(dir: &Path, level: u8) -> ReproOptions {
         plugins: Vec::new(),
         requires_grad: Vec::new(),
         accuracy: Default::default(),
+        written: None,
     }
 }
 
