@@ -988,3 +988,39 @@ fn functionalize_prints_the_functional_graph_and_its_mutated_inputs() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("missing.py"));
 }
+
+#[test]
+fn partition_splits_pytorch_dynamic_joints_as_functorch_does() {
+    let joint = fixture("dynamic/reshape/joint.py");
+    let joint = joint.to_str().unwrap();
+    let out = graphbug(&[
+        "partition",
+        joint,
+        "--bind",
+        "s52=3",
+        "--bind",
+        "s97=6",
+        "--bind",
+        "s98=4",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("return (mul_6, mul_10, detach, primals_1, primals_2, primals_4, mul, sym_size_int, add_15)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# saved 7 values, 4*s52 = 12 bytes at the size hints: detach, primals_1"),
+        "{stdout}"
+    );
+    // Without the symbols' values the bytes are unknown: an error naming the symbol.
+    let out = graphbug(&["partition", joint]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(
+            "saved value `detach` is f32[s52]: its size needs a hint for s52 (give the symbols' values: --bind s52=N)"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}

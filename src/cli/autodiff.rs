@@ -12,8 +12,8 @@ use graphbug::autodiff::{functionalize, joint_graph_with};
 use graphbug::ir::{print_graph, Graph, Meta};
 use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
-    default::effect_tokens, default_partition, min_cut_rematerialization_partition, pareto_curve,
-    MinCutOptions, MinCutProblem, OpClasses,
+    default::effect_tokens, default_partition_with, min_cut_rematerialization_partition,
+    pareto_curve, MinCutOptions, MinCutProblem, OpClasses,
 };
 
 use super::{load_graph, lost_in_libtorch, lower_graph, requires_grad, static_only, supervise};
@@ -69,6 +69,10 @@ pub struct PartitionArgs {
     /// Print JSON instead of the two graphs.
     #[arg(long)]
     json: bool,
+    /// Value (size hint) of a size symbol of a dynamic-shape joint (`--bind s0=8`,
+    /// repeatable), for its saved bytes.
+    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = super::run::parse_binding)]
+    binds: Vec<(String, i64)>,
     #[command(flatten)]
     bound: super::run::Bound,
 }
@@ -207,7 +211,9 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     }
     let started = Instant::now();
     let (p, budget) = if !min_cut {
-        (default_partition(&joint, num_fwd_outputs)?, None)
+        let hints: graphbug::ir::Bindings = args.binds.iter().cloned().collect();
+        let p = default_partition_with(&joint, num_fwd_outputs, &|_| false, &hints)?;
+        (p, None)
     } else if let Some(b) = args.memory_budget {
         let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
         let (p, choice) = problem.partition_with_budget(b)?;
@@ -238,10 +244,13 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     }
     print!("{}", print_graph(&p.forward));
     print!("{}", print_graph(&p.backward));
+    let bytes = match &r.saved_bytes_expr {
+        Some(expr) => format!("{expr} = {} bytes at the size hints", r.saved_bytes),
+        None => format!("{} bytes", r.saved_bytes),
+    };
     println!(
-        "# saved {} values, {} bytes: {}; forward {} ops, backward {} ops",
+        "# saved {} values, {bytes}: {}; forward {} ops, backward {} ops",
         r.saved.len(),
-        r.saved_bytes,
         r.saved.join(", "),
         r.fw_ops,
         r.bw_ops

@@ -199,7 +199,9 @@ impl AotEager {
                 .is_some_and(|op| patterns.iter().any(|p| p.matches(op)))
         };
         match self.config.partitioner {
-            AotPartitioner::Default => default_partition_with(joint, num_fwd_outputs, &policy),
+            AotPartitioner::Default => {
+                default_partition_with(joint, num_fwd_outputs, &policy, &Default::default())
+            }
             AotPartitioner::MinCut => {
                 let options = MinCutOptions {
                     op_classes: self.config.op_classes,

@@ -126,7 +126,7 @@ fn meta_bytes(meta: &Meta) -> u64 {
             .iter()
             .flatten()
             .fold(0u64, |acc, t| acc.saturating_add(tensor_bytes(t))),
-        // Symbolic joints are refused by `joint_inputs` before costs are asked.
+        // The min-cut partitioner refuses symbolic joints before costs are asked.
         Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => 0,
     }
 }
@@ -138,7 +138,7 @@ fn meta_numel(meta: &Meta) -> u64 {
             .iter()
             .flatten()
             .fold(0u64, |acc, t| acc.saturating_add(numel(&t.shape))),
-        // Symbolic joints are refused by `joint_inputs` before costs are asked.
+        // The min-cut partitioner refuses symbolic joints before costs are asked.
         Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => 0,
     }
 }

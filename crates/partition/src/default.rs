@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use graphbug_ir::passes::{backward_side_effects, default_side_effects, extract_subgraph};
-use graphbug_ir::{Graph, IrError, Meta, NodeId, NodeKind, Value};
+use graphbug_ir::{Bindings, Graph, IrError, Meta, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{node_flops, CostModel};
@@ -18,9 +18,12 @@ pub enum PartitionError {
     /// A saved value has no shape, so its size is unknown.
     #[error("saved value `{0}` has no shape annotation")]
     MissingMeta(String),
-    /// The joint has symbolic sizes, which the partitioners do not handle yet.
-    #[error("node `{0}` has symbolic sizes (`{1}`): partitioning dynamic-shape joints is not supported yet; make it static first with `graphbug specialize`")]
+    /// The joint has symbolic sizes, which the min-cut partitioner does not handle yet.
+    #[error("node `{0}` has symbolic sizes (`{1}`): the min-cut partitioner does not handle dynamic-shape joints yet (the default partitioner does); make it static first with `graphbug specialize`")]
     Symbolic(String, String),
+    /// A saved value's size needs a symbol's value (a size hint) that was not given.
+    #[error("saved value `{0}` is {1}: its size needs a hint for {2} (give the symbols' values: --bind {2}=N)")]
+    NoHint(String, String, String),
     /// An option is out of range.
     #[error("bad option: {0}")]
     BadOption(String),
@@ -49,10 +52,15 @@ pub enum PartitionError {
 /// What a partition saves and computes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PartitionReport {
-    /// Names of the saved values, in the order the forward returns them.
+    /// Names of the saved values, in the order the forward returns them (tensors, then
+    /// the sizes of a dynamic-shape joint, as functorch orders them).
     pub saved: Vec<String>,
-    /// Their total size in bytes.
+    /// Their total size in bytes (of a dynamic-shape joint: at the size hints given; a
+    /// saved size counts 0, it lives on the autograd context, not in device memory).
     pub saved_bytes: u64,
+    /// Of a dynamic-shape joint: the saved bytes as an expression of the size symbols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes_expr: Option<String>,
     /// call_function nodes of the forward graph.
     pub fw_ops: usize,
     /// call_function nodes of the backward graph.
@@ -69,12 +77,14 @@ pub struct PartitionReport {
 }
 
 impl PartitionReport {
-    /// The report of a forward/backward pair saving `saved` (ids of `joint`).
+    /// The report of a forward/backward pair saving `saved` (ids of `joint`); `hints`
+    /// gives the size symbols' values of a dynamic-shape joint.
     pub fn new(
         joint: &Graph,
         saved: &[NodeId],
         forward: &Graph,
         backward: &Graph,
+        hints: &Bindings,
     ) -> Result<PartitionReport, PartitionError> {
         let recomputed = recomputed_nodes(forward, backward);
         let model = CostModel::default();
@@ -90,7 +100,8 @@ impl PartitionReport {
         }
         Ok(PartitionReport {
             saved: saved.iter().map(|&s| joint.node(s).name.clone()).collect(),
-            saved_bytes: saved_bytes(joint, saved)?,
+            saved_bytes: saved_bytes(joint, saved, hints)?,
+            saved_bytes_expr: saved_bytes_expr(joint, saved),
             fw_ops: forward.num_call_function_nodes(),
             bw_ops: backward.num_call_function_nodes(),
             recomputed: counts,
@@ -111,12 +122,20 @@ pub struct Partition {
     pub report: PartitionReport,
 }
 
+/// Refuses a dynamic-shape joint, naming a symbolic node (for partitioners that need
+/// static sizes).
+pub fn static_joint(joint: &Graph) -> Result<(), PartitionError> {
+    match joint.nodes.iter().find(|n| n.meta.is_symbolic()) {
+        Some(n) => Err(PartitionError::Symbolic(
+            n.name.clone(),
+            n.meta.annotation().unwrap_or_default(),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The joint's primals and tangents (by AOTAutograd's placeholder names).
 pub fn joint_inputs(joint: &Graph) -> Result<(Vec<NodeId>, Vec<NodeId>), PartitionError> {
-    if let Some(n) = joint.nodes.iter().find(|n| n.meta.is_symbolic()) {
-        let ann = n.meta.annotation().unwrap_or_default();
-        return Err(PartitionError::Symbolic(n.name.clone(), ann));
-    }
     let mut primals = Vec::new();
     let mut tangents = Vec::new();
     for id in joint.placeholders() {
@@ -167,15 +186,79 @@ pub fn split_outputs(
     ))
 }
 
-/// Total bytes of the saved values, by their metas.
-pub fn saved_bytes(joint: &Graph, saved: &[NodeId]) -> Result<u64, PartitionError> {
+/// Total bytes of the saved values, by their metas; symbolic sizes at `hints` (a saved
+/// size counts 0 bytes).
+pub fn saved_bytes(
+    joint: &Graph,
+    saved: &[NodeId],
+    hints: &Bindings,
+) -> Result<u64, PartitionError> {
     saved
         .iter()
-        .map(|&id| match &joint.node(id).meta {
-            Meta::Tensor(t) => Ok(t.nbytes()),
-            _ => Err(PartitionError::MissingMeta(joint.node(id).name.clone())),
+        .map(|&id| {
+            let node = joint.node(id);
+            match &node.meta {
+                Meta::Tensor(t) => Ok(t.nbytes()),
+                Meta::Sym(_) => Ok(0),
+                Meta::SymTensor(t) => match t.bind(hints) {
+                    Ok(m) => Ok(m.nbytes()),
+                    Err(_) => {
+                        let missing = node
+                            .meta
+                            .symbols()
+                            .find(|s| !hints.contains_key(*s))
+                            .unwrap_or_default();
+                        Err(PartitionError::NoHint(
+                            node.name.clone(),
+                            t.to_string(),
+                            missing.to_string(),
+                        ))
+                    }
+                },
+                _ => Err(PartitionError::MissingMeta(node.name.clone())),
+            }
         })
         .sum()
+}
+
+/// The saved bytes as an expression of the size symbols (`4*s52 + 4*(2*s97) + 96`), when
+/// any saved tensor has symbolic sizes.
+pub fn saved_bytes_expr(joint: &Graph, saved: &[NodeId]) -> Option<String> {
+    // Equal terms (a layer's saved values) are counted, not repeated.
+    let mut terms: Vec<(String, u64)> = Vec::new();
+    let mut constant = 0u64;
+    for &id in saved {
+        match &joint.node(id).meta {
+            Meta::Tensor(t) => constant += t.nbytes(),
+            Meta::SymTensor(t) => {
+                let mut term = t.dtype.itemsize().to_string();
+                for size in &t.sizes {
+                    match size.as_int() {
+                        Some(1) => {}
+                        Some(k) => term.push_str(&format!("*{k}")),
+                        None if size.as_symbol().is_some() => term.push_str(&format!("*{size}")),
+                        None => term.push_str(&format!("*({size})")),
+                    }
+                }
+                match terms.iter_mut().find(|(t, _)| *t == term) {
+                    Some((_, count)) => *count += 1,
+                    None => terms.push((term, 1)),
+                }
+            }
+            _ => {}
+        }
+    }
+    if terms.is_empty() {
+        return None;
+    }
+    let mut out: Vec<String> = terms
+        .into_iter()
+        .map(|(t, k)| if k == 1 { t } else { format!("{k}*{t}") })
+        .collect();
+    if constant > 0 {
+        out.push(constant.to_string());
+    }
+    Some(out.join(" + "))
 }
 
 /// The calls of `backward` that `forward` computes too (by node name): the forward ops
@@ -204,7 +287,11 @@ pub fn extract_fwd_bwd(
 ) -> Result<(Graph, Graph), PartitionError> {
     let (primals, tangents) = joint_inputs(joint)?;
     let (fwd_outputs, bwd_outputs) = split_outputs(joint, num_fwd_outputs)?;
-    let mut bw_inputs = saved.to_vec();
+    // The backward takes the saved sizes first, then the saved tensors (functorch's
+    // order: symints are stashed on the autograd context, apart from the tensors).
+    let is_size = |id: &&NodeId| matches!(joint.node(**id).meta, Meta::Sym(_));
+    let mut bw_inputs: Vec<NodeId> = saved.iter().filter(is_size).copied().collect();
+    bw_inputs.extend(saved.iter().filter(|id| !is_size(id)));
     bw_inputs.extend(&tangents);
     let backward = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &backward_side_effects)?;
     let mut fw_out = fwd_outputs;
@@ -215,20 +302,28 @@ pub fn extract_fwd_bwd(
 
 /// functorch's `default_partition`: the forward graph computes the forward outputs; each
 /// forward value the backward reads is saved (multi-output nodes through their getitems).
+///
+/// A dynamic-shape joint is partitioned as functorch partitions it: saved sizes are
+/// returned after the saved tensors, a tensor whose sizes are all the backward reads is
+/// not saved (the sizes are), and every symbol the backward's inputs mention is bound by a
+/// saved input size. Its saved bytes need the symbols' values: see
+/// [`default_partition_with`].
 pub fn default_partition(
     joint: &Graph,
     num_fwd_outputs: usize,
 ) -> Result<Partition, PartitionError> {
-    default_partition_with(joint, num_fwd_outputs, &|_| false)
+    default_partition_with(joint, num_fwd_outputs, &|_| false, &Bindings::new())
 }
 
 /// `default_partition` with a selective activation-checkpointing policy: forward nodes for
 /// which `recompute` is true are not saved; the backward recomputes them from what is saved
-/// (as PyTorch does for nodes tagged `MUST_RECOMPUTE`).
+/// (as PyTorch does for nodes tagged `MUST_RECOMPUTE`). `hints` gives the size symbols'
+/// values of a dynamic-shape joint, for its saved bytes.
 pub fn default_partition_with(
     joint: &Graph,
     num_fwd_outputs: usize,
     recompute: &dyn Fn(&graphbug_ir::Node) -> bool,
+    hints: &Bindings,
 ) -> Result<Partition, PartitionError> {
     let (primals, tangents) = joint_inputs(joint)?;
     let (fwd_outputs, bwd_outputs) = split_outputs(joint, num_fwd_outputs)?;
@@ -293,7 +388,23 @@ pub fn default_partition_with(
                 .iter()
                 .any(|u| matches!(joint.node(*u).kind, NodeKind::GetItem { .. }));
         let recomputed = recompute(node) && !node.is_placeholder();
-        if !multi && !recomputed {
+        if multi || recomputed {
+            continue;
+        }
+        // A tensor whose sizes are all the backward reads: those sizes are saved instead.
+        let bw_users: Vec<NodeId> = users.nodes[id.index()]
+            .iter()
+            .copied()
+            .filter(|&u| u > last_forward || reads_tangent[u.index()])
+            .collect();
+        let sizes_only = !matches!(node.meta, Meta::Sym(_))
+            && !bw_users.is_empty()
+            && bw_users
+                .iter()
+                .all(|&u| matches!(joint.node(u).meta, Meta::Sym(_)));
+        if sizes_only {
+            candidates.extend(bw_users);
+        } else {
             candidates.push(id);
         }
     }
@@ -314,11 +425,79 @@ pub fn default_partition_with(
         .into_iter()
         .filter(|&c| used.contains(joint.node(c).name.as_str()))
         .collect();
+    let saved = order_saved_sizes(joint, saved, &tangents);
     let (forward, backward) = extract_fwd_bwd(joint, num_fwd_outputs, &saved)?;
-    let report = PartitionReport::new(joint, &saved, &forward, &backward)?;
+    let report = PartitionReport::new(joint, &saved, &forward, &backward, hints)?;
     Ok(Partition {
         forward,
         backward,
         report,
     })
+}
+
+/// Of a dynamic-shape joint, `saved` in functorch's order: the tensors, then the sizes:
+/// first those that bind a symbol (an input size that is a bare symbol), then the ones
+/// computed from symbols. Every symbol that a computed size, a saved tensor or a tangent
+/// mentions gets an input binding it (the first in the joint, by symbol name), so the
+/// backward binds each of its symbols from its inputs. A static joint is left alone.
+fn order_saved_sizes(joint: &Graph, saved: Vec<NodeId>, tangents: &[NodeId]) -> Vec<NodeId> {
+    let is_size = |id: NodeId| matches!(joint.node(id).meta, Meta::Sym(_));
+    if !saved
+        .iter()
+        .any(|&id| is_size(id) || joint.node(id).meta.is_symbolic())
+    {
+        return saved;
+    }
+    // The input that binds each symbol, first occurrence first.
+    let mut binding: BTreeMap<&str, NodeId> = BTreeMap::new();
+    for id in joint.placeholders() {
+        if let Meta::Sym(e) = &joint.node(id).meta {
+            if let Some(s) = e.as_symbol() {
+                binding.entry(s).or_insert(id);
+            }
+        }
+    }
+    let binds = |id: NodeId| -> Option<&str> {
+        let node = joint.node(id);
+        match &node.meta {
+            Meta::Sym(e) if node.is_placeholder() => e.as_symbol(),
+            _ => None,
+        }
+    };
+    let (sizes, tensors): (Vec<NodeId>, Vec<NodeId>) =
+        saved.into_iter().partition(|&id| is_size(id));
+    let mut bound: HashSet<&str> = HashSet::new();
+    let mut binders = Vec::new();
+    let mut derived = Vec::new();
+    for id in sizes {
+        match binds(id) {
+            Some(s) => {
+                bound.insert(s);
+                binders.push(id);
+            }
+            None => derived.push(id),
+        }
+    }
+    for &id in derived.iter().chain(&tensors).chain(tangents) {
+        let mut new: Vec<&str> = joint
+            .node(id)
+            .meta
+            .symbols()
+            .filter(|s| !bound.contains(s))
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        for s in new {
+            if let Some(&b) = binding.get(s) {
+                if !binders.contains(&b) {
+                    binders.push(b);
+                }
+            }
+            bound.insert(s);
+        }
+    }
+    let mut out = tensors;
+    out.extend(binders);
+    out.extend(derived);
+    out
 }

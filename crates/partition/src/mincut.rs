@@ -30,8 +30,8 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 
 use crate::default::{
-    default_partition_with, effect_tokens, extract_fwd_bwd, joint_inputs, split_outputs, Partition,
-    PartitionError, PartitionReport,
+    default_partition_with, effect_tokens, extract_fwd_bwd, joint_inputs, split_outputs,
+    static_joint, Partition, PartitionError, PartitionReport,
 };
 use crate::knapsack::KnapsackSolver;
 use crate::ops::{class, OpClasses, OpTypes};
@@ -243,7 +243,12 @@ pub fn min_cut_rematerialization_partition(
         // Nothing to cut; functorch hands such graphs to the default partitioner.
         let policy = options.must_recompute.clone();
         let recompute = move |n: &Node| policy.as_ref().is_some_and(|p| p(n));
-        return default_partition_with(problem.graph(), num_fwd_outputs, &recompute);
+        return default_partition_with(
+            problem.graph(),
+            num_fwd_outputs,
+            &recompute,
+            &graphbug_ir::Bindings::new(),
+        );
     }
     let saved = if options.activation_memory_budget < 1.0 {
         problem
@@ -271,6 +276,7 @@ impl MinCutProblem {
             )));
         }
         joint.verify()?;
+        static_joint(joint)?;
         joint_inputs(joint)?;
         split_outputs(joint, num_fwd_outputs)?;
         let mut graph = eliminate_dead_code(joint, &default_side_effects);
@@ -990,7 +996,13 @@ impl MinCutProblem {
         // Both are verified: `extract_subgraph` checks the forward, the reordering the
         // backward.
         let backward = reorder_like_autograd(&backward)?;
-        let report = PartitionReport::new(graph, &saved, &forward, &backward)?;
+        let report = PartitionReport::new(
+            graph,
+            &saved,
+            &forward,
+            &backward,
+            &graphbug_ir::Bindings::new(),
+        )?;
         Ok(Partition {
             forward,
             backward,

@@ -57,7 +57,8 @@ fn bad_joints_are_named() {
     let fwd = parse_graph(&fixture("mlp", "forward.py")).unwrap();
     let err = default_partition(&fwd, 1).unwrap_err().to_string();
     assert!(err.contains("input `arg0_1` is neither a primal"), "{err}");
-    // A dynamic-shape joint is refused by name, by both partitioners, not cut on guesses.
+    // A dynamic-shape joint: min-cut refuses it by name, not cut on guesses; the default
+    // partitioner needs the symbols' values for its saved bytes, and names the one missing.
     let dynamic = parse_graph(
         "class joint_helper(torch.nn.Module):
     def forward(self, primals_1: \"Sym(s0)\", primals_2: \"f32[s0, 4]\", tangents_1: \"f32[s0, 4]\"):
@@ -69,7 +70,7 @@ fn bad_joints_are_named() {
     .unwrap();
     let err = default_partition(&dynamic, 1).unwrap_err().to_string();
     assert!(
-        err.contains("node `primals_1` has symbolic sizes (`Sym(s0)`)"),
+        err.contains("saved value `relu` is f32[s0, 4]: its size needs a hint for s0"),
         "{err}"
     );
     let options = graphbug_partition::MinCutOptions::default();
@@ -77,16 +78,95 @@ fn bad_joints_are_named() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("partitioning dynamic-shape joints is not supported yet"),
+        err.contains("node `primals_1` has symbolic sizes (`Sym(s0)`): the min-cut partitioner does not handle dynamic-shape joints yet"),
         "{err}"
     );
+}
+
+/// A forward tensor whose sizes are all the backward reads is not saved: its sizes are
+/// (computed in the forward), after the input size that binds their symbol.
+#[test]
+fn a_tensor_only_measured_by_the_backward_saves_its_sizes() {
+    let joint = parse_graph(
+        "class joint_helper(torch.nn.Module):
+    def forward(self, primals_1: \"Sym(s0)\", primals_2: \"f32[s0, 4]\", tangents_1: \"f32[s0, 4]\"):
+        relu: \"f32[s0, 4]\" = torch.ops.aten.relu.default(primals_2);  primals_2 = None
+        mul: \"f32[s0, 4]\" = torch.ops.aten.mul.Tensor(tangents_1, 2);  tangents_1 = None
+        sym_size_int: \"Sym(s0)\" = torch.ops.aten.sym_size.int(relu, 0)
+        view: \"f32[s0, 4]\" = torch.ops.aten.view.default(mul, [sym_size_int, 4]);  mul = sym_size_int = None
+        return (relu, None, view)
+",
+    )
+    .unwrap();
+    let hints: graphbug_ir::Bindings = [("s0".to_string(), 3)].into_iter().collect();
+    let p = graphbug_partition::default_partition_with(&joint, 1, &|_| false, &hints).unwrap();
+    assert_eq!(p.report.saved, ["primals_1", "sym_size_int"]);
+    assert_eq!(p.report.saved_bytes, 0);
+    let fw = print_graph(&p.forward);
+    assert!(
+        fw.contains("return (relu, primals_1, sym_size_int)"),
+        "{fw}"
+    );
+    let bw = print_graph(&p.backward);
+    assert!(
+        bw.contains(r#"forward(self, primals_1: "Sym(s0)", sym_size_int: "Sym(s0)", tangents_1: "f32[s0, 4]")"#),
+        "{bw}"
+    );
+}
+
+/// PyTorch's dynamic-shape joints (torch.compile(dynamic=True)), split as functorch's
+/// default partitioner split them: the same forward and backward, node for node, saving
+/// the same tensors and sizes in the same order.
+#[test]
+fn dynamic_shape_joints_save_exactly_what_functorch_saves() {
+    for model in ["mlp", "reshape", "conv", "attention", "interpolate"] {
+        let dir = format!("dynamic/{model}");
+        let joint = parse_graph(&fixture(&dir, "joint.py")).unwrap();
+        let info: serde_json::Value = serde_json::from_str(&fixture(&dir, "joint.json")).unwrap();
+        let n = info["num_fwd_outputs"].as_u64().unwrap() as usize;
+        let hints: graphbug_ir::Bindings = info["hints"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_i64().unwrap()))
+            .collect();
+        let p = graphbug_partition::default_partition_with(&joint, n, &|_| false, &hints)
+            .unwrap_or_else(|e| panic!("{model}: {e}"));
+        let want_fw = parse_graph(&fixture(&dir, "fw.py")).unwrap();
+        let want_bw = parse_graph(&fixture(&dir, "bw.py")).unwrap();
+        assert_eq!(body(&p.forward), body(&want_fw), "{model} forward");
+        assert_eq!(body(&p.backward), body(&want_bw), "{model} backward");
+        // The saved bytes at the hints, and as an expression that evaluates to them.
+        let expr = p
+            .report
+            .saved_bytes_expr
+            .clone()
+            .expect("symbolic saved tensors");
+        let value = graphbug_ir::SymExpr::parse(&expr)
+            .unwrap_or_else(|e| panic!("{model}: `{expr}`: {e}"))
+            .eval(&hints)
+            .unwrap();
+        assert_eq!(value as u64, p.report.saved_bytes, "{model}: {expr}");
+        // functorch's saved tensors (its sizes live on the autograd context) at the hints.
+        let want_bytes: u64 = want_fw.outputs()[n..]
+            .iter()
+            .filter_map(|v| v.as_node())
+            .filter_map(|id| match &want_fw.node(id).meta {
+                graphbug_ir::Meta::SymTensor(t) => Some(t.bind(&hints).unwrap().nbytes()),
+                graphbug_ir::Meta::Tensor(t) => Some(t.nbytes()),
+                _ => None,
+            })
+            .sum();
+        assert_eq!(p.report.saved_bytes, want_bytes, "{model}");
+    }
 }
 
 #[test]
 fn a_recompute_policy_moves_ops_to_the_backward() {
     let joint = parse_graph(&fixture("mlp", "joint.py")).unwrap();
     let relu = |n: &graphbug_ir::Node| n.op().is_some_and(|o| o.name == "relu");
-    let p = graphbug_partition::default_partition_with(&joint, 1, &relu).unwrap();
+    let p =
+        graphbug_partition::default_partition_with(&joint, 1, &relu, &Default::default()).unwrap();
     assert!(
         !p.report.saved.contains(&"relu".to_string()),
         "{:?}",
