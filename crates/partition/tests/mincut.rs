@@ -210,7 +210,7 @@ fn reports_are_deterministic_and_read_old_json() {
 fn the_default_partitioner_reports_recomputation_too() {
     let (g, n) = joint("mlp");
     let relu = |node: &graphbug_ir::Node| node.op().is_some_and(|o| o.name == "relu");
-    let p = graphbug_partition::default_partition_with(&g, n, &relu).unwrap();
+    let p = graphbug_partition::default_partition_with(&g, n, &relu, &Default::default()).unwrap();
     assert_eq!(p.report.recomputed.get("aten.relu"), Some(&1));
     assert!(default_partition(&g, n)
         .unwrap()
