@@ -38,7 +38,8 @@ enum Command {
         bound: cli::run::Bound,
     },
     /// Print a dynamic-shape graph made static: its size symbols bound from the inputs'
-    /// sizes and --bind, the sizes it computes made constants.
+    /// sizes and --bind, the sizes it computes made constants (with --aten, also lowered
+    /// to aten).
     Specialize {
         /// Graph text file, or `-` for standard input.
         file: PathBuf,
@@ -48,6 +49,9 @@ enum Command {
         /// Value of a size symbol (`--bind s0=8`, repeatable).
         #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::run::parse_binding)]
         binds: Vec<(String, i64)>,
+        /// Also lower dynamo-level calls to aten: the graph exactly as graphbug runs it.
+        #[arg(long)]
+        aten: bool,
     },
     /// Run a graph through a backend.
     Run(cli::run::RunArgs),
@@ -87,7 +91,8 @@ fn main() -> ExitCode {
             file,
             inputs,
             binds,
-        } => cli::specialize(&file, inputs.as_deref(), &binds),
+            aten,
+        } => cli::specialize(&file, inputs.as_deref(), &binds, aten),
         Command::Run(args) => cli::run::run(&args),
         Command::Backends { all } => cli::backends(all),
         Command::Explain(args) => cli::run::explain(&args),

@@ -272,6 +272,7 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         "loss_dynamic",
         "residual",
         "residual_dynamic",
+        "attention",
     ] {
         assert_run_matches(
             &format!("dynamo/{case}.py"),
@@ -296,12 +297,38 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         "dynamo/mlp_inputs.safetensors",
         &[],
     );
-    // A Python-level function with no aten op is named.
-    let attention = fixture("dynamo/attention.py");
-    let out = graphbug(&["run", attention.to_str().unwrap()]);
+    // A value read from data (dynamic=True lifts the module's dropout float to a tensor,
+    // which the graph reads with `.item()`) is named, not guessed.
+    let out = graphbug(&[
+        "run",
+        fixture("dynamo/attention_dynamic.py").to_str().unwrap(),
+        "--inputs",
+        fixture("dynamo/attention_dynamic_inputs.safetensors")
+            .to_str()
+            .unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("torch.nn.functional.multi_head_attention_forward"),
+        text(&out.stderr).contains(
+            "node `item`: \"Sym(zf6)\" is read from a tensor's data (an unbacked symbol)"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    // A form of a Python-level function that is not lowered is named, not run on guesses.
+    let attention = std::fs::read_to_string(fixture("dynamo/attention.py")).unwrap();
+    let masked = tmpdir("dynamo-mask").join("attention.py");
+    std::fs::write(
+        &masked,
+        attention.replace("key_padding_mask = None", "key_padding_mask = query"),
+    )
+    .unwrap();
+    let out = graphbug(&["run", masked.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(
+            "node `multi_head_attention_forward` (torch.nn.functional.multi_head_attention_forward): `key_padding_mask` is not lowered yet"
+        ),
         "{}",
         text(&out.stderr)
     );

@@ -96,15 +96,20 @@ def _first_call_recorder(fn, writer, names, boxed):
     state = {"done": False}
 
     def record(args):
-        if not state["done"]:
+        # The inputs are written before the call (it may change them in place).
+        first = not state["done"]
+        if first:
             state["done"] = True
             writer.inputs(names, args)
-        return args
+        return first
 
     if boxed:
         def run(args):
-            record(list(args))
-            return fn(args)
+            first = record(list(args))
+            outs = fn(args)
+            if first:
+                writer.outputs(outs)
+            return outs
 
         run._boxed_call = True
         return run
@@ -112,8 +117,11 @@ def _first_call_recorder(fn, writer, names, boxed):
     # Dynamo calls a backend's function with the inputs as arguments, or with one list of
     # them when it flattens the inputs itself; either way they pass through unchanged.
     def run(*args):
-        record(args[0] if len(args) == 1 and isinstance(args[0], list) else args)
-        return fn(*args)
+        first = record(args[0] if len(args) == 1 and isinstance(args[0], list) else args)
+        outs = fn(*args)
+        if first:
+            writer.outputs(outs)
+        return outs
 
     if getattr(fn, "_boxed_call", False):
         run._boxed_call = True
@@ -168,6 +176,23 @@ class _Writer:
                     consts.append((node.target, value))
         if consts:
             safetensors.save(os.path.join(self.dir, "constants.safetensors"), consts)
+
+    def outputs(self, outs):
+        """PyTorch's outputs of the first call, out0..outN (sizes as 0-d tensors, None
+        left out), for `graphbug run --compare`."""
+        import torch
+
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+        named = []
+        for i, o in enumerate(outs):
+            if isinstance(o, torch.Tensor):
+                named.append((f"out{i}", o.detach()))
+            elif isinstance(o, (int, bool)) or type(o).__name__ == "SymInt":
+                named.append((f"out{i}", torch.tensor(int(o))))
+        try:
+            safetensors.save(os.path.join(self.dir, "outputs.safetensors"), named)
+        except ValueError as e:
+            _note(self.dir, f"outputs not written: {e}")
 
     def inputs(self, names, args):
         import torch

@@ -19,11 +19,15 @@ def save(path, named):
     """Writes [(name, tensor)] to `path`: keys sorted, dense little-endian data."""
     import torch
 
-    header, blobs, offset = {}, [], 0
+    header, blobs, offset, strides = {}, [], 0, {}
     for name, t in sorted(named, key=lambda kv: kv[0]):
         kind = dtype_name(t)
         if kind is None or t.layout != torch.strided:
             raise ValueError(f"tensor `{name}` ({t.dtype}, {t.layout}) cannot be written as safetensors")
+        if not t.is_contiguous() and t.numel() > 1:
+            # The layout rides along (graphbug lays the tensor out again when reading):
+            # AOT graphs `view` their inputs as they were laid out.
+            strides[name] = list(t.stride())
         t = t.detach().to("cpu")
         dense = torch.empty(t.shape, dtype=t.dtype)
         dense.copy_(t.resolve_conj().resolve_neg())
@@ -32,6 +36,8 @@ def save(path, named):
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
+    if strides:
+        header["__metadata__"] = {"strides": json.dumps(strides, separators=(",", ":"))}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as fh:

@@ -307,11 +307,20 @@ pub fn fmt(file: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `graphbug specialize`: prints the graph made static (see [`specialize_graph`]).
-pub fn specialize(file: &Path, inputs: Option<&Path>, binds: &[(String, i64)]) -> Result<ExitCode> {
+/// `graphbug specialize`: prints the graph made static (see [`specialize_graph`]); with
+/// `aten`, lowered to aten too (see [`lower_graph`]).
+pub fn specialize(
+    file: &Path,
+    inputs: Option<&Path>,
+    binds: &[(String, i64)],
+    aten: bool,
+) -> Result<ExitCode> {
     let mut graph = load_graph(file)?;
     let mut named = inputs.map(read_tensors).transpose()?;
     specialize_graph(&mut graph, named.as_mut(), binds)?;
+    if aten {
+        lower_graph(&mut graph)?;
+    }
     print!("{}", print_graph(&graph));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,11 @@
 """Generate graphbug conformance cases from PyTorch itself.
 
-Sources: OpInfo samples (torch.testing's op_db, traced with make_fx) and a small model
-zoo (torchvision models and torch.nn modules, captured with AOTAutograd). Each case is a
-directory holding what PyTorch says about one graph:
+Sources: OpInfo samples (torch.testing's op_db, traced with make_fx), a small model
+zoo (torchvision models and torch.nn modules, captured with AOTAutograd), and the same
+zoo compiled by torch.compile with the graphbug_capture backend, static and dynamic
+(`capture`: the graphs a backend receives, dynamo-level and AOT; a case holds forward.py,
+inputs, outputs and the capture's manifest). Each case is a directory holding what
+PyTorch says about one graph:
 
     forward.py            the graph, exactly as PyTorch's print_readable() prints it
     inputs.safetensors    its inputs, keys = placeholder names (constants: their attr name)
@@ -762,6 +765,78 @@ def zoo_variants(name):
     return ["train", "train-nodrop"] if without_dropout(m) else ["train"]
 
 
+# ---------------------------------------------------------------- capture
+
+
+def capture_task(args):
+    """A zoo model (dropout off, train mode) compiled with the graphbug_capture backend,
+    with static shapes or dynamic=True, and one training step: each graph the backend
+    received (dynamo-level) and each AOT forward and backward graph becomes a case,
+    `capture/<model>/<static|dynamic>/<dynamo_000|aot_fw_000|aot_bw_000|...>`, holding the
+    graph as PyTorch printed it, its real inputs and PyTorch's outputs."""
+    import tempfile
+
+    name, mode, out_root = args
+    torch.set_num_threads(1)
+    group = f"capture/{name}/{mode}"
+    meta = {"source": "capture", "op": name, "dtype": "float32", "variant": mode}
+    results = []
+
+    def body():
+        build, make_inputs = zoo_models()[name]
+        torch.manual_seed(seed_of(name))
+        model = build()
+        without_dropout(model)
+        model.train()
+        xs = make_inputs()
+        torch._dynamo.reset()
+        with tempfile.TemporaryDirectory() as tmp:
+            compiled = torch.compile(model, backend="graphbug_capture",
+                                     options={"out": tmp, "aot": True},
+                                     dynamic=(mode == "dynamic"))
+            out = compiled(*xs)
+            floats = [o for o in pytree.tree_leaves(out)
+                      if isinstance(o, torch.Tensor) and o.requires_grad]
+            if floats:
+                sum(o.float().sum() for o in floats).backward()
+            dirs = sorted(d for d in os.listdir(tmp) if os.path.isdir(os.path.join(tmp, d)))
+            if not dirs:
+                raise Skip("torch.compile handed the backend no graph")
+            for d in dirs:
+                src = os.path.join(tmp, d)
+                case_id = f"{group}/{d}"
+                out_dir = os.path.join(out_root, case_id)
+                files = {"graph.py": "forward.py", "inputs.safetensors": "inputs.safetensors",
+                         "outputs.safetensors": "outputs.safetensors",
+                         "manifest.json": "manifest.json"}
+                missing = [f for f in files if not os.path.exists(os.path.join(src, f))]
+                note = os.path.join(src, "CAPTURE_NOTE.txt")
+                if missing and os.path.exists(note):
+                    # The files cannot hold a value (complex, sparse): the capture says which.
+                    with open(note) as fh:
+                        reason = fh.read().strip()
+                    skip_case(out_dir, case_id, meta, reason, status="unsupported")
+                    results.append((case_id, "unsupported"))
+                    continue
+                if missing:
+                    skip_case(out_dir, case_id, meta, "torch.compile compiled this graph but "
+                              "never called it (it recompiled first)")
+                    results.append((case_id, "skipped"))
+                    continue
+                os.makedirs(out_dir, exist_ok=True)
+                for f, to in files.items():
+                    shutil.copyfile(os.path.join(src, f), os.path.join(out_dir, to))
+                kind = d.rsplit("_", 1)[0]
+                write_case_json(out_dir, {"version": FORMAT_VERSION, "id": case_id,
+                                          "status": "ok", "kind": kind, **meta})
+                results.append((case_id, "ok"))
+
+    status = guarded(group, os.path.join(out_root, group, "all"), meta, body)
+    if status != "ok":
+        return [(f"{group}/all", status)]
+    return results
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -815,6 +890,13 @@ def main(argv=None):
                     if pattern is None or pattern.search(f"zoo/{name}/{variant}"):
                         tasks.append((zoo_task, (name, variant, a.out)))
 
+    if "capture" in sources:
+        names = sorted(zoo_models()) if a.subset == "full" else CI_ZOO
+        for name in names:
+            for mode in ("static", "dynamic"):
+                if pattern is None or pattern.search(f"capture/{name}/{mode}/"):
+                    tasks.append((capture_task, (name, mode, a.out)))
+
     os.makedirs(a.out, exist_ok=True)
     counts = {"ok": 0, "skipped": 0, "unsupported": 0}
     run_tasks(tasks, max(1, a.jobs), counts)
@@ -823,7 +905,11 @@ def main(argv=None):
 
 def task_case(fn, args):
     """(case id, out dir, meta) standing for a task whose worker died."""
-    if fn is opinfo_task:
+    if fn is capture_task:
+        name, mode, out_root = args
+        case_id = f"capture/{name}/{mode}/all"
+        meta = {"source": "capture", "op": name, "dtype": "float32", "variant": mode}
+    elif fn is opinfo_task:
         key, dname, _n, out_root = args
         case_id = f"opinfo/{key}/{SHORT[dname]}/0"
         meta = {"source": "opinfo", "op": key, "dtype": dname, "sample": 0}

@@ -85,8 +85,9 @@ struct ConformanceArgs {
     /// for full, float64 and bfloat16 with one sample per op).
     #[arg(long)]
     dtypes: Option<String>,
-    /// Case sources, comma-separated: opinfo, zoo.
-    #[arg(long, default_value = "opinfo,zoo")]
+    /// Case sources, comma-separated: opinfo, zoo, capture (the zoo compiled by
+    /// torch.compile through the graphbug_capture backend, static and dynamic).
+    #[arg(long, default_value = "opinfo,zoo,capture")]
     sources: String,
     /// Seconds one graphbug command may take.
     #[arg(long, default_value_t = 300)]

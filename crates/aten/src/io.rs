@@ -7,7 +7,7 @@
 //! Reading keeps the file's order (zip entry order for npz, data-offset order for
 //! safetensors); writing is atomic and byte-for-byte deterministic.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{Cursor, Read, Write};
 use std::path::{Path, PathBuf};
@@ -96,6 +96,8 @@ struct HostTensor<'a> {
     dtype: Dtype,
     shape: Vec<usize>,
     data: Vec<u8>,
+    /// The tensor's strides when they are not the contiguous ones of its shape.
+    strides: Option<Vec<i64>>,
 }
 
 impl<'a> HostTensor<'a> {
@@ -112,6 +114,7 @@ impl<'a> HostTensor<'a> {
                 ),
             )
         })?;
+        let strides = (!tensor.is_contiguous() && tensor.numel() > 1).then(|| tensor.stride());
         // uint16/32/64 are read through the signed kind of their width (tch lacks them).
         let host = view_bits(tensor, bits_dtype(dtype))
             .map_err(tch::TchError::Torch)
@@ -144,6 +147,7 @@ impl<'a> HostTensor<'a> {
             dtype,
             shape,
             data,
+            strides,
         })
     }
 }
@@ -519,10 +523,62 @@ fn safetensors_bytes(path: &Path, tensors: &[HostTensor]) -> crate::Result<Vec<u
             },
         ));
     }
+    // Strides that are not the contiguous ones ride in the header's metadata, so a
+    // reader gets the layout back (AOT graphs `view` their inputs as they were laid out).
+    let strides: std::collections::BTreeMap<&str, &Vec<i64>> = tensors
+        .iter()
+        .filter_map(|t| t.strides.as_ref().map(|s| (t.name, s)))
+        .collect();
+    let metadata = (!strides.is_empty()).then(|| {
+        std::collections::HashMap::from([(
+            STRIDES_METADATA.to_string(),
+            serde_json::to_string(&strides).expect("strides serialize"),
+        )])
+    });
     // The writer sorts by (dtype alignment, name) and serialises the header from a Vec,
-    // so the output does not depend on hash-map order.
-    safetensors::serialize(views, &None)
+    // so the output does not depend on hash-map order (the metadata has one key).
+    safetensors::serialize(views, &metadata)
         .map_err(|e| file_error(path, format!("safetensors: {e:?}")))
+}
+
+/// The safetensors metadata key holding the strides of tensors that were not contiguous:
+/// a JSON object from tensor name to strides (graphbug_capture writes it too).
+pub const STRIDES_METADATA: &str = "strides";
+
+/// `t` (contiguous) laid out with `strides`: the same values in a fresh buffer with that
+/// layout; stride-0 (broadcast) dimensions are expanded from their first element.
+fn with_strides(t: &Tensor, strides: &[i64]) -> Result<Tensor, String> {
+    let shape = t.size();
+    if strides.len() != shape.len() || strides.iter().any(|&s| s < 0) {
+        return Err(format!("strides {strides:?} do not fit shape {shape:?}"));
+    }
+    // Broadcast dimensions keep one element; the rest get the strides' buffer.
+    let base = shape
+        .iter()
+        .zip(strides)
+        .enumerate()
+        .filter(|(_, (&n, &s))| s == 0 && n > 1)
+        .fold(t.shallow_clone(), |acc, (d, _)| acc.narrow(d as i64, 0, 1));
+    let base_shape = base.size();
+    let extent: i64 = 1 + base_shape
+        .iter()
+        .zip(strides)
+        .map(|(&n, &s)| (n - 1).max(0) * s)
+        .sum::<i64>();
+    // A zero buffer of t's dtype (zeros_like: uint16/32/64 have no tch kind).
+    let buffer = t
+        .f_reshape([-1])
+        .and_then(|flat| flat.f_narrow(0, 0, 1))
+        .and_then(|one| one.f_zeros_like())
+        .and_then(|zero| zero.f_expand([extent], false))
+        .and_then(|zeros| zeros.f_contiguous())
+        .map_err(|e| e.to_string())?;
+    let laid = buffer
+        .f_as_strided(&base_shape, strides, 0)
+        .map_err(|e| e.to_string())?;
+    let mut dst = laid.shallow_clone();
+    dst.f_copy_(&base).map_err(|e| e.to_string())?;
+    laid.f_expand(&shape, false).map_err(|e| e.to_string())
 }
 
 fn read_safetensors(path: &Path, bytes: &[u8]) -> crate::Result<Vec<(String, Tensor)>> {
@@ -537,6 +593,15 @@ fn read_safetensors(path: &Path, bytes: &[u8]) -> crate::Result<Vec<(String, Ten
         .map(|(name, info)| (name, info.data_offsets))
         .collect();
     names.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    let strides: HashMap<String, Vec<i64>> = match metadata
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get(STRIDES_METADATA))
+    {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| file_error(path, format!("bad `{STRIDES_METADATA}` metadata: {e}")))?,
+        None => HashMap::new(),
+    };
     let mut out = Vec::with_capacity(names.len());
     for (name, _) in names {
         let view = st
@@ -553,8 +618,12 @@ fn read_safetensors(path: &Path, bytes: &[u8]) -> crate::Result<Vec<(String, Ten
             .iter()
             .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
             .collect();
-        let tensor = tensor_from_bytes(view.data(), dtype, &shape, false)
+        let mut tensor = tensor_from_bytes(view.data(), dtype, &shape, false)
             .map_err(|e| file_error(path, format!("tensor `{name}`: {e}")))?;
+        if let Some(s) = strides.get(&name) {
+            tensor = with_strides(&tensor, s)
+                .map_err(|e| file_error(path, format!("tensor `{name}`: {e}")))?;
+        }
         out.push((name, tensor));
     }
     Ok(out)
@@ -865,6 +934,44 @@ mod tests {
                 .tr(),
         ));
         out
+    }
+
+    #[test]
+    fn safetensors_keep_the_layout_of_strided_tensors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("strided.safetensors");
+        let base = Tensor::arange(24, (Kind::Float, tch::Device::Cpu)).reshape([2, 3, 4]);
+        let tensors = vec![
+            ("permuted".to_string(), base.permute([2, 0, 1])),
+            (
+                "broadcast".to_string(),
+                base.narrow(0, 0, 1).expand([5, 3, 4], false),
+            ),
+            ("sliced".to_string(), base.narrow(2, 1, 2)),
+            ("plain".to_string(), base.shallow_clone()),
+        ];
+        write_tensors(&path, &tensors).unwrap();
+        let back = read_tensors(&path).unwrap();
+        for (name, want) in &tensors {
+            let (_, got) = back.iter().find(|(n, _)| n == name).unwrap();
+            assert_eq!(got.stride(), want.stride(), "{name}");
+            assert!(got.equal(want), "{name}");
+        }
+        // A stride list that does not fit the shape is named, not guessed at.
+        let text = std::fs::read(&path).unwrap();
+        let n = u64::from_le_bytes(text[..8].try_into().unwrap()) as usize;
+        let header = String::from_utf8(text[8..8 + n].to_vec()).unwrap();
+        let bad = header.replacen("[1,12,4]", "[1,12]  ", 1);
+        assert_ne!(bad, header, "{header}");
+        let mut broken = text[..8].to_vec();
+        broken.extend(bad.as_bytes());
+        broken.extend(&text[8 + n..]);
+        std::fs::write(&path, broken).unwrap();
+        let err = read_tensors(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("tensor `permuted`: strides [1, 12] do not fit shape [4, 2, 3]"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1199,6 +1306,7 @@ mod tests {
                 dtype: Dtype::Float32,
                 shape: vec![3],
                 data: vec![0; 12],
+                strides: None,
             },
         )
         .unwrap();

@@ -10,6 +10,8 @@
 //! differs from its aten op's) are spelled out below. A call nothing binds to is an error
 //! naming it.
 
+use std::collections::HashMap;
+
 use crate::graph::{Graph, Node, NodeId, NodeKind};
 use crate::naming::Namespace;
 use crate::schema::{ArgType, Argument, Elem, Schema, Schemas};
@@ -34,48 +36,43 @@ pub fn lower_to_aten(graph: &Graph, schemas: &dyn Schemas) -> Result<Graph, Stri
     let mut out = Graph::new(&graph.name);
     out.param_names = graph.param_names.clone();
     let mut new_id: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
+    // Python functions that return a tuple of values computed by separate aten nodes:
+    // the node (its output 0) and the values of its other outputs.
+    let mut tuples: HashMap<NodeId, Vec<Option<Value>>> = HashMap::new();
     for node in &graph.nodes {
         let kind = node
             .try_remap_kind::<()>(&mut |id| Ok(new_id[id.index()]))
             .expect("remapping to earlier nodes cannot fail");
         let kind = match kind {
             NodeKind::Call { op, args, kwargs } if op.is_python() => {
-                let lowered = Lowering {
-                    graph: &out,
+                let mut lowering = Lowering {
+                    out: &mut out,
+                    names: &mut names,
+                    node: &node.name,
                     schemas,
+                    rest: None,
+                };
+                let kind = lowering
+                    .lower(&op, args, kwargs)
+                    .map_err(|e| format!("node `{}` ({op}): {e}", node.name))?;
+                if let Some(rest) = lowering.rest.take() {
+                    tuples.insert(NodeId(out.nodes.len() as u32), rest);
                 }
-                .lower(&op, args, kwargs)
-                .map_err(|e| format!("node `{}` ({op}): {e}", node.name))?;
-                match lowered {
-                    Lowered::Call(kind) => kind,
-                    Lowered::Chain(mut steps) => {
-                        // Indexing: each step reads the previous one; the last is the node.
-                        let (op, mut args) = steps.pop().expect("a chain has a step");
-                        let mut prev: Option<NodeId> = None;
-                        for (step_op, mut step_args) in steps {
-                            if let Some(p) = prev {
-                                step_args[0] = Value::Node(p);
-                            }
-                            out.nodes.push(Node {
-                                name: names.create_name(&format!("{}_index", node.name)),
-                                kind: NodeKind::Call {
-                                    op: step_op,
-                                    args: step_args,
-                                    kwargs: Vec::new(),
-                                },
-                                meta: Meta::Unknown,
-                            });
-                            prev = Some(NodeId((out.nodes.len() - 1) as u32));
-                        }
-                        if let Some(p) = prev {
-                            args[0] = Value::Node(p);
-                        }
-                        NodeKind::Call {
-                            op,
-                            args,
-                            kwargs: Vec::new(),
-                        }
-                    }
+                kind
+            }
+            // An output of such a tuple: the value itself.
+            NodeKind::GetItem { source, index } if tuples.contains_key(&source) => {
+                let value = match index {
+                    0 => Some(Value::Node(source)),
+                    k => tuples[&source].get(k - 1).cloned().flatten(),
+                };
+                let value = value.ok_or_else(|| {
+                    format!("node `{}`: output {index} of its source is None", node.name)
+                })?;
+                NodeKind::Call {
+                    op: OpName::aten("alias", "default"),
+                    args: vec![value],
+                    kwargs: Vec::new(),
                 }
             }
             other => other,
@@ -101,15 +98,15 @@ type Kwargs = Vec<(String, Value)>;
 /// An aten op's name with its positional and keyword arguments, before overload binding.
 type AtenCall = (String, Vec<Value>, Kwargs);
 
-enum Lowered {
-    Call(NodeKind),
-    /// Calls applied one after another to the first argument (tensor indexing).
-    Chain(Vec<(OpName, Vec<Value>)>),
-}
-
+/// Lowers one Python-level call of node `node`, emitting the aten nodes that compute its
+/// arguments into `out` before it.
 struct Lowering<'a> {
-    graph: &'a Graph,
+    out: &'a mut Graph,
+    names: &'a mut Namespace,
+    node: &'a str,
     schemas: &'a dyn Schemas,
+    /// For a call returning a tuple: the values of its outputs after the first.
+    rest: Option<Vec<Option<Value>>>,
 }
 
 /// `operator` functions and the aten op each one is.
@@ -136,11 +133,11 @@ const OPERATORS: [(&str, &str); 18] = [
 
 impl Lowering<'_> {
     fn lower(
-        &self,
+        &mut self,
         op: &OpName,
         args: Vec<Value>,
         kwargs: Vec<(String, Value)>,
-    ) -> Result<Lowered, String> {
+    ) -> Result<NodeKind, String> {
         let ns = op.namespace.as_str();
         if ns == "operator" && op.name == "getitem" {
             return self.index(args);
@@ -154,7 +151,7 @@ impl Lowering<'_> {
                         .find(|(o, _)| *o == base)
                         .map(|(_, a)| format!("{a}_"))
                         .ok_or_else(|| format!("no aten op for `operator.{}`", op.name))?;
-                    return self.bind(&name, args, kwargs, false).map(Lowered::Call);
+                    return self.bind(&name, args, kwargs, false);
                 }
                 let name = match op.name.as_str() {
                     "invert" => "bitwise_not",
@@ -166,6 +163,9 @@ impl Lowering<'_> {
                 };
                 (name.to_string(), args, kwargs)
             }
+            "torch.nn.functional" if op.name == "multi_head_attention_forward" => {
+                return self.multi_head_attention(args, kwargs)
+            }
             "torch.nn.functional" => self.functional(&op.name, args, kwargs)?,
             "torch._C._special" => (format!("special_{}", op.name), args, kwargs),
             "torch._C._linalg" | "torch.linalg" => (format!("linalg_{}", op.name), args, kwargs),
@@ -173,7 +173,6 @@ impl Lowering<'_> {
             _ => (op.name.clone(), args, kwargs),
         };
         self.bind(&name, args, kwargs, op.is_method())
-            .map(Lowered::Call)
     }
 
     /// `torch.nn.functional` functions whose signature is not their aten op's.
@@ -294,8 +293,9 @@ impl Lowering<'_> {
         })
     }
 
-    /// `x[index]`: select for ints, slice for slices, unsqueeze for None.
-    fn index(&self, args: Vec<Value>) -> Result<Lowered, String> {
+    /// `x[index]`: select for ints, slice for slices, unsqueeze for None, each step
+    /// reading the previous one; the last step is the node itself.
+    fn index(&mut self, args: Vec<Value>) -> Result<NodeKind, String> {
         let [base, index] =
             <[Value; 2]>::try_from(args).map_err(|_| "getitem takes two arguments")?;
         let items = match index {
@@ -309,7 +309,7 @@ impl Lowering<'_> {
                 Value::Int(i) => {
                     steps.push((
                         OpName::aten("select", "int"),
-                        vec![base.clone(), Value::Int(dim), Value::Int(i)],
+                        vec![Value::Int(dim), Value::Int(i)],
                     ));
                 }
                 Value::Slice(parts) => {
@@ -322,15 +322,12 @@ impl Lowering<'_> {
                     };
                     steps.push((
                         OpName::aten("slice", "Tensor"),
-                        vec![base.clone(), Value::Int(dim), start, stop, step],
+                        vec![Value::Int(dim), start, stop, step],
                     ));
                     dim += 1;
                 }
                 Value::None => {
-                    steps.push((
-                        OpName::aten("unsqueeze", "default"),
-                        vec![base.clone(), Value::Int(dim)],
-                    ));
+                    steps.push((OpName::aten("unsqueeze", "default"), vec![Value::Int(dim)]));
                     dim += 1;
                 }
                 other => {
@@ -340,10 +337,303 @@ impl Lowering<'_> {
                 }
             }
         }
-        if steps.is_empty() {
-            steps.push((OpName::aten("alias", "default"), vec![base]));
+        let (last_op, last_args) = steps
+            .pop()
+            .unwrap_or((OpName::aten("alias", "default"), Vec::new()));
+        let mut prev = base;
+        for (op, rest) in steps {
+            prev = self.emit("index", op, [vec![prev], rest].concat());
         }
-        Ok(Lowered::Chain(steps))
+        Ok(NodeKind::Call {
+            op: last_op,
+            args: [vec![prev], last_args].concat(),
+            kwargs: Vec::new(),
+        })
+    }
+
+    /// `F.multi_head_attention_forward` (a Python function; nn.MultiheadAttention calls
+    /// it) as the aten ops it runs: packed or separate input projections, heads split,
+    /// attention through `bmm` and `softmax` (with weights) or
+    /// `scaled_dot_product_attention` (without), the output projection. The node is the
+    /// attention output; its second output, the weights (head-averaged or not), when asked
+    /// for. Masks, bias_k/v, zero attention, separate projection weights and static k/v
+    /// are not lowered yet: an error names the one given.
+    fn multi_head_attention(
+        &mut self,
+        mut args: Vec<Value>,
+        mut kwargs: Vec<(String, Value)>,
+    ) -> Result<NodeKind, String> {
+        const PARAMS: [&str; 25] = [
+            "query",
+            "key",
+            "value",
+            "embed_dim_to_check",
+            "num_heads",
+            "in_proj_weight",
+            "in_proj_bias",
+            "bias_k",
+            "bias_v",
+            "add_zero_attn",
+            "dropout_p",
+            "out_proj_weight",
+            "out_proj_bias",
+            "training",
+            "key_padding_mask",
+            "need_weights",
+            "attn_mask",
+            "use_separate_proj_weight",
+            "q_proj_weight",
+            "k_proj_weight",
+            "v_proj_weight",
+            "static_k",
+            "static_v",
+            "average_attn_weights",
+            "is_causal",
+        ];
+        if args.len() > PARAMS.len() {
+            return Err(format!(
+                "{} arguments, at most {}",
+                args.len(),
+                PARAMS.len()
+            ));
+        }
+        let mut arg = |name: &str| -> Value {
+            let pos = PARAMS
+                .iter()
+                .position(|p| *p == name)
+                .expect("a known parameter");
+            if let Some(i) = kwargs.iter().position(|(k, _)| k == name) {
+                return kwargs.remove(i).1;
+            }
+            args.get_mut(pos)
+                .map(|v| std::mem::replace(v, Value::None))
+                .unwrap_or(match name {
+                    "training" | "need_weights" | "average_attn_weights" => Value::Bool(true),
+                    "add_zero_attn" | "use_separate_proj_weight" | "is_causal" => {
+                        Value::Bool(false)
+                    }
+                    _ => Value::None,
+                })
+        };
+        let [query, key, value] = [arg("query"), arg("key"), arg("value")];
+        let embed = arg("embed_dim_to_check");
+        let heads = arg("num_heads");
+        let (w_in, b_in) = (arg("in_proj_weight"), arg("in_proj_bias"));
+        let (w_out, b_out) = (arg("out_proj_weight"), arg("out_proj_bias"));
+        let dropout = arg("dropout_p");
+        let training = arg("training");
+        let need_weights = arg("need_weights") == Value::Bool(true);
+        let average = arg("average_attn_weights") == Value::Bool(true);
+        let is_causal = arg("is_causal");
+        for (name, unsupported) in [
+            ("bias_k", Value::None),
+            ("bias_v", Value::None),
+            ("add_zero_attn", Value::Bool(false)),
+            ("key_padding_mask", Value::None),
+            ("attn_mask", Value::None),
+            ("use_separate_proj_weight", Value::Bool(false)),
+            ("static_k", Value::None),
+            ("static_v", Value::None),
+        ] {
+            if arg(name) != unsupported {
+                return Err(format!("`{name}` is not lowered yet"));
+            }
+        }
+        if !kwargs.is_empty() {
+            return Err(format!("unknown argument `{}`", kwargs[0].0));
+        }
+        let (Value::Int(e), Value::Int(h)) = (&embed, &heads) else {
+            return Err("embed_dim_to_check and num_heads must be integers".into());
+        };
+        let (e, h) = (*e, *h);
+        if h <= 0 || e % h != 0 {
+            return Err(format!("embed_dim {e} is not divisible by num_heads {h}"));
+        }
+        let hd = e / h;
+        let p = match (&training, &dropout) {
+            (Value::Bool(false), _) => 0.0,
+            (_, Value::Float(p)) => *p,
+            (_, Value::Int(p)) => *p as f64,
+            (_, other) => return Err(format!("dropout_p {other:?} is not a number")),
+        };
+        let shape = |v: &Value, what: &str| -> Result<Vec<i64>, String> {
+            v.as_node()
+                .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.clone()))
+                .filter(|s| s.len() == 3)
+                .ok_or_else(|| {
+                    format!("the {what} needs a static 3-d shape annotation (batched input)")
+                })
+        };
+        let (qs, ks) = (shape(&query, "query")?, shape(&key, "key")?);
+        let (l, n, s) = (qs[0], qs[1], ks[0]);
+        let aten = |name: &str, overload: &str| OpName::aten(name, overload);
+        let int = Value::Int;
+        let list = |v: Vec<i64>| Value::List(v.into_iter().map(Value::Int).collect());
+        // Input projections, as _in_projection_packed computes them.
+        let packed = |this: &mut Self, x: Value, w: Value, b: Value, k: i64, what: &str| {
+            let len = x
+                .as_node()
+                .map(|id| this.out.node(id).meta.tensor().map(|t| t.shape[0]));
+            let rows = len.flatten().unwrap_or(l);
+            let proj = this.emit(what, aten("linear", "default"), vec![x, w, b]);
+            let proj = this.emit(
+                what,
+                aten("view", "default"),
+                vec![proj, list(vec![rows, n, k, e])],
+            );
+            let proj = this.emit(
+                what,
+                aten("permute", "default"),
+                vec![proj, list(vec![2, 0, 1, 3])],
+            );
+            let proj = this.emit(what, aten("contiguous", "default"), vec![proj]);
+            (0..k)
+                .map(|i| {
+                    this.emit(
+                        what,
+                        aten("select", "int"),
+                        vec![proj.clone(), int(0), int(i)],
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let part = |this: &mut Self, v: &Value, from: i64, to: i64, what: &str| -> Value {
+            match v {
+                Value::None => Value::None,
+                v => this.emit(
+                    what,
+                    aten("slice", "Tensor"),
+                    vec![v.clone(), int(0), int(from), int(to), int(1)],
+                ),
+            }
+        };
+        let (q, k, v) = if query == key && key == value {
+            let qkv = packed(self, query, w_in, b_in, 3, "in_proj");
+            (qkv[0].clone(), qkv[1].clone(), qkv[2].clone())
+        } else if key == value {
+            let (wq, bq) = (
+                part(self, &w_in, 0, e, "w_q"),
+                part(self, &b_in, 0, e, "b_q"),
+            );
+            let (wkv, bkv) = (
+                part(self, &w_in, e, 3 * e, "w_kv"),
+                part(self, &b_in, e, 3 * e, "b_kv"),
+            );
+            let q = self.emit("q_proj", aten("linear", "default"), vec![query, wq, bq]);
+            let kv = packed(self, key, wkv, bkv, 2, "kv_proj");
+            (q, kv[0].clone(), kv[1].clone())
+        } else {
+            let mut proj = Vec::new();
+            for (i, x) in [query, key, value].into_iter().enumerate() {
+                let (from, to) = (i as i64 * e, (i as i64 + 1) * e);
+                let w = part(self, &w_in, from, to, "w_in");
+                let b = part(self, &b_in, from, to, "b_in");
+                proj.push(self.emit("in_proj", aten("linear", "default"), vec![x, w, b]));
+            }
+            (proj[0].clone(), proj[1].clone(), proj[2].clone())
+        };
+        // Heads: (len, N*H, hd) transposed to (N*H, len, hd).
+        let heads_of = |this: &mut Self, x: Value, len: i64| {
+            let x = this.emit(
+                "heads",
+                aten("view", "default"),
+                vec![x, list(vec![len, n * h, hd])],
+            );
+            this.emit("heads", aten("transpose", "int"), vec![x, int(0), int(1)])
+        };
+        let (q, k, v) = (
+            heads_of(self, q, l),
+            heads_of(self, k, s),
+            heads_of(self, v, s),
+        );
+        let (attn, weights) = if need_weights {
+            let scaled = self.emit(
+                "q_scaled",
+                aten("mul", "Scalar"),
+                vec![q, Value::Float((1.0 / hd as f64).sqrt())],
+            );
+            let kt = self.emit("k_t", aten("transpose", "int"), vec![k, int(-2), int(-1)]);
+            let w = self.emit("scores", aten("bmm", "default"), vec![scaled, kt]);
+            let mut w = self.emit(
+                "weights",
+                aten("softmax", "int"),
+                vec![w, int(-1), Value::None],
+            );
+            if p > 0.0 {
+                w = self.emit(
+                    "dropout",
+                    aten("dropout", "default"),
+                    vec![w, Value::Float(p), Value::Bool(true)],
+                );
+            }
+            let out = self.emit("attn", aten("bmm", "default"), vec![w.clone(), v]);
+            let out = self.emit("attn", aten("transpose", "int"), vec![out, int(0), int(1)]);
+            let out = self.emit(
+                "attn",
+                aten("reshape", "default"),
+                vec![out, list(vec![l * n, e])],
+            );
+            let mut weights = self.emit(
+                "weights",
+                aten("view", "default"),
+                vec![w, list(vec![n, h, l, s])],
+            );
+            if average {
+                weights = self.emit("weights", aten("mean", "dim"), vec![weights, list(vec![1])]);
+            }
+            (out, Some(weights))
+        } else {
+            let view4 = |this: &mut Self, x: Value, len: i64| {
+                this.emit(
+                    "heads",
+                    aten("view", "default"),
+                    vec![x, list(vec![n, h, len, hd])],
+                )
+            };
+            let (q, k, v) = (view4(self, q, l), view4(self, k, s), view4(self, v, s));
+            let out = self.emit(
+                "attn",
+                aten("scaled_dot_product_attention", "default"),
+                vec![q, k, v, Value::None, Value::Float(p), is_causal],
+            );
+            let out = self.emit(
+                "attn",
+                aten("permute", "default"),
+                vec![out, list(vec![2, 0, 1, 3])],
+            );
+            let out = self.emit(
+                "attn",
+                aten("reshape", "default"),
+                vec![out, list(vec![n * l, e])],
+            );
+            (out, None)
+        };
+        let out = self.emit(
+            "out_proj",
+            aten("linear", "default"),
+            vec![attn, w_out, b_out],
+        );
+        self.rest = Some(vec![weights]);
+        Ok(NodeKind::Call {
+            op: aten("view", "default"),
+            args: vec![out, list(vec![l, n, e])],
+            kwargs: Vec::new(),
+        })
+    }
+
+    /// Adds the call `op(args)` before the node, named after it (`<node>_<what>`).
+    fn emit(&mut self, what: &str, op: OpName, args: Vec<Value>) -> Value {
+        let name = self.names.create_name(&format!("{}_{what}", self.node));
+        self.out.nodes.push(Node {
+            name,
+            kind: NodeKind::Call {
+                op,
+                args,
+                kwargs: Vec::new(),
+            },
+            meta: Meta::Unknown,
+        });
+        Value::Node(NodeId((self.out.nodes.len() - 1) as u32))
     }
 
     /// The first overload of `aten::name` (by how exactly it matches) that the arguments bind to.
@@ -474,7 +764,7 @@ impl Lowering<'_> {
     fn elem_score(&self, elem: &Elem, v: &Value) -> Option<u32> {
         let tensor_node = |id: &NodeId| {
             matches!(
-                self.graph.node(*id).meta,
+                self.out.node(*id).meta,
                 Meta::Tensor(_) | Meta::SymTensor(_) | Meta::Unknown | Meta::Multi(_)
             )
         };

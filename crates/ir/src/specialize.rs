@@ -186,9 +186,20 @@ pub fn specialize_in_place(graph: &mut Graph, bindings: &Bindings) -> Result<(),
             }
             Meta::Sym(e) => {
                 // A size, or a SymFloat whose value the annotation spells out.
+                let reads_data = matches!(&node.kind, NodeKind::Call { op, .. }
+                    if matches!(op.name.as_str(), "item" | "_local_scalar_dense" | "tolist"));
                 let (value, dtype) = match e.as_float() {
                     Some(f) => (Value::Float(f), Dtype::Float64),
-                    None => (Value::Int(e.eval(bindings).map_err(at)?), Dtype::Int64),
+                    None => match e.eval(bindings) {
+                        Ok(v) => (Value::Int(v), Dtype::Int64),
+                        Err(_) if reads_data => {
+                            return Err(at(format!(
+                                "\"Sym({e})\" is read from a tensor's data (an unbacked symbol); \
+                                 graphbug binds sizes from the inputs' shapes, not data-dependent values, yet"
+                            )))
+                        }
+                        Err(err) => return Err(at(err)),
+                    },
                 };
                 sym_values[i] = Some(value.clone());
                 node.meta = Meta::Tensor(TensorMeta::new(dtype, Vec::new()));
@@ -218,10 +229,19 @@ pub fn specialize_in_place(graph: &mut Graph, bindings: &Bindings) -> Result<(),
     Ok(())
 }
 
-/// A call that computes a size: an `operator`/`torch.sym_*` function or `aten.sym_*`.
+/// A call that computes a size: an `operator` function, a `sym_*` function (torch's or
+/// aten's), or a Tensor method that reads sizes or data (`x.size(0)`, `x.item()`).
 fn is_size_call(kind: &NodeKind) -> bool {
-    matches!(kind, NodeKind::Call { op, .. }
-        if op.is_python() || (op.namespace == "aten" && op.name.starts_with("sym_")))
+    let NodeKind::Call { op, .. } = kind else {
+        return false;
+    };
+    op.namespace == "operator"
+        || op.name.starts_with("sym_")
+        || (op.is_method()
+            && matches!(
+                op.name.as_str(),
+                "size" | "numel" | "dim" | "stride" | "storage_offset" | "item"
+            ))
 }
 
 /// Replaces references to size nodes in `v` with their values.

@@ -21,7 +21,7 @@ pub use report::Report;
 
 /// The stages, in order. Where graphbug has no `functionalize` command, the joint stage
 /// (which functionalizes first) covers that one.
-pub const STAGES: [Stage; 8] = [
+pub const STAGES: [Stage; 9] = [
     Stage::Parse,
     Stage::Meta,
     Stage::Values,
@@ -30,6 +30,7 @@ pub const STAGES: [Stage; 8] = [
     Stage::PartitionDefault,
     Stage::PartitionMinCut,
     Stage::AotEager,
+    Stage::Minify,
 ];
 
 /// One stage of the suite.
@@ -53,6 +54,10 @@ pub enum Stage {
     /// An aot_eager training step (`graphbug run --backend aot_eager --backward`): outputs
     /// and gradients against PyTorch's, when graphbug has the flag.
     AotEager,
+    /// A captured graph (`capture` cases) as a repro directory, minified under a
+    /// `fault:runtime@OP` backend: one node is left, it calls OP, and the minified
+    /// directory reproduces the fault.
+    Minify,
 }
 
 impl Stage {
@@ -67,6 +72,7 @@ impl Stage {
             Stage::PartitionDefault => "partition-default",
             Stage::PartitionMinCut => "partition-mincut",
             Stage::AotEager => "aot-eager",
+            Stage::Minify => "minify",
         }
     }
 }
@@ -395,6 +401,7 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
                     | Stage::Functionalize
                     | Stage::Joint
                     | Stage::AotEager => &[Stage::Parse],
+                    Stage::Minify => &[Stage::Parse, Stage::Values],
                     _ => &[],
                 };
                 match needs
@@ -525,7 +532,19 @@ impl Runner<'_> {
     }
 
     fn stage(&self, stage: Stage, caps: &Capabilities) -> Outcome {
+        let captured = self.case.source() == "capture";
         let result = match stage {
+            Stage::Minify if captured => self.minify(),
+            Stage::Minify => Ok(Outcome::NotApplicable(
+                "only captured graphs are minified".into(),
+            )),
+            // A captured graph (symbolic sizes, dynamo-level calls) is checked by parse,
+            // values (the symbols bind from the inputs' sizes) and minify.
+            _ if captured && !matches!(stage, Stage::Parse | Stage::Values) => {
+                Ok(Outcome::NotApplicable(
+                    "a captured graph is checked by parse, values and minify".into(),
+                ))
+            }
             Stage::Parse => self.parse(),
             Stage::Meta => self.meta(),
             Stage::Values => self.values(),
@@ -544,8 +563,8 @@ impl Runner<'_> {
         result.unwrap_or_else(|e| Outcome::Failed(format!("runner error: {e:#}")))
     }
 
-    /// Byte-exact round trip: `graphbug fmt` prints forward.py again (less comment lines,
-    /// which the printer does not keep).
+    /// Byte-exact round trip: `graphbug fmt` prints forward.py again (less comment and
+    /// blank lines, which the printer does not keep).
     fn parse(&self) -> Result<Outcome> {
         let path = self.file("forward.py");
         let original =
@@ -554,9 +573,10 @@ impl Runner<'_> {
         if exec.code != Some(0) {
             return Ok(Outcome::Failed(exec.error_line("fmt")));
         }
+        // Comments and the blank lines PyTorch puts between their groups are not kept.
         let expected: String = original
             .lines()
-            .filter(|l| !l.trim_start().starts_with('#'))
+            .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
             .map(|l| format!("{l}\n"))
             .collect();
         if exec.stdout == expected {
@@ -573,6 +593,96 @@ impl Runner<'_> {
             want.get(k).map_or("<end>", |l| l.trim()),
             got.get(k).map_or("<end>", |l| l.trim())
         )))
+    }
+
+    /// The captured graph as a repro directory, minified under a fault injected at the
+    /// middle aten call graphbug runs: the minified graph must be one node calling that
+    /// op, and reproduce the fault.
+    fn minify(&self) -> Result<Outcome> {
+        let graph = self.file("forward.py");
+        let inputs = self.file("inputs.safetensors");
+        let lowered = self.graphbug(
+            "lower",
+            &[
+                os("specialize"),
+                graph.as_os_str(),
+                os("--inputs"),
+                inputs.as_os_str(),
+                os("--aten"),
+            ],
+        )?;
+        if lowered.code != Some(0) {
+            return Ok(Outcome::Failed(lowered.error_line("specialize --aten")));
+        }
+        let ops = aten_calls(&lowered.stdout);
+        let Some(op) = ops.get(ops.len() / 2) else {
+            return Ok(Outcome::NotApplicable("the graph calls no aten op".into()));
+        };
+        let dir = self.work.join("repro");
+        fs::create_dir_all(&dir)?;
+        for (from, to) in [
+            ("forward.py", "graph.py"),
+            ("inputs.safetensors", "inputs.safetensors"),
+            ("manifest.json", "manifest.json"),
+        ] {
+            fs::copy(self.file(from), dir.join(to))
+                .with_context(|| format!("copying {from} to {}", dir.display()))?;
+        }
+        let backend = format!("fault:runtime@{op}");
+        let min = self.graphbug(
+            "minify",
+            &[
+                os("repro"),
+                dir.as_os_str(),
+                os("minify"),
+                os("--backend"),
+                os(&backend),
+            ],
+        )?;
+        if min.code != Some(0) {
+            return Ok(Outcome::Failed(
+                min.error_line(&format!("repro minify --backend {backend}")),
+            ));
+        }
+        let minified = dir.join("minified");
+        let mgraph = minified.join("graph.py");
+        let text = fs::read_to_string(&mgraph)
+            .with_context(|| format!("cannot read {}", mgraph.display()))?;
+        let calls = call_lines(&text);
+        if calls.len() != 1 {
+            return Ok(Outcome::Failed(format!(
+                "minified under {backend} to {} calls, not 1: {}",
+                calls.len(),
+                calls.join("; ")
+            )));
+        }
+        let mlowered = self.graphbug(
+            "minified-lower",
+            &[
+                os("specialize"),
+                mgraph.as_os_str(),
+                os("--inputs"),
+                minified.join("inputs.safetensors").as_os_str(),
+                os("--aten"),
+            ],
+        )?;
+        if !aten_calls(&mlowered.stdout).contains(op) {
+            return Ok(Outcome::Failed(format!(
+                "minified under {backend} to a node that does not call {op}: {}",
+                mlowered.error_line("specialize --aten")
+            )));
+        }
+        let again = self.graphbug(
+            "minified-run",
+            &[os("repro"), minified.as_os_str(), os("run")],
+        )?;
+        Ok(
+            if again.code == Some(1) && again.stdout.starts_with("reproduced: ") {
+                Outcome::Passed
+            } else {
+                Outcome::Failed(again.error_line("repro minified run"))
+            },
+        )
     }
 
     fn meta(&self) -> Result<Outcome> {
@@ -969,6 +1079,41 @@ impl Runner<'_> {
     }
 }
 
+/// The calls of a graph text (`name = <call>`), without getitems (`x[0]`,
+/// `operator.getitem`) and dynamo's input aliases (`l_x_ = L_x_`): what a graph that is
+/// one op, with its multiple outputs unpacked, has one of.
+fn call_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.starts_with("return") && !l.starts_with("def "))
+        .filter_map(|l| {
+            let rhs = l.split_once(" = ")?.1;
+            let rhs = rhs.split(";  ").next().unwrap_or(rhs).trim();
+            let ident =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+            let getitem = rhs.starts_with("operator.getitem(")
+                || rhs
+                    .strip_suffix(']')
+                    .and_then(|r| r.split_once('['))
+                    .is_some_and(|(base, index)| {
+                        ident(base) && index.chars().all(|c| c.is_ascii_digit())
+                    });
+            (!ident(rhs) && !getitem).then(|| rhs.to_string())
+        })
+        .collect()
+}
+
+/// The aten ops a graph text calls, in node order (`aten.relu.default`).
+fn aten_calls(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let call = l.split_once(" = torch.ops.aten.")?.1;
+            let op = call.split('(').next()?;
+            Some(format!("aten.{op}"))
+        })
+        .collect()
+}
+
 fn os(s: &str) -> &std::ffi::OsStr {
     std::ffi::OsStr::new(s)
 }
@@ -1055,6 +1200,27 @@ fn parse_num_fwd_outputs(stderr: &str) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_lines_leave_out_getitems_and_aliases() {
+        let text = "class GraphModule(torch.nn.Module):
+    def forward(self, L_x_: \"f32[2]\", w: \"f32[2]\"):
+        l_x_ = L_x_
+        ln = torch.ops.aten.native_layer_norm.default(l_x_, [2], w, None, 1e-05);  l_x_ = None
+        getitem: \"f32[2]\" = ln[0]
+        getitem_1 = operator.getitem(ln, 1);  ln = None
+        return (getitem, getitem_1)
+";
+        assert_eq!(
+            call_lines(text),
+            ["torch.ops.aten.native_layer_norm.default(l_x_, [2], w, None, 1e-05)"]
+        );
+        let two = text.replace(
+            "getitem: \"f32[2]\" = ln[0]",
+            "getitem: \"f32[2]\" = torch.relu(ln)",
+        );
+        assert_eq!(call_lines(&two).len(), 2);
+    }
 
     #[test]
     fn num_fwd_outputs_line() {
