@@ -1040,12 +1040,31 @@ fn partition_splits_pytorch_dynamic_joints_as_functorch_does() {
         stdout.contains("# saved 7 values, 4*s52 = 12 bytes at the size hints: detach, primals_1"),
         "{stdout}"
     );
+    // The min-cut weighs the tensors at the same hints, and saves functorch's bytes.
+    let out = graphbug(&[
+        "partition",
+        joint,
+        "--partitioner",
+        "min-cut",
+        "--bind",
+        "s52=3",
+        "--bind",
+        "s97=6",
+        "--bind",
+        "s98=4",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("4*s52 = 12 bytes at the size hints"),
+        "{}",
+        text(&out.stdout)
+    );
     // Without the symbols' values the bytes are unknown: an error naming the symbol.
     let out = graphbug(&["partition", joint]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains(
-            "saved value `detach` is f32[s52]: its size needs a hint for s52 (give the symbols' values: --bind s52=N)"
+            "value `detach` is f32[s52]: its size needs a hint for s52 (give the symbols' values: --bind s52=N)"
         ),
         "{}",
         text(&out.stderr)

@@ -70,7 +70,7 @@ pub struct PartitionArgs {
     #[arg(long)]
     json: bool,
     /// Value (size hint) of a size symbol of a dynamic-shape joint (`--bind s0=8`,
-    /// repeatable), for its saved bytes.
+    /// repeatable): its saved bytes, and the sizes the min-cut weighs.
     #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = super::run::parse_binding)]
     binds: Vec<(String, i64)>,
     #[command(flatten)]
@@ -204,6 +204,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         },
         activation_memory_budget: args.memory_budget.unwrap_or(1.0),
         knapsack_solver: args.solver,
+        hints: args.binds.iter().cloned().collect(),
         ..Default::default()
     };
     if let Some(steps) = args.pareto {
@@ -211,8 +212,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     }
     let started = Instant::now();
     let (p, budget) = if !min_cut {
-        let hints: graphbug::ir::Bindings = args.binds.iter().cloned().collect();
-        let p = default_partition_with(&joint, num_fwd_outputs, &|_| false, &hints)?;
+        let p = default_partition_with(&joint, num_fwd_outputs, &|_| false, &options.hints)?;
         (p, None)
     } else if let Some(b) = args.memory_budget {
         let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;

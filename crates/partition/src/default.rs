@@ -18,11 +18,8 @@ pub enum PartitionError {
     /// A saved value has no shape, so its size is unknown.
     #[error("saved value `{0}` has no shape annotation")]
     MissingMeta(String),
-    /// The joint has symbolic sizes, which the min-cut partitioner does not handle yet.
-    #[error("node `{0}` has symbolic sizes (`{1}`): the min-cut partitioner does not handle dynamic-shape joints yet (the default partitioner does); make it static first with `graphbug specialize`")]
-    Symbolic(String, String),
-    /// A saved value's size needs a symbol's value (a size hint) that was not given.
-    #[error("saved value `{0}` is {1}: its size needs a hint for {2} (give the symbols' values: --bind {2}=N)")]
+    /// A value's size needs a symbol's value (a size hint) that was not given.
+    #[error("value `{0}` is {1}: its size needs a hint for {2} (give the symbols' values: --bind {2}=N)")]
     NoHint(String, String, String),
     /// An option is out of range.
     #[error("bad option: {0}")]
@@ -120,18 +117,6 @@ pub struct Partition {
     pub backward: Graph,
     /// Sizes and counts.
     pub report: PartitionReport,
-}
-
-/// Refuses a dynamic-shape joint, naming a symbolic node (for partitioners that need
-/// static sizes).
-pub fn static_joint(joint: &Graph) -> Result<(), PartitionError> {
-    match joint.nodes.iter().find(|n| n.meta.is_symbolic()) {
-        Some(n) => Err(PartitionError::Symbolic(
-            n.name.clone(),
-            n.meta.annotation().unwrap_or_default(),
-        )),
-        None => Ok(()),
-    }
 }
 
 /// The joint's primals and tangents (by AOTAutograd's placeholder names).
@@ -440,7 +425,11 @@ pub fn default_partition_with(
 /// computed from symbols. Every symbol that a computed size, a saved tensor or a tangent
 /// mentions gets an input binding it (the first in the joint, by symbol name), so the
 /// backward binds each of its symbols from its inputs. A static joint is left alone.
-fn order_saved_sizes(joint: &Graph, saved: Vec<NodeId>, tangents: &[NodeId]) -> Vec<NodeId> {
+pub(crate) fn order_saved_sizes(
+    joint: &Graph,
+    saved: Vec<NodeId>,
+    tangents: &[NodeId],
+) -> Vec<NodeId> {
     let is_size = |id: NodeId| matches!(joint.node(id).meta, Meta::Sym(_));
     if !saved
         .iter()

@@ -16,7 +16,7 @@
 //! with different bans.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -30,8 +30,8 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 
 use crate::default::{
-    default_partition_with, effect_tokens, extract_fwd_bwd, joint_inputs, split_outputs,
-    static_joint, Partition, PartitionError, PartitionReport,
+    default_partition_with, effect_tokens, extract_fwd_bwd, joint_inputs, order_saved_sizes,
+    split_outputs, Partition, PartitionError, PartitionReport,
 };
 use crate::knapsack::KnapsackSolver;
 use crate::ops::{class, OpClasses, OpTypes};
@@ -119,6 +119,9 @@ pub struct MinCutOptions {
     pub activation_memory_budget: f64,
     /// Solver for the memory-budget knapsack (`activation_memory_budget_solver`).
     pub knapsack_solver: KnapsackSolver,
+    /// Size hints of a dynamic-shape joint (each symbol's value): the cut weighs tensors at
+    /// these sizes, as functorch weighs them at its size hints.
+    pub hints: graphbug_ir::Bindings,
 }
 
 impl Default for MinCutOptions {
@@ -137,6 +140,7 @@ impl Default for MinCutOptions {
             must_save: None,
             activation_memory_budget: 1.0,
             knapsack_solver: KnapsackSolver::default(),
+            hints: graphbug_ir::Bindings::new(),
         }
     }
 }
@@ -199,6 +203,9 @@ pub struct MinCutProblem {
     must_recompute: Vec<bool>,
     must_save: Vec<bool>,
     non_tensor: Vec<bool>,
+    /// Of a dynamic-shape joint: each node's symbolic meta by name (the cut runs on the
+    /// sizes at the hints; the partition is written with the symbols).
+    symbolic: Option<HashMap<String, Meta>>,
 }
 
 impl fmt::Debug for MinCutProblem {
@@ -243,12 +250,13 @@ pub fn min_cut_rematerialization_partition(
         // Nothing to cut; functorch hands such graphs to the default partitioner.
         let policy = options.must_recompute.clone();
         let recompute = move |n: &Node| policy.as_ref().is_some_and(|p| p(n));
-        return default_partition_with(
-            problem.graph(),
-            num_fwd_outputs,
-            &recompute,
-            &graphbug_ir::Bindings::new(),
-        );
+        // (A dynamic-shape joint: the problem's graph holds sizes at the hints.)
+        let graph = if problem.symbolic.is_some() {
+            joint
+        } else {
+            problem.graph()
+        };
+        return default_partition_with(graph, num_fwd_outputs, &recompute, &options.hints);
     }
     let saved = if options.activation_memory_budget < 1.0 {
         problem
@@ -276,9 +284,10 @@ impl MinCutProblem {
             )));
         }
         joint.verify()?;
-        static_joint(joint)?;
         joint_inputs(joint)?;
         split_outputs(joint, num_fwd_outputs)?;
+        let (hinted, symbolic) = at_hints(joint, &options.hints)?;
+        let joint = hinted.as_ref().unwrap_or(joint);
         let mut graph = eliminate_dead_code(joint, &default_side_effects);
         if options.cse {
             graph = eliminate_common_subexpressions(&graph, &default_side_effects);
@@ -416,6 +425,7 @@ impl MinCutProblem {
             must_recompute,
             must_save,
             non_tensor,
+            symbolic,
         })
     }
 
@@ -700,6 +710,8 @@ impl MinCutProblem {
         }
         let bytes = match (&node.meta, &node.kind) {
             (Meta::Tensor(t), _) => t.nbytes(),
+            // A size: functorch weighs a SymInt 1.
+            (Meta::Sym(_), _) => 1,
             (_, NodeKind::GetAttr { .. }) => 0,
             _ => {
                 return Err(PartitionError::BadJoint(format!(
@@ -992,23 +1004,63 @@ impl MinCutProblem {
             .copied()
             .filter(|s| reads.get(s.index()).copied().unwrap_or(false))
             .collect();
+        // A dynamic-shape joint is written with its symbols, its sizes saved as functorch
+        // saves them.
+        let symbolic = self.symbolic.as_ref().map(|metas| {
+            let mut g = graph.clone();
+            for node in &mut g.nodes {
+                if let Some(m) = metas.get(&node.name) {
+                    node.meta = m.clone();
+                }
+            }
+            g
+        });
+        let (graph, saved) = match &symbolic {
+            Some(g) => (g, order_saved_sizes(g, saved, &self.tangents)),
+            None => (graph, saved),
+        };
         let (forward, backward) = extract_fwd_bwd(graph, self.num_fwd_outputs, &saved)?;
         // Both are verified: `extract_subgraph` checks the forward, the reordering the
         // backward.
         let backward = reorder_like_autograd(&backward)?;
-        let report = PartitionReport::new(
-            graph,
-            &saved,
-            &forward,
-            &backward,
-            &graphbug_ir::Bindings::new(),
-        )?;
+        let report = PartitionReport::new(graph, &saved, &forward, &backward, &self.options.hints)?;
         Ok(Partition {
             forward,
             backward,
             report,
         })
     }
+}
+
+/// `joint` with its symbolic tensor sizes at `hints` (sizes stay symbolic), and each
+/// node's symbolic meta by name; `(None, None)` for a static joint. A symbol without a hint
+/// is an error naming it.
+#[allow(clippy::type_complexity)]
+fn at_hints(
+    joint: &Graph,
+    hints: &graphbug_ir::Bindings,
+) -> Result<(Option<Graph>, Option<HashMap<String, Meta>>), PartitionError> {
+    if !joint.nodes.iter().any(|n| n.meta.is_symbolic()) {
+        return Ok((None, None));
+    }
+    let mut hinted = joint.clone();
+    let mut metas = HashMap::new();
+    for node in &mut hinted.nodes {
+        if let Meta::SymTensor(t) = &node.meta {
+            let bound = t.bind(hints).map_err(|_| {
+                let missing = node
+                    .meta
+                    .symbols()
+                    .find(|s| !hints.contains_key(*s))
+                    .unwrap_or_default()
+                    .to_string();
+                PartitionError::NoHint(node.name.clone(), t.to_string(), missing)
+            })?;
+            metas.insert(node.name.clone(), node.meta.clone());
+            node.meta = Meta::Tensor(bound);
+        }
+    }
+    Ok((Some(hinted), Some(metas)))
 }
 
 #[cfg(test)]

@@ -57,8 +57,8 @@ fn bad_joints_are_named() {
     let fwd = parse_graph(&fixture("mlp", "forward.py")).unwrap();
     let err = default_partition(&fwd, 1).unwrap_err().to_string();
     assert!(err.contains("input `arg0_1` is neither a primal"), "{err}");
-    // A dynamic-shape joint: min-cut refuses it by name, not cut on guesses; the default
-    // partitioner needs the symbols' values for its saved bytes, and names the one missing.
+    // A dynamic-shape joint: the default partitioner needs the symbols' values for its
+    // saved bytes, and names the one missing.
     let dynamic = parse_graph(
         "class joint_helper(torch.nn.Module):
     def forward(self, primals_1: \"Sym(s0)\", primals_2: \"f32[s0, 4]\", tangents_1: \"f32[s0, 4]\"):
@@ -70,15 +70,7 @@ fn bad_joints_are_named() {
     .unwrap();
     let err = default_partition(&dynamic, 1).unwrap_err().to_string();
     assert!(
-        err.contains("saved value `relu` is f32[s0, 4]: its size needs a hint for s0"),
-        "{err}"
-    );
-    let options = graphbug_partition::MinCutOptions::default();
-    let err = graphbug_partition::min_cut_rematerialization_partition(&dynamic, 1, &options)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("node `primals_1` has symbolic sizes (`Sym(s0)`): the min-cut partitioner does not handle dynamic-shape joints yet"),
+        err.contains("value `relu` is f32[s0, 4]: its size needs a hint for s0"),
         "{err}"
     );
 }
@@ -121,15 +113,7 @@ fn a_tensor_only_measured_by_the_backward_saves_its_sizes() {
 fn dynamic_shape_joints_save_exactly_what_functorch_saves() {
     for model in ["mlp", "reshape", "conv", "attention", "interpolate"] {
         let dir = format!("dynamic/{model}");
-        let joint = parse_graph(&fixture(&dir, "joint.py")).unwrap();
-        let info: serde_json::Value = serde_json::from_str(&fixture(&dir, "joint.json")).unwrap();
-        let n = info["num_fwd_outputs"].as_u64().unwrap() as usize;
-        let hints: graphbug_ir::Bindings = info["hints"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_i64().unwrap()))
-            .collect();
+        let (joint, n, hints) = common::dynamic_joint(model);
         let p = graphbug_partition::default_partition_with(&joint, n, &|_| false, &hints)
             .unwrap_or_else(|e| panic!("{model}: {e}"));
         let want_fw = parse_graph(&fixture(&dir, "fw.py")).unwrap();
@@ -148,15 +132,7 @@ fn dynamic_shape_joints_save_exactly_what_functorch_saves() {
             .unwrap();
         assert_eq!(value as u64, p.report.saved_bytes, "{model}: {expr}");
         // functorch's saved tensors (its sizes live on the autograd context) at the hints.
-        let want_bytes: u64 = want_fw.outputs()[n..]
-            .iter()
-            .filter_map(|v| v.as_node())
-            .filter_map(|id| match &want_fw.node(id).meta {
-                graphbug_ir::Meta::SymTensor(t) => Some(t.bind(&hints).unwrap().nbytes()),
-                graphbug_ir::Meta::Tensor(t) => Some(t.nbytes()),
-                _ => None,
-            })
-            .sum();
+        let want_bytes = common::saved_tensor_bytes(&want_fw, n, &hints);
         assert_eq!(p.report.saved_bytes, want_bytes, "{model}");
     }
 }

@@ -694,3 +694,48 @@ fn ties_save_fewer_bytes_and_returned_values_stay_apart() {
         assert_eq!(p.report.saved_bytes, want_bytes, "{model}");
     }
 }
+
+/// PyTorch's dynamic-shape joints: the min-cut weighs tensors at the size hints (as
+/// functorch does) and saves exactly functorch's bytes there; the split is written with
+/// the symbols, and the backward binds every symbol it mentions from its inputs.
+#[test]
+fn dynamic_shape_joints_save_functorchs_bytes_at_the_hints() {
+    for model in ["mlp", "reshape", "conv", "attention", "interpolate"] {
+        let (joint, n, hints) = common::dynamic_joint(model);
+        let options = MinCutOptions {
+            hints: hints.clone(),
+            ..MinCutOptions::default()
+        };
+        let p = min_cut_rematerialization_partition(&joint, n, &options)
+            .unwrap_or_else(|e| panic!("{model}: {e}"));
+        let functorch = parse_graph(&fixture(&format!("dynamic/{model}"), "fw_mincut.py")).unwrap();
+        let want = common::saved_tensor_bytes(&functorch, n, &hints);
+        assert_eq!(p.report.saved_bytes, want, "{model}: {:?}", p.report.saved);
+        assert_eq!(
+            common::saved_tensor_bytes(&p.forward, n, &hints),
+            want,
+            "{model}"
+        );
+        assert!(
+            p.forward.nodes.iter().any(|n| n.meta.is_symbolic()),
+            "{model}: the forward keeps its symbols"
+        );
+        common::assert_self_binding(&p.backward, &format!("{model} backward"));
+        let expr = p
+            .report
+            .saved_bytes_expr
+            .clone()
+            .expect("symbolic saved tensors");
+        let value = graphbug_ir::SymExpr::parse(&expr)
+            .unwrap()
+            .eval(&hints)
+            .unwrap();
+        assert_eq!(value as u64, p.report.saved_bytes, "{model}: {expr}");
+    }
+    // Without a hint, the cut cannot weigh the tensors: the symbol is named.
+    let (joint, n, _) = common::dynamic_joint("mlp");
+    let err = min_cut_rematerialization_partition(&joint, n, &MinCutOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("its size needs a hint for s33"), "{err}");
+}

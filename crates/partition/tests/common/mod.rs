@@ -36,3 +36,52 @@ pub fn functorch_saved(info: &serde_json::Value, partitioner: &str) -> (Vec<Stri
         .collect();
     (saved, info[partitioner]["saved_bytes"].as_u64().unwrap())
 }
+
+/// A dynamic-shape model's joint graph from `tests/fixtures/dynamic/<model>`, its number
+/// of forward outputs and its size hints.
+pub fn dynamic_joint(model: &str) -> (Graph, usize, graphbug_ir::Bindings) {
+    let dir = format!("dynamic/{model}");
+    let g = parse_graph(&fixture(&dir, "joint.py")).unwrap();
+    let info: serde_json::Value = serde_json::from_str(&fixture(&dir, "joint.json")).unwrap();
+    let n = info["num_fwd_outputs"].as_u64().unwrap() as usize;
+    let hints = info["hints"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_i64().unwrap()))
+        .collect();
+    (g, n, hints)
+}
+
+/// The bytes of the tensors a forward graph returns after its first `n` outputs (the
+/// saved values), at `hints`; saved sizes count 0.
+pub fn saved_tensor_bytes(forward: &Graph, n: usize, hints: &graphbug_ir::Bindings) -> u64 {
+    forward.outputs()[n..]
+        .iter()
+        .filter_map(|v| v.as_node())
+        .filter_map(|id| match &forward.node(id).meta {
+            graphbug_ir::Meta::SymTensor(t) => Some(t.bind(hints).unwrap().nbytes()),
+            graphbug_ir::Meta::Tensor(t) => Some(t.nbytes()),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Every size symbol `g` mentions is bound by one of its inputs (a size or a `Sym`
+/// value that is the bare symbol).
+pub fn assert_self_binding(g: &Graph, what: &str) {
+    let bound: Vec<&str> = g
+        .placeholders()
+        .into_iter()
+        .flat_map(|i| g.node(i).meta.bound_symbols())
+        .collect();
+    for node in &g.nodes {
+        for s in node.meta.symbols() {
+            assert!(
+                bound.contains(&s),
+                "{what}: `{}` mentions {s}, which no input binds",
+                node.name
+            );
+        }
+    }
+}
