@@ -175,7 +175,12 @@ class _Writer:
                 if hasattr(value, "dtype"):
                     consts.append((node.target, value))
         if consts:
-            safetensors.save(os.path.join(self.dir, "constants.safetensors"), consts)
+            # torch.compile calls backends with its fake tensor mode active; the constants
+            # are real tensors, written outside it.
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():
+                safetensors.save(os.path.join(self.dir, "constants.safetensors"), consts)
 
     def outputs(self, outs):
         """PyTorch's outputs of the first call, out0..outN (sizes as 0-d tensors, None

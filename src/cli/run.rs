@@ -35,6 +35,10 @@ pub struct RunArgs {
     /// naming `self.<attr>` constants provide them). Without it, inputs are random.
     #[arg(long)]
     inputs: Option<PathBuf>,
+    /// The `self.<attr>` constants, by attribute name (.safetensors or .npz; a repro
+    /// directory's constants.safetensors); they override those of --inputs.
+    #[arg(long)]
+    constants: Option<PathBuf>,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -159,13 +163,18 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if let Some(note) = note {
         eprintln!("{note}");
     }
-    let (inputs, constants) = graph_inputs(
+    let (inputs, mut constants) = graph_inputs(
         &mut graph,
         args.inputs.as_ref(),
         &args.binds,
         args.seed,
         tdev,
     )?;
+    if let Some(file) = &args.constants {
+        for (name, t) in graphbug::aten::io::read_tensors(file)? {
+            constants.insert(name, t.to_device(tdev));
+        }
+    }
     // In the child: checking an AOT pipeline's inner compilers runs meta inference.
     validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
 

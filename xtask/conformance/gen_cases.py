@@ -59,6 +59,9 @@ CI_OPS = [
     "sigmoid", "softmax", "sum", "tanh", "transpose", "where",
 ]
 CI_ZOO = ["batch_norm", "mlp_small", "multihead_attention"]
+# Captured in CI: the CI zoo, plus the modules whose dynamo-level graphs call
+# torch.nn.functional functions with their own signatures.
+CI_CAPTURE = CI_ZOO + ["embedding_bag", "instance_norm", "interpolate"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 SHORT = {"float32": "f32", "float64": "f64", "bfloat16": "bf16"}
@@ -794,7 +797,11 @@ def capture_task(args):
             compiled = torch.compile(model, backend="graphbug_capture",
                                      options={"out": tmp, "aot": True},
                                      dynamic=(mode == "dynamic"))
-            out = compiled(*xs)
+            try:
+                out = compiled(*xs)
+            except torch._dynamo.exc.BackendCompilerFailed as e:
+                # The cause, not the wrapper (a time limit hit inside the backend).
+                raise e.inner_exception from None
             floats = [o for o in pytree.tree_leaves(out)
                       if isinstance(o, torch.Tensor) and o.requires_grad]
             if floats:
@@ -824,6 +831,8 @@ def capture_task(args):
                     results.append((case_id, "skipped"))
                     continue
                 os.makedirs(out_dir, exist_ok=True)
+                if os.path.exists(os.path.join(src, "constants.safetensors")):
+                    files["constants.safetensors"] = "constants.safetensors"
                 for f, to in files.items():
                     shutil.copyfile(os.path.join(src, f), os.path.join(out_dir, to))
                 kind = d.rsplit("_", 1)[0]
@@ -891,7 +900,7 @@ def main(argv=None):
                         tasks.append((zoo_task, (name, variant, a.out)))
 
     if "capture" in sources:
-        names = sorted(zoo_models()) if a.subset == "full" else CI_ZOO
+        names = sorted(zoo_models()) if a.subset == "full" else CI_CAPTURE
         for name in names:
             for mode in ("static", "dynamic"):
                 if pattern is None or pattern.search(f"capture/{name}/{mode}/"):

@@ -39,7 +39,14 @@ pub fn lower_to_aten(graph: &Graph, schemas: &dyn Schemas) -> Result<Graph, Stri
     // Python functions that return a tuple of values computed by separate aten nodes:
     // the node (its output 0) and the values of its other outputs.
     let mut tuples: HashMap<NodeId, Vec<Option<Value>>> = HashMap::new();
-    for node in &graph.nodes {
+    let users = graph.users();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        // A query no node reads (`x.size()` whose items specialization made constants,
+        // usage logging) has no aten op to become: it is left out (returned, it is None).
+        if users.nodes[i].is_empty() && is_unread_query(&node.kind) {
+            new_id.push(LEFT_OUT);
+            continue;
+        }
         let kind = node
             .try_remap_kind::<()>(&mut |id| Ok(new_id[id.index()]))
             .expect("remapping to earlier nodes cannot fail");
@@ -86,10 +93,169 @@ pub fn lower_to_aten(graph: &Graph, schemas: &dyn Schemas) -> Result<Graph, Stri
     }
     out.output = graph.output.as_ref().map(|vals| {
         vals.iter()
-            .map(|v| v.map_nodes(&mut |id| Value::Node(new_id[id.index()])))
+            .map(|v| {
+                v.map_nodes(&mut |id| match new_id[id.index()] {
+                    LEFT_OUT => Value::None,
+                    new => Value::Node(new),
+                })
+            })
             .collect()
     });
     Ok(out)
+}
+
+/// The id of a node lowering leaves out (see [`is_unread_query`]).
+const LEFT_OUT: NodeId = NodeId(u32::MAX);
+
+/// `torch.nn.functional` losses and their parameters, in order: each becomes its aten op
+/// of the same name (see `Lowering::loss`).
+const LOSSES: [(&str, &[&str]); 8] = [
+    (
+        "l1_loss",
+        &[
+            "input",
+            "target",
+            "size_average",
+            "reduce",
+            "reduction",
+            "weight",
+        ],
+    ),
+    (
+        "mse_loss",
+        &[
+            "input",
+            "target",
+            "size_average",
+            "reduce",
+            "reduction",
+            "weight",
+        ],
+    ),
+    (
+        "smooth_l1_loss",
+        &[
+            "input",
+            "target",
+            "size_average",
+            "reduce",
+            "reduction",
+            "beta",
+        ],
+    ),
+    (
+        "huber_loss",
+        &["input", "target", "reduction", "delta", "weight"],
+    ),
+    (
+        "kl_div",
+        &[
+            "input",
+            "target",
+            "size_average",
+            "reduce",
+            "reduction",
+            "log_target",
+        ],
+    ),
+    (
+        "binary_cross_entropy",
+        &[
+            "input",
+            "target",
+            "weight",
+            "size_average",
+            "reduce",
+            "reduction",
+        ],
+    ),
+    (
+        "binary_cross_entropy_with_logits",
+        &[
+            "input",
+            "target",
+            "weight",
+            "size_average",
+            "reduce",
+            "reduction",
+            "pos_weight",
+        ],
+    ),
+    (
+        "soft_margin_loss",
+        &["input", "target", "size_average", "reduce", "reduction"],
+    ),
+];
+
+/// The aten steps of `x[index]`, each applied to the previous one's result (the first
+/// to `x`, of rank `rank`): select for ints, slice for slices, unsqueeze for None, `...`
+/// over the dimensions the rest does not index. Their arguments after the tensor.
+fn index_steps(index: Value, rank: Option<usize>) -> Result<Vec<(OpName, Vec<Value>)>, String> {
+    let items = match index {
+        Value::Tuple(items) => items,
+        one => vec![one],
+    };
+    let single = items.len() == 1;
+    // `...` spans the dimensions the other items do not index.
+    let indexed = items
+        .iter()
+        .filter(|v| !matches!(v, Value::None | Value::Ellipsis))
+        .count();
+    let mut steps: Vec<(OpName, Vec<Value>)> = Vec::new();
+    let mut dim = 0i64;
+    for item in items {
+        match item {
+            Value::Int(i) => {
+                steps.push((
+                    OpName::aten("select", "int"),
+                    vec![Value::Int(dim), Value::Int(i)],
+                ));
+            }
+            Value::Slice(parts) => {
+                let [start, stop, step] = <[Value; 3]>::try_from(parts).map_err(|_| "bad slice")?;
+                let step = if step == Value::None {
+                    Value::Int(1)
+                } else {
+                    step
+                };
+                steps.push((
+                    OpName::aten("slice", "Tensor"),
+                    vec![Value::Int(dim), start, stop, step],
+                ));
+                dim += 1;
+            }
+            Value::None => {
+                steps.push((OpName::aten("unsqueeze", "default"), vec![Value::Int(dim)]));
+                dim += 1;
+            }
+            Value::Ellipsis => {
+                let rank = rank.ok_or("`...` needs the tensor's shape annotation")?;
+                dim += rank.checked_sub(indexed).ok_or("too many indices")? as i64;
+            }
+            // A tensor index, alone: advanced indexing of the first dimension.
+            Value::Node(n) if dim == 0 && steps.is_empty() && single => {
+                steps.push((
+                    OpName::aten("index", "Tensor"),
+                    vec![Value::List(vec![Value::Node(n)])],
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "indexing with {other:?} is not lowered yet (ints, slices, None and one tensor are)"
+                ))
+            }
+        }
+    }
+    Ok(steps)
+}
+
+/// A Python-level call without effects or an aten op, which lowering leaves out when
+/// nothing reads it: a Tensor method reading metadata, or PyTorch's usage logging.
+fn is_unread_query(kind: &NodeKind) -> bool {
+    matches!(kind, NodeKind::Call { op, .. }
+        if (op.is_method()
+            && matches!(op.name.as_str(), "size" | "stride" | "dim" | "numel" | "storage_offset"))
+            || (op.namespace == "torch._C" && op.name == "_log_api_usage_once"))
 }
 
 /// Keyword arguments in source order.
@@ -142,6 +308,12 @@ impl Lowering<'_> {
         if ns == "operator" && op.name == "getitem" {
             return self.index(args);
         }
+        if ns == "operator" && op.name == "setitem" {
+            return self.set_item(args);
+        }
+        if ns == "torch" && op.name == "tensor" {
+            return self.tensor(args, kwargs);
+        }
         let (name, args, kwargs) = match ns {
             "operator" => {
                 // In-place operators (`a += b`) are the in-place aten ops.
@@ -165,6 +337,16 @@ impl Lowering<'_> {
             }
             "torch.nn.functional" if op.name == "multi_head_attention_forward" => {
                 return self.multi_head_attention(args, kwargs)
+            }
+            "torch.nn.functional" if op.name == "embedding_bag" => {
+                return self.embedding_bag(args, kwargs)
+            }
+            "torch.nn.functional" if LOSSES.iter().any(|(n, _)| *n == op.name) => {
+                return self.loss(&op.name, args, kwargs)
+            }
+            "torch.nn.functional" if op.name == "interpolate" => {
+                let (name, args) = self.interpolate(args, kwargs)?;
+                return self.bind(&name, args, Vec::new(), false);
             }
             "torch.nn.functional" => self.functional(&op.name, args, kwargs)?,
             "torch._C._special" => (format!("special_{}", op.name), args, kwargs),
@@ -252,6 +434,20 @@ impl Lowering<'_> {
                 ];
                 ("batch_norm".to_string(), args, Vec::new())
             }
+            // instance_norm(input, running_mean=None, running_var=None, weight=None,
+            //               bias=None, use_input_stats=True, momentum=0.1, eps=1e-05)
+            "instance_norm" => {
+                let rm = take("running_mean", 1, &mut args).unwrap_or(Value::None);
+                let rv = take("running_var", 2, &mut args).unwrap_or(Value::None);
+                let w = take("weight", 3, &mut args).unwrap_or(Value::None);
+                let b = take("bias", 4, &mut args).unwrap_or(Value::None);
+                let stats = take("use_input_stats", 5, &mut args).unwrap_or(Value::Bool(true));
+                let momentum = take("momentum", 6, &mut args).unwrap_or(Value::Float(0.1));
+                let eps = take("eps", 7, &mut args).unwrap_or(Value::Float(1e-5));
+                let input = args.first().cloned().unwrap_or(Value::None);
+                let args = vec![input, w, b, rm, rv, stats, momentum, eps, Value::Bool(true)];
+                ("instance_norm".to_string(), args, Vec::new())
+            }
             // cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
             //               reduce=None, reduction='mean', label_smoothing=0.0)
             "cross_entropy" | "nll_loss" => {
@@ -298,57 +494,128 @@ impl Lowering<'_> {
     fn index(&mut self, args: Vec<Value>) -> Result<NodeKind, String> {
         let [base, index] =
             <[Value; 2]>::try_from(args).map_err(|_| "getitem takes two arguments")?;
-        let items = match index {
-            Value::Tuple(items) => items,
-            one => vec![one],
-        };
-        let mut steps: Vec<(OpName, Vec<Value>)> = Vec::new();
-        let mut dim = 0i64;
-        for item in items {
-            match item {
-                Value::Int(i) => {
-                    steps.push((
-                        OpName::aten("select", "int"),
-                        vec![Value::Int(dim), Value::Int(i)],
-                    ));
-                }
-                Value::Slice(parts) => {
-                    let [start, stop, step] =
-                        <[Value; 3]>::try_from(parts).map_err(|_| "bad slice")?;
-                    let step = if step == Value::None {
-                        Value::Int(1)
-                    } else {
-                        step
-                    };
-                    steps.push((
-                        OpName::aten("slice", "Tensor"),
-                        vec![Value::Int(dim), start, stop, step],
-                    ));
-                    dim += 1;
-                }
-                Value::None => {
-                    steps.push((OpName::aten("unsqueeze", "default"), vec![Value::Int(dim)]));
-                    dim += 1;
-                }
-                other => {
-                    return Err(format!(
-                        "indexing with {other:?} is not lowered yet (ints, slices and None are)"
-                    ))
-                }
-            }
-        }
+        let mut steps = index_steps(index, self.rank(&base))?;
         let (last_op, last_args) = steps
             .pop()
             .unwrap_or((OpName::aten("alias", "default"), Vec::new()));
-        let mut prev = base;
-        for (op, rest) in steps {
-            prev = self.emit("index", op, [vec![prev], rest].concat());
-        }
+        let prev = self.emit_steps(base, steps);
         Ok(NodeKind::Call {
             op: last_op,
             args: [vec![prev], last_args].concat(),
             kwargs: Vec::new(),
         })
+    }
+
+    /// `x[index] = value` (FX's `operator.setitem`): the indexed view of `x` filled with
+    /// the number or copied from the tensor; the node is `x`, changed in place.
+    fn set_item(&mut self, args: Vec<Value>) -> Result<NodeKind, String> {
+        let [base, index, value] =
+            <[Value; 3]>::try_from(args).map_err(|_| "setitem takes three arguments")?;
+        let steps = index_steps(index, self.rank(&base))?;
+        let view = self.emit_steps(base.clone(), steps);
+        let op = match &value {
+            Value::Node(_) => OpName::aten("copy_", "default"),
+            Value::Int(_) | Value::Float(_) | Value::Bool(_) => OpName::aten("fill_", "Scalar"),
+            other => return Err(format!("assigning {other:?} is not lowered yet")),
+        };
+        self.emit("set", op, vec![view, value]);
+        Ok(NodeKind::Call {
+            op: OpName::aten("alias", "default"),
+            args: vec![base],
+            kwargs: Vec::new(),
+        })
+    }
+
+    /// `torch.tensor(data, dtype=None, ...)` of numbers: scalar tensors stacked along each
+    /// nesting level, in the dtype given or the one PyTorch infers (float32 for floats,
+    /// bool for bools, else int64).
+    fn tensor(
+        &mut self,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
+    ) -> Result<NodeKind, String> {
+        let data = args.into_iter().next().ok_or("torch.tensor needs data")?;
+        let mut dtype = None;
+        for (k, v) in kwargs {
+            match (k.as_str(), v) {
+                ("dtype", Value::Dtype(d)) => dtype = Some(d),
+                ("dtype" | "device" | "requires_grad" | "pin_memory", _) => {}
+                (other, _) => return Err(format!("unknown argument `{other}`")),
+            }
+        }
+        fn leaves(v: &Value, out: &mut Vec<Value>) {
+            match v {
+                Value::List(items) | Value::Tuple(items) => {
+                    items.iter().for_each(|i| leaves(i, out))
+                }
+                other => out.push(other.clone()),
+            }
+        }
+        let mut all = Vec::new();
+        leaves(&data, &mut all);
+        let dtype = dtype.unwrap_or(if all.iter().any(|v| matches!(v, Value::Float(_))) {
+            crate::types::Dtype::Float32
+        } else if !all.is_empty() && all.iter().all(|v| matches!(v, Value::Bool(_))) {
+            crate::types::Dtype::Bool
+        } else {
+            crate::types::Dtype::Int64
+        });
+        if let Some(bad) = all
+            .iter()
+            .find(|v| !matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_)))
+        {
+            return Err(format!("data {bad:?} is not a number"));
+        }
+        let kw = vec![("dtype".to_string(), Value::Dtype(dtype))];
+        // The value of one nesting level: a scalar tensor, or its items stacked.
+        fn level(
+            this: &mut Lowering<'_>,
+            v: Value,
+            kw: &[(String, Value)],
+        ) -> Result<NodeKind, String> {
+            match v {
+                Value::List(items) | Value::Tuple(items) if items.is_empty() => {
+                    Ok(NodeKind::Call {
+                        op: OpName::aten("empty", "memory_format"),
+                        args: vec![Value::List(vec![Value::Int(0)])],
+                        kwargs: kw.to_vec(),
+                    })
+                }
+                Value::List(items) | Value::Tuple(items) => {
+                    let mut parts = Vec::with_capacity(items.len());
+                    for item in items {
+                        let kind = level(this, item, kw)?;
+                        parts.push(this.emit_kind("tensor", kind));
+                    }
+                    Ok(NodeKind::Call {
+                        op: OpName::aten("stack", "default"),
+                        args: vec![Value::List(parts)],
+                        kwargs: Vec::new(),
+                    })
+                }
+                number => Ok(NodeKind::Call {
+                    op: OpName::aten("scalar_tensor", "default"),
+                    args: vec![number],
+                    kwargs: kw.to_vec(),
+                }),
+            }
+        }
+        level(self, data, &kw)
+    }
+
+    /// The rank of a tensor value, from its annotation.
+    fn rank(&self, v: &Value) -> Option<usize> {
+        v.as_node()
+            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.len()))
+    }
+
+    /// Emits `steps` (see [`index_steps`]) one after another from `base`; the last value.
+    fn emit_steps(&mut self, base: Value, steps: Vec<(OpName, Vec<Value>)>) -> Value {
+        let mut prev = base;
+        for (op, rest) in steps {
+            prev = self.emit("index", op, [vec![prev], rest].concat());
+        }
+        prev
     }
 
     /// `F.multi_head_attention_forward` (a Python function; nn.MultiheadAttention calls
@@ -621,16 +888,314 @@ impl Lowering<'_> {
         })
     }
 
+    /// `F.embedding_bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq,
+    /// mode, sparse, per_sample_weights, include_last_offset, padding_idx)`: output 0 of
+    /// `aten::embedding_bag(weight, input, offsets, ...)`, its mode as aten's number. A
+    /// 2-d input and `max_norm` are not lowered yet.
+    fn embedding_bag(
+        &mut self,
+        mut args: Vec<Value>,
+        mut kwargs: Vec<(String, Value)>,
+    ) -> Result<NodeKind, String> {
+        const PARAMS: [&str; 11] = [
+            "input",
+            "weight",
+            "offsets",
+            "max_norm",
+            "norm_type",
+            "scale_grad_by_freq",
+            "mode",
+            "sparse",
+            "per_sample_weights",
+            "include_last_offset",
+            "padding_idx",
+        ];
+        let mut arg = |name: &str, default: Value| -> Value {
+            let pos = PARAMS
+                .iter()
+                .position(|p| *p == name)
+                .expect("a known parameter");
+            if let Some(i) = kwargs.iter().position(|(k, _)| k == name) {
+                return kwargs.remove(i).1;
+            }
+            args.get_mut(pos)
+                .map(|v| std::mem::replace(v, Value::None))
+                .unwrap_or(default)
+        };
+        let input = arg("input", Value::None);
+        let weight = arg("weight", Value::None);
+        let offsets = arg("offsets", Value::None);
+        if arg("max_norm", Value::None) != Value::None {
+            return Err("`max_norm` is not lowered yet".into());
+        }
+        let scale = arg("scale_grad_by_freq", Value::Bool(false));
+        let mode = match arg("mode", Value::Str("mean".into())) {
+            Value::Str(m) => match m.as_str() {
+                "sum" => 0,
+                "mean" => 1,
+                "max" => 2,
+                other => return Err(format!("unknown mode `{other}`")),
+            },
+            other => return Err(format!("mode {other:?} is not a string")),
+        };
+        let sparse = arg("sparse", Value::Bool(false));
+        let per_sample = arg("per_sample_weights", Value::None);
+        let last = arg("include_last_offset", Value::Bool(false));
+        let padding = arg("padding_idx", Value::None);
+        let rank = input
+            .as_node()
+            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.len()));
+        if rank != Some(1) || offsets == Value::None {
+            return Err("only a 1-d input with offsets is lowered yet".into());
+        }
+        let call = self.bind(
+            "embedding_bag",
+            vec![
+                weight,
+                input,
+                offsets,
+                scale,
+                Value::Int(mode),
+                sparse,
+                per_sample,
+                last,
+                padding,
+            ],
+            Vec::new(),
+            false,
+        )?;
+        let Value::Node(bag) = self.emit_kind("bag", call) else {
+            unreachable!("emit gives a node")
+        };
+        Ok(NodeKind::GetItem {
+            source: bag,
+            index: 0,
+        })
+    }
+
+    /// `F.interpolate(input, size, scale_factor, mode, align_corners,
+    /// recompute_scale_factor, antialias)`: the upsampling op of the mode and the input's
+    /// rank, with `output_size` or `scale_factors` as F.interpolate passes them. `area`
+    /// is not lowered yet.
+    fn interpolate(
+        &self,
+        mut args: Vec<Value>,
+        mut kwargs: Vec<(String, Value)>,
+    ) -> Result<(String, Vec<Value>), String> {
+        const PARAMS: [&str; 7] = [
+            "input",
+            "size",
+            "scale_factor",
+            "mode",
+            "align_corners",
+            "recompute_scale_factor",
+            "antialias",
+        ];
+        let mut arg = |name: &str| -> Value {
+            let pos = PARAMS
+                .iter()
+                .position(|p| *p == name)
+                .expect("a known parameter");
+            if let Some(i) = kwargs.iter().position(|(k, _)| k == name) {
+                return kwargs.remove(i).1;
+            }
+            args.get_mut(pos)
+                .map(|v| std::mem::replace(v, Value::None))
+                .unwrap_or(Value::None)
+        };
+        let input = arg("input");
+        let (size, scale) = (arg("size"), arg("scale_factor"));
+        let mode = match arg("mode") {
+            Value::None => "nearest".to_string(),
+            Value::Str(m) => m,
+            other => return Err(format!("mode {other:?} is not a string")),
+        };
+        let align = arg("align_corners");
+        let recompute = arg("recompute_scale_factor") == Value::Bool(true);
+        let antialias = arg("antialias") == Value::Bool(true);
+        let shape = input
+            .as_node()
+            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.clone()))
+            .filter(|s| (3..=5).contains(&s.len()))
+            .ok_or("the input needs a static 3-d to 5-d shape annotation")?;
+        let dims = shape.len() - 2;
+        let repeat = |v: Value, what: &str| -> Result<Vec<Value>, String> {
+            match v {
+                Value::List(items) | Value::Tuple(items) if items.len() == dims => Ok(items),
+                one @ (Value::Int(_) | Value::Float(_)) => Ok(vec![one; dims]),
+                other => Err(format!("{what} {other:?} does not fit {dims} spatial dims")),
+            }
+        };
+        let (output_size, scales) = match (size, scale) {
+            (Value::None, Value::None) => {
+                return Err("either size or scale_factor is needed".into())
+            }
+            (size, Value::None) => (Value::List(repeat(size, "size")?), Value::None),
+            (Value::None, scale) => {
+                let factors: Vec<f64> = repeat(scale, "scale_factor")?
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::Float(f) => Ok(f),
+                        Value::Int(i) => Ok(i as f64),
+                        other => Err(format!("scale factor {other:?} is not a number")),
+                    })
+                    .collect::<Result<_, _>>()?;
+                if recompute {
+                    let sizes = shape[2..]
+                        .iter()
+                        .zip(&factors)
+                        .map(|(&n, f)| Value::Int((n as f64 * f).floor() as i64))
+                        .collect();
+                    (Value::List(sizes), Value::None)
+                } else {
+                    (
+                        Value::None,
+                        Value::List(factors.into_iter().map(Value::Float).collect()),
+                    )
+                }
+            }
+            _ => return Err("only one of size and scale_factor may be given".into()),
+        };
+        let suffix = ["1d", "2d", "3d"][dims - 1];
+        let align = if align == Value::None {
+            Value::Bool(false)
+        } else {
+            align
+        };
+        let (name, with_align) = match (mode.as_str(), dims, antialias) {
+            ("nearest", _, false) => (format!("upsample_nearest{suffix}"), false),
+            ("nearest-exact", _, false) => (format!("_upsample_nearest_exact{suffix}"), false),
+            ("linear", 1, false) => ("upsample_linear1d".to_string(), true),
+            ("bilinear", 2, false) => ("upsample_bilinear2d".to_string(), true),
+            ("bilinear", 2, true) => ("_upsample_bilinear2d_aa".to_string(), true),
+            ("bicubic", 2, false) => ("upsample_bicubic2d".to_string(), true),
+            ("bicubic", 2, true) => ("_upsample_bicubic2d_aa".to_string(), true),
+            ("trilinear", 3, false) => ("upsample_trilinear3d".to_string(), true),
+            (mode, _, aa) => {
+                return Err(format!(
+                    "mode `{mode}` on a {}-d input{} is not lowered yet",
+                    dims + 2,
+                    if aa { " with antialias" } else { "" }
+                ))
+            }
+        };
+        let args = if with_align {
+            vec![input, output_size, align, scales]
+        } else {
+            vec![input, output_size, scales]
+        };
+        Ok((name, args))
+    }
+
+    /// A `torch.nn.functional` loss (see [`LOSSES`]): its aten op of the same name, bound
+    /// by keyword (`input` is aten's `self`), the reduction as aten's number; `batchmean`
+    /// (kl_div) is the sum over the batch size. The legacy `size_average` and `reduce`, and
+    /// a `weight` the aten op has no parameter for, are not lowered yet.
+    fn loss(
+        &mut self,
+        name: &str,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
+    ) -> Result<NodeKind, String> {
+        let params = LOSSES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p)
+            .expect("a known loss");
+        if args.len() > params.len() {
+            return Err(format!(
+                "{} arguments, at most {}",
+                args.len(),
+                params.len()
+            ));
+        }
+        let mut named: Vec<(String, Value)> = params
+            .iter()
+            .zip(args)
+            .map(|(p, v)| (p.to_string(), v))
+            .collect();
+        for (k, v) in kwargs {
+            if !params.contains(&k.as_str()) {
+                return Err(format!("unknown argument `{k}`"));
+            }
+            named.push((k, v));
+        }
+        let mut batchmean = false;
+        let mut aten_kwargs = Vec::new();
+        for (k, v) in named {
+            match (k.as_str(), v) {
+                ("size_average" | "reduce", Value::None) => {}
+                ("size_average" | "reduce", _) => {
+                    return Err(format!(
+                        "the legacy `{k}` is not lowered yet; use `reduction`"
+                    ))
+                }
+                ("reduction", Value::Str(r)) => {
+                    let code = match r.as_str() {
+                        "none" => 0,
+                        "mean" => 1,
+                        "sum" => 2,
+                        "batchmean" if name == "kl_div" => {
+                            batchmean = true;
+                            2
+                        }
+                        other => return Err(format!("unknown reduction `{other}`")),
+                    };
+                    aten_kwargs.push(("reduction".to_string(), Value::Int(code)));
+                }
+                ("input", v) => aten_kwargs.push(("self".to_string(), v)),
+                (_, v) => aten_kwargs.push((k, v)),
+            }
+        }
+        let input = aten_kwargs
+            .iter()
+            .find(|(k, _)| k == "self")
+            .map(|(_, v)| v.clone());
+        let call = self
+            .bind(name, Vec::new(), aten_kwargs, false)
+            .map_err(|e| {
+                format!("{e} (a `weight` {name}'s aten op does not take is not lowered yet)")
+            })?;
+        if !batchmean {
+            return Ok(call);
+        }
+        let batch = input
+            .as_ref()
+            .and_then(Value::as_node)
+            .and_then(|id| {
+                self.out
+                    .node(id)
+                    .meta
+                    .tensor()
+                    .and_then(|t| t.shape.first().copied())
+            })
+            .ok_or("reduction `batchmean` needs the input's static shape annotation")?;
+        let sum = self.emit_kind("sum", call);
+        Ok(NodeKind::Call {
+            op: OpName::aten("div", "Scalar"),
+            args: vec![sum, Value::Int(batch)],
+            kwargs: Vec::new(),
+        })
+    }
+
     /// Adds the call `op(args)` before the node, named after it (`<node>_<what>`).
     fn emit(&mut self, what: &str, op: OpName, args: Vec<Value>) -> Value {
-        let name = self.names.create_name(&format!("{}_{what}", self.node));
-        self.out.nodes.push(Node {
-            name,
-            kind: NodeKind::Call {
+        self.emit_kind(
+            what,
+            NodeKind::Call {
                 op,
                 args,
                 kwargs: Vec::new(),
             },
+        )
+    }
+
+    /// Adds a node of `kind` before the node, named after it (`<node>_<what>`).
+    fn emit_kind(&mut self, what: &str, kind: NodeKind) -> Value {
+        let name = self.names.create_name(&format!("{}_{what}", self.node));
+        self.out.nodes.push(Node {
+            name,
+            kind,
             meta: Meta::Unknown,
         });
         Value::Node(NodeId((self.out.nodes.len() - 1) as u32))
@@ -681,6 +1246,19 @@ impl Lowering<'_> {
         let params = &schema.arguments;
         let positional: Vec<&Argument> = params.iter().filter(|a| !a.kwarg_only).collect();
         let mut args = args.to_vec();
+        // A function's leading ints fill its first size list: torch.zeros(4, 5).
+        if !method
+            && args.len() > positional.len()
+            && positional
+                .first()
+                .is_some_and(|p| ArgType::parse(&p.ty).list)
+            && args
+                .iter()
+                .all(|v| matches!(v, Value::Int(_) | Value::Node(_)))
+            && positional.len() == 1
+        {
+            args = vec![Value::List(args)];
+        }
         // A method's trailing ints fill its one size list: x.view(12, -1), x.permute(1, 0).
         if method && args.len() > positional.len() && positional.len() >= 2 {
             let last = positional.len() - 1;

@@ -15,7 +15,7 @@ use graphbug_backends::plugin::load_plugin;
 use graphbug_backends::registry::INJECT_FAULT_ENV;
 use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
 use graphbug_ir::{Graph, Meta, NodeKind, Value};
-use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions};
+use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions, Sink};
 use tch::Tensor;
 
 use crate::case::{read_repro_dir_with_graph, ReproCase};
@@ -340,8 +340,15 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
         progress: true,
         ..MinifyOptions::default()
     };
-    minify(written, checker.as_mut(), &options, &mut sink)
-        .map_err(|e| ReproError::Other(e.to_string()))
+    let result = minify(written, checker.as_mut(), &options, &mut sink)
+        .map_err(|e| ReproError::Other(e.to_string()))?;
+    // An original that is minimal already is the minified repro: the directory the
+    // result names always exists.
+    if !sink.minified().exists() {
+        sink.improved(&result.candidate, &result.signature, &result.stats)
+            .map_err(ReproError::Other)?;
+    }
+    Ok(result)
 }
 
 /// What `analyze` found.

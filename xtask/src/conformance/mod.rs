@@ -624,7 +624,11 @@ impl Runner<'_> {
             ("forward.py", "graph.py"),
             ("inputs.safetensors", "inputs.safetensors"),
             ("manifest.json", "manifest.json"),
+            ("constants.safetensors", "constants.safetensors"),
         ] {
+            if from == "constants.safetensors" && !self.file(from).is_file() {
+                continue;
+            }
             fs::copy(self.file(from), dir.join(to))
                 .with_context(|| format!("copying {from} to {}", dir.display()))?;
         }
@@ -718,12 +722,19 @@ impl Runner<'_> {
         if let Some(na) = self.random() {
             return Ok(na);
         }
+        // A captured graph's `self.<attr>` constants come in a file of their own.
+        let constants = self.file("constants.safetensors");
+        let extra: Vec<&std::ffi::OsStr> = if constants.is_file() {
+            vec![os("--constants"), constants.as_os_str()]
+        } else {
+            Vec::new()
+        };
         let exec = self.run_compare(
             "values",
             &self.file("forward.py"),
             &self.file("inputs.safetensors"),
             &self.file("outputs.safetensors"),
-            &[],
+            &extra,
         )?;
         Ok(if exec.code == Some(0) {
             Outcome::Passed
@@ -1080,13 +1091,20 @@ impl Runner<'_> {
 }
 
 /// The calls of a graph text (`name = <call>`), without getitems (`x[0]`,
-/// `operator.getitem`) and dynamo's input aliases (`l_x_ = L_x_`): what a graph that is
-/// one op, with its multiple outputs unpacked, has one of.
+/// `operator.getitem`), constants (`self._tensor_constant0`) and dynamo's input aliases
+/// (`l_x_ = L_x_`): what a graph that is one op, with its multiple outputs unpacked, has
+/// one of.
 fn call_lines(text: &str) -> Vec<String> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.starts_with('#') && !l.starts_with("return") && !l.starts_with("def "))
         .filter_map(|l| {
+            // An augmented assignment (`y += x;  y_1 = y`) is a call of its own.
+            let first = l.split(";  ").next().unwrap_or(l);
+            let op = first.split(' ').nth(1).unwrap_or("");
+            if op.len() >= 2 && op.ends_with('=') && !matches!(op, "==" | "!=" | "<=" | ">=") {
+                return Some(first.to_string());
+            }
             let rhs = l.split_once(" = ")?.1;
             let rhs = rhs.split(";  ").next().unwrap_or(rhs).trim();
             let ident =
@@ -1098,7 +1116,12 @@ fn call_lines(text: &str) -> Vec<String> {
                     .is_some_and(|(base, index)| {
                         ident(base) && index.chars().all(|c| c.is_ascii_digit())
                     });
-            (!ident(rhs) && !getitem).then(|| rhs.to_string())
+            // A constant (`self._tensor_constant0`) is read, not called.
+            let constant = rhs.strip_prefix("self.").is_some_and(|path| {
+                path.chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+            });
+            (!ident(rhs) && !getitem && !constant).then(|| rhs.to_string())
         })
         .collect()
 }
@@ -1220,6 +1243,14 @@ mod tests {
             "getitem: \"f32[2]\" = torch.relu(ln)",
         );
         assert_eq!(call_lines(&two).len(), 2);
+        let augmented =
+            "        y += x;  y_1: \"f32[2]\" = y;  y = x = None\n        z >>= x;  z_1 = z\n";
+        assert_eq!(call_lines(augmented), ["y += x", "z >>= x"]);
+        let constant = "        c = self._tensor_constant0\n        d = torch.ops.aten.lift_fresh_copy.default(c)\n";
+        assert_eq!(
+            call_lines(constant),
+            ["torch.ops.aten.lift_fresh_copy.default(c)"]
+        );
     }
 
     #[test]

@@ -114,10 +114,26 @@ enum Stmt {
         value: Expr,
         pos: Pos,
     },
+    /// `a[index] = value`: FX's `operator.setitem`, whose node the next statement names
+    /// (`setitem = a`).
+    SetItem {
+        target: String,
+        index: Expr,
+        value: Expr,
+        pos: Pos,
+    },
     /// `return expr`
     Return { value: Expr, pos: Pos },
     /// FX's liveness tail `a = b = None`: the names are dead from here on.
     Free { names: Vec<(String, Pos)> },
+}
+
+/// An in-place statement waiting for the statement that names its node.
+enum InPlace<'a> {
+    /// `a += value` (the `operator` function's name, `add`).
+    Operator(&'static str, &'a Expr),
+    /// `a[index] = value`.
+    SetItem(&'a Expr, &'a Expr),
 }
 
 struct Param {
@@ -379,6 +395,18 @@ impl Parser<'_> {
                 targets,
                 value,
                 pos,
+            }));
+        }
+        if self.eat_punct('[') {
+            let index = self.expr()?;
+            self.expect_punct(']')?;
+            self.expect_punct('=')?;
+            let value = self.expr()?;
+            return Ok(Some(Stmt::SetItem {
+                target: first,
+                index,
+                value,
+                pos: first_pos,
             }));
         }
         if let Some((op, len)) = self.augmented_operator() {
@@ -934,10 +962,10 @@ impl<'a> Builder<'a> {
 
         let body_start = flatten.map_or(0, |f| f + 1);
         let mut output: Option<(Vec<Value>, Pos)> = None;
-        // `a += b` waiting for the statement that names its node (`out = a`).
-        let mut augmented: Option<(&str, &'static str, &Expr, Pos)> = None;
+        // `a += b` or `a[i] = b` waiting for the statement that names its node (`out = a`).
+        let mut augmented: Option<(&str, InPlace<'_>, Pos)> = None;
         for s in &module.stmts[body_start..] {
-            if let Some((target, op, value, apos)) = augmented.take() {
+            if let Some((target, in_place, apos)) = augmented.take() {
                 let named = match s {
                     Stmt::Assign {
                         target: name,
@@ -958,12 +986,20 @@ impl<'a> Builder<'a> {
                     pos: apos,
                 };
                 let meta = self.meta_of(ann)?;
-                let kind = self.call(
-                    OpName::python("operator", &format!("i{op}")),
-                    [&base, value],
-                    &[],
-                    &later,
-                )?;
+                let kind = match in_place {
+                    InPlace::Operator(op, value) => self.call(
+                        OpName::python("operator", &format!("i{op}")),
+                        [&base, value],
+                        &[],
+                        &later,
+                    )?,
+                    InPlace::SetItem(index, value) => self.call(
+                        OpName::python("operator", "setitem"),
+                        [&base, index, value],
+                        &[],
+                        &later,
+                    )?,
+                };
                 self.add_node(name, pos, kind, meta)?;
                 continue;
             }
@@ -971,6 +1007,7 @@ impl<'a> Builder<'a> {
                 let pos = match s {
                     Stmt::Assign { pos, .. }
                     | Stmt::AugAssign { pos, .. }
+                    | Stmt::SetItem { pos, .. }
                     | Stmt::Declare { pos, .. }
                     | Stmt::Flatten { pos, .. }
                     | Stmt::Return { pos, .. } => *pos,
@@ -994,7 +1031,15 @@ impl<'a> Builder<'a> {
                     value,
                     pos,
                 } => {
-                    augmented = Some((target, op, value, *pos));
+                    augmented = Some((target, InPlace::Operator(op, value), *pos));
+                }
+                Stmt::SetItem {
+                    target,
+                    index,
+                    value,
+                    pos,
+                } => {
+                    augmented = Some((target, InPlace::SetItem(index, value), *pos));
                 }
                 Stmt::Declare { target, pos, .. } => {
                     return self.err(*pos, format!("`{target}` is annotated but never assigned"))
@@ -1013,7 +1058,7 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        if let Some((target, _, _, apos)) = augmented {
+        if let Some((target, _, apos)) = augmented {
             return self.err(
                 apos,
                 format!("`{target} ...=` must be followed by the statement naming its result (`out = {target}`)"),

@@ -41,11 +41,21 @@ pub fn print_graph(graph: &Graph) -> String {
             continue;
         }
         out.push_str("        ");
-        // FX prints an in-place operator as `a += b;  out = a`.
+        // FX prints an in-place operator as `a += b;  out = a`, and `operator.setitem` as
+        // `a[i] = b;  out = a`.
+        let set_item = is_set_item(&node.kind);
         if let NodeKind::Call { op, args, kwargs } = &node.kind {
             if let (Some(symbol), [a, b], true) = (op.augmented(), &args[..], kwargs.is_empty()) {
                 let _ = a.write_python(&mut out, &name_of);
                 let _ = write!(out, " {symbol}= ");
+                let _ = b.write_python(&mut out, &name_of);
+                out.push_str(";  ");
+            }
+            if let (true, [a, i, b]) = (set_item, &args[..]) {
+                let _ = a.write_python(&mut out, &name_of);
+                out.push('[');
+                let _ = i.write_python(&mut out, &name_of);
+                out.push_str("] = ");
                 let _ = b.write_python(&mut out, &name_of);
                 out.push_str(";  ");
             }
@@ -57,7 +67,8 @@ pub fn print_graph(graph: &Graph) -> String {
         out.push_str(" = ");
         match &node.kind {
             NodeKind::Call { op, args, kwargs }
-                if op.augmented().is_some() && args.len() == 2 && kwargs.is_empty() =>
+                if (op.augmented().is_some() && args.len() == 2 && kwargs.is_empty())
+                    || set_item =>
             {
                 let _ = args[0].write_python(&mut out, &name_of);
             }
@@ -182,4 +193,10 @@ fn liveness_tails(graph: &Graph) -> Vec<Vec<NodeId>> {
         }
     }
     tails
+}
+
+/// `operator.setitem(a, i, b)`, which FX prints as `a[i] = b;  out = a`.
+fn is_set_item(kind: &NodeKind) -> bool {
+    matches!(kind, NodeKind::Call { op, args, kwargs }
+        if *op == OpName::python("operator", "setitem") && args.len() == 3 && kwargs.is_empty())
 }
