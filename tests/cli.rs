@@ -273,6 +273,8 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         "residual",
         "residual_dynamic",
         "attention",
+        "indexing",
+        "indexing_dynamic",
     ] {
         assert_run_matches(
             &format!("dynamo/{case}.py"),

@@ -229,13 +229,14 @@ pub fn specialize_in_place(graph: &mut Graph, bindings: &Bindings) -> Result<(),
     Ok(())
 }
 
-/// A call that computes a size: an `operator` function, a `sym_*` function (torch's or
+/// A call that computes a size: an `operator` function (but `setitem`, a statement), a
+/// `sym_*` function (torch's or
 /// aten's), or a Tensor method that reads sizes or data (`x.size(0)`, `x.item()`).
 fn is_size_call(kind: &NodeKind) -> bool {
     let NodeKind::Call { op, .. } = kind else {
         return false;
     };
-    op.namespace == "operator"
+    (op.namespace == "operator" && op.name != "setitem")
         || op.name.starts_with("sym_")
         || (op.is_method()
             && matches!(

@@ -6,13 +6,14 @@ mod common;
 
 use graphbug_ir::{parse_graph, print_graph, NodeKind, OpName, Value};
 
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
     "mlp",
     "conv",
     "attention",
     "tensor_code",
     "loss",
     "residual",
+    "indexing",
 ];
 
 fn fixture(file: &str) -> String {
@@ -121,4 +122,28 @@ fn augmented_assignment_is_an_in_place_operator_named_by_the_next_statement() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("expected a value, found `=`"), "{e}");
+}
+
+#[test]
+fn setitem_statements_are_one_node_printed_as_fx_writes_them() {
+    let graph = parse_graph(&fixture("indexing.py")).unwrap();
+    let node = graph.node(graph.find("setitem").unwrap());
+    let NodeKind::Call { op, args, .. } = &node.kind else {
+        panic!("setitem is a call")
+    };
+    assert_eq!(*op, OpName::python("operator", "setitem"));
+    assert_eq!(args[0], Value::Node(graph.find("y").unwrap()));
+    assert_eq!(args[2], Value::Float(0.0));
+    let text = print_graph(&graph);
+    assert!(
+        text.contains("y[(Ellipsis, slice(0, 2, None))] = 0.0;  setitem = y;  setitem = None"),
+        "{text}"
+    );
+    // The statement naming the node must follow.
+    let broken = fixture("indexing.py").replace("  setitem = y;", "");
+    let err = parse_graph(&broken).unwrap_err().to_string();
+    assert!(
+        err.contains("must be followed by the statement naming its result"),
+        "{err}"
+    );
 }
