@@ -107,6 +107,46 @@ pub fn lower_to_aten(graph: &Graph, schemas: &dyn Schemas) -> Result<Graph, Stri
 /// The id of a node lowering leaves out (see [`is_unread_query`]).
 const LEFT_OUT: NodeId = NodeId(u32::MAX);
 
+/// A Python function's arguments by parameter name (positional ones by their place among
+/// its parameters), taken one at a time.
+struct Params {
+    values: HashMap<&'static str, Value>,
+}
+
+impl Params {
+    /// `args` and `kwargs` of a function with `params`; too many arguments, an unknown
+    /// keyword or one given twice is an error.
+    fn new(
+        params: &[&'static str],
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
+    ) -> Result<Params, String> {
+        if args.len() > params.len() {
+            return Err(format!(
+                "{} arguments, at most {}",
+                args.len(),
+                params.len()
+            ));
+        }
+        let mut values: HashMap<&'static str, Value> = params.iter().copied().zip(args).collect();
+        for (k, v) in kwargs {
+            let p = params
+                .iter()
+                .find(|p| **p == k)
+                .ok_or_else(|| format!("unknown argument `{k}`"))?;
+            if values.insert(p, v).is_some() {
+                return Err(format!("argument `{k}` given twice"));
+            }
+        }
+        Ok(Params { values })
+    }
+
+    /// The argument of parameter `name`, or `default`.
+    fn take(&mut self, name: &str, default: Value) -> Value {
+        self.values.remove(name).unwrap_or(default)
+    }
+}
+
 /// `torch.nn.functional` losses and their parameters, in order: each becomes its aten op
 /// of the same name (see `Lowering::loss`).
 const LOSSES: [(&str, &[&str]); 8] = [
@@ -627,8 +667,8 @@ impl Lowering<'_> {
     /// are not lowered yet: an error names the one given.
     fn multi_head_attention(
         &mut self,
-        mut args: Vec<Value>,
-        mut kwargs: Vec<(String, Value)>,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
     ) -> Result<NodeKind, String> {
         const PARAMS: [&str; 25] = [
             "query",
@@ -657,30 +697,14 @@ impl Lowering<'_> {
             "average_attn_weights",
             "is_causal",
         ];
-        if args.len() > PARAMS.len() {
-            return Err(format!(
-                "{} arguments, at most {}",
-                args.len(),
-                PARAMS.len()
-            ));
-        }
-        let mut arg = |name: &str| -> Value {
-            let pos = PARAMS
-                .iter()
-                .position(|p| *p == name)
-                .expect("a known parameter");
-            if let Some(i) = kwargs.iter().position(|(k, _)| k == name) {
-                return kwargs.remove(i).1;
-            }
-            args.get_mut(pos)
-                .map(|v| std::mem::replace(v, Value::None))
-                .unwrap_or(match name {
-                    "training" | "need_weights" | "average_attn_weights" => Value::Bool(true),
-                    "add_zero_attn" | "use_separate_proj_weight" | "is_causal" => {
-                        Value::Bool(false)
-                    }
-                    _ => Value::None,
-                })
+        let mut params = Params::new(&PARAMS, args, kwargs)?;
+        let mut arg = |name: &str| {
+            let default = match name {
+                "training" | "need_weights" | "average_attn_weights" => Value::Bool(true),
+                "add_zero_attn" | "use_separate_proj_weight" | "is_causal" => Value::Bool(false),
+                _ => Value::None,
+            };
+            params.take(name, default)
         };
         let [query, key, value] = [arg("query"), arg("key"), arg("value")];
         let embed = arg("embed_dim_to_check");
@@ -705,9 +729,6 @@ impl Lowering<'_> {
             if arg(name) != unsupported {
                 return Err(format!("`{name}` is not lowered yet"));
             }
-        }
-        if !kwargs.is_empty() {
-            return Err(format!("unknown argument `{}`", kwargs[0].0));
         }
         let (Value::Int(e), Value::Int(h)) = (&embed, &heads) else {
             return Err("embed_dim_to_check and num_heads must be integers".into());
@@ -894,8 +915,8 @@ impl Lowering<'_> {
     /// 2-d input and `max_norm` are not lowered yet.
     fn embedding_bag(
         &mut self,
-        mut args: Vec<Value>,
-        mut kwargs: Vec<(String, Value)>,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
     ) -> Result<NodeKind, String> {
         const PARAMS: [&str; 11] = [
             "input",
@@ -910,18 +931,8 @@ impl Lowering<'_> {
             "include_last_offset",
             "padding_idx",
         ];
-        let mut arg = |name: &str, default: Value| -> Value {
-            let pos = PARAMS
-                .iter()
-                .position(|p| *p == name)
-                .expect("a known parameter");
-            if let Some(i) = kwargs.iter().position(|(k, _)| k == name) {
-                return kwargs.remove(i).1;
-            }
-            args.get_mut(pos)
-                .map(|v| std::mem::replace(v, Value::None))
-                .unwrap_or(default)
-        };
+        let mut params = Params::new(&PARAMS, args, kwargs)?;
+        let mut arg = |name: &str, default: Value| params.take(name, default);
         let input = arg("input", Value::None);
         let weight = arg("weight", Value::None);
         let offsets = arg("offsets", Value::None);
@@ -979,8 +990,8 @@ impl Lowering<'_> {
     /// is not lowered yet.
     fn interpolate(
         &self,
-        mut args: Vec<Value>,
-        mut kwargs: Vec<(String, Value)>,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
     ) -> Result<(String, Vec<Value>), String> {
         const PARAMS: [&str; 7] = [
             "input",
@@ -991,18 +1002,8 @@ impl Lowering<'_> {
             "recompute_scale_factor",
             "antialias",
         ];
-        let mut arg = |name: &str| -> Value {
-            let pos = PARAMS
-                .iter()
-                .position(|p| *p == name)
-                .expect("a known parameter");
-            if let Some(i) = kwargs.iter().position(|(k, _)| k == name) {
-                return kwargs.remove(i).1;
-            }
-            args.get_mut(pos)
-                .map(|v| std::mem::replace(v, Value::None))
-                .unwrap_or(Value::None)
-        };
+        let mut params = Params::new(&PARAMS, args, kwargs)?;
+        let mut arg = |name: &str| params.take(name, Value::None);
         let input = arg("input");
         let (size, scale) = (arg("size"), arg("scale_factor"));
         let mode = match arg("mode") {
@@ -1102,28 +1103,15 @@ impl Lowering<'_> {
             .find(|(n, _)| *n == name)
             .map(|(_, p)| *p)
             .expect("a known loss");
-        if args.len() > params.len() {
-            return Err(format!(
-                "{} arguments, at most {}",
-                args.len(),
-                params.len()
-            ));
-        }
-        let mut named: Vec<(String, Value)> = params
+        let mut given = Params::new(params, args, kwargs)?;
+        let named: Vec<(&str, Value)> = params
             .iter()
-            .zip(args)
-            .map(|(p, v)| (p.to_string(), v))
+            .filter_map(|p| given.values.remove(p).map(|v| (*p, v)))
             .collect();
-        for (k, v) in kwargs {
-            if !params.contains(&k.as_str()) {
-                return Err(format!("unknown argument `{k}`"));
-            }
-            named.push((k, v));
-        }
         let mut batchmean = false;
         let mut aten_kwargs = Vec::new();
         for (k, v) in named {
-            match (k.as_str(), v) {
+            match (k, v) {
                 ("size_average" | "reduce", Value::None) => {}
                 ("size_average" | "reduce", _) => {
                     return Err(format!(
@@ -1144,7 +1132,7 @@ impl Lowering<'_> {
                     aten_kwargs.push(("reduction".to_string(), Value::Int(code)));
                 }
                 ("input", v) => aten_kwargs.push(("self".to_string(), v)),
-                (_, v) => aten_kwargs.push((k, v)),
+                (_, v) => aten_kwargs.push((k.to_string(), v)),
             }
         }
         let input = aten_kwargs

@@ -163,6 +163,26 @@ pub fn input_symbols(graph: &Graph) -> Vec<&str> {
     out
 }
 
+/// The symbols `graph` mentions that none of its inputs binds (by a size, or a `Sym`
+/// value, that is the bare symbol), with a node mentioning each: empty when the graph runs
+/// from its inputs alone.
+pub fn unbound_symbols(graph: &Graph) -> Vec<(&str, &str)> {
+    let bound: Vec<&str> = graph
+        .placeholders()
+        .into_iter()
+        .flat_map(|id| graph.node(id).meta.bound_symbols())
+        .collect();
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for node in &graph.nodes {
+        for s in node.meta.symbols() {
+            if !bound.contains(&s) && !out.iter().any(|(_, t)| *t == s) {
+                out.push((node.name.as_str(), s));
+            }
+        }
+    }
+    out
+}
+
 /// True when any node of `graph` has a symbolic annotation.
 pub fn is_dynamic(graph: &Graph) -> bool {
     graph.nodes.iter().any(|n| n.meta.is_symbolic())

@@ -121,16 +121,7 @@ fn dynamic_shape_joints_save_exactly_what_functorch_saves() {
         assert_eq!(body(&p.forward), body(&want_fw), "{model} forward");
         assert_eq!(body(&p.backward), body(&want_bw), "{model} backward");
         // The saved bytes at the hints, and as an expression that evaluates to them.
-        let expr = p
-            .report
-            .saved_bytes_expr
-            .clone()
-            .expect("symbolic saved tensors");
-        let value = graphbug_ir::SymExpr::parse(&expr)
-            .unwrap_or_else(|e| panic!("{model}: `{expr}`: {e}"))
-            .eval(&hints)
-            .unwrap();
-        assert_eq!(value as u64, p.report.saved_bytes, "{model}: {expr}");
+        common::assert_bytes_expression(&p.report, &hints, model);
         // functorch's saved tensors (its sizes live on the autograd context) at the hints.
         let want_bytes = common::saved_tensor_bytes(&want_fw, n, &hints);
         assert_eq!(p.report.saved_bytes, want_bytes, "{model}");

@@ -67,21 +67,29 @@ pub fn saved_tensor_bytes(forward: &Graph, n: usize, hints: &graphbug_ir::Bindin
         .sum()
 }
 
-/// Every size symbol `g` mentions is bound by one of its inputs (a size or a `Sym`
-/// value that is the bare symbol).
+/// Every size symbol `g` mentions is bound by one of its inputs.
 pub fn assert_self_binding(g: &Graph, what: &str) {
-    let bound: Vec<&str> = g
-        .placeholders()
-        .into_iter()
-        .flat_map(|i| g.node(i).meta.bound_symbols())
-        .collect();
-    for node in &g.nodes {
-        for s in node.meta.symbols() {
-            assert!(
-                bound.contains(&s),
-                "{what}: `{}` mentions {s}, which no input binds",
-                node.name
-            );
-        }
-    }
+    let unbound = graphbug_ir::specialize::unbound_symbols(g);
+    assert!(
+        unbound.is_empty(),
+        "{what}: no input binds {unbound:?} (node, symbol)"
+    );
+}
+
+/// The saved bytes a partition of a dynamic-shape joint reports, as an expression of the
+/// symbols, evaluate at `hints` to its saved bytes.
+pub fn assert_bytes_expression(
+    report: &graphbug_partition::PartitionReport,
+    hints: &graphbug_ir::Bindings,
+    what: &str,
+) {
+    let expr = report
+        .saved_bytes_expr
+        .clone()
+        .expect("symbolic saved tensors");
+    let value = graphbug_ir::SymExpr::parse(&expr)
+        .unwrap_or_else(|e| panic!("{what}: `{expr}`: {e}"))
+        .eval(hints)
+        .unwrap();
+    assert_eq!(value as u64, report.saved_bytes, "{what}: {expr}");
 }
