@@ -74,6 +74,7 @@ ST_DTYPES = {
 }
 
 CASE_SECONDS = 120  # PyTorch's own time limit per case (trace, run, grad, partitions)
+CAPTURE_SECONDS = 600  # per captured model and mode (torch.compile, a training step)
 
 
 class Skip(Exception):
@@ -498,10 +499,11 @@ def time_limit(seconds):
         signal.signal(signal.SIGALRM, old)
 
 
-def guarded(case_id, out_dir, meta, body):
-    """Runs body(); a failure inside PyTorch becomes a skipped case. Returns the status."""
+def guarded(case_id, out_dir, meta, body, seconds=CASE_SECONDS):
+    """Runs body() within `seconds`; a failure inside PyTorch becomes a skipped case.
+    Returns the status."""
     try:
-        with time_limit(CASE_SECONDS), contextlib.redirect_stdout(io.StringIO()):
+        with time_limit(seconds), contextlib.redirect_stdout(io.StringIO()):
             body()
         return "ok"
     except Unsupported as e:
@@ -840,8 +842,14 @@ def capture_task(args):
                                           "status": "ok", "kind": kind, **meta})
                 results.append((case_id, "ok"))
 
-    status = guarded(group, os.path.join(out_root, group, "all"), meta, body)
+    status = guarded(group, os.path.join(out_root, group, "all"), meta, body,
+                     seconds=CAPTURE_SECONDS)
     if status != "ok":
+        # Cases of the group written before the failure go: the group is one skip.
+        group_dir = os.path.join(out_root, group)
+        for d in os.listdir(group_dir):
+            if d != "all":
+                shutil.rmtree(os.path.join(group_dir, d))
         return [(f"{group}/all", status)]
     return results
 
