@@ -866,7 +866,7 @@ def main(argv=None):
     p.add_argument("--dtypes", default=None,
                    help="comma-separated OpInfo dtypes: float32 (every sample) and float64 /"
                    " bfloat16 (first sample only); default: float32 for ci, all for full")
-    p.add_argument("--sources", default="opinfo,zoo")
+    p.add_argument("--sources", default="opinfo,zoo,capture")
     p.add_argument("--filter", default=None, help="regex over case ids (re.search)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     a = p.parse_args(argv)
