@@ -34,6 +34,12 @@ enum Command {
         /// Also infer every shape on the meta device and report annotations that disagree.
         #[arg(long)]
         meta: bool,
+        /// With --meta, a dynamic-shape graph's symbols: bound from these inputs' sizes.
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+        /// With --meta, the value of a size symbol (`--bind s0=8`, repeatable).
+        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::run::parse_binding)]
+        binds: Vec<(String, i64)>,
         #[command(flatten)]
         bound: cli::run::Bound,
     },
@@ -86,7 +92,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = cli::load_plugins(&cli.plugin).and_then(|()| match cli.command {
         Command::Fmt { file } => cli::fmt(&file),
-        Command::Check { file, meta, bound } => cli::check(&file, meta, &bound),
+        Command::Check {
+            file,
+            meta,
+            inputs,
+            binds,
+            bound,
+        } => cli::check(&file, meta, inputs.as_deref(), &binds, &bound),
         Command::Specialize {
             file,
             inputs,

@@ -209,7 +209,7 @@ fn dynamic_shape_graphs_run_equal_to_pytorch() {
     );
     // Commands that need static shapes say so, and `specialize` makes the graph static.
     let reshape = fixture("dynamic/reshape/fw.py");
-    for args in [&["joint"][..], &["functionalize"], &["check", "--meta"]] {
+    for args in [&["joint"][..], &["functionalize"]] {
         let mut argv = args.to_vec();
         argv.push(reshape.to_str().unwrap());
         let out = graphbug(&argv);
@@ -221,6 +221,48 @@ fn dynamic_shape_graphs_run_equal_to_pytorch() {
             text(&out.stderr)
         );
     }
+    // check --meta takes the symbols' values from the inputs (or --bind), and still finds a
+    // wrong symbolic annotation.
+    let inputs = fixture("dynamic/reshape/fw_inputs.safetensors");
+    let inputs = inputs.to_str().unwrap();
+    let out = graphbug(&[
+        "check",
+        "--meta",
+        reshape.to_str().unwrap(),
+        "--inputs",
+        inputs,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = graphbug(&["check", "--meta", reshape.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no value for size symbols s97, s98, s52"),
+        "{}",
+        text(&out.stderr)
+    );
+    let wrong = dir.join("reshape_wrong.py");
+    let text_fw = std::fs::read_to_string(&reshape).unwrap();
+    let bad = text_fw.replacen("sum_1: \"f32[2*s97]\"", "sum_1: \"f32[3*s97]\"", 1);
+    assert_ne!(bad, text_fw);
+    std::fs::write(&wrong, bad).unwrap();
+    let out = graphbug(&[
+        "check",
+        "--meta",
+        wrong.to_str().unwrap(),
+        "--inputs",
+        inputs,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("meta mismatch"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = graphbug(&[
         "specialize",
         reshape.to_str().unwrap(),

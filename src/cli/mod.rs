@@ -327,11 +327,20 @@ pub fn specialize(
 
 /// `graphbug check`: verifies, counts, and with `meta` compares annotations with libtorch
 /// (in a bounded child: kernels run on stand-ins of a graph whose shapes are wrong can
-/// crash libtorch itself).
-pub fn check(file: &Path, meta: bool, bound: &run::Bound) -> Result<ExitCode> {
+/// crash libtorch itself). A dynamic-shape graph is checked at the sizes its symbols take
+/// from `inputs` and `binds`.
+pub fn check(
+    file: &Path,
+    meta: bool,
+    inputs: Option<&Path>,
+    binds: &[(String, i64)],
+    bound: &run::Bound,
+) -> Result<ExitCode> {
     let mut graph = load_graph(file)?;
     if meta {
-        static_only(&graph, "check --meta")?;
+        let mut named = inputs.map(read_tensors).transpose()?;
+        specialize_graph(&mut graph, named.as_mut(), binds)
+            .context("checking a dynamic-shape graph's annotations needs its symbols' values")?;
         lower_graph(&mut graph)?;
         if let Some(code) = supervise(bound, |run, limit| {
             lost_in_libtorch("meta inference", run, limit)
