@@ -1,5 +1,7 @@
 //! Library side of `cargo xtask`: the conformance runner, shared with the integration test
-//! that runs the CI subset (`tests/conformance.rs`), and guarded child processes.
+//! that runs the CI subset (`tests/conformance.rs`), the benchmark summary, and guarded
+//! child processes.
 
+pub mod bench;
 pub mod conformance;
 pub mod process;

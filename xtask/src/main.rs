@@ -50,7 +50,8 @@ enum Cmd {
         #[arg(long, default_value_t = 2026)]
         seed: u64,
     },
-    /// Run setup, then `cargo bench --workspace [ARGS]`.
+    /// Run setup, then every benchmark (`cargo bench --workspace --no-fail-fast [ARGS]`),
+    /// and print every figure against its target; exit 1 if any target was missed.
     Bench {
         /// Extra arguments passed to `cargo bench`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -123,7 +124,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             run_examples(&root)
         }
-        Cmd::Bench { args } => cargo_after_setup(&root, "bench", &args),
+        Cmd::Bench { args } => bench(&root, &args),
         Cmd::Fuzz { seconds, seed } => fuzz(&root, seconds, seed),
         Cmd::Repro { args } => repro(&root, &args),
         Cmd::Conformance(args) => run_conformance(&root, &args),
@@ -346,6 +347,52 @@ fn cargo_after_setup(root: &Path, subcommand: &str, args: &[String]) -> Result<E
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
+    })
+}
+
+/// Runs setup, then every benchmark to the end (one missing its target does not stop the
+/// others), passing their output through; then the `target:` line of every figure, and
+/// exit 1 if a target was missed or a benchmark failed.
+fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
+    use std::io::{BufRead, BufReader, Write};
+    setup(root)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut child = xtask::process::die_with_parent(&mut Command::new(&cargo))
+        .args(["bench", "--workspace", "--no-fail-fast"])
+        .args(args)
+        .current_dir(root)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot run `cargo bench`")?;
+    let mut figures = Vec::new();
+    let stdout = child.stdout.take().expect("stdout is piped");
+    for line in BufReader::new(stdout).lines() {
+        let line = line.context("reading the benchmarks' output")?;
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+        if let Some(figure) = xtask::bench::figure(&line) {
+            figures.push(figure.to_string());
+        }
+    }
+    let status = child.wait().context("waiting for `cargo bench`")?;
+    println!("\n== benchmark targets ==");
+    for f in &figures {
+        println!("{f}");
+    }
+    let missed = xtask::bench::missed(&figures);
+    println!(
+        "{} figures, {missed} target(s) missed{}",
+        figures.len(),
+        if status.success() {
+            ""
+        } else {
+            "; a benchmark failed (see above)"
+        }
+    );
+    Ok(if missed == 0 && status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     })
 }
 

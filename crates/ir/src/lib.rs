@@ -6,6 +6,7 @@
 //! [`GraphBuilder`] builds graphs from Rust; [`passes`] holds DCE, CSE and subgraph
 //! extraction. Nothing here needs libtorch.
 
+pub mod bench;
 pub mod builder;
 pub mod error;
 pub mod graph;
