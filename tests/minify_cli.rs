@@ -266,3 +266,49 @@ fn a_graph_that_does_not_fail_is_a_clear_error() {
     let out = graphbug(&["minify", &fixture("mlp/forward.py"), "--check", "runtime"]);
     assert!(text(&out.stderr).contains("--check runtime needs --backend NAME"));
 }
+
+/// A fault named by position (`#3`: the third gelu) is pinned to that node before the
+/// minifier starts, so removing earlier gelus does not move it: the result is that one
+/// gelu, from the backend name and from GRAPHBUG_INJECT_FAULT alike.
+#[test]
+fn a_fault_named_by_position_stays_on_its_node() {
+    let graph = fixture("gpt4/forward.py");
+    let inputs = fixture("gpt4/inputs.npz");
+    let run = |backend: &str, env: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+        cmd.args([
+            "minify",
+            &graph,
+            "--inputs",
+            &inputs,
+            "--backend",
+            backend,
+            "--check",
+            "accuracy",
+            "--json",
+        ]);
+        match env {
+            Some(spec) => cmd.env("GRAPHBUG_INJECT_FAULT", spec),
+            None => cmd.env_remove("GRAPHBUG_INJECT_FAULT"),
+        };
+        cmd.output().expect("the graphbug binary runs")
+    };
+    for (backend, env) in [
+        ("fault:accuracy=0.5@aten.gelu.default#3", None),
+        ("eager", Some("accuracy=0.5@aten.gelu.default#3")),
+    ] {
+        let out = run(backend, env);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("the fault is pinned to node `gelu_2`"),
+            "{}",
+            text(&out.stderr)
+        );
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("gelu_2: \"f32[2, 16, 256]\" = torch.ops.aten.gelu.default("),
+            "{stdout}"
+        );
+        assert_eq!(summary(&out)["end_nodes"], 1, "{stdout}");
+    }
+}

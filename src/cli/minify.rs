@@ -90,6 +90,7 @@ pub struct MinifyArgs {
 #[allow(clippy::too_many_arguments)]
 fn build_checker(
     args: &MinifyArgs,
+    backend: Option<&str>,
     graph: &Graph,
     run_graph: &Graph,
     inputs: &[Tensor],
@@ -134,10 +135,7 @@ fn build_checker(
         return Ok(Box::new(contains));
     }
     let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
-    let backend = args
-        .backend
-        .as_deref()
-        .ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
+    let backend = backend.ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
     let resolved = lookup(backend)?;
     if args.no_isolate {
         validate_backend(resolved.as_ref(), run_graph, inputs, &[])?;
@@ -191,9 +189,34 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
     )?;
     let bindings =
         graphbug::aten::dynamic::bind_positional(&graph, &inputs).map_err(|e| anyhow!(e))?;
+    // A fault naming a node by position (`@gelu#17`) is pinned to that node, so it stays
+    // on it while the minifier removes others.
+    let backend = args.backend.as_deref().map(|name| {
+        match graphbug::backends::fault::pin_backend_name(name, &run_graph) {
+            Some((pinned, node)) => {
+                eprintln!("the fault is pinned to node `{node}`: {pinned}");
+                pinned
+            }
+            None => name.to_string(),
+        }
+    });
+    if let Ok(spec) = std::env::var(graphbug::backends::registry::INJECT_FAULT_ENV) {
+        if let Some((pinned, node)) = graphbug::backends::fault::pin_env_spec(&spec, &run_graph) {
+            eprintln!("GRAPHBUG_INJECT_FAULT: the fault is pinned to node `{node}`: {pinned}");
+            std::env::set_var(graphbug::backends::registry::INJECT_FAULT_ENV, pinned);
+        }
+    }
     let scratch = Scratch::new("minify")?;
     let checker = build_checker(
-        args, &graph, &run_graph, &inputs, &constants, &device, plugins, &scratch,
+        args,
+        backend.as_deref(),
+        &graph,
+        &run_graph,
+        &inputs,
+        &constants,
+        &device,
+        plugins,
+        &scratch,
     )?;
     let mut checker = if args.check_command.is_some() {
         // The command is given repro directories, which hold the graph as written.

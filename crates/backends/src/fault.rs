@@ -18,12 +18,14 @@ use crate::failure::{Failure, Stage, Symptom};
 
 /// The grammar of fault specs, shown with every parse error.
 pub const GRAMMAR: &str = "\
-fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]
+fault:<kind>[=<amount>]@<target>[+<inner>]
   <kind>    compile | runtime | accuracy | nan | crash | hang,
             or, breaking the op's schema (to test checkers): alias | mutate | shape
   <amount>  accuracy only: added to the op's output (default 1.0)
-  <op>      relu | aten.relu | aten.relu.default | aten::relu.default
-  <k>       fault only the k-th node calling <op>, in graph order, from 1 (default: every one)
+  <target>  <op>[#<k>]: every node calling <op>, or only the k-th, in graph order, from 1
+              <op> is relu | aten.relu | aten.relu.default | aten::relu.default
+            node:<name> (or a bare <name> no node calls as an op): the node of that name,
+              which stays the same node while the minifier removes others
   <inner>   the backend that compiles the graph (default: eager)
 GRAPHBUG_INJECT_FAULT takes the same spec without `+<inner>`; it applies to any backend.";
 
@@ -139,6 +141,8 @@ pub struct FaultSpec {
     pub op: OpPattern,
     /// Only the k-th such node (1-based, graph order), or every one.
     pub occurrence: Option<usize>,
+    /// The node faulted, by name (`node:<name>`), instead of the op's nodes.
+    pub node: Option<String>,
 }
 
 impl FaultSpec {
@@ -177,6 +181,23 @@ impl FaultSpec {
                 )))
             }
         };
+        if let Some(name) = target.strip_prefix("node:") {
+            let ident = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+            if !ident {
+                return Err(bad(format!("bad node name `{name}`")));
+            }
+            return Ok(FaultSpec {
+                kind,
+                amount,
+                op: OpPattern {
+                    namespace: None,
+                    name: name.to_string(),
+                    overload: None,
+                },
+                occurrence: None,
+                node: Some(name.to_string()),
+            });
+        }
         let (op_text, occurrence) = match target.split_once('#') {
             Some((op, k)) => {
                 let k = k
@@ -194,6 +215,7 @@ impl FaultSpec {
             amount,
             op,
             occurrence,
+            node: None,
         })
     }
 
@@ -212,6 +234,15 @@ impl FaultSpec {
     /// Why this spec faults no node of `graph` (`source` is how the user wrote it), with
     /// what the graph has instead; `None` when it names at least one node.
     pub fn why_no_target(&self, graph: &Graph, source: &str) -> Option<String> {
+        if !self.targets(graph).is_empty() {
+            return None;
+        }
+        if let Some(name) = &self.node {
+            return Some(format!(
+                "`{source}` names no node: the graph has no node `{name}` that calls an op; {}",
+                closest_names(graph, name)
+            ));
+        }
         let matching: Vec<&Node> = graph
             .nodes
             .iter()
@@ -219,9 +250,10 @@ impl FaultSpec {
             .collect();
         match (self.occurrence, matching.len()) {
             (_, 0) => Some(format!(
-                "`{source}` names no node: no node of the graph calls `{}`; {}",
+                "`{source}` names no node: no node of the graph calls `{}`, and none is named so; {}; {}",
                 self.op,
-                closest_ops(graph, &self.op)
+                closest_ops(graph, &self.op),
+                closest_names(graph, &self.op.name)
             )),
             (Some(k), n) if k > n => Some(format!(
                 "`{source}` names no node: the graph has {n} node{} calling `{}` ({}), so #{k} is out of range (#1 to #{n})",
@@ -233,16 +265,56 @@ impl FaultSpec {
         }
     }
 
-    /// The nodes this spec faults in `graph`, in graph order.
+    /// The nodes this spec faults in `graph`, in graph order. A bare name no node calls
+    /// as an op names the node of that name.
     pub fn targets(&self, graph: &Graph) -> Vec<NodeId> {
+        // A named node is faulted when it calls an op (not an input or a constant).
+        let call_named = |name: &str| -> Vec<NodeId> {
+            graph
+                .find(name)
+                .filter(|&id| graph.node(id).op().is_some())
+                .into_iter()
+                .collect()
+        };
+        if let Some(name) = &self.node {
+            return call_named(name);
+        }
         let all: Vec<NodeId> = graph
             .ids()
             .filter(|&i| graph.node(i).op().is_some_and(|op| self.op.matches(op)))
             .collect();
+        let bare = self.op.namespace.is_none() && self.op.overload.is_none();
+        if all.is_empty() && bare && self.occurrence.is_none() {
+            return call_named(&self.op.name);
+        }
         match self.occurrence {
             Some(k) => all.get(k - 1).copied().into_iter().collect(),
             None => all,
         }
+    }
+
+    /// The spec pinned to the node it faults in `graph` (`node:<name>`), when it names
+    /// one node by position (`<op>#<k>`) or by a bare name: the fault then stays on that
+    /// node while the minifier removes others (`#k` would count again in every candidate).
+    pub fn pinned(&self, graph: &Graph) -> Option<FaultSpec> {
+        let bare_name = self.occurrence.is_none()
+            && self.node.is_none()
+            && self.op.namespace.is_none()
+            && !graph
+                .nodes
+                .iter()
+                .any(|n| n.op().is_some_and(|op| self.op.matches(op)));
+        if self.occurrence.is_none() && !bare_name {
+            return None;
+        }
+        let [id] = self.targets(graph)[..] else {
+            return None;
+        };
+        Some(FaultSpec {
+            occurrence: None,
+            node: Some(graph.node(id).name.clone()),
+            ..self.clone()
+        })
     }
 }
 
@@ -252,7 +324,10 @@ impl fmt::Display for FaultSpec {
         if self.kind == FaultKind::Accuracy && self.amount != 1.0 {
             write!(f, "={}", self.amount)?;
         }
-        write!(f, "@{}", self.op)?;
+        match &self.node {
+            Some(name) => write!(f, "@node:{name}")?,
+            None => write!(f, "@{}", self.op)?,
+        }
         if let Some(k) = self.occurrence {
             write!(f, "#{k}")?;
         }
@@ -300,6 +375,56 @@ fn closest_ops(graph: &Graph, wanted: &OpPattern) -> String {
         .map(|(_, op)| format!("{op} ({})", name_list(by_op[*op].iter().copied())))
         .collect();
     format!("the closest ops in the graph: {}", shown.join("; "))
+}
+
+/// The node names of `graph` closest to `wanted` (at most five, nearest first).
+fn closest_names(graph: &Graph, wanted: &str) -> String {
+    let mut ranked: Vec<(f64, &str)> = graph
+        .nodes
+        .iter()
+        .filter(|n| n.op().is_some())
+        .map(|n| {
+            (
+                strsim::normalized_damerau_levenshtein(wanted, &n.name),
+                n.name.as_str(),
+            )
+        })
+        .collect();
+    if ranked.is_empty() {
+        return "the graph has no nodes to fault".into();
+    }
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    let shown: Vec<String> = ranked
+        .iter()
+        .take(5)
+        .map(|(_, n)| format!("`{n}`"))
+        .collect();
+    format!("the closest node names: {}", shown.join(", "))
+}
+
+/// A backend name with its `fault:` spec pinned to the node it faults in `graph` (see
+/// [`FaultSpec::pinned`]), and that node's name; `None` for any other backend name.
+pub fn pin_backend_name(backend: &str, graph: &Graph) -> Option<(String, String)> {
+    let body = backend.strip_prefix("fault:")?;
+    let (spec_text, inner) = match body.split_once('+') {
+        Some((s, i)) => (s, Some(i)),
+        None => (body, None),
+    };
+    let pinned = FaultSpec::parse(spec_text).ok()?.pinned(graph)?;
+    let node = pinned.node.clone()?;
+    let name = match inner {
+        Some(i) => format!("fault:{pinned}+{i}"),
+        None => format!("fault:{pinned}"),
+    };
+    Some((name, node))
+}
+
+/// [`pin_backend_name`] for the value of `GRAPHBUG_INJECT_FAULT`: the pinned spec and
+/// its node; `None` when the spec is not pinned by it.
+pub fn pin_env_spec(text: &str, graph: &Graph) -> Option<(String, String)> {
+    let pinned = FaultSpec::parse_env(text).ok()?.pinned(graph)?;
+    let node = pinned.node.clone()?;
+    Some((pinned.to_string(), node))
 }
 
 /// The `fault:` backend: injects a fault, then compiles with the inner backend.
@@ -535,6 +660,68 @@ mod tests {
     }
 
     #[test]
+    fn faults_pinned_to_a_node_stay_on_it() {
+        let g = graphbug_ir::parse_graph(
+            "class G(torch.nn.Module):
+    def forward(self, x: \"f32[4]\"):
+        gelu: \"f32[4]\" = torch.ops.aten.gelu.default(x)
+        gelu_1: \"f32[4]\" = torch.ops.aten.gelu.default(gelu)
+        relu: \"f32[4]\" = torch.ops.aten.relu.default(gelu_1)
+        return (relu,)
+",
+        )
+        .unwrap();
+        let s = FaultSpec::parse("accuracy=0.5@node:gelu_1").unwrap();
+        assert_eq!(s.to_string(), "accuracy=0.5@node:gelu_1");
+        assert_eq!(s.targets(&g), [g.find("gelu_1").unwrap()]);
+        // `#k` and a bare node name pin to the node they name now.
+        let k = FaultSpec::parse("accuracy=0.5@gelu#2")
+            .unwrap()
+            .pinned(&g)
+            .unwrap();
+        assert_eq!(k.to_string(), "accuracy=0.5@node:gelu_1");
+        let bare = FaultSpec::parse("runtime@gelu_1").unwrap();
+        assert_eq!(bare.targets(&g), [g.find("gelu_1").unwrap()]);
+        assert_eq!(bare.pinned(&g).unwrap().to_string(), "runtime@node:gelu_1");
+        // An op name is every node calling it, and is not pinned.
+        let op = FaultSpec::parse("runtime@gelu").unwrap();
+        assert_eq!(op.targets(&g).len(), 2);
+        assert!(op.pinned(&g).is_none());
+        // Once the minifier dropped `gelu`, the pinned fault is still on `gelu_1`, where
+        // `#2` would name no node.
+        let cut = graphbug_ir::parse_graph(
+            "class G(torch.nn.Module):
+    def forward(self, gelu: \"f32[4]\"):
+        gelu_1: \"f32[4]\" = torch.ops.aten.gelu.default(gelu)
+        return (gelu_1,)
+",
+        )
+        .unwrap();
+        assert_eq!(k.targets(&cut), [cut.find("gelu_1").unwrap()]);
+        let unpinned = FaultSpec::parse("accuracy=0.5@gelu#2").unwrap();
+        assert!(unpinned.targets(&cut).is_empty());
+        // An input is not a node to fault; a missing name lists the closest ones.
+        let e = FaultSpec::parse("runtime@node:gelu")
+            .unwrap()
+            .why_no_target(&cut, "f")
+            .unwrap();
+        assert!(
+            e.contains(
+                "the graph has no node `gelu` that calls an op; the closest node names: `gelu_1`"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            pin_backend_name("fault:runtime@aten.gelu.default#2+eager", &g),
+            Some((
+                "fault:runtime@node:gelu_1+eager".to_string(),
+                "gelu_1".to_string()
+            ))
+        );
+        assert_eq!(pin_backend_name("eager", &g), None);
+    }
+
+    #[test]
     fn malformed_specs_show_the_grammar() {
         for bad in [
             "oops",
@@ -544,10 +731,12 @@ mod tests {
             "runtime@relu#0",
             "runtime@a.b.c.d",
             "runtime@",
+            "runtime@node:",
+            "runtime@node:a.b",
         ] {
             let e = FaultSpec::parse(bad).unwrap_err();
             assert!(
-                e.contains("expected:\nfault:<kind>[=<amount>]@<op>[#<k>][+<inner>]"),
+                e.contains("expected:\nfault:<kind>[=<amount>]@<target>[+<inner>]"),
                 "{bad}: {e}"
             );
         }

@@ -483,7 +483,8 @@ fn fault_specs_naming_no_node_are_refused_with_the_closest_ops() {
     );
     let e = check("fault:runtime@layer_norm").unwrap_err();
     assert!(
-        e.contains("no node of the graph calls `layer_norm`; the closest ops in the graph: aten.native_layer_norm.default (`native_layer_norm`);"),
+        e.contains("no node of the graph calls `layer_norm`, and none is named so; the closest ops in the graph: aten.native_layer_norm.default (`native_layer_norm`);")
+            && e.contains("the closest node names: `native_layer_norm`"),
         "{e}"
     );
     // Inner backends are checked too.

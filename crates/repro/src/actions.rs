@@ -11,6 +11,7 @@ use graphbug_aten::accuracy::{detect, same, AccuracyMode};
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::reference::{fp64_copy, fp64_graph};
 use graphbug_aten::{Interpreter, RtValue};
+use graphbug_backends::fault::{pin_backend_name, pin_env_spec};
 use graphbug_backends::plugin::load_plugin;
 use graphbug_backends::registry::INJECT_FAULT_ENV;
 use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
@@ -106,7 +107,18 @@ fn prepare(case: &mut ReproCase, opts: &ActionOptions) -> Result<Arc<dyn Backend
             .collect();
         case.manifest.device = device.to_string();
     }
-    // The whole process reproduces under the recorded fault, as the original run did.
+    // The whole process reproduces under the recorded fault, as the original run did; a
+    // fault naming a node by position is pinned to that node first, so it stays on it
+    // while the minifier removes others.
+    if let Some((pinned, node)) = case
+        .manifest
+        .fault_spec
+        .as_deref()
+        .and_then(|spec| pin_env_spec(spec, &case.graph))
+    {
+        eprintln!("{INJECT_FAULT_ENV}: the fault is pinned to node `{node}`: {pinned}");
+        case.manifest.fault_spec = Some(pinned);
+    }
     let current = std::env::var(INJECT_FAULT_ENV).ok();
     if current != case.manifest.fault_spec {
         match &case.manifest.fault_spec {
@@ -121,6 +133,10 @@ fn prepare(case: &mut ReproCase, opts: &ActionOptions) -> Result<Arc<dyn Backend
         }
     }
     let name = opts.backend.as_deref().unwrap_or(&case.manifest.backend);
+    if let Some((pinned, node)) = pin_backend_name(name, &case.graph) {
+        eprintln!("the fault is pinned to node `{node}`: {pinned}");
+        return Ok(lookup(&pinned)?);
+    }
     Ok(lookup(name)?)
 }
 
