@@ -211,7 +211,7 @@ fn bad_input_to_every_command_is_a_clear_error() {
         run(
             &["--backend", "fault:runtime@hardtanh"],
             1,
-            "no node of the graph calls `hardtanh`; the closest ops in the graph:",
+            "no node of the graph calls `hardtanh`, and none is named so; the closest ops in the graph:",
         ),
         run(
             &["--backend", "aot_eager:bw=fault:runtime@softmax"],
