@@ -10,7 +10,7 @@ use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
 use graphbug::backends::lookup;
 use graphbug::ir::{print_graph, Device, Graph};
-use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink, Sink};
+use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
 use graphbug::repro::actions::{start_isolated_checker, validate_backend};
 use graphbug::repro::checkers::AsRunnable;
 use graphbug::repro::command::CommandChecker;
@@ -283,11 +283,8 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         Ok(m) => m,
         Err(e) => bail!(e),
     };
-    // An original that is minimal already is the smallest failing graph: the directory
-    // printed below always exists.
-    if let Some(d) = dir.as_mut().filter(|d| !d.minified().exists()) {
-        d.improved(&m.candidate, &m.signature, &m.stats)
-            .map_err(|e| anyhow!(e))?;
+    if let Some(d) = dir.as_mut() {
+        d.finish(&m)?;
     }
     let seconds = started.elapsed().as_secs_f64();
     print!("{}", print_graph(m.graph()));

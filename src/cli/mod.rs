@@ -39,14 +39,10 @@ pub fn specialize_graph(
         .map_err(|e| anyhow!(e))
 }
 
-/// Lowers a dynamo-level graph to aten in place (see [`graphbug::ir::lower`]); an aten
-/// graph is left alone.
+/// Lowers a dynamo-level graph to aten in place (see
+/// [`graphbug::aten::dynamic::lower_in_place`]); an aten graph is left alone.
 pub fn lower_graph(graph: &mut Graph) -> Result<()> {
-    if graphbug::ir::lower::needs_lowering(graph) {
-        *graph = graphbug::ir::lower::lower_to_aten(graph, &graphbug::aten::LibtorchSchemas)
-            .map_err(|e| anyhow!("lowering the dynamo-level graph to aten: {e}"))?;
-    }
-    Ok(())
+    graphbug::aten::dynamic::lower_in_place(graph).map_err(|e| anyhow!(e))
 }
 
 /// Refuses a dynamic-shape graph in a command that does not handle one yet, naming a

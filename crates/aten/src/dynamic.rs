@@ -23,11 +23,18 @@ pub fn runnable(graph: &Graph, bindings: &Bindings) -> Result<Graph, String> {
     if specialize::is_dynamic(&out) {
         specialize::specialize_in_place(&mut out, bindings)?;
     }
-    if lower::needs_lowering(&out) {
-        out = lower::lower_to_aten(&out, &crate::LibtorchSchemas)
+    lower_in_place(&mut out)?;
+    Ok(out)
+}
+
+/// Lowers a dynamo-level graph to aten in place through libtorch's schemas (see
+/// [`graphbug_ir::lower`]); an aten graph is left alone.
+pub fn lower_in_place(graph: &mut Graph) -> Result<(), String> {
+    if lower::needs_lowering(graph) {
+        *graph = lower::lower_to_aten(graph, &crate::LibtorchSchemas)
             .map_err(|e| format!("lowering the dynamo-level graph to aten: {e}"))?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The bindings of the symbols `graph` mentions anywhere (inputs, nodes), out of `all`.

@@ -643,10 +643,15 @@ impl Lowering<'_> {
         level(self, data, &kw)
     }
 
+    /// The static shape of a tensor value, from its annotation.
+    fn shape(&self, v: &Value) -> Option<Vec<i64>> {
+        v.as_node()
+            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.clone()))
+    }
+
     /// The rank of a tensor value, from its annotation.
     fn rank(&self, v: &Value) -> Option<usize> {
-        v.as_node()
-            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.len()))
+        self.shape(v).map(|s| s.len())
     }
 
     /// Emits `steps` (see [`index_steps`]) one after another from `base`; the last value.
@@ -745,12 +750,9 @@ impl Lowering<'_> {
             (_, other) => return Err(format!("dropout_p {other:?} is not a number")),
         };
         let shape = |v: &Value, what: &str| -> Result<Vec<i64>, String> {
-            v.as_node()
-                .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.clone()))
-                .filter(|s| s.len() == 3)
-                .ok_or_else(|| {
-                    format!("the {what} needs a static 3-d shape annotation (batched input)")
-                })
+            self.shape(v).filter(|s| s.len() == 3).ok_or_else(|| {
+                format!("the {what} needs a static 3-d shape annotation (batched input)")
+            })
         };
         let (qs, ks) = (shape(&query, "query")?, shape(&key, "key")?);
         let (l, n, s) = (qs[0], qs[1], ks[0]);
@@ -759,10 +761,7 @@ impl Lowering<'_> {
         let list = |v: Vec<i64>| Value::List(v.into_iter().map(Value::Int).collect());
         // Input projections, as _in_projection_packed computes them.
         let packed = |this: &mut Self, x: Value, w: Value, b: Value, k: i64, what: &str| {
-            let len = x
-                .as_node()
-                .map(|id| this.out.node(id).meta.tensor().map(|t| t.shape[0]));
-            let rows = len.flatten().unwrap_or(l);
+            let rows = this.shape(&x).map_or(l, |s| s[0]);
             let proj = this.emit(what, aten("linear", "default"), vec![x, w, b]);
             let proj = this.emit(
                 what,
@@ -953,10 +952,7 @@ impl Lowering<'_> {
         let per_sample = arg("per_sample_weights", Value::None);
         let last = arg("include_last_offset", Value::Bool(false));
         let padding = arg("padding_idx", Value::None);
-        let rank = input
-            .as_node()
-            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.len()));
-        if rank != Some(1) || offsets == Value::None {
+        if self.rank(&input) != Some(1) || offsets == Value::None {
             return Err("only a 1-d input with offsets is lowered yet".into());
         }
         let call = self.bind(
@@ -1014,9 +1010,8 @@ impl Lowering<'_> {
         let align = arg("align_corners");
         let recompute = arg("recompute_scale_factor") == Value::Bool(true);
         let antialias = arg("antialias") == Value::Bool(true);
-        let shape = input
-            .as_node()
-            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.clone()))
+        let shape = self
+            .shape(&input)
             .filter(|s| (3..=5).contains(&s.len()))
             .ok_or("the input needs a static 3-d to 5-d shape annotation")?;
         let dims = shape.len() - 2;
@@ -1148,15 +1143,8 @@ impl Lowering<'_> {
             return Ok(call);
         }
         let batch = input
-            .as_ref()
-            .and_then(Value::as_node)
-            .and_then(|id| {
-                self.out
-                    .node(id)
-                    .meta
-                    .tensor()
-                    .and_then(|t| t.shape.first().copied())
-            })
+            .and_then(|v| self.shape(&v))
+            .and_then(|s| s.first().copied())
             .ok_or("reduction `batchmean` needs the input's static shape annotation")?;
         let sum = self.emit_kind("sum", call);
         Ok(NodeKind::Call {

@@ -250,8 +250,8 @@ pub fn specialize_in_place(graph: &mut Graph, bindings: &Bindings) -> Result<(),
 }
 
 /// A call that computes a size: an `operator` function (but `setitem`, a statement), a
-/// `sym_*` function (torch's or
-/// aten's), or a Tensor method that reads sizes or data (`x.size(0)`, `x.item()`).
+/// `sym_*` function (torch's or aten's), or a Tensor method that reads sizes or data
+/// (`x.size(0)`, `x.item()`).
 fn is_size_call(kind: &NodeKind) -> bool {
     let NodeKind::Call { op, .. } = kind else {
         return false;

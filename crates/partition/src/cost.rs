@@ -126,7 +126,9 @@ fn meta_bytes(meta: &Meta) -> u64 {
             .iter()
             .flatten()
             .fold(0u64, |acc, t| acc.saturating_add(tensor_bytes(t))),
-        // The min-cut partitioner refuses symbolic joints before costs are asked.
+        // The min-cut runs on a copy of a dynamic joint sized at its hints; only the
+        // recompute figures of a dynamic default partition see symbolic sizes here, and
+        // count them as nothing. A size is no tensor.
         Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => 0,
     }
 }
@@ -138,7 +140,9 @@ fn meta_numel(meta: &Meta) -> u64 {
             .iter()
             .flatten()
             .fold(0u64, |acc, t| acc.saturating_add(numel(&t.shape))),
-        // The min-cut partitioner refuses symbolic joints before costs are asked.
+        // The min-cut runs on a copy of a dynamic joint sized at its hints; only the
+        // recompute figures of a dynamic default partition see symbolic sizes here, and
+        // count them as nothing. A size is no tensor.
         Meta::Unknown | Meta::SymTensor(_) | Meta::Sym(_) => 0,
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use graphbug_ir::passes::{backward_side_effects, default_side_effects, extract_subgraph};
-use graphbug_ir::{Bindings, Graph, IrError, Meta, NodeId, NodeKind, Value};
+use graphbug_ir::{Bindings, Graph, IrError, Meta, Node, NodeId, NodeKind, TensorMeta, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{node_flops, CostModel};
@@ -185,25 +185,27 @@ pub fn saved_bytes(
             match &node.meta {
                 Meta::Tensor(t) => Ok(t.nbytes()),
                 Meta::Sym(_) => Ok(0),
-                Meta::SymTensor(t) => match t.bind(hints) {
-                    Ok(m) => Ok(m.nbytes()),
-                    Err(_) => {
-                        let missing = node
-                            .meta
-                            .symbols()
-                            .find(|s| !hints.contains_key(*s))
-                            .unwrap_or_default();
-                        Err(PartitionError::NoHint(
-                            node.name.clone(),
-                            t.to_string(),
-                            missing.to_string(),
-                        ))
-                    }
-                },
+                Meta::SymTensor(_) => at_hints(node, hints).map(|m| m.nbytes()),
                 _ => Err(PartitionError::MissingMeta(node.name.clone())),
             }
         })
         .sum()
+}
+
+/// The static meta of `node`, whose sizes are symbolic, at `hints`; a symbol without a
+/// hint is an error naming it.
+pub(crate) fn at_hints(node: &Node, hints: &Bindings) -> Result<TensorMeta, PartitionError> {
+    let Meta::SymTensor(t) = &node.meta else {
+        return Err(PartitionError::MissingMeta(node.name.clone()));
+    };
+    t.bind(hints).map_err(|_| {
+        let missing = node
+            .meta
+            .symbols()
+            .find(|s| !hints.contains_key(*s))
+            .unwrap_or_default();
+        PartitionError::NoHint(node.name.clone(), t.to_string(), missing.to_string())
+    })
 }
 
 /// The saved bytes as an expression of the size symbols (`4*s52 + 4*(2*s97) + 96`), when
@@ -437,15 +439,7 @@ pub(crate) fn order_saved_sizes(
     {
         return saved;
     }
-    // The input that binds each symbol, first occurrence first.
-    let mut binding: BTreeMap<&str, NodeId> = BTreeMap::new();
-    for id in joint.placeholders() {
-        if let Meta::Sym(e) = &joint.node(id).meta {
-            if let Some(s) = e.as_symbol() {
-                binding.entry(s).or_insert(id);
-            }
-        }
-    }
+    // The symbol an input size binds (a `Sym` input that is a bare symbol).
     let binds = |id: NodeId| -> Option<&str> {
         let node = joint.node(id);
         match &node.meta {
@@ -453,6 +447,13 @@ pub(crate) fn order_saved_sizes(
             _ => None,
         }
     };
+    // The input that binds each symbol, first occurrence first.
+    let mut binding: BTreeMap<&str, NodeId> = BTreeMap::new();
+    for id in joint.placeholders() {
+        if let Some(s) = binds(id) {
+            binding.entry(s).or_insert(id);
+        }
+    }
     let (sizes, tensors): (Vec<NodeId>, Vec<NodeId>) =
         saved.into_iter().partition(|&id| is_size(id));
     let mut bound: HashSet<&str> = HashSet::new();

@@ -286,7 +286,7 @@ impl MinCutProblem {
         joint.verify()?;
         joint_inputs(joint)?;
         split_outputs(joint, num_fwd_outputs)?;
-        let (hinted, symbolic) = at_hints(joint, &options.hints)?;
+        let (hinted, symbolic) = joint_at_hints(joint, &options.hints)?;
         let joint = hinted.as_ref().unwrap_or(joint);
         let mut graph = eliminate_dead_code(joint, &default_side_effects);
         if options.cse {
@@ -1036,7 +1036,7 @@ impl MinCutProblem {
 /// node's symbolic meta by name; `(None, None)` for a static joint. A symbol without a hint
 /// is an error naming it.
 #[allow(clippy::type_complexity)]
-fn at_hints(
+fn joint_at_hints(
     joint: &Graph,
     hints: &graphbug_ir::Bindings,
 ) -> Result<(Option<Graph>, Option<HashMap<String, Meta>>), PartitionError> {
@@ -1046,18 +1046,12 @@ fn at_hints(
     let mut hinted = joint.clone();
     let mut metas = HashMap::new();
     for node in &mut hinted.nodes {
-        if let Meta::SymTensor(t) = &node.meta {
-            let bound = t.bind(hints).map_err(|_| {
-                let missing = node
-                    .meta
-                    .symbols()
-                    .find(|s| !hints.contains_key(*s))
-                    .unwrap_or_default()
-                    .to_string();
-                PartitionError::NoHint(node.name.clone(), t.to_string(), missing)
-            })?;
-            metas.insert(node.name.clone(), node.meta.clone());
-            node.meta = Meta::Tensor(bound);
+        if let Meta::SymTensor(_) = &node.meta {
+            let bound = crate::default::at_hints(node, hints)?;
+            metas.insert(
+                node.name.clone(),
+                std::mem::replace(&mut node.meta, Meta::Tensor(bound)),
+            );
         }
     }
     Ok((Some(hinted), Some(metas)))

@@ -16,7 +16,7 @@ use graphbug_backends::plugin::load_plugin;
 use graphbug_backends::registry::INJECT_FAULT_ENV;
 use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
 use graphbug_ir::{Graph, Meta, NodeKind, Value};
-use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions, Sink};
+use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions};
 use tch::Tensor;
 
 use crate::case::{read_repro_dir_with_graph, ReproCase};
@@ -358,12 +358,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     };
     let result = minify(written, checker.as_mut(), &options, &mut sink)
         .map_err(|e| ReproError::Other(e.to_string()))?;
-    // An original that is minimal already is the minified repro: the directory the
-    // result names always exists.
-    if !sink.minified().exists() {
-        sink.improved(&result.candidate, &result.signature, &result.stats)
-            .map_err(ReproError::Other)?;
-    }
+    sink.finish(&result)?;
     Ok(result)
 }
 

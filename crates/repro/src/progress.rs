@@ -254,6 +254,17 @@ impl<'v> MinifyDir<'v> {
     pub fn minified(&self) -> PathBuf {
         self.dir.join("minified")
     }
+
+    /// Writes the result of the minification when no improvement did (an original that
+    /// is minimal already is its own smallest failing graph), so [`Self::minified`]
+    /// always exists after a run.
+    pub fn finish(&mut self, result: &graphbug_minifier::Minified) -> Result<()> {
+        if self.minified().exists() {
+            return Ok(());
+        }
+        self.improved(&result.candidate, &result.signature, &result.stats)
+            .map_err(ReproError::Other)
+    }
 }
 
 impl Sink for MinifyDir<'_> {

@@ -595,14 +595,10 @@ impl Runner<'_> {
         )))
     }
 
-    /// The captured graph as a repro directory, minified under a fault injected at the
-    /// middle aten call graphbug runs: the minified graph must be one node calling that
-    /// op, and reproduce the fault.
-    fn minify(&self) -> Result<Outcome> {
-        let graph = self.file("forward.py");
-        let inputs = self.file("inputs.safetensors");
-        let lowered = self.graphbug(
-            "lower",
+    /// `graph` as graphbug runs it on `inputs`: `graphbug specialize --aten`.
+    fn lowered(&self, tag: &str, graph: &Path, inputs: &Path) -> Result<Exec> {
+        self.graphbug(
+            tag,
             &[
                 os("specialize"),
                 graph.as_os_str(),
@@ -610,7 +606,16 @@ impl Runner<'_> {
                 inputs.as_os_str(),
                 os("--aten"),
             ],
-        )?;
+        )
+    }
+
+    /// The captured graph as a repro directory, minified under a fault injected at the
+    /// middle aten call graphbug runs: the minified graph must be one node calling that
+    /// op, and reproduce the fault.
+    fn minify(&self) -> Result<Outcome> {
+        let graph = self.file("forward.py");
+        let inputs = self.file("inputs.safetensors");
+        let lowered = self.lowered("lower", &graph, &inputs)?;
         if lowered.code != Some(0) {
             return Ok(Outcome::Failed(lowered.error_line("specialize --aten")));
         }
@@ -660,15 +665,10 @@ impl Runner<'_> {
                 calls.join("; ")
             )));
         }
-        let mlowered = self.graphbug(
+        let mlowered = self.lowered(
             "minified-lower",
-            &[
-                os("specialize"),
-                mgraph.as_os_str(),
-                os("--inputs"),
-                minified.join("inputs.safetensors").as_os_str(),
-                os("--aten"),
-            ],
+            &mgraph,
+            &minified.join("inputs.safetensors"),
         )?;
         if !aten_calls(&mlowered.stdout).contains(op) {
             return Ok(Outcome::Failed(format!(
