@@ -782,6 +782,7 @@ def capture_task(args):
     import tempfile
 
     name, mode, out_root = args
+    scratch_root = scratch_dir(out_root)
     torch.set_num_threads(1)
     group = f"capture/{name}/{mode}"
     meta = {"source": "capture", "op": name, "dtype": "float32", "variant": mode}
@@ -795,7 +796,11 @@ def capture_task(args):
         model.train()
         xs = make_inputs()
         torch._dynamo.reset()
-        with tempfile.TemporaryDirectory() as tmp:
+        # Captures go to a scratch directory beside the cases (see scratch_dir), not the
+        # system temp dir: a worker killed with its parent (kill -9) leaves nothing there
+        # that the next generation does not sweep.
+        os.makedirs(scratch_root, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch_root) as tmp:
             compiled = torch.compile(model, backend="graphbug_capture",
                                      options={"out": tmp, "aot": True},
                                      dynamic=(mode == "dynamic"))
@@ -915,9 +920,19 @@ def main(argv=None):
                     tasks.append((capture_task, (name, mode, a.out)))
 
     os.makedirs(a.out, exist_ok=True)
+    shutil.rmtree(scratch_dir(a.out), ignore_errors=True)
     counts = {"ok": 0, "skipped": 0, "unsupported": 0}
-    run_tasks(tasks, max(1, a.jobs), counts)
+    try:
+        run_tasks(tasks, max(1, a.jobs), counts)
+    finally:
+        shutil.rmtree(scratch_dir(a.out), ignore_errors=True)
     return 0
+
+
+def scratch_dir(out_root):
+    """Scratch space of a generation into `out_root`, beside it (the runner reads every
+    directory under `out_root`); swept when a generation starts and ends."""
+    return os.path.abspath(out_root).rstrip(os.sep) + ".scratch"
 
 
 def task_case(fn, args):
