@@ -10,7 +10,10 @@
 pub mod candidate;
 pub mod checker;
 pub mod minify;
+mod pool;
 
 pub use candidate::{Candidate, Origin, Original};
 pub use checker::{similar, BugIdentity, Checker, Contains, Signature, Verdict};
-pub use minify::{minify, Minified, MinifyError, MinifyOptions, NoSink, ResumePoint, Sink, Stats};
+pub use minify::{
+    minify, minify_parallel, Minified, MinifyError, MinifyOptions, NoSink, ResumePoint, Sink, Stats,
+};

@@ -1,7 +1,8 @@
 //! The minification driver: strategies over kept-node sets, a query cache, logging,
 //! progress, and a sink that saves every improvement.
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::io::IsTerminal;
 
 use graphbug_ir::{Graph, IrError};
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, Original};
 use crate::checker::{BugIdentity, Checker, Signature, Verdict};
+use crate::pool::{Key, Pool};
 
 /// Knobs of a minification run.
 #[derive(Clone, Debug, Default)]
@@ -87,6 +89,10 @@ pub struct Minified {
     pub stats: Stats,
     /// What each strategy tried, functorch-style.
     pub log: Vec<String>,
+    /// Queries parallel workers ran that the search never needed (speculation waste; 0
+    /// for a serial run). Not part of [`Stats`], which are the same for any number of
+    /// workers.
+    pub speculative: usize,
 }
 
 impl Minified {
@@ -152,9 +158,67 @@ fn describe(v: &Verdict) -> String {
     }
 }
 
+/// A kind of try, for speculation's odds: (strategy, granularity, position in its round).
+type Kind = (u8, usize, usize);
+
+/// A search state's next try, and the states after it reproduces (`yes`) or not (`no`).
+struct Step<S> {
+    kind: Kind,
+    kept: Vec<u32>,
+    yes: S,
+    no: S,
+}
+
+impl<S> Step<S> {
+    /// The same try with its next states mapped by `f`.
+    fn map<T>(self, f: impl Fn(S) -> T) -> Step<T> {
+        Step {
+            kind: self.kind,
+            kept: self.kept,
+            yes: f(self.yes),
+            no: f(self.no),
+        }
+    }
+}
+
+/// A search state, how likely the search is to reach it, and when it was found (earlier
+/// first among equals).
+struct Likely<S>(f64, u64, S);
+
+impl<S> PartialEq for Likely<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+impl<S> Eq for Likely<S> {}
+impl<S> PartialOrd for Likely<S> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<S> Ord for Likely<S> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then_with(|| other.1.cmp(&self.1))
+    }
+}
+
+/// Who answers queries: one checker in turn, or a pool of workers.
+enum Exec<'a> {
+    Serial(&'a mut dyn Checker),
+    Pool(&'a Pool),
+}
+
 struct Session<'a> {
-    original: Original,
-    checker: &'a mut dyn Checker,
+    original: &'a Original,
+    exec: Exec<'a>,
+    /// How many upcoming candidates to hand the pool's workers.
+    lookahead: usize,
+    /// Per kind of try: how many reproduced, of how many were asked.
+    outcomes: HashMap<Kind, (u32, u32)>,
+    /// The kind of the try the search asks next (set by [`Session::speculate`]).
+    next_kind: Cell<Option<Kind>>,
     identity: BugIdentity,
     sink: &'a mut dyn Sink,
     /// Verdicts by (kept set, retained outputs, inputs consolidated).
@@ -194,13 +258,137 @@ impl Session<'_> {
             .candidate_retaining(kept, &self.retained, self.consolidate)
     }
 
-    /// Whether the candidate keeping `kept` still shows the bug (cached by kept set).
-    fn test(&mut self, kept: &[u32]) -> bool {
+    /// The cache key of the candidate keeping `kept`, unless no candidate keeps nothing.
+    fn key(&self, kept: &[u32]) -> Option<Key> {
         let kept = self.original.normalize(kept);
         if kept.is_empty() && self.retained.is_empty() {
-            return false;
+            return None;
         }
-        let key = (kept, self.retained.clone(), self.consolidate);
+        Some((kept, self.retained.clone(), self.consolidate))
+    }
+
+    /// Hands the pool's workers the candidates the search tries next, in its order,
+    /// assuming each does not reproduce (`upcoming` starts with the one tested next). A
+    /// serial run does nothing here.
+    fn prefetch(&self, upcoming: impl IntoIterator<Item = Vec<u32>>) {
+        let Exec::Pool(pool) = &self.exec else {
+            return;
+        };
+        let budget = self
+            .max_queries
+            .map_or(usize::MAX, |m| m.saturating_sub(self.stats.queries));
+        let mut seen = HashSet::new();
+        let keys = upcoming
+            .into_iter()
+            .filter_map(|kept| self.key(&kept))
+            .filter(|k| !self.cache.contains_key(k) && seen.insert(k.clone()))
+            .take(self.lookahead.min(budget))
+            .collect();
+        pool.prefetch(keys);
+    }
+
+    /// Hands the pool the candidates the search may try next, the likeliest to be needed
+    /// first: best first over both outcomes of each try, from the state `root` (whose next
+    /// try comes first), each outcome as likely as tries of its kind turned out so far in
+    /// this run. `step` gives a state's next try and the states after a yes and a no.
+    /// Tries already answered are followed, not branched on.
+    fn speculate<S>(&self, root: S, step: impl Fn(&S) -> Option<Step<S>>) {
+        if !matches!(self.exec, Exec::Pool(_)) {
+            return;
+        }
+        let mut open = BinaryHeap::from([Likely(1.0, 0, root)]);
+        let mut upcoming = Vec::new();
+        let (mut visits, mut order) = (0, 0u64);
+        let mut first = true;
+        while let Some(Likely(p, _, state)) = open.pop() {
+            visits += 1;
+            if upcoming.len() >= self.lookahead || visits > 16 * self.lookahead {
+                break;
+            }
+            let Some(next) = step(&state) else {
+                continue;
+            };
+            let known = match self.key(&next.kept) {
+                None => Some(false),
+                Some(key) => self.cache.get(&key).copied(),
+            };
+            order += 1;
+            match known {
+                Some(yes) => open.push(Likely(p, order, if yes { next.yes } else { next.no })),
+                None => {
+                    if std::mem::take(&mut first) {
+                        self.next_kind.set(Some(next.kind));
+                    }
+                    let q = self.yes_rate(next.kind);
+                    upcoming.push(next.kept);
+                    open.push(Likely(p * q, order, next.yes));
+                    open.push(Likely(p * (1.0 - q), order + 1, next.no));
+                    order += 1;
+                }
+            }
+        }
+        self.prefetch(upcoming);
+    }
+
+    /// How often tries of `kind` reproduced in this run (1/2 before any did or did not).
+    fn yes_rate(&self, kind: Kind) -> f64 {
+        let (yes, all) = self.outcomes.get(&kind).copied().unwrap_or_default();
+        (yes as f64 + 1.0) / (all as f64 + 2.0)
+    }
+
+    /// ddmin as a state machine for [`Self::speculate`]: (kept, granularity, next try).
+    fn ddmin_step(
+        &self,
+        (s, n, from): &(Vec<u32>, usize, usize),
+        least: usize,
+    ) -> Option<Step<(Vec<u32>, usize, usize)>> {
+        let (mut n, mut from) = (*n, *from);
+        while s.len() >= least {
+            match ddmin_try(s, n, from) {
+                Some((at, t, next_n)) => {
+                    let kept = self.original.normalize(&t);
+                    let n_yes = next_n.min(kept.len().max(2));
+                    return Some(Step {
+                        kind: (2, n.min(16), at.min(32)),
+                        kept: t,
+                        yes: (kept, n_yes, 0),
+                        no: (s.clone(), n, at + 1),
+                    });
+                }
+                None if n >= s.len() => return None,
+                None => (n, from) = ((2 * n).min(s.len()), 0),
+            }
+        }
+        None
+    }
+
+    /// 1-minimality as a state machine for [`Self::speculate`]: (kept, next node, whether
+    /// this pass removed one).
+    fn one_minimal_step(
+        &self,
+        (s, i, changed): &(Vec<u32>, usize, bool),
+    ) -> Option<Step<(Vec<u32>, usize, bool)>> {
+        // A pass that removed a node is followed by another, from the first node.
+        let (i, changed) = match (*i < s.len(), *changed) {
+            (true, changed) => (*i, changed),
+            (false, true) if !s.is_empty() => (0, false),
+            _ => return None,
+        };
+        let t = without(s, i);
+        let yes = (self.original.normalize(&t), i, true);
+        Some(Step {
+            kind: (3, 0, 0),
+            kept: t,
+            yes,
+            no: (s.clone(), i + 1, changed),
+        })
+    }
+
+    /// Whether the candidate keeping `kept` still shows the bug (cached by kept set).
+    fn test(&mut self, kept: &[u32]) -> bool {
+        let Some(key) = self.key(kept) else {
+            return false;
+        };
         if let Some(&hit) = self.cache.get(&key) {
             self.stats.cache_hits += 1;
             return hit;
@@ -208,10 +396,21 @@ impl Session<'_> {
         if self.out_of_queries() {
             return false;
         }
-        let candidate = self.candidate(&key.0);
         self.stats.queries += 1;
-        let verdict = self.checker.check(&candidate);
+        let (candidate, verdict) = match &mut self.exec {
+            Exec::Serial(checker) => {
+                let candidate = self.original.candidate_retaining(&key.0, &key.1, key.2);
+                let verdict = checker.check(&candidate);
+                (candidate, verdict)
+            }
+            Exec::Pool(pool) => pool.resolve(&key),
+        };
         let interesting = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
+        if let Some(kind) = self.next_kind.take() {
+            let (yes, all) = self.outcomes.entry(kind).or_default();
+            *yes += u32::from(interesting);
+            *all += 1;
+        }
         self.cache.insert(key, interesting);
         if interesting && candidate.size() < self.best_size {
             self.best_size = candidate.size();
@@ -286,6 +485,7 @@ impl Session<'_> {
             signature,
             stats: self.stats,
             log: self.log,
+            speculative: 0,
         })
     }
 
@@ -394,6 +594,17 @@ impl Session<'_> {
         if live.len() == s.len() || live.is_empty() {
             return s;
         }
+        // Speculation runs on into the suffix truncation that follows, either way.
+        self.speculate(None, |state: &Option<(bool, (usize, usize))>| match state {
+            None => Some(Step {
+                kind: (0, 0, 0),
+                kept: live.clone(),
+                yes: Some((true, (0, live.len()))),
+                no: Some((false, (0, s.len()))),
+            }),
+            Some((dead, bounds)) => truncate_step(if *dead { &live } else { &s }, *bounds)
+                .map(|step| step.map(|b| Some((*dead, b)))),
+        });
         let ok = self.test(&live);
         self.attempt("Eliminate dead code", &s, &live, ok);
         if ok {
@@ -408,6 +619,7 @@ impl Session<'_> {
         let (mut lo, mut hi) = (0usize, s.len());
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
+            self.speculate((lo, hi), |&bounds| truncate_step(&s, bounds));
             let ok = self.test(&s[..mid]);
             self.attempt(
                 &format!("Truncate suffix (G: {})", hi - lo),
@@ -433,14 +645,22 @@ impl Session<'_> {
                 break;
             }
             let mut progress = false;
-            for chunk in sinks.chunks(g) {
+            let chunks: Vec<&[u32]> = sinks.chunks(g).collect();
+            let without = |chunk: &[u32]| {
                 let mut t = s.clone();
                 for &sink in chunk {
                     t = self.original.without_output(&t, sink);
                 }
-                if t.is_empty() || t.len() == s.len() {
+                (!t.is_empty() && t.len() != s.len()).then_some(t)
+            };
+            for (i, chunk) in chunks.iter().enumerate() {
+                let Some(t) = without(chunk) else {
                     continue;
-                }
+                };
+                self.prefetch(
+                    std::iter::once(t.clone())
+                        .chain(chunks[i + 1..].iter().filter_map(|c| without(c))),
+                );
                 let ok = self.test(&t);
                 self.attempt(&format!("Remove outputs (G: {g})"), &s, &t, ok);
                 if ok {
@@ -462,28 +682,15 @@ impl Session<'_> {
         let mut n = 2usize;
         let least = if self.retained.is_empty() { 2 } else { 1 };
         while s.len() >= least && !self.out_of_queries() {
-            let chunks = split(&s, n);
             let mut reduced = None;
-            for c in &chunks {
-                // Only a strict subset is progress (one chunk is all of `s`).
-                if c.len() < s.len() && self.test(c) {
-                    reduced = Some((c.clone(), 2));
+            let mut from = 0;
+            while let Some((at, t, next_n)) = ddmin_try(&s, n, from) {
+                self.speculate((s.clone(), n, at), |st| self.ddmin_step(st, least));
+                if self.test(&t) {
+                    reduced = Some((t, next_n));
                     break;
                 }
-            }
-            if reduced.is_none() {
-                for i in 0..chunks.len() {
-                    let rest: Vec<u32> = chunks
-                        .iter()
-                        .enumerate()
-                        .filter(|&(j, _)| j != i)
-                        .flat_map(|(_, c)| c.iter().copied())
-                        .collect();
-                    if self.test(&rest) {
-                        reduced = Some((rest, (n - 1).max(2)));
-                        break;
-                    }
-                }
+                from = at + 1;
             }
             let g = s.len().div_ceil(n);
             match reduced {
@@ -510,12 +717,8 @@ impl Session<'_> {
             let mut changed = false;
             let mut i = 0;
             while i < s.len() && !self.out_of_queries() {
-                let t: Vec<u32> = s
-                    .iter()
-                    .enumerate()
-                    .filter(|&(j, _)| j != i)
-                    .map(|(_, &k)| k)
-                    .collect();
+                self.speculate((s.clone(), i, changed), |st| self.one_minimal_step(st));
+                let t = without(&s, i);
                 if self.test(&t) {
                     self.attempt("1-minimality", &s, &t, true);
                     s = self.original.normalize(&t);
@@ -532,11 +735,45 @@ impl Session<'_> {
     }
 }
 
-/// `s` cut into `n` contiguous chunks of nearly equal size.
-fn split(s: &[u32], n: usize) -> Vec<Vec<u32>> {
-    let n = n.clamp(1, s.len().max(1));
-    let size = s.len().div_ceil(n);
-    s.chunks(size.max(1)).map(<[u32]>::to_vec).collect()
+/// Suffix truncation as a state machine for [`Session::speculate`]: the prefix lengths
+/// still possible, `lo` (does not fail) to `hi` (fails).
+fn truncate_step(s: &[u32], (lo, hi): (usize, usize)) -> Option<Step<(usize, usize)>> {
+    let mid = lo + (hi - lo) / 2;
+    (hi - lo > 1).then(|| Step {
+        kind: (1, 0, 0),
+        kept: s[..mid].to_vec(),
+        yes: (lo, mid),
+        no: (mid, hi),
+    })
+}
+
+/// `s` without its `i`th node.
+fn without(s: &[u32], i: usize) -> Vec<u32> {
+    s.iter()
+        .enumerate()
+        .filter(|&(j, _)| j != i)
+        .map(|(_, &k)| k)
+        .collect()
+}
+
+/// The first try at or after `from` of a ddmin round over `s` in `n` chunks, with its
+/// index and the granularity its success leads to. Try `i < chunks` keeps chunk `i` (only
+/// a strict subset is progress: one chunk may be all of `s`); try `chunks + i` keeps all
+/// but chunk `i`.
+fn ddmin_try(s: &[u32], n: usize, from: usize) -> Option<(usize, Vec<u32>, usize)> {
+    let size = s.len().div_ceil(n.clamp(1, s.len().max(1))).max(1);
+    let chunks = s.len().div_ceil(size);
+    let chunk = |j: usize| j * size..((j + 1) * size).min(s.len());
+    (from..2 * chunks).find_map(|i| {
+        if i < chunks {
+            let r = chunk(i);
+            (r.len() < s.len()).then(|| (i, s[r].to_vec(), 2))
+        } else {
+            let r = chunk(i - chunks);
+            let rest = s[..r.start].iter().chain(&s[r.end..]).copied().collect();
+            Some((i, rest, (n - 1).max(2)))
+        }
+    })
 }
 
 /// Shrinks `graph` to a 1-minimal candidate that still fails `checker` the way the whole
@@ -553,130 +790,238 @@ pub fn minify(
     options: &MinifyOptions,
     sink: &mut dyn Sink,
 ) -> Result<Minified, MinifyError> {
-    graph.verify()?;
-    let original = Original::new(graph.clone())
-        .with_value_keys(options.value_keys.clone().unwrap_or_default());
-    // The first query: where a killed run stood, or the original exactly as given.
-    let first = match &options.resume {
-        Some(point) => {
-            let n = graph.nodes.len() as u32;
-            if let Some(bad) = point.kept.iter().find(|&&k| k >= n) {
-                return Err(MinifyError::Resume(format!(
-                    "node #{bad} does not exist in a graph of {n} nodes"
-                )));
+    let start = Start::new(graph, checker, None, options)?;
+    start.search(Exec::Serial(checker), 0, options, sink)
+}
+
+/// [`minify`] with one worker per checker, each answering the candidates the serial
+/// search tries next while it waits for the current one.
+///
+/// The search consumes verdicts in its own order, so the result, the query count, the log
+/// and every improvement handed to `sink` are those of [`minify`] with one of these
+/// checkers, for any number of them (given checkers that judge a candidate the same way
+/// whichever runs it). Verdicts computed but never needed are counted in
+/// [`Minified::speculative`]. A checker that panics gives an unresolved verdict; one that
+/// hangs holds only its own worker, as long as its own time limit lets it.
+pub fn minify_parallel(
+    graph: &Graph,
+    checkers: &mut [Box<dyn Checker + Send + '_>],
+    options: &MinifyOptions,
+    sink: &mut dyn Sink,
+) -> Result<Minified, MinifyError> {
+    let jobs = checkers.len();
+    let (first, rest) = checkers
+        .split_first_mut()
+        .ok_or_else(|| MinifyError::Unresolved {
+            checker: "no checker".into(),
+            message: "minify_parallel needs at least one checker".into(),
+        })?;
+    let second = rest
+        .first_mut()
+        .map(|c| &mut **c as &mut (dyn Checker + Send));
+    let start = Start::new(graph, first.as_mut(), second, options)?;
+    if jobs == 1 {
+        return start.search(Exec::Serial(first.as_mut()), 0, options, sink);
+    }
+    let pool = Pool::default();
+    std::thread::scope(|scope| {
+        for checker in checkers.iter_mut() {
+            let (pool, original) = (&pool, &start.original);
+            scope.spawn(move || pool.serve(original, checker.as_mut()));
+        }
+        /// Closes the pool however the search ends, so the workers' threads end too.
+        struct Close<'p>(&'p Pool);
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                self.0.close();
             }
-            original.candidate_retaining(&point.kept, &point.retained, false)
         }
-        None => original.as_given(),
-    };
-    let checker_name = checker.describe();
-    let v1 = checker.check(&first);
-    if let Verdict::Unresolved(message) = v1 {
-        return Err(MinifyError::Unresolved {
-            checker: checker_name,
-            message,
-        });
-    }
-    let Verdict::Fails(found) = v1.clone() else {
-        return Err(MinifyError::DoesNotFail {
-            checker: checker_name,
-            verdict: describe(&v1),
-        });
-    };
-    // A resumed run keeps to the failure the original showed.
-    let signature = options
-        .resume
-        .as_ref()
-        .and_then(|p| p.signature.clone())
-        .unwrap_or_else(|| found.clone());
-    let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
-        .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
-    // The same failure again (a message may differ in numbers, e.g. a time limit).
-    let v2 = checker.check(&first);
-    let same = match &v2 {
-        Verdict::Fails(s2) => {
-            s2.kind == found.kind
-                && s2.op == found.op
-                && crate::checker::similar(&found.message, &s2.message)
-        }
-        _ => false,
-    };
-    if !same {
-        return Err(MinifyError::Flaky {
-            first: describe(&v1),
-            second: describe(&v2),
-        });
-    }
-    if !identity.matches(&found) {
-        let why = if options.resume.is_some() {
-            "not the failure the original showed"
-        } else {
-            "does not match --check-str"
+        let _close = Close(&pool);
+        let mut m = start.search(Exec::Pool(&pool), jobs, options, sink)?;
+        m.speculative = pool.close();
+        Ok(m)
+    })
+}
+
+/// A minification that has checked its starting graph: it fails, twice alike, with the
+/// failure the search keeps to.
+struct Start {
+    original: Original,
+    first: Candidate,
+    signature: Signature,
+    identity: BugIdentity,
+    checker_name: String,
+    found_text: String,
+}
+
+impl Start {
+    /// Checks where the search starts: the original exactly as given, or where a killed
+    /// run stood; twice, to catch a flaky checker (the second time by `second`, at the
+    /// same time, when there is one).
+    fn new(
+        graph: &Graph,
+        checker: &mut dyn Checker,
+        second: Option<&mut (dyn Checker + Send)>,
+        options: &MinifyOptions,
+    ) -> Result<Start, MinifyError> {
+        graph.verify()?;
+        let original = Original::new(graph.clone())
+            .with_value_keys(options.value_keys.clone().unwrap_or_default());
+        let first = match &options.resume {
+            Some(point) => {
+                let n = graph.nodes.len() as u32;
+                if let Some(bad) = point.kept.iter().find(|&&k| k >= n) {
+                    return Err(MinifyError::Resume(format!(
+                        "node #{bad} does not exist in a graph of {n} nodes"
+                    )));
+                }
+                original.candidate_retaining(&point.kept, &point.retained, false)
+            }
+            None => original.as_given(),
         };
-        return Err(MinifyError::DoesNotFail {
-            checker: checker_name,
-            verdict: format!("{} ({why})", describe(&v1)),
+        let checker_name = checker.describe();
+        let (v1, v2) = match second {
+            Some(other) => std::thread::scope(|scope| {
+                let again = scope.spawn(|| other.check(&first));
+                let v1 = checker.check(&first);
+                let v2 = again.join().unwrap_or_else(|_| {
+                    Verdict::Unresolved("the checker panicked on the original".into())
+                });
+                (v1, Some(v2))
+            }),
+            None => (checker.check(&first), None),
+        };
+        if let Verdict::Unresolved(message) = v1 {
+            return Err(MinifyError::Unresolved {
+                checker: checker_name,
+                message,
+            });
+        }
+        let Verdict::Fails(found) = v1.clone() else {
+            return Err(MinifyError::DoesNotFail {
+                checker: checker_name,
+                verdict: describe(&v1),
+            });
+        };
+        // A resumed run keeps to the failure the original showed.
+        let signature = options
+            .resume
+            .as_ref()
+            .and_then(|p| p.signature.clone())
+            .unwrap_or_else(|| found.clone());
+        let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
+            .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
+        // The same failure again (a message may differ in numbers, e.g. a time limit).
+        let v2 = v2.unwrap_or_else(|| checker.check(&first));
+        let same = match &v2 {
+            Verdict::Fails(s2) => {
+                s2.kind == found.kind
+                    && s2.op == found.op
+                    && crate::checker::similar(&found.message, &s2.message)
+            }
+            _ => false,
+        };
+        if !same {
+            return Err(MinifyError::Flaky {
+                first: describe(&v1),
+                second: describe(&v2),
+            });
+        }
+        if !identity.matches(&found) {
+            let why = if options.resume.is_some() {
+                "not the failure the original showed"
+            } else {
+                "does not match --check-str"
+            };
+            return Err(MinifyError::DoesNotFail {
+                checker: checker_name,
+                verdict: format!("{} ({why})", describe(&v1)),
+            });
+        }
+        Ok(Start {
+            original,
+            first,
+            signature,
+            identity,
+            checker_name,
+            found_text: describe(&v1),
+        })
+    }
+
+    /// Runs the strategies from the starting graph, asking `exec` (with `lookahead`
+    /// candidates handed to a pool ahead of the search).
+    fn search<'a>(
+        &'a self,
+        exec: Exec<'a>,
+        lookahead: usize,
+        options: &MinifyOptions,
+        sink: &'a mut dyn Sink,
+    ) -> Result<Minified, MinifyError> {
+        let bar = (options.progress && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} minifying: {msg} [{elapsed}]")
+                    .expect("the progress template is valid"),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
         });
-    }
-    let bar = (options.progress && std::io::stderr().is_terminal()).then(|| {
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} minifying: {msg} [{elapsed}]")
-                .expect("the progress template is valid"),
-        );
-        bar.enable_steady_tick(std::time::Duration::from_millis(120));
-        bar
-    });
-    let start_size = first.size();
-    let found_text = describe(&v1);
-    let mut session = Session {
-        cache: HashMap::new(),
-        consolidate: false,
-        retained: first.retained.clone(),
-        original,
-        checker,
-        identity,
-        sink,
-        stats: Stats {
-            start_nodes: graph.num_call_function_nodes(),
-            end_nodes: start_size,
-            queries: 2,
-            cache_hits: 0,
-        },
-        log: Vec::new(),
-        verbose: options.verbose,
-        bar,
-        max_queries: options.max_queries,
-        best_size: start_size,
-        sink_error: None,
-    };
-    session.note(format!(
-        "Started with {start_size} nodes; checking {checker_name}; it fails: {found_text}"
-    ));
-    let mut s = first.kept.clone();
-    if options.resume.is_some() {
-        session
-            .cache
-            .insert((s.clone(), session.retained.clone(), false), true);
-    } else if !session.preprocess(&first) {
-        // Only the original exactly as given fails: nothing can be taken away.
-        return session.finish(first, signature);
-    }
-    loop {
-        let before = (s.clone(), session.retained.clone());
-        s = session.eliminate_dead_code(s);
-        s = session.truncate_suffix(s);
-        s = session.remove_outputs(s);
-        s = session.consolidate_inputs(s);
-        s = session.delta_debugging(s);
-        if !session.retained.is_empty() {
-            session.remove_retained_outputs(&s);
+        let first = &self.first;
+        let start_size = first.size();
+        let mut session = Session {
+            cache: HashMap::new(),
+            consolidate: false,
+            retained: first.retained.clone(),
+            original: &self.original,
+            exec,
+            lookahead,
+            outcomes: HashMap::new(),
+            next_kind: Cell::new(None),
+            identity: self.identity.clone(),
+            sink,
+            stats: Stats {
+                start_nodes: self.original.graph().num_call_function_nodes(),
+                end_nodes: start_size,
+                queries: 2,
+                cache_hits: 0,
+            },
+            log: Vec::new(),
+            verbose: options.verbose,
+            bar,
+            max_queries: options.max_queries,
+            best_size: start_size,
+            sink_error: None,
+        };
+        session.note(format!(
+            "Started with {start_size} nodes; checking {}; it fails: {}",
+            self.checker_name, self.found_text
+        ));
+        let signature = self.signature.clone();
+        let mut s = first.kept.clone();
+        if options.resume.is_some() {
+            session
+                .cache
+                .insert((s.clone(), session.retained.clone(), false), true);
+        } else if !session.preprocess(first) {
+            // Only the original exactly as given fails: nothing can be taken away.
+            return session.finish(first.clone(), signature);
         }
-        if (s.clone(), session.retained.clone()) == before || session.out_of_queries() {
-            break;
+        loop {
+            let before = (s.clone(), session.retained.clone());
+            s = session.eliminate_dead_code(s);
+            s = session.truncate_suffix(s);
+            s = session.remove_outputs(s);
+            s = session.consolidate_inputs(s);
+            s = session.delta_debugging(s);
+            if !session.retained.is_empty() {
+                session.remove_retained_outputs(&s);
+            }
+            if (s.clone(), session.retained.clone()) == before || session.out_of_queries() {
+                break;
+            }
         }
+        s = session.one_minimal(s);
+        let candidate = session.candidate(&s);
+        session.finish(candidate, signature)
     }
-    s = session.one_minimal(s);
-    let candidate = session.candidate(&s);
-    session.finish(candidate, signature)
 }
