@@ -312,3 +312,158 @@ fn a_fault_named_by_position_stays_on_its_node() {
         assert_eq!(summary(&out)["end_nodes"], 1, "{stdout}");
     }
 }
+
+/// Every file under `dir`, by path relative to it, with its bytes (through the links
+/// `minified/` and `original/` are; not the hidden versions they point to).
+fn files(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().unwrap().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.insert(path.strip_prefix(dir).unwrap().to_path_buf(), bytes);
+            }
+        }
+    }
+    out
+}
+
+/// `graphbug minify` of gpt4's forward graph for `backend`, writing into `out`, with
+/// extra arguments; returns the process's output.
+fn minify_gpt4(backend: &str, out: &Path, extra: &[&str]) -> Output {
+    let graph = fixture("gpt4/forward.py");
+    let inputs = fixture("gpt4/inputs.npz");
+    let mut args = vec![
+        "minify",
+        &graph,
+        "--inputs",
+        &inputs,
+        "--backend",
+        backend,
+        "--check",
+        "runtime",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    graphbug(&args)
+}
+
+#[test]
+fn any_number_of_workers_writes_the_same_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // A runtime fault, and a crash (which kills the worker that meets it), at one gelu.
+    for (k, backend) in [
+        "fault:runtime@aten.gelu.default#3+slow:20",
+        "fault:crash@aten.gelu.default#3",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let serial_dir = dir.path().join(format!("serial-{k}"));
+        let serial = minify_gpt4(backend, &serial_dir, &["-j", "1"]);
+        assert!(serial.status.success(), "{}", text(&serial.stderr));
+        let parallel_dir = dir.path().join(format!("parallel-{k}"));
+        let parallel = minify_gpt4(backend, &parallel_dir, &["-j", "3"]);
+        assert!(parallel.status.success(), "{}", text(&parallel.stderr));
+        let (s, p) = (summary(&serial), summary(&parallel));
+        assert_eq!(s["end_nodes"], 1, "{backend}");
+        assert_eq!(s["queries"], p["queries"], "{backend}");
+        assert_eq!((s["jobs"].as_u64(), p["jobs"].as_u64()), (Some(1), Some(3)));
+        assert_eq!(s["speculative"], 0);
+        assert!(text(&parallel.stdout).contains("3 workers; speculation: "));
+        // The minified graph, its inputs, the manifest, the state: byte for byte.
+        let (fs, fp) = (files(&serial_dir), files(&parallel_dir));
+        assert!(fs.len() > 3, "{:?}", fs.keys());
+        assert_eq!(
+            fs.keys().collect::<Vec<_>>(),
+            fp.keys().collect::<Vec<_>>(),
+            "{backend}"
+        );
+        for (path, bytes) in &fs {
+            assert!(fp[path] == *bytes, "{backend}: {} differs", path.display());
+        }
+    }
+}
+
+#[test]
+fn workers_started_by_a_launcher_survive_one_being_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launches");
+    // Starts each worker as a local process, as `srun {cmd}` would on a node. The second
+    // worker it starts is lost mid-query (as on a node that fails): after its sixth line
+    // of output its pipe closes, and it dies as it starts to answer the next query.
+    let wrapper = dir.path().join("launch.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nn=$(cat '{log}' 2>/dev/null | wc -l)\necho \"$*\" >> '{log}'\n\
+             if [ \"$n\" -eq 1 ]; then\n  \"$@\" | {{ i=0; while IFS= read -r l; do printf '%s\\n' \"$l\"; i=$((i+1)); [ $i -ge 6 ] && exit 0; done; }}\n  exit 137\nfi\nexec \"$@\"\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    let backend = "fault:runtime@aten.gelu.default#3+slow:300";
+    let local = minify_gpt4(backend, &dir.path().join("local"), &["-j", "2"]);
+    assert!(local.status.success(), "{}", text(&local.stderr));
+    let template = format!("sh {} {{cmd}}", wrapper.display());
+    let launched = minify_gpt4(
+        backend,
+        &dir.path().join("launched"),
+        &["-j", "2", "--worker-launcher", &template],
+    );
+    let stderr = text(&launched.stderr);
+    assert!(launched.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("relaunching it and asking again"),
+        "{stderr}"
+    );
+    // The same search, to the same graph, despite the lost worker.
+    assert_eq!(summary(&local)["queries"], summary(&launched)["queries"]);
+    assert_eq!(
+        std::fs::read(dir.path().join("local/minified/graph.py")).unwrap(),
+        std::fs::read(dir.path().join("launched/minified/graph.py")).unwrap()
+    );
+    let launches = std::fs::read_to_string(&log).unwrap();
+    // Two workers, and one more for the one that was lost; each took its spec on
+    // standard input (`-`), as a worker on another machine must.
+    assert!(launches.lines().count() >= 3, "{launches}");
+    assert!(
+        launches.lines().all(|l| l.ends_with("__minify-worker -")),
+        "{launches}"
+    );
+}
+
+#[test]
+fn bad_worker_arguments_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = "fault:runtime@aten.gelu.default#3";
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--worker-launcher", "srun -N1"],
+            "has no {cmd} (or {args}) where the worker command goes",
+        ),
+        (
+            &["-j", "2", "--no-isolate"],
+            "--no-isolate runs them in this process",
+        ),
+        (&["-j", "0"], "0 is not in 1..=256"),
+    ];
+    for (k, (extra, expected)) in cases.into_iter().enumerate() {
+        let out = minify_gpt4(backend, &dir.path().join(k.to_string()), extra);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains(expected),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -10,8 +10,8 @@ use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
 use graphbug::backends::lookup;
 use graphbug::ir::{print_graph, Device, Graph};
-use graphbug::minifier::{minify, Checker, Contains, MinifyOptions, NoSink};
-use graphbug::repro::actions::{start_isolated_checker, validate_backend};
+use graphbug::minifier::{minify_parallel, Checker, Contains, MinifyOptions, NoSink};
+use graphbug::repro::actions::{start_isolated_checkers, validate_backend};
 use graphbug::repro::checkers::AsRunnable;
 use graphbug::repro::command::CommandChecker;
 use graphbug::repro::isolate::{WorkerCheck, WorkerSpec};
@@ -82,13 +82,16 @@ pub struct MinifyArgs {
     /// End with a JSON line of counts.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    workers: super::WorkerArgs,
 }
 
-/// The checker the arguments ask for, on candidates of `graph` (as written; `run_graph`
-/// is its runnable form). Checkers that run the backend in a worker start it here: its
-/// start-up is the eager run that makes a preflight unnecessary.
+/// The checkers the arguments ask for (one per worker), on candidates of `graph` (as
+/// written; `run_graph` is its runnable form). Checkers that run the backend in a worker
+/// start the first here: its start-up is the eager run that makes a preflight
+/// unnecessary.
 #[allow(clippy::too_many_arguments)]
-fn build_checker(
+fn build_checkers(
     args: &MinifyArgs,
     backend: Option<&str>,
     graph: &Graph,
@@ -98,10 +101,23 @@ fn build_checker(
     device: &Device,
     plugins: &[PathBuf],
     scratch: &Scratch,
-) -> Result<Box<dyn Checker>> {
+) -> Result<Vec<Box<dyn Checker + Send>>> {
     let offload = args
         .offload_to_disk
         .then(|| scratch.path().join("values-checker"));
+    let workers = args.workers.workers()?;
+    if args.no_isolate && (workers.count() > 1 || workers.launcher.is_some()) {
+        bail!("-j and --worker-launcher run candidates in worker processes; --no-isolate runs them in this process: drop one");
+    }
+    if workers.launcher.is_some()
+        && (args.check_command.is_some()
+            || args
+                .check
+                .as_deref()
+                .is_some_and(|c| c.starts_with("contains:")))
+    {
+        bail!("--worker-launcher starts workers that run a backend; with --check-command the command itself can start its work elsewhere (e.g. `srun ... my-check`), and a contains: check runs no backend");
+    }
     if let Some(cmd) = &args.check_command {
         let started = Instant::now();
         // Only a graph that did not crash libtorch in a worker runs in this process.
@@ -115,12 +131,17 @@ fn build_checker(
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
         let limit = TimeLimit::new(args.timeout, eager.unwrap_or_else(|| started.elapsed()));
         eprintln!("{}", limit.describe());
-        return Ok(Box::new(CommandChecker::new(
-            cmd,
-            values,
-            scratch.path().join("command"),
-            limit,
-        )));
+        // Each worker writes its candidates into a directory of its own.
+        return Ok((0..workers.count())
+            .map(|k| {
+                let dir = match k {
+                    0 => scratch.path().join("command"),
+                    k => scratch.path().join(format!("command-{k}")),
+                };
+                Box::new(CommandChecker::new(cmd, values.shallow_clone(), dir, limit))
+                    as Box<dyn Checker + Send>
+            })
+            .collect());
     }
     let check = args.check.as_deref().ok_or_else(|| {
         anyhow!(
@@ -132,7 +153,9 @@ fn build_checker(
         if !args.no_isolate {
             eager_in_worker(run_graph, inputs, constants, device, scratch)?;
         }
-        return Ok(Box::new(contains));
+        return Ok((0..workers.count())
+            .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
+            .collect());
     }
     let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
     let backend = backend.ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
@@ -140,10 +163,10 @@ fn build_checker(
     if args.no_isolate {
         validate_backend(resolved.as_ref(), run_graph, inputs, &[])?;
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
-        return Ok(Box::new(
+        return Ok(vec![Box::new(
             BackendChecker::new(resolved, kind, values)
                 .with_accuracy(accuracy_mode(args.strict_accuracy)),
-        ));
+        )]);
     }
     let spec = WorkerSpec::write(
         scratch.path(),
@@ -154,13 +177,14 @@ fn build_checker(
         WorkerCheck {
             accuracy: accuracy_mode(args.strict_accuracy),
             plugins: plugins.to_vec(),
+            threads: workers.threads_each(),
             offload: args
                 .offload_to_disk
                 .then(|| scratch.path().join("values-worker")),
             ..WorkerCheck::new(backend, kind)
         },
     )?;
-    Ok(Box::new(start_isolated_checker(
+    Ok(start_isolated_checkers(
         worker_exe()?,
         spec,
         resolved.as_ref(),
@@ -168,7 +192,8 @@ fn build_checker(
         args.timeout,
         run_graph,
         inputs,
-    )?))
+        &workers,
+    )?)
 }
 
 /// `graphbug minify`.
@@ -207,7 +232,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         }
     }
     let scratch = Scratch::new("minify")?;
-    let checker = build_checker(
+    let checkers = build_checkers(
         args,
         backend.as_deref(),
         &graph,
@@ -218,11 +243,14 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         plugins,
         &scratch,
     )?;
-    let mut checker = if args.check_command.is_some() {
+    let mut checkers: Vec<Box<dyn Checker + Send>> = if args.check_command.is_some() {
         // The command is given repro directories, which hold the graph as written.
-        checker
+        checkers
     } else {
-        AsRunnable::wrap_for(&graph, checker, &bindings)
+        checkers
+            .into_iter()
+            .map(|c| AsRunnable::wrap_for(&graph, c, &bindings))
+            .collect()
     };
     // The values saved repros are made of: from one eager run in this process (after a
     // worker survived the same run).
@@ -276,8 +304,8 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         }
     }
     let result = match dir.as_mut() {
-        Some(d) => minify(&graph, checker.as_mut(), &options, d),
-        None => minify(&graph, checker.as_mut(), &options, &mut NoSink),
+        Some(d) => minify_parallel(&graph, &mut checkers, &options, d),
+        None => minify_parallel(&graph, &mut checkers, &options, &mut NoSink),
     };
     let m = match result {
         Ok(m) => m,
@@ -300,6 +328,13 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
     if let Some(d) = &dir {
         println!("smallest failing graph: {}", d.minified().display());
     }
+    if checkers.len() > 1 {
+        println!(
+            "{} workers; speculation: {} queries run that the search did not need",
+            checkers.len(),
+            m.speculative
+        );
+    }
     if args.json {
         println!(
             "{}",
@@ -308,6 +343,8 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
                 "end_nodes": m.stats.end_nodes,
                 "queries": m.stats.queries,
                 "cache_hits": m.stats.cache_hits,
+                "jobs": checkers.len(),
+                "speculative": m.speculative,
                 "seconds": (seconds * 1000.0).round() / 1000.0,
             })
         );

@@ -82,6 +82,8 @@ pub struct ReproArgs {
     /// (unless only they show the failure).
     #[arg(long)]
     strict_accuracy: bool,
+    #[command(flatten)]
+    workers: super::WorkerArgs,
 }
 
 fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
@@ -93,6 +95,7 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         timeout: args.timeout,
         worker_exe: Some(worker_exe()?),
         accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
+        workers: args.workers.workers()?,
     })
 }
 

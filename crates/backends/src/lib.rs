@@ -70,5 +70,12 @@ fn builtin_factories() -> Vec<registry::FactoryEntry> {
             description: "records each graph compiled (ops, histogram), then compiles with <inner>",
             tags: &["debug"],
         },
+        registry::FactoryEntry {
+            prefix: "slow:",
+            build: testing::Slow::from_name,
+            usage: "slow:<ms>[+<inner>]",
+            description: "waits <ms> milliseconds, then compiles with <inner> (default eager): an expensive compiler, for testing tools",
+            tags: &["testing"],
+        },
     ]
 }

@@ -179,3 +179,53 @@ impl Backend for NonLeafCompileError {
         Ok(Box::new(EagerFn::new(Self::NAME, graph, ctx)?))
     }
 }
+
+/// `slow:<ms>[+<inner>]`: compiles with `inner` (default eager) after waiting `ms`
+/// milliseconds, standing in for a compiler that takes that long (to test tools such as
+/// parallel minification against expensive queries).
+pub struct Slow {
+    name: String,
+    wait: std::time::Duration,
+    inner: std::sync::Arc<dyn Backend>,
+}
+
+impl Slow {
+    /// Builds the backend from the text after `slow:`.
+    pub fn from_name(rest: &str) -> Result<std::sync::Arc<dyn Backend>, String> {
+        let (ms, inner) = rest.split_once('+').unwrap_or((rest, "eager"));
+        let ms: u64 = ms
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{ms}` is not a number of milliseconds: slow:<ms>[+<inner>]"))?;
+        let inner = crate::registry::resolve(inner).map_err(|e| format!("inner backend: {e}"))?;
+        Ok(std::sync::Arc::new(Slow {
+            name: format!("slow:{rest}"),
+            wait: std::time::Duration::from_millis(ms),
+            inner,
+        }))
+    }
+}
+
+impl Backend for Slow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        "waits a given time, then compiles with an inner backend"
+    }
+    fn tags(&self) -> &[&str] {
+        &["testing"]
+    }
+    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
+        self.inner.validate(graph, example_inputs)
+    }
+    fn compile(
+        &self,
+        graph: &Graph,
+        example_inputs: &[ExampleInput],
+        ctx: &CompileContext,
+    ) -> Result<Box<dyn CompiledFn>, Failure> {
+        std::thread::sleep(self.wait);
+        self.inner.compile(graph, example_inputs, ctx)
+    }
+}

@@ -467,6 +467,25 @@ fn fault_and_explain_names_report_bad_specs() {
     assert!(err.contains("unknown backend `nope`"), "{err}");
 }
 
+#[test]
+fn a_slow_backend_compiles_with_its_inner_one() {
+    let m = model("mlp");
+    assert_pytorch_outputs("slow:1", &m);
+    // The inner backend's failures are its own.
+    let err = run("slow:1+relu_compile_error_TESTING_ONLY", &m).unwrap_err();
+    assert_eq!(err.stage, Stage::Compile, "{err}");
+    let err = lookup("slow:soon").err().unwrap().to_string();
+    assert!(
+        err.contains("`soon` is not a number of milliseconds: slow:<ms>[+<inner>]"),
+        "{err}"
+    );
+    let err = lookup("slow:5+nope").err().unwrap().to_string();
+    assert!(
+        err.contains("inner backend: unknown backend `nope`"),
+        "{err}"
+    );
+}
+
 /// A fault spec that names no node of the graph is an error saying what the graph has,
 /// whether it comes from a backend name, the environment or an AOT inner compiler.
 #[test]

@@ -816,6 +816,15 @@ pub fn minify_parallel(
             checker: "no checker".into(),
             message: "minify_parallel needs at least one checker".into(),
         })?;
+    // Every worker starts now, side by side, rather than on its first query.
+    if !rest.is_empty() {
+        std::thread::scope(|scope| {
+            scope.spawn(|| first.warm_up());
+            for checker in rest.iter_mut() {
+                scope.spawn(|| checker.warm_up());
+            }
+        });
+    }
     let second = rest
         .first_mut()
         .map(|c| &mut **c as &mut (dyn Checker + Send));

@@ -16,13 +16,13 @@ use graphbug_backends::plugin::load_plugin;
 use graphbug_backends::registry::INJECT_FAULT_ENV;
 use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
 use graphbug_ir::{Graph, Meta, NodeKind, Value};
-use graphbug_minifier::{minify, BugIdentity, Checker, Minified, MinifyOptions};
+use graphbug_minifier::{minify_parallel, BugIdentity, Checker, Minified, MinifyOptions};
 use tch::Tensor;
 
 use crate::case::{read_repro_dir_with_graph, ReproCase};
 use crate::checkers::{describe_check, signature_of, AsRunnable, BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
-use crate::isolate::{IsolatedChecker, WorkerCheck, WorkerSpec};
+use crate::isolate::{IsolatedChecker, Launcher, WorkerCheck, WorkerSpec};
 use crate::manifest::{FailureRecord, Manifest};
 use crate::progress::MinifyDir;
 use crate::scratch::Scratch;
@@ -47,6 +47,8 @@ pub struct ActionOptions {
     pub worker_exe: Option<PathBuf>,
     /// How accuracy is compared instead of the manifest's mode.
     pub accuracy: Option<AccuracyMode>,
+    /// The workers that minify (with isolation).
+    pub workers: Workers,
 }
 
 /// Checks before any work that `backend`'s parameters make sense for `graph` and its
@@ -72,12 +74,41 @@ pub fn validate_backend(
         .map_err(|e| ReproError::Other(format!("backend `{}`: {e}", backend.name())))
 }
 
-/// A checker of `kind` failures of `backend` in a worker process (started from `spec`,
-/// see [`WorkerSpec::write`]), started now: the worker's start-up is the graph's eager
-/// run, and only after a worker survived it does this process validate the backend
-/// against the graph (meta inference for AOT pipelines). Prints the time limits queries
+/// How many workers answer minifier queries, and how they start.
+#[derive(Clone, Debug, Default)]
+pub struct Workers {
+    /// Workers querying side by side (`-j`; 0 and 1 both mean one).
+    pub jobs: usize,
+    /// Starts them through a launcher (Slurm, Kubernetes, ssh) instead of as children.
+    pub launcher: Option<Launcher>,
+}
+
+impl Workers {
+    /// How many workers there are.
+    pub fn count(&self) -> usize {
+        self.jobs.max(1)
+    }
+
+    /// Threads libtorch may use in each worker: several workers on this machine share its
+    /// cores (libtorch's threads, one per core in each, would otherwise contend and spin);
+    /// one worker, or workers a launcher starts elsewhere, keep libtorch's default.
+    pub fn threads_each(&self) -> Option<usize> {
+        if self.count() == 1 || self.launcher.is_some() {
+            return None;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Some((cores / self.count()).max(1))
+    }
+}
+
+/// Checkers of `kind` failures of `backend`, one per worker process (started from `spec`,
+/// see [`WorkerSpec::write`], by `workers`' launcher if any). The first is started now:
+/// its start-up is the graph's eager run, and only after a worker survived it does this
+/// process validate the backend against the graph (meta inference for AOT pipelines).
+/// The others start on their first query, side by side. Prints the time limits queries
 /// get.
-pub fn start_isolated_checker(
+#[allow(clippy::too_many_arguments)]
+pub fn start_isolated_checkers(
     exe: PathBuf,
     spec: PathBuf,
     backend: &dyn Backend,
@@ -85,13 +116,31 @@ pub fn start_isolated_checker(
     timeout: Option<Duration>,
     graph: &Graph,
     inputs: &[Tensor],
-) -> Result<IsolatedChecker> {
-    let mut checker =
-        IsolatedChecker::new(exe, spec, describe_check(kind, backend.name()), timeout);
-    checker.start_now()?;
+    workers: &Workers,
+) -> Result<Vec<Box<dyn Checker + Send>>> {
+    let launch = match &workers.launcher {
+        Some(l) => Some((l.clone(), IsolatedChecker::bundle(&spec)?)),
+        None => None,
+    };
+    let make = || {
+        let checker = IsolatedChecker::new(
+            exe.clone(),
+            spec.clone(),
+            describe_check(kind, backend.name()),
+            timeout,
+        );
+        match &launch {
+            Some((l, bundle)) => checker.with_launcher(l.clone(), bundle.clone()),
+            None => checker,
+        }
+    };
+    let mut first = make();
+    first.start_now()?;
     validate_backend(backend, graph, inputs, &[])?;
-    eprintln!("{}", checker.limit().describe());
-    Ok(checker)
+    eprintln!("{}", first.limit().describe());
+    let mut all: Vec<Box<dyn Checker + Send>> = vec![Box::new(first)];
+    all.extend((1..workers.count()).map(|_| Box::new(make()) as Box<dyn Checker + Send>));
+    Ok(all)
 }
 
 /// Makes the environment what the manifest recorded: its fault spec and plugins.
@@ -308,11 +357,18 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     // Candidates are cut from the graph as written (symbolic sizes and dynamo-level calls
     // kept) and checked in their runnable form.
     let written = case.written();
-    let checker: Box<dyn Checker> = if opts.in_process {
+    let checkers: Vec<Box<dyn Checker + Send>> = if opts.in_process {
+        if opts.workers.count() > 1 || opts.workers.launcher.is_some() {
+            return Err(ReproError::Other(
+                "several workers (-j) and worker launchers need isolation; the backend cannot run in this process with them".into(),
+            ));
+        }
         validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
         let values =
             ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
-        Box::new(BackendChecker::new(backend.clone(), kind, values).with_accuracy(accuracy))
+        vec![Box::new(
+            BackendChecker::new(backend.clone(), kind, values).with_accuracy(accuracy),
+        )]
     } else {
         let exe = opts.worker_exe.clone().ok_or_else(|| {
             ReproError::Other(
@@ -328,10 +384,11 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             WorkerCheck {
                 accuracy,
                 plugins: case.manifest.plugins.clone(),
+                threads: opts.workers.threads_each(),
                 ..WorkerCheck::new(backend.name(), kind)
             },
         )?;
-        Box::new(start_isolated_checker(
+        start_isolated_checkers(
             exe,
             spec,
             backend.as_ref(),
@@ -339,9 +396,13 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             opts.timeout,
             &case.graph,
             &case.inputs,
-        )?)
+            &opts.workers,
+        )?
     };
-    let mut checker = AsRunnable::wrap_for(written, checker, &case.manifest.bindings);
+    let mut checkers: Vec<Box<dyn Checker + Send>> = checkers
+        .into_iter()
+        .map(|c| AsRunnable::wrap_for(written, c, &case.manifest.bindings))
+        .collect();
     let values = ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
     // Minified repros record the backend they fail with (`--backend` may override).
     let manifest = Manifest {
@@ -356,8 +417,15 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
         progress: true,
         ..MinifyOptions::default()
     };
-    let result = minify(written, checker.as_mut(), &options, &mut sink)
+    let result = minify_parallel(written, &mut checkers, &options, &mut sink)
         .map_err(|e| ReproError::Other(e.to_string()))?;
+    if result.speculative > 0 {
+        eprintln!(
+            "{} workers ran {} queries the search did not need (speculation)",
+            checkers.len(),
+            result.speculative
+        );
+    }
     sink.finish(&result)?;
     Ok(result)
 }

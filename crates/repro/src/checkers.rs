@@ -55,7 +55,7 @@ pub fn signature_of(f: &Failure) -> Signature {
 }
 
 /// Told the stage a check enters (`compile`, `runtime`).
-pub type StageHook = Box<dyn FnMut(&str)>;
+pub type StageHook = Box<dyn FnMut(&str) + Send>;
 
 /// Compiles and runs candidates with a backend, on the original run's values.
 pub struct BackendChecker {
@@ -295,22 +295,22 @@ impl Checker for BackendChecker {
 /// [`graphbug_aten::dynamic::runnable`]), with the symbols bound as in the original run,
 /// while the minifier keeps cutting (and saving) the graph as written.
 pub struct AsRunnable {
-    inner: Box<dyn Checker>,
+    inner: Box<dyn Checker + Send>,
     bindings: graphbug_ir::Bindings,
 }
 
 impl AsRunnable {
     /// `inner`, given runnable candidates made with `bindings`.
-    pub fn new(inner: Box<dyn Checker>, bindings: graphbug_ir::Bindings) -> Self {
+    pub fn new(inner: Box<dyn Checker + Send>, bindings: graphbug_ir::Bindings) -> Self {
         AsRunnable { inner, bindings }
     }
 
     /// `inner` wrapped when candidates of `graph` need a runnable form, as it is otherwise.
     pub fn wrap_for(
         graph: &Graph,
-        inner: Box<dyn Checker>,
+        inner: Box<dyn Checker + Send>,
         bindings: &graphbug_ir::Bindings,
-    ) -> Box<dyn Checker> {
+    ) -> Box<dyn Checker + Send> {
         if graphbug_aten::dynamic::needs_runnable_form(graph) {
             Box::new(AsRunnable::new(inner, bindings.clone()))
         } else {
@@ -322,6 +322,10 @@ impl AsRunnable {
 impl Checker for AsRunnable {
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn warm_up(&mut self) {
+        self.inner.warm_up();
     }
 
     fn check(&mut self, candidate: &Candidate) -> Verdict {

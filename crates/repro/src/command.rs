@@ -73,7 +73,7 @@ impl Checker for CommandChecker {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
-        let mut child = match process::guard(&mut cmd, true).spawn() {
+        let mut child = match process::spawn(cmd, true) {
             Ok(c) => c,
             Err(e) => return Verdict::Unresolved(format!("cannot run `{}`: {e}", self.command)),
         };

@@ -6,6 +6,12 @@
 //! set comes in on stdin, the verdict goes out on stdout as JSON. It is reused between
 //! queries and restarted after it dies, so libtorch start-up is paid once per crash, not
 //! once per query.
+//!
+//! Workers can run anywhere a launcher command can start a process ([`Launcher`]: Slurm's
+//! `srun`, `kubectl exec -i`, `ssh`): such a worker (`graphbug __minify-worker -`) reads
+//! its spec and the files it names from the first line of its standard input, so it needs
+//! no shared file system, and one that disappears mid-query is relaunched and asked again
+//! once before its death counts as the candidate's crash.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -53,6 +59,9 @@ pub struct WorkerSpec {
     pub plugins: Vec<PathBuf>,
     /// Where to spill reference values, if anywhere.
     pub offload: Option<PathBuf>,
+    /// Threads libtorch may use in the worker (default: its own choice, one per core).
+    #[serde(default)]
+    pub threads: Option<usize>,
 }
 
 /// What a worker checks, besides the graph and its values.
@@ -68,6 +77,8 @@ pub struct WorkerCheck {
     pub plugins: Vec<PathBuf>,
     /// Where to spill reference values, if anywhere.
     pub offload: Option<PathBuf>,
+    /// Threads libtorch may use in each worker (see [`crate::actions::Workers::threads_each`]).
+    pub threads: Option<usize>,
 }
 
 impl WorkerCheck {
@@ -79,6 +90,7 @@ impl WorkerCheck {
             accuracy: AccuracyMode::default(),
             plugins: Vec::new(),
             offload: None,
+            threads: None,
         }
     }
 }
@@ -113,6 +125,7 @@ impl WorkerSpec {
             accuracy: check.accuracy,
             plugins: check.plugins,
             offload: check.offload,
+            threads: check.threads,
         };
         let spec_file = dir.join("worker.json");
         std::fs::write(
@@ -148,6 +161,93 @@ pub fn preflight_eager(
     IsolatedChecker::new(exe, spec, "the eager run".into(), None).start_now()
 }
 
+/// A worker spec with the contents of the files it names, sent as the first line to a
+/// worker started by a launcher (which may not see this machine's files).
+#[derive(Serialize, Deserialize)]
+struct Bundle {
+    spec: WorkerSpec,
+    /// The inputs file's bytes, base64.
+    inputs: String,
+    /// The constants file's bytes, base64.
+    constants: Option<String>,
+}
+
+impl Bundle {
+    /// The bundle of the spec in `spec_file`, as one line of JSON.
+    fn line(spec_file: &Path) -> Result<String> {
+        use base64::Engine;
+        let text = std::fs::read_to_string(spec_file).map_err(|e| ReproError::io(spec_file, e))?;
+        let spec: WorkerSpec =
+            serde_json::from_str(&text).map_err(|e| ReproError::io(spec_file, e))?;
+        let read = |p: &Path| -> Result<String> {
+            let bytes = std::fs::read(p).map_err(|e| ReproError::io(p, e))?;
+            Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+        };
+        let bundle = Bundle {
+            inputs: read(&spec.inputs)?,
+            constants: spec.constants.as_deref().map(read).transpose()?,
+            spec,
+        };
+        Ok(serde_json::to_string(&bundle).expect("bundles serialize"))
+    }
+
+    /// The spec, its files written into `dir` and its paths pointing there.
+    fn unpack(self, dir: &Path) -> Result<WorkerSpec> {
+        use base64::Engine;
+        let write = |name: &str, data: &str| -> Result<PathBuf> {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|e| ReproError::Other(format!("bad {name} in the worker bundle: {e}")))?;
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).map_err(|e| ReproError::io(&path, e))?;
+            Ok(path)
+        };
+        let mut spec = self.spec;
+        spec.inputs = write("inputs.safetensors", &self.inputs)?;
+        spec.constants = self
+            .constants
+            .map(|c| write("constants.safetensors", &c))
+            .transpose()?;
+        spec.offload = spec.offload.map(|_| dir.join("values"));
+        Ok(spec)
+    }
+}
+
+/// How workers are started on other machines: a command template in which `{cmd}` stands
+/// for the worker command (this binary's path, shell-quoted, and its arguments) and
+/// `{args}` for the arguments alone (for a remote binary at another path), run by `sh -c`.
+/// Examples: `srun -N1 --gres=gpu:1 {cmd}`, `kubectl exec -i POD -- graphbug {args}`,
+/// `ssh HOST {cmd}`.
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    template: String,
+}
+
+/// The worker's arguments when its spec comes on standard input.
+const STDIN_WORKER_ARGS: &str = "__minify-worker -";
+
+impl Launcher {
+    /// A launcher from its template, which must contain `{cmd}` or `{args}`.
+    pub fn new(template: &str) -> Result<Launcher> {
+        if !template.contains("{cmd}") && !template.contains("{args}") {
+            return Err(ReproError::Other(format!(
+                "the worker launcher `{template}` has no {{cmd}} (or {{args}}) where the worker command goes, e.g. `srun -N1 {{cmd}}`"
+            )));
+        }
+        Ok(Launcher {
+            template: template.to_string(),
+        })
+    }
+
+    /// The shell command that starts a worker of `exe`.
+    fn command(&self, exe: &Path) -> String {
+        let quoted = format!("'{}'", exe.display().to_string().replace('\'', "'\\''"));
+        self.template
+            .replace("{cmd}", &format!("{quoted} {STDIN_WORKER_ARGS}"))
+            .replace("{args}", STDIN_WORKER_ARGS)
+    }
+}
+
 /// One query to a worker: the candidate itself.
 #[derive(Serialize, Deserialize)]
 struct Request {
@@ -156,10 +256,31 @@ struct Request {
     kept: Vec<u32>,
 }
 
-/// Runs the worker loop on standard input and output until input ends.
+/// Runs the worker loop on standard input and output until input ends. With the spec path
+/// `-`, the spec and its files come first on standard input (see [`Launcher`]).
 pub fn worker_main(spec_path: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(spec_path).map_err(|e| ReproError::io(spec_path, e))?;
-    let spec: WorkerSpec = serde_json::from_str(&text).map_err(|e| ReproError::io(spec_path, e))?;
+    let mut stdin = std::io::stdin().lock();
+    // Files a bundle brought live as long as the worker.
+    let mut _unpacked = None;
+    let spec: WorkerSpec = if spec_path == Path::new("-") {
+        let mut line = String::new();
+        stdin
+            .read_line(&mut line)
+            .map_err(|e| ReproError::Other(format!("reading the worker bundle: {e}")))?;
+        let bundle: Bundle = serde_json::from_str(&line)
+            .map_err(|e| ReproError::Other(format!("bad worker bundle on standard input: {e}")))?;
+        let scratch = crate::scratch::Scratch::new("worker")?;
+        let spec = bundle.unpack(scratch.path())?;
+        _unpacked = Some(scratch);
+        spec
+    } else {
+        let text = std::fs::read_to_string(spec_path).map_err(|e| ReproError::io(spec_path, e))?;
+        serde_json::from_str(&text).map_err(|e| ReproError::io(spec_path, e))?
+    };
+    if let Some(n) = spec.threads {
+        // Workers side by side on one machine share its cores.
+        tch::set_num_threads(i32::try_from(n.max(1)).unwrap_or(1));
+    }
     for p in &spec.plugins {
         load_plugin(p).map_err(|e| ReproError::Other(e.to_string()))?;
     }
@@ -201,7 +322,7 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
         eager_started.elapsed().as_secs_f64()
     )
     .map_err(|e| ReproError::Other(e.to_string()))?;
-    for line in std::io::stdin().lock().lines() {
+    for line in stdin.lines() {
         let line = line.map_err(|e| ReproError::Other(format!("reading a query: {e}")))?;
         let req: Request = serde_json::from_str(&line)
             .map_err(|e| ReproError::Other(format!("bad query `{line}`: {e}")))?;
@@ -248,6 +369,8 @@ pub struct IsolatedChecker {
     worker: Option<Worker>,
     /// How many workers were started (1 plus one per crash or timeout).
     pub starts: usize,
+    /// Starts workers elsewhere, with their spec as the first line of input.
+    launch: Option<(Launcher, Arc<String>)>,
 }
 
 impl IsolatedChecker {
@@ -263,7 +386,22 @@ impl IsolatedChecker {
             first_took: FirstTook::default(),
             worker: None,
             starts: 0,
+            launch: None,
         }
+    }
+
+    /// Starts workers through `launcher`, handing each its spec and files on standard input
+    /// (`bundle`, from [`IsolatedChecker::bundle`], shared by the checkers of one run). A
+    /// worker that disappears mid-query is relaunched and asked once more before its death
+    /// counts as a crash.
+    pub fn with_launcher(mut self, launcher: Launcher, bundle: Arc<String>) -> Self {
+        self.launch = Some((launcher, bundle));
+        self
+    }
+
+    /// The first input line of a launched worker of `spec`: the spec and its files.
+    pub fn bundle(spec: &Path) -> Result<Arc<String>> {
+        Bundle::line(spec).map(Arc::new)
     }
 
     /// Starts the worker now and returns how long its eager run of the original took.
@@ -286,17 +424,30 @@ impl IsolatedChecker {
     }
 
     fn start(&mut self) -> std::result::Result<(), String> {
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg("__minify-worker")
-            .arg(&self.spec)
-            .stdin(Stdio::piped())
+        let mut cmd = match &self.launch {
+            Some((launcher, _)) => {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(launcher.command(&self.exe));
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(&self.exe);
+                cmd.arg("__minify-worker").arg(&self.spec);
+                cmd
+            }
+        };
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = process::guard(&mut cmd, false)
-            .spawn()
-            .map_err(|e| format!("cannot start worker {}: {e}", self.exe.display()))?;
+        // A launcher and what it starts form one process group, killed as one.
+        let mut child = process::spawn(cmd, self.launched())
+            .map_err(|e| format!("cannot start worker {}: {e}", self.worker_name()))?;
         self.starts += 1;
-        let stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        if let Some((_, bundle)) = &self.launch {
+            // A worker that cannot take its spec shows it as its death, below.
+            let _ = writeln!(stdin, "{bundle}").and_then(|()| stdin.flush());
+        }
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, lines) = mpsc::channel();
@@ -340,7 +491,7 @@ impl IsolatedChecker {
                 }
                 Ok(_) => continue,
                 Err(RecvTimeoutError::Timeout) => {
-                    process::kill(&mut worker.child, false);
+                    process::kill(&mut worker.child, self.launched());
                     return Err(format!(
                         "the worker did not start within {:.0} s: {}",
                         startup.as_secs_f64(),
@@ -364,9 +515,22 @@ impl IsolatedChecker {
         Ok(())
     }
 
+    /// Whether workers start through a launcher.
+    fn launched(&self) -> bool {
+        self.launch.is_some()
+    }
+
+    /// The worker command, for messages.
+    fn worker_name(&self) -> String {
+        match &self.launch {
+            Some((l, _)) => format!("with launcher `{}`", l.template),
+            None => self.exe.display().to_string(),
+        }
+    }
+
     fn kill(&mut self) -> Option<Worker> {
         let mut w = self.worker.take()?;
-        process::kill(&mut w.child, false);
+        process::kill(&mut w.child, self.launched());
         Some(w)
     }
 }
@@ -390,25 +554,67 @@ impl Checker for IsolatedChecker {
         format!("{} (isolated)", self.name)
     }
 
-    fn check(&mut self, candidate: &Candidate) -> Verdict {
+    fn warm_up(&mut self) {
+        // A worker that cannot start is reported by the first check, which tries again.
         if self.worker.is_none() {
-            if let Err(e) = self.start() {
-                return Verdict::Unresolved(e);
-            }
+            let _ = self.start();
         }
+    }
+
+    fn check(&mut self, candidate: &Candidate) -> Verdict {
         let request = serde_json::to_string(&Request {
             graph: graphbug_ir::print_graph(&candidate.graph),
             inputs: candidate.inputs.clone(),
             kept: candidate.kept.clone(),
         })
         .expect("requests serialize");
-        let limit = self.first_took.next_limit(&self.limit());
-        let worker = self.worker.as_mut().expect("started above");
+        // A launched worker may vanish for reasons of its own (a node lost, a pod
+        // evicted): it is relaunched and asked once more before its death is a verdict.
+        let tries = if self.launched() { 2 } else { 1 };
+        for attempt in 1..=tries {
+            let last = attempt == tries;
+            if self.worker.is_none() {
+                if let Err(e) = self.start() {
+                    if last {
+                        return Verdict::Unresolved(e);
+                    }
+                    eprintln!("worker {}: {e}; starting another", self.worker_name());
+                    continue;
+                }
+            }
+            // The limit is known once a worker has run the original.
+            let limit = self.first_took.next_limit(&self.limit());
+            match self.ask(&request, limit) {
+                Asked::Lost(crash) if !last => eprintln!(
+                    "a worker {} was lost mid-query ({}); relaunching it and asking again",
+                    self.worker_name(),
+                    crash.message
+                ),
+                Asked::Lost(crash) => return Verdict::Fails(crash),
+                Asked::Answered(verdict) => return verdict,
+            }
+        }
+        unreachable!("the last try returns")
+    }
+}
+
+/// What asking a worker gave.
+enum Asked {
+    /// Its verdict (or a timeout, which kills it).
+    Answered(Verdict),
+    /// It died: the candidate's crash, unless it was lost for reasons of its own.
+    Lost(Signature),
+}
+
+impl IsolatedChecker {
+    /// Sends `request` to the running worker and waits at most `limit` for its verdict.
+    fn ask(&mut self, request: &str, limit: Duration) -> Asked {
+        let worker = self.worker.as_mut().expect("started by the caller");
         let sent = writeln!(worker.stdin, "{request}").and_then(|()| worker.stdin.flush());
         let mut stage = "compile".to_string();
         let started = Instant::now();
         let deadline = started + limit;
-        let verdict = loop {
+        loop {
             let answer = if sent.is_err() {
                 Err(RecvTimeoutError::Disconnected)
             } else {
@@ -422,19 +628,20 @@ impl Checker for IsolatedChecker {
                         stage = s.to_string();
                         continue;
                     }
-                    break serde_json::from_str(&line).unwrap_or_else(|e| {
+                    self.first_took.record(Some(started.elapsed()));
+                    return Asked::Answered(serde_json::from_str(&line).unwrap_or_else(|e| {
                         Verdict::Unresolved(format!("bad worker answer `{line}`: {e}"))
-                    });
+                    }));
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.kill();
                     self.first_took.record(None);
-                    return Verdict::Fails(Signature {
+                    return Asked::Answered(Verdict::Fails(Signature {
                         kind: format!("{stage} timeout"),
                         op: None,
                         message: format!("no answer within {:.3} s", limit.as_secs_f64()),
                         ..Signature::default()
-                    });
+                    }));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     let mut w = self.worker.take().expect("a worker was running");
@@ -444,7 +651,8 @@ impl Checker for IsolatedChecker {
                         || "the worker vanished".to_string(),
                         |s| process::describe_status(&s),
                     );
-                    break Verdict::Fails(Signature {
+                    self.first_took.record(Some(started.elapsed()));
+                    return Asked::Lost(Signature {
                         kind: format!("{stage} crash"),
                         op: None,
                         message: if last.is_empty() {
@@ -456,9 +664,7 @@ impl Checker for IsolatedChecker {
                     });
                 }
             }
-        };
-        self.first_took.record(Some(started.elapsed()));
-        verdict
+        }
     }
 }
 

@@ -1,27 +1,60 @@
 //! Child processes that cannot outlive graphbug, and waits that cannot outlast a limit.
 //!
 //! Every process graphbug starts (isolation workers, supervised runs, check commands) is
-//! started through [`guard`]: on Linux it gets `PR_SET_PDEATHSIG = SIGKILL`, so it dies
+//! started through [`spawn`]: on Linux it gets `PR_SET_PDEATHSIG = SIGKILL`, so it dies
 //! with the graphbug process even after `kill -9`, and optionally a process group of its
 //! own, so that a timeout kills everything it started. Waits go through [`wait_bounded`].
 //!
-//! `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits; graphbug
-//! starts and waits for children on one thread, and a child outliving that thread is
-//! meant to die anyway.
+//! `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits, so children
+//! are started by one thread that lives as long as the process: a worker started for a
+//! short-lived thread (parallel minification warms workers up side by side) would
+//! otherwise be killed when that thread ends.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use graphbug_backends::{Failure, Stage, Symptom};
 
 pub use graphbug_aten::stage::{last_stage, report_stage, STAGE_FILE_ENV};
 
-/// Makes `cmd` start a child that is killed when this process dies; with `own_group`, the
-/// child also leads a new process group (see [`kill`]).
-pub fn guard(cmd: &mut Command, own_group: bool) -> &mut Command {
+/// A request to the spawning thread, and where its answer goes.
+type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Starts `cmd` as a child that is killed when this process dies (even by `kill -9`);
+/// with `own_group`, the child also leads a new process group (see [`kill`]). Children are
+/// started by one thread that lives as long as the process (see the module's notes).
+pub fn spawn(mut cmd: Command, own_group: bool) -> io::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("graphbug-spawner".into())
+            .spawn(move || {
+                for (mut cmd, answer) in rx {
+                    let _ = answer.send(cmd.spawn());
+                }
+            })
+            .expect("the spawning thread starts");
+        Mutex::new(tx)
+    });
+    guard(&mut cmd, own_group);
+    let (tx, rx) = mpsc::channel();
+    spawner
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((cmd, tx))
+        .map_err(|_| io::Error::other("the spawning thread is gone"))?;
+    rx.recv()
+        .map_err(|_| io::Error::other("the spawning thread is gone"))?
+}
+
+/// Makes `cmd` start a child that is killed when the thread that starts it ends; with
+/// `own_group`, the child also leads a new process group.
+fn guard(cmd: &mut Command, own_group: bool) -> &mut Command {
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and calls only
     // async-signal-safe functions (prctl, getppid, setpgid, _exit).
@@ -169,7 +202,7 @@ pub fn rerun_self(
     }
     cmd.stderr(Stdio::piped());
     let started = Instant::now();
-    let mut child = guard(&mut cmd, false).spawn()?;
+    let mut child = spawn(cmd, false)?;
     // Pass standard error through, remembering its last line for the failure message.
     let stderr = child.stderr.take().expect("stderr is piped");
     let relay = std::thread::spawn(move || {
@@ -278,7 +311,7 @@ mod tests {
         let script = format!("(sleep 1; touch {}) & sleep 100", marker.display());
         let mut cmd = Command::new("sh");
         cmd.args(["-c", &script]);
-        let mut child = guard(&mut cmd, true).spawn().unwrap();
+        let mut child = spawn(cmd, true).unwrap();
         let start = Instant::now();
         let ended = wait_bounded(&mut child, Duration::from_millis(200), true).unwrap();
         assert_eq!(ended, Ended::TimedOut);
@@ -288,14 +321,14 @@ mod tests {
 
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "exit 3"]);
-        let mut child = guard(&mut cmd, false).spawn().unwrap();
+        let mut child = spawn(cmd, false).unwrap();
         match wait_bounded(&mut child, Duration::from_secs(10), false).unwrap() {
             Ended::Exited(s) => assert_eq!(describe_status(&s), "exit code 3"),
             other => panic!("{other:?}"),
         }
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "kill -ABRT $$"]);
-        let mut child = guard(&mut cmd, false).spawn().unwrap();
+        let mut child = spawn(cmd, false).unwrap();
         match wait_bounded(&mut child, Duration::from_secs(10), false).unwrap() {
             Ended::Exited(s) => assert_eq!(describe_status(&s), "killed by signal 6 (SIGABRT)"),
             other => panic!("{other:?}"),

@@ -30,6 +30,28 @@ pub struct ReferenceValues {
 }
 
 impl ReferenceValues {
+    /// The same values, sharing their tensors' storage (one copy for each worker's
+    /// checker; values are only ever read).
+    pub fn shallow_clone(&self) -> ReferenceValues {
+        ReferenceValues {
+            inputs: self.inputs.iter().map(Tensor::shallow_clone).collect(),
+            keys: self.keys.clone(),
+            constants: self
+                .constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect(),
+            store: match &self.store {
+                Store::Memory(m) => {
+                    Store::Memory(m.iter().map(|(k, t)| (*k, t.shallow_clone())).collect())
+                }
+                Store::Disk(dir) => Store::Disk(dir.clone()),
+            },
+            device: self.device.clone(),
+            tdev: self.tdev,
+        }
+    }
+
     /// Runs `graph` eagerly on copies of `inputs` and records each node's value (a copy,
     /// so later in-place ops cannot change it). With `offload`, values go to one
     /// .safetensors file each in that directory instead of memory.

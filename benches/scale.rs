@@ -1,0 +1,164 @@
+//! Benchmark: graphbug at a million nodes. Joint (forward + backward) graphs of GPTs made of
+//! gpt4's blocks, built with GraphBuilder and differentiated by graphbug-autodiff, of about
+//! 10k, 100k and 1M nodes (the last about 6,000 layers), go through every stage a user
+//! runs on a captured graph: print, parse, verify, meta check (`graphbug check --meta`,
+//! libtorch's meta kernels), default and min-cut partition, and minification with a
+//! `contains:` check. Each stage is reported in µs per node at each size.
+//!
+//! Targets: each stage's time per node at 1M at most 2x its time per node at 10k (linear
+//! time), min-cut's at most 1.25x (no worse, within noise), and the process's peak
+//! resident memory within 4 GiB.
+//!
+//! `cargo bench --bench scale [-- --max-nodes N]`
+
+use std::time::Instant;
+
+use graphbug::autodiff::{joint_graph, Joint};
+use graphbug::ir::bench::Targets;
+use graphbug::ir::models::{gpt_forward, GptConfig};
+use graphbug::ir::{parse_graph, print_graph};
+use graphbug::minifier::{minify, Contains, MinifyOptions, NoSink};
+use graphbug::partition::{default_partition, min_cut_rematerialization_partition, MinCutOptions};
+
+/// The joint graph of an N-layer GPT; the parameters require grad, the token ids do not.
+fn gpt_joint(layers: usize) -> Joint {
+    let forward = gpt_forward(&GptConfig::gpt4_layers(layers));
+    let requires_grad: Vec<bool> = forward
+        .placeholders()
+        .iter()
+        .map(|&p| {
+            forward
+                .node(p)
+                .meta
+                .tensor()
+                .is_some_and(|t| t.dtype.is_floating_point())
+        })
+        .collect();
+    joint_graph(&forward, &requires_grad).expect("the GPT joint graph builds")
+}
+
+/// The process's peak resident memory so far, in bytes (Linux; 0 elsewhere).
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Microseconds per node that `f` takes on a graph of `nodes` nodes, and its result.
+fn per_node<T>(nodes: usize, f: impl FnOnce() -> T) -> (f64, T) {
+    let t = Instant::now();
+    let out = f();
+    (t.elapsed().as_secs_f64() * 1e6 / nodes as f64, out)
+}
+
+const STAGES: [&str; 7] = [
+    "print",
+    "parse",
+    "verify",
+    "meta check",
+    "default partition",
+    "min-cut partition",
+    "minify contains",
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(filter) = args.iter().find(|a| !a.starts_with('-')) {
+        if !"scale".contains(filter.as_str()) {
+            return;
+        }
+    }
+    let max_nodes: usize = args
+        .iter()
+        .position(|a| a == "--max-nodes")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000);
+    // Nodes per layer, from two small joints.
+    let (small, big) = (
+        gpt_joint(2).graph.nodes.len(),
+        gpt_joint(4).graph.nodes.len(),
+    );
+    let per_layer = (big - small) / 2;
+    let mut rows: Vec<(usize, Vec<f64>)> = Vec::new();
+    for target in [10_000usize, 100_000, 1_000_000] {
+        if target > max_nodes {
+            break;
+        }
+        let layers = (target / per_layer).max(1);
+        let started = Instant::now();
+        let joint = gpt_joint(layers);
+        let (graph, n_out) = (&joint.graph, joint.num_fwd_outputs);
+        let nodes = graph.nodes.len();
+        let built = started.elapsed().as_secs_f64();
+        let (print_us, text) = per_node(nodes, || print_graph(graph));
+        let (parse_us, parsed) = per_node(nodes, || parse_graph(&text).expect("parses"));
+        assert_eq!(parsed.nodes.len(), nodes);
+        drop(text);
+        let (verify_us, ()) = per_node(nodes, || parsed.verify().expect("verifies"));
+        drop(parsed);
+        let (meta_us, check) = per_node(nodes, || {
+            graphbug::aten::meta::check_meta(graph).expect("meta check")
+        });
+        assert!(
+            check.mismatches.is_empty(),
+            "meta mismatches at {nodes} nodes"
+        );
+        let (default_us, d) = per_node(nodes, || {
+            default_partition(graph, n_out).expect("default partition")
+        });
+        let (mincut_us, m) = per_node(nodes, || {
+            min_cut_rematerialization_partition(graph, n_out, &MinCutOptions::default())
+                .expect("min-cut partition")
+        });
+        let (minify_us, minified) = per_node(nodes, || {
+            let mut contains = Contains::parse("aten.gelu_backward.default").expect("op list");
+            minify(graph, &mut contains, &MinifyOptions::default(), &mut NoSink).expect("minifies")
+        });
+        assert_eq!(minified.stats.end_nodes, 1);
+        println!(
+            "{layers:>5} layers, {nodes:>8} nodes (built in {built:.1} s): print {print_us:.3}, parse {parse_us:.3}, verify {verify_us:.3}, meta check {meta_us:.3}, default partition {default_us:.3}, min-cut {mincut_us:.3}, minify contains {minify_us:.3} µs/node ({} queries); saved {} B / {} B; peak memory {:.2} GiB",
+            minified.stats.queries,
+            d.report.saved_bytes,
+            m.report.saved_bytes,
+            peak_rss() as f64 / (1u64 << 30) as f64,
+        );
+        rows.push((
+            nodes,
+            vec![
+                print_us, parse_us, verify_us, meta_us, default_us, mincut_us, minify_us,
+            ],
+        ));
+    }
+    let mut targets = Targets::new("scale");
+    if let (Some((n0, first)), Some((n1, last))) = (rows.first(), rows.last()) {
+        if n1 > n0 {
+            for (k, stage) in STAGES.iter().enumerate() {
+                let limit = if *stage == "min-cut partition" {
+                    1.25
+                } else {
+                    2.0
+                };
+                targets.at_most(
+                    &format!("{stage}: µs/node at {n1} nodes / at {n0}"),
+                    last[k] / first[k],
+                    limit,
+                    "x",
+                );
+            }
+        }
+    }
+    targets.at_most(
+        "peak resident memory",
+        peak_rss() as f64 / (1u64 << 30) as f64,
+        4.0,
+        " GiB",
+    );
+    targets.finish();
+}
