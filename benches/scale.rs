@@ -9,7 +9,7 @@
 //! time), min-cut's at most 1.25x (no worse, within noise), and the process's peak
 //! resident memory within 4 GiB.
 //!
-//! `cargo bench --bench scale [-- --max-nodes N]`
+//! `[GRAPHBUG_SCALE_MAX_NODES=N] cargo bench --bench scale`
 
 use std::time::Instant;
 
@@ -74,10 +74,8 @@ fn main() {
             return;
         }
     }
-    let max_nodes: usize = args
-        .iter()
-        .position(|a| a == "--max-nodes")
-        .and_then(|i| args.get(i + 1))
+    let max_nodes: usize = std::env::var("GRAPHBUG_SCALE_MAX_NODES")
+        .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000_000);
     // Nodes per layer, from two small joints.

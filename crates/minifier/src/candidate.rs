@@ -61,6 +61,8 @@ pub struct Original {
     /// For each size symbol of a dynamic-shape graph, the first input that binds it (a
     /// size that is the bare symbol, or a `Sym` input); empty for a static graph.
     binders: BTreeMap<String, usize>,
+    /// The readers of each node of the graph.
+    users: graphbug_ir::Users,
 }
 
 impl Original {
@@ -83,6 +85,7 @@ impl Original {
             }
         }
         Original {
+            users: graph.users(),
             graph,
             input_index,
             placeholders,
@@ -270,7 +273,7 @@ impl Original {
         }
         // Outputs: the retained ones as the original returns them, then the kept
         // single-tensor values nothing kept reads.
-        let users = g.users();
+        let users = &self.users;
         let mut output: Vec<Value> = retained
             .iter()
             .map(|&r| {
@@ -366,7 +369,7 @@ impl Original {
 
     /// The kept nodes of `kept` with no kept reader: the candidate's sinks.
     pub fn sinks(&self, kept: &[u32]) -> Vec<u32> {
-        let users = self.graph.users();
+        let users = &self.users;
         let mut is_kept = vec![false; self.graph.nodes.len()];
         for &k in kept {
             is_kept[k as usize] = true;
@@ -380,23 +383,33 @@ impl Original {
     /// `kept` without `sink` and every kept node that only serves it (its exclusive
     /// ancestors), as removing an output and the code behind it does.
     pub fn without_output(&self, kept: &[u32], sink: u32) -> Vec<u32> {
-        let g = &self.graph;
-        let mut is_kept = vec![false; g.nodes.len()];
+        self.without_outputs(kept, &[sink])
+    }
+
+    /// `kept` without the sinks `remove` and every kept node that only serves them, in
+    /// one pass over `kept` (as removing them one by one does).
+    pub fn without_outputs(&self, kept: &[u32], remove: &[u32]) -> Vec<u32> {
+        let n = self.graph.nodes.len();
+        let mut is_kept = vec![false; n];
         for &k in kept {
             is_kept[k as usize] = true;
         }
-        is_kept[sink as usize] = false;
+        // The sinks that stay: kept nodes no kept node reads, but those removed.
+        let mut stays = vec![false; n];
+        for &k in kept {
+            stays[k as usize] = !kept_reader(&self.users.nodes[k as usize], &is_kept);
+        }
+        for &r in remove {
+            stays[r as usize] = false;
+            is_kept[r as usize] = false;
+        }
         // Walk backwards: a kept node stays if some other kept node reads it or it is a sink
-        // that was not removed.
-        let users = g.users();
-        let sinks: Vec<u32> = self.sinks(kept);
+        // that stays.
         for &k in kept.iter().rev() {
-            if k == sink || !is_kept[k as usize] {
-                continue;
-            }
-            let read = kept_reader(&users.nodes[k as usize], &is_kept);
-            let own_sink = sinks.contains(&k);
-            if !read && !own_sink {
+            if is_kept[k as usize]
+                && !stays[k as usize]
+                && !kept_reader(&self.users.nodes[k as usize], &is_kept)
+            {
                 is_kept[k as usize] = false;
             }
         }

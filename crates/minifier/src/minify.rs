@@ -647,10 +647,7 @@ impl Session<'_> {
             let mut progress = false;
             let chunks: Vec<&[u32]> = sinks.chunks(g).collect();
             let without = |chunk: &[u32]| {
-                let mut t = s.clone();
-                for &sink in chunk {
-                    t = self.original.without_output(&t, sink);
-                }
+                let t = self.original.without_outputs(&s, chunk);
                 (!t.is_empty() && t.len() != s.len()).then_some(t)
             };
             for (i, chunk) in chunks.iter().enumerate() {

@@ -382,3 +382,28 @@ fn inputs_holding_equal_values_are_consolidated() {
     let m = minify(&g, &mut TwoFills, &MinifyOptions::default(), &mut NoSink).unwrap();
     assert_eq!(m.candidate.inputs.len(), 4);
 }
+
+#[test]
+fn removing_outputs_together_is_removing_them_one_by_one() {
+    let g = gpt4();
+    let o = graphbug_minifier::Original::new(g);
+    let all = o.all();
+    let sinks = o.sinks(&all);
+    assert!(sinks.len() > 4, "{sinks:?}");
+    // A prefix has more sinks: every node whose readers come later.
+    let prefix = &all[..all.len() / 2];
+    for kept in [&all[..], prefix] {
+        let sinks = o.sinks(kept);
+        for group in [
+            &sinks[..1],
+            &sinks[..2],
+            &sinks[1..sinks.len() - 1],
+            &sinks[..],
+        ] {
+            let one_by_one = group
+                .iter()
+                .fold(kept.to_vec(), |k, &s| o.without_output(&k, s));
+            assert_eq!(o.without_outputs(kept, group), one_by_one, "{group:?}");
+        }
+    }
+}
