@@ -12,6 +12,7 @@
 //! retained output is returned as in the original, first and in order (a dropped node's
 //! value, or an input, as an input), then the kept nodes nothing reads.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use graphbug_ir::{Graph, Meta, Node, NodeId, NodeKind, Value};
@@ -48,8 +49,9 @@ impl Candidate {
 
 /// Facts about the original graph the candidates are cut from.
 #[derive(Clone, Debug)]
-pub struct Original {
-    graph: Graph,
+pub struct Original<'g> {
+    /// The graph, borrowed from the caller (or owned).
+    graph: Cow<'g, Graph>,
     /// Index among the placeholders, for each placeholder node.
     input_index: Vec<Option<usize>>,
     /// The placeholder ids, in order.
@@ -65,9 +67,20 @@ pub struct Original {
     users: graphbug_ir::Users,
 }
 
-impl Original {
+impl Original<'static> {
     /// Prepares `graph` (which must verify) for cutting.
     pub fn new(graph: Graph) -> Self {
+        Original::prepare(Cow::Owned(graph))
+    }
+}
+
+impl<'g> Original<'g> {
+    /// Prepares `graph` (which must verify) for cutting, without copying it.
+    pub fn borrowing(graph: &'g Graph) -> Self {
+        Original::prepare(Cow::Borrowed(graph))
+    }
+
+    fn prepare(graph: Cow<'g, Graph>) -> Self {
         let mut input_index = vec![None; graph.nodes.len()];
         let placeholders = graph.placeholders();
         for (k, id) in placeholders.iter().enumerate() {
@@ -141,7 +154,7 @@ impl Original {
     /// The original exactly as given (every input, output and constant), as a candidate.
     pub fn as_given(&self) -> Candidate {
         Candidate {
-            graph: self.graph.clone(),
+            graph: self.graph.clone().into_owned(),
             inputs: (0..self.placeholders.len()).map(Origin::Input).collect(),
             kept: self.removable.clone(),
             retained: self.all_outputs(),
@@ -441,7 +454,7 @@ class G(torch.nn.Module):
         return (add,)
 "#;
 
-    fn original() -> Original {
+    fn original() -> Original<'static> {
         Original::new(parse_graph(G).unwrap())
     }
 

@@ -211,7 +211,7 @@ enum Exec<'a> {
 }
 
 struct Session<'a> {
-    original: &'a Original,
+    original: &'a Original<'a>,
     exec: Exec<'a>,
     /// How many upcoming candidates to hand the pool's workers.
     lookahead: usize,
@@ -431,11 +431,17 @@ impl Session<'_> {
     /// which every strategy starts from) is itself a candidate that must still fail. If it
     /// does not, the original's outputs are retained (and themselves minified later);
     /// if even that does not fail, only the original as given shows the bug: `false`.
-    fn preprocess(&mut self, as_given: &Candidate) -> bool {
+    fn preprocess(&mut self) -> bool {
         let all = self.original.all();
         self.retained.clear();
-        let canonical = self.candidate(&all);
-        if graphbug_ir::print_graph(&canonical.graph) == graphbug_ir::print_graph(&as_given.graph) {
+        // The original as given is the original graph itself.
+        let same_as_given = {
+            let (canonical, given) = (self.candidate(&all).graph, self.original.graph());
+            canonical == *given
+                || (canonical.nodes.len() == given.nodes.len()
+                    && graphbug_ir::print_graph(&canonical) == graphbug_ir::print_graph(given))
+        };
+        if same_as_given {
             self.cache.insert((all, Vec::new(), false), true);
             return true;
         }
@@ -851,27 +857,32 @@ pub fn minify_parallel(
 
 /// A minification that has checked its starting graph: it fails, twice alike, with the
 /// failure the search keeps to.
-struct Start {
-    original: Original,
-    first: Candidate,
+struct Start<'g> {
+    original: Original<'g>,
+    /// Where the search starts (the original as given, or where a killed run stood): its
+    /// kept nodes, retained outputs and size (the candidate itself is not kept: at a
+    /// million nodes it is a copy of the graph).
+    first_kept: Vec<u32>,
+    first_retained: Vec<usize>,
+    first_size: usize,
     signature: Signature,
     identity: BugIdentity,
     checker_name: String,
     found_text: String,
 }
 
-impl Start {
+impl<'g> Start<'g> {
     /// Checks where the search starts: the original exactly as given, or where a killed
     /// run stood; twice, to catch a flaky checker (the second time by `second`, at the
     /// same time, when there is one).
     fn new(
-        graph: &Graph,
+        graph: &'g Graph,
         checker: &mut dyn Checker,
         second: Option<&mut (dyn Checker + Send)>,
         options: &MinifyOptions,
-    ) -> Result<Start, MinifyError> {
+    ) -> Result<Start<'g>, MinifyError> {
         graph.verify()?;
-        let original = Original::new(graph.clone())
+        let original = Original::borrowing(graph)
             .with_value_keys(options.value_keys.clone().unwrap_or_default());
         let first = match &options.resume {
             Some(point) => {
@@ -946,7 +957,9 @@ impl Start {
         }
         Ok(Start {
             original,
-            first,
+            first_kept: first.kept.clone(),
+            first_retained: first.retained.clone(),
+            first_size: first.size(),
             signature,
             identity,
             checker_name,
@@ -972,12 +985,11 @@ impl Start {
             bar.enable_steady_tick(std::time::Duration::from_millis(120));
             bar
         });
-        let first = &self.first;
-        let start_size = first.size();
+        let start_size = self.first_size;
         let mut session = Session {
             cache: HashMap::new(),
             consolidate: false,
-            retained: first.retained.clone(),
+            retained: self.first_retained.clone(),
             original: &self.original,
             exec,
             lookahead,
@@ -1003,14 +1015,14 @@ impl Start {
             self.checker_name, self.found_text
         ));
         let signature = self.signature.clone();
-        let mut s = first.kept.clone();
+        let mut s = self.first_kept.clone();
         if options.resume.is_some() {
             session
                 .cache
                 .insert((s.clone(), session.retained.clone(), false), true);
-        } else if !session.preprocess(first) {
+        } else if !session.preprocess() {
             // Only the original exactly as given fails: nothing can be taken away.
-            return session.finish(first.clone(), signature);
+            return session.finish(self.original.as_given(), signature);
         }
         loop {
             let before = (s.clone(), session.retained.clone());

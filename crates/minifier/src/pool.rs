@@ -47,7 +47,7 @@ impl Pool {
     }
 
     /// Serves queries with `checker` until the pool closes (one call per worker thread).
-    pub(crate) fn serve(&self, original: &Original, checker: &mut (dyn Checker + Send)) {
+    pub(crate) fn serve(&self, original: &Original<'_>, checker: &mut (dyn Checker + Send)) {
         loop {
             let key = {
                 let mut st = self.lock();

@@ -33,26 +33,26 @@ pub(crate) struct Token {
 }
 
 /// Splits `src` into tokens; newlines inside brackets are not logical line ends.
+#[cfg(test)]
 pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, ParseError> {
-    Lexer {
-        src,
-        chars: src.chars().collect(),
-        pos: 0,
-        line: 1,
-        col: 1,
-        depth: 0,
-        out: Vec::new(),
-    }
-    .run()
+    let mut lexer = Lexer::new(src);
+    let mut out = Vec::new();
+    while lexer.line_into(&mut out)? {}
+    Ok(out)
 }
 
-struct Lexer<'a> {
+/// Tokens of `src`, a logical line at a time (so a graph of a million nodes is never a
+/// million lines of tokens at once).
+pub(crate) struct Lexer<'a> {
     src: &'a str,
-    chars: Vec<char>,
+    /// Byte offset of the next character.
     pos: usize,
     line: usize,
     col: usize,
     depth: usize,
+    /// Whether nothing but line ends was produced since the last line end.
+    line_start: bool,
+    /// The tokens of the line being lexed.
     out: Vec<Token>,
 }
 
@@ -64,7 +64,20 @@ pub(crate) fn source_line(src: &str, line: usize) -> String {
         .to_string()
 }
 
-impl Lexer<'_> {
+impl<'a> Lexer<'a> {
+    /// A lexer at the start of `src`.
+    pub(crate) fn new(src: &'a str) -> Self {
+        Lexer {
+            src,
+            pos: 0,
+            line: 1,
+            col: 1,
+            depth: 0,
+            line_start: true,
+            out: Vec::new(),
+        }
+    }
+
     fn error(&self, line: usize, col: usize, message: String) -> ParseError {
         ParseError {
             line,
@@ -75,12 +88,17 @@ impl Lexer<'_> {
     }
 
     fn peek(&self, ahead: usize) -> Option<char> {
-        self.chars.get(self.pos + ahead).copied()
+        let rest = self.src.as_bytes().get(self.pos..)?;
+        // ASCII (all but strings and names in other scripts) without decoding.
+        if rest.len() > ahead && rest[..=ahead].is_ascii() {
+            return Some(rest[ahead] as char);
+        }
+        self.src[self.pos..].chars().nth(ahead)
     }
 
     fn bump(&mut self) -> Option<char> {
-        let c = self.chars.get(self.pos).copied()?;
-        self.pos += 1;
+        let c = self.peek(0)?;
+        self.pos += c.len_utf8();
         if c == '\n' {
             self.line += 1;
             self.col = 1;
@@ -91,20 +109,24 @@ impl Lexer<'_> {
     }
 
     fn push(&mut self, tok: Tok, line: usize, col: usize) {
+        self.line_start = tok == Tok::Newline;
         self.out.push(Token { tok, line, col });
     }
 
     fn at_line_start(&self) -> bool {
-        matches!(
-            self.out.last(),
-            None | Some(Token {
-                tok: Tok::Newline,
-                ..
-            })
-        )
+        self.line_start
     }
 
-    fn run(mut self) -> Result<Vec<Token>, ParseError> {
+    /// Appends the tokens of the next logical line, its line end included, to `out`;
+    /// after the last line, the end of input too. False once the end of input is there.
+    pub(crate) fn line_into(&mut self, out: &mut Vec<Token>) -> Result<bool, ParseError> {
+        self.out = std::mem::take(out);
+        let result = self.line();
+        *out = std::mem::take(&mut self.out);
+        result
+    }
+
+    fn line(&mut self) -> Result<bool, ParseError> {
         while let Some(c) = self.peek(0) {
             let (line, col) = (self.line, self.col);
             match c {
@@ -112,6 +134,7 @@ impl Lexer<'_> {
                     self.bump();
                     if self.depth == 0 && !self.at_line_start() {
                         self.push(Tok::Newline, line, col);
+                        return Ok(true);
                     }
                 }
                 ' ' | '\t' | '\r' | '\x0c' => {
@@ -167,7 +190,7 @@ impl Lexer<'_> {
             self.push(Tok::Newline, self.line, self.col);
         }
         self.push(Tok::Eof, self.line, self.col);
-        Ok(self.out)
+        Ok(false)
     }
 
     fn name(&mut self) -> Result<(), ParseError> {
@@ -179,7 +202,7 @@ impl Lexer<'_> {
         {
             self.bump();
         }
-        let word: String = self.chars[start..self.pos].iter().collect();
+        let word = self.src[start..self.pos].to_string();
         let is_class = word == "class" && self.at_line_start();
         self.push(Tok::Name(word), line, col);
         if is_class {
@@ -195,8 +218,7 @@ impl Lexer<'_> {
             {
                 self.bump();
             }
-            let raw: String = self.chars[start..self.pos].iter().collect();
-            let raw = raw.trim_end().to_string();
+            let raw = self.src[start..self.pos].trim_end().to_string();
             if raw.is_empty() {
                 return Err(self.error(nl, nc, "`class` without a name".into()));
             }
@@ -231,13 +253,13 @@ impl Lexer<'_> {
                 }
             }
         }
-        let text: String = self.chars[start..self.pos].iter().collect();
+        let text = &self.src[start..self.pos];
         if self
             .peek(0)
             .is_some_and(|c| c.is_alphanumeric() || c == '_')
         {
-            let bad_end = self.pos + 1;
-            let shown: String = self.chars[start..bad_end].iter().collect();
+            let bad_end = self.pos + self.peek(0).map_or(0, char::len_utf8);
+            let shown = &self.src[start..bad_end];
             return Err(self.error(line, col, format!("malformed number `{shown}`")));
         }
         let tok = if is_float {

@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use crate::error::{IrError, ParseError};
 use crate::graph::{Graph, Node, NodeId, NodeKind};
 use crate::naming::is_valid_name;
-use crate::text::lexer::{source_line, tokenize, Tok, Token, ARROW};
+use crate::text::lexer::{source_line, Lexer, Tok, Token, ARROW};
 use crate::types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, BINARY_OPERATORS, METHOD};
 use crate::value::Value;
 
@@ -20,15 +20,21 @@ const MAX_DEPTH: usize = 64;
 
 /// Parses graph text (flat or pytree form) into a verified graph.
 pub fn parse_graph(src: &str) -> Result<Graph, IrError> {
-    let tokens = tokenize(src)?;
-    let module = Parser {
+    let mut parser = Parser {
         src,
-        toks: tokens,
+        lexer: Lexer::new(src),
+        toks: Vec::new(),
         pos: 0,
         depth: 0,
+        lex_error: None,
+    };
+    parser.fill();
+    let module = parser.module();
+    // A line that could not be lexed ended the tokens there: its error comes first.
+    if let Some(e) = parser.lex_error {
+        return Err(e.into());
     }
-    .module()?;
-    Builder::new(src).build(module)
+    Builder::new(src).build(module?)
 }
 
 /// A position in the source.
@@ -151,9 +157,14 @@ struct Module {
 
 struct Parser<'a> {
     src: &'a str,
+    lexer: Lexer<'a>,
+    /// The tokens from the current logical line to the end of the next one (or of input):
+    /// a statement looks ahead within its line, and past its end by one token.
     toks: Vec<Token>,
     pos: usize,
     depth: usize,
+    /// Why lexing stopped early (the tokens then end there).
+    lex_error: Option<ParseError>,
 }
 
 fn describe(tok: &Tok) -> String {
@@ -190,13 +201,46 @@ impl Parser<'_> {
         }
     }
 
+    /// Lexes the next logical line into the buffer (an error ends the tokens there).
+    fn fill(&mut self) {
+        if matches!(self.toks.last(), Some(Token { tok: Tok::Eof, .. })) {
+            return;
+        }
+        if let Err(e) = self.lexer.line_into(&mut self.toks) {
+            let (line, col) = (e.line, e.column);
+            self.lex_error = Some(e);
+            self.toks.push(Token {
+                tok: Tok::Eof,
+                line,
+                col,
+            });
+        }
+    }
+
     /// Moves past the current token and returns it (the end-of-input token stays put).
     fn advance(&mut self) -> Tok {
         if self.pos < self.toks.len() - 1 {
             self.pos += 1;
-            std::mem::replace(&mut self.toks[self.pos - 1].tok, Tok::Newline)
+            let tok = std::mem::replace(&mut self.toks[self.pos - 1].tok, Tok::Newline);
+            self.at_line_end();
+            tok
         } else {
             Tok::Eof
+        }
+    }
+
+    /// Moves the cursor `n` tokens on, within the line.
+    fn skip(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.toks.len() - 1);
+        self.at_line_end();
+    }
+
+    /// At the end of the buffered lines: the ones before are done, the next comes in.
+    fn at_line_end(&mut self) {
+        if self.pos == self.toks.len() - 1 && self.toks[self.pos].tok == Tok::Newline {
+            self.toks.drain(..self.pos);
+            self.pos = 0;
+            self.fill();
         }
     }
 
@@ -410,7 +454,7 @@ impl Parser<'_> {
             }));
         }
         if let Some((op, len)) = self.augmented_operator() {
-            self.pos += len;
+            self.skip(len);
             let value = self.expr()?;
             return Ok(Some(Stmt::AugAssign {
                 target: first,
@@ -437,7 +481,7 @@ impl Parser<'_> {
         // FX's liveness tails: `a = b = None` frees values; it defines nothing.
         if ann.is_none() {
             if let Some((end, rest)) = self.free_chain() {
-                self.pos = end;
+                self.skip(end - self.pos);
                 let mut names = vec![(first, first_pos)];
                 names.extend(rest);
                 return Ok(Some(Stmt::Free { names }));
@@ -599,7 +643,7 @@ impl Parser<'_> {
                     break;
                 }
                 if self.at_op(spelling) {
-                    self.pos += spelling.len();
+                    self.skip(spelling.len());
                     let right = self.binary_level(level + 1)?;
                     left = Self::binary(name, left, right);
                     continue 'chain;
