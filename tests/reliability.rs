@@ -458,9 +458,11 @@ fn minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result(
     let marker = tmp.path().display().to_string();
     let gpt4 = fixture("gpt4/forward.py").display().to_string();
     let inputs = fixture("gpt4/inputs.npz").display().to_string();
-    let args = |out: &Path, resume: bool| {
+    // Runs with one worker and with three: the same search, the same files.
+    let args = |out: &Path, resume: bool, jobs: usize| {
         let mut a = vec![
             "minify".to_string(),
+            format!("-j{jobs}"),
             gpt4.clone(),
             "--inputs".into(),
             inputs.clone(),
@@ -477,8 +479,8 @@ fn minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result(
         }
         a
     };
-    let run_to_end = |out: &Path, resume: bool| {
-        let a = args(out, resume);
+    let run_to_end = |out: &Path, resume: bool, jobs: usize| {
+        let a = args(out, resume, jobs);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         let done = output_within(command(&a, &[], tmp.path()), LIMIT);
         assert!(done.status.success(), "{}", text(&done.stderr));
@@ -486,14 +488,14 @@ fn minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result(
     };
     let reference = tmp.path().join("reference");
     let started = std::time::Instant::now();
-    run_to_end(&reference, false);
+    run_to_end(&reference, false, 1);
     let whole = started.elapsed().as_millis() as u64;
 
     let out = tmp.path().join("out");
     let mut rng = Rng::new(12);
     let mut resumed_from_state = 0;
     for round in 0..10 {
-        let a = args(&out, round > 0);
+        let a = args(&out, round > 0, 1 + 2 * (round % 2));
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         let mut child = command(&a, &[], tmp.path())
             .stdout(std::process::Stdio::null())
@@ -515,7 +517,7 @@ fn minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result(
         resumed_from_state > 0,
         "no kill landed after progress was saved"
     );
-    let done = run_to_end(&out, true);
+    let done = run_to_end(&out, true, 3);
     // Byte for byte where the uninterrupted run ended.
     for file in [
         "minified/graph.py",

@@ -349,7 +349,8 @@ fn a_crash_in_process_at_level_3_leaves_a_launcher_that_minifies_under_isolation
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(6), "{}", text(&out.stderr));
     assert!(out_dir.join("minifier_launcher.sh").exists());
-    // What the launcher runs minifies with isolation by default.
+    // What the launcher runs minifies with isolation by default; with three workers, to
+    // the same files (the crashing worker is replaced, the others go on).
     let min = graphbug_in(tmp.path(), &["repro", out_dir.to_str().unwrap(), "minify"]);
     assert!(
         min.status.success(),
@@ -358,6 +359,29 @@ fn a_crash_in_process_at_level_3_leaves_a_launcher_that_minifies_under_isolation
         text(&min.stderr)
     );
     assert_eq!(call_nodes(&out_dir.join("minified/graph.py")), ["gelu"]);
+    let serial: Vec<Vec<u8>> = ["graph.py", "inputs.safetensors", "manifest.json"]
+        .iter()
+        .map(|f| std::fs::read(out_dir.join("minified").join(f)).unwrap())
+        .collect();
+    let min = graphbug_in(
+        tmp.path(),
+        &["repro", out_dir.to_str().unwrap(), "minify", "-j", "3"],
+    );
+    assert!(min.status.success(), "{}", text(&min.stderr));
+    assert!(
+        text(&min.stderr).contains("3 workers ran "),
+        "{}",
+        text(&min.stderr)
+    );
+    for (k, f) in ["graph.py", "inputs.safetensors", "manifest.json"]
+        .iter()
+        .enumerate()
+    {
+        assert!(
+            std::fs::read(out_dir.join("minified").join(f)).unwrap() == serial[k],
+            "{f} differs with -j 3"
+        );
+    }
 }
 
 #[test]
