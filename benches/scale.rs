@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use graphbug::autodiff::{joint_graph, Joint};
+use graphbug::autodiff::{floating_inputs, joint_graph, Joint};
 use graphbug::ir::bench::Targets;
 use graphbug::ir::models::{gpt_forward, GptConfig};
 use graphbug::ir::{parse_graph, print_graph};
@@ -23,18 +23,7 @@ use graphbug::partition::{default_partition, min_cut_rematerialization_partition
 /// The joint graph of an N-layer GPT; the parameters require grad, the token ids do not.
 fn gpt_joint(layers: usize) -> Joint {
     let forward = gpt_forward(&GptConfig::gpt4_layers(layers));
-    let requires_grad: Vec<bool> = forward
-        .placeholders()
-        .iter()
-        .map(|&p| {
-            forward
-                .node(p)
-                .meta
-                .tensor()
-                .is_some_and(|t| t.dtype.is_floating_point())
-        })
-        .collect();
-    joint_graph(&forward, &requires_grad).expect("the GPT joint graph builds")
+    joint_graph(&forward, &floating_inputs(&forward)).expect("the GPT joint graph builds")
 }
 
 /// The process's peak resident memory so far, in bytes (Linux; 0 elsewhere).

@@ -253,10 +253,7 @@ pub fn requires_grad(graph: &Graph, spec: Option<&str>) -> Result<Vec<bool>> {
         .map(|&i| graph.node(i))
         .collect();
     let Some(spec) = spec else {
-        return Ok(inputs
-            .iter()
-            .map(|n| n.meta.tensor().is_some_and(|t| t.dtype.is_floating_point()))
-            .collect());
+        return Ok(graphbug::autodiff::floating_inputs(graph));
     };
     let mut out = vec![false; inputs.len()];
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {

@@ -35,6 +35,22 @@ pub struct Joint {
     pub tangent_outputs: Vec<usize>,
 }
 
+/// For each input of `forward`, whether it requires grad by default: the floating-point
+/// tensors (parameters and activations; integer ids and masks do not).
+pub fn floating_inputs(forward: &Graph) -> Vec<bool> {
+    forward
+        .placeholders()
+        .iter()
+        .map(|&p| {
+            forward
+                .node(p)
+                .meta
+                .tensor()
+                .is_some_and(|t| t.dtype.is_floating_point())
+        })
+        .collect()
+}
+
 /// Builds the joint graph of a functional forward graph (no in-place ops; every node annotated with metas) for the inputs with `requires_grad[i]` set, with the Rust rules only.
 pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<Joint, AutodiffError> {
     joint_graph_with(forward, requires_grad, &RulesOnly)

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, Original};
 use crate::checker::{BugIdentity, Checker, Signature, Verdict};
-use crate::pool::{Key, Pool};
+use crate::pool::{Key, Peek, Pool};
 
 /// Knobs of a minification run.
 #[derive(Clone, Debug, Default)]
@@ -293,34 +293,49 @@ impl Session<'_> {
     /// this run. `step` gives a state's next try and the states after a yes and a no.
     /// Tries already answered are followed, not branched on.
     fn speculate<S>(&self, root: S, step: impl Fn(&S) -> Option<Step<S>>) {
-        if !matches!(self.exec, Exec::Pool(_)) {
+        let Exec::Pool(pool) = &self.exec else {
             return;
-        }
+        };
         let mut open = BinaryHeap::from([Likely(1.0, 0, root)]);
         let mut upcoming = Vec::new();
+        // Tries being answered or handed out: as many as there are workers.
+        let mut pending = 0;
         let (mut visits, mut order) = (0, 0u64);
         let mut first = true;
         while let Some(Likely(p, _, state)) = open.pop() {
             visits += 1;
-            if upcoming.len() >= self.lookahead || visits > 16 * self.lookahead {
+            if pending >= self.lookahead || visits > 16 * self.lookahead {
                 break;
             }
             let Some(next) = step(&state) else {
                 continue;
             };
-            let known = match self.key(&next.kept) {
-                None => Some(false),
-                Some(key) => self.cache.get(&key).copied(),
-            };
             order += 1;
-            match known {
-                Some(yes) => open.push(Likely(p, order, if yes { next.yes } else { next.no })),
-                None => {
-                    if std::mem::take(&mut first) {
-                        self.next_kind.set(Some(next.kind));
+            let Some(key) = self.key(&next.kept) else {
+                open.push(Likely(p, order, next.no));
+                continue;
+            };
+            if let Some(&yes) = self.cache.get(&key) {
+                open.push(Likely(p, order, if yes { next.yes } else { next.no }));
+                continue;
+            }
+            // The try the search asks next: its outcome teaches the odds of its kind.
+            if std::mem::take(&mut first) {
+                self.next_kind.set(Some(next.kind));
+            }
+            match pool.peek(&key) {
+                // Answered but not yet taken: follow the answer.
+                Peek::Answered(verdict) => {
+                    let yes = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
+                    open.push(Likely(p, order, if yes { next.yes } else { next.no }));
+                }
+                // Running, or to be started: both outcomes may follow.
+                peek => {
+                    if matches!(peek, Peek::Unknown) {
+                        upcoming.push(next.kept);
                     }
+                    pending += 1;
                     let q = self.yes_rate(next.kind);
-                    upcoming.push(next.kept);
                     open.push(Likely(p * q, order, next.yes));
                     open.push(Likely(p * (1.0 - q), order + 1, next.no));
                     order += 1;

@@ -33,6 +33,16 @@ struct State {
     resolved: usize,
 }
 
+/// What the workers know of a candidate.
+pub(crate) enum Peek {
+    /// Its verdict, not yet resolved by the search.
+    Answered(Verdict),
+    /// A worker is checking it.
+    Running,
+    /// Nothing yet.
+    Unknown,
+}
+
 /// The queue the search and its workers share.
 #[derive(Default)]
 pub(crate) struct Pool {
@@ -77,6 +87,16 @@ impl Pool {
             st.run += 1;
             st.done.insert(key, (candidate, verdict));
             self.changed.notify_all();
+        }
+    }
+
+    /// What the workers know of `key` now, without waiting.
+    pub(crate) fn peek(&self, key: &Key) -> Peek {
+        let st = self.lock();
+        match st.done.get(key) {
+            Some((_, verdict)) => Peek::Answered(verdict.clone()),
+            None if st.running.contains(key) => Peek::Running,
+            None => Peek::Unknown,
         }
     }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use graphbug_autodiff::{joint_graph, Joint};
+use graphbug_autodiff::{floating_inputs, joint_graph, Joint};
 use graphbug_ir::bench::Targets;
 use graphbug_ir::models::{gpt_forward, GptConfig};
 use graphbug_ir::print_graph;
@@ -25,18 +25,7 @@ const TARGET_48_MS: f64 = 54.0;
 /// The joint graph of an N-layer GPT; the parameters require grad, the token ids do not.
 fn gpt_joint(layers: usize) -> Joint {
     let forward = gpt_forward(&GptConfig::gpt4_layers(layers));
-    let requires_grad: Vec<bool> = forward
-        .placeholders()
-        .iter()
-        .map(|&p| {
-            forward
-                .node(p)
-                .meta
-                .tensor()
-                .is_some_and(|t| t.dtype.is_floating_point())
-        })
-        .collect();
-    joint_graph(&forward, &requires_grad).expect("the GPT joint graph builds")
+    joint_graph(&forward, &floating_inputs(&forward)).expect("the GPT joint graph builds")
 }
 
 /// Best of `runs` in milliseconds, and the last result.
