@@ -398,16 +398,19 @@ fn any_number_of_workers_writes_the_same_files() {
 fn workers_started_by_a_launcher_survive_one_being_killed() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("launches");
-    // Starts each worker as a local process, as `srun {cmd}` would on a node. The second
-    // worker it starts is lost mid-query (as on a node that fails): after its sixth line
-    // of output its pipe closes, and it dies as it starts to answer the next query.
+    // Starts each worker as a local process, as `srun {cmd}` would on a node. One worker
+    // (the one whose `mkdir` wins; they start side by side) is lost mid-query, as on a node
+    // that fails: after its sixth line of output its pipe closes, and it dies as it starts
+    // to answer the next query.
     let wrapper = dir.path().join("launch.sh");
+    let lost = dir.path().join("lost");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nn=$(cat '{log}' 2>/dev/null | wc -l)\necho \"$*\" >> '{log}'\n\
-             if [ \"$n\" -eq 1 ]; then\n  \"$@\" | {{ i=0; while IFS= read -r l; do printf '%s\\n' \"$l\"; i=$((i+1)); [ $i -ge 6 ] && exit 0; done; }}\n  exit 137\nfi\nexec \"$@\"\n",
-            log = log.display()
+            "#!/bin/sh\necho \"$*\" >> '{log}'\n\
+             if mkdir '{lost}' 2>/dev/null; then\n  \"$@\" | {{ i=0; while IFS= read -r l; do printf '%s\\n' \"$l\"; i=$((i+1)); [ $i -ge 6 ] && exit 0; done; }}\n  exit 137\nfi\nexec \"$@\"\n",
+            log = log.display(),
+            lost = lost.display()
         ),
     )
     .unwrap();

@@ -105,8 +105,7 @@ impl Workers {
 /// see [`WorkerSpec::write`], by `workers`' launcher if any). The first is started now:
 /// its start-up is the graph's eager run, and only after a worker survived it does this
 /// process validate the backend against the graph (meta inference for AOT pipelines).
-/// The others start on their first query, side by side. Prints the time limits queries
-/// get.
+/// The others start at the same time. Prints the time limits queries get.
 #[allow(clippy::too_many_arguments)]
 pub fn start_isolated_checkers(
     exe: PathBuf,
@@ -134,13 +133,24 @@ pub fn start_isolated_checkers(
             None => checker,
         }
     };
-    let mut first = make();
-    first.start_now()?;
+    // All workers start side by side; the others' failures show in their first checks.
+    let mut started: Vec<IsolatedChecker> = (0..workers.count()).map(|_| make()).collect();
+    let first_started = std::thread::scope(|scope| {
+        let (first, rest) = started.split_first_mut().expect("at least one worker");
+        for checker in rest {
+            scope.spawn(move || {
+                let _ = checker.start_now();
+            });
+        }
+        first.start_now()
+    });
+    first_started?;
     validate_backend(backend, graph, inputs, &[])?;
-    eprintln!("{}", first.limit().describe());
-    let mut all: Vec<Box<dyn Checker + Send>> = vec![Box::new(first)];
-    all.extend((1..workers.count()).map(|_| Box::new(make()) as Box<dyn Checker + Send>));
-    Ok(all)
+    eprintln!("{}", started[0].limit().describe());
+    Ok(started
+        .into_iter()
+        .map(|c| Box::new(c) as Box<dyn Checker + Send>)
+        .collect())
 }
 
 /// Makes the environment what the manifest recorded: its fault spec and plugins.
