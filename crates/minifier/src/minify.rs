@@ -219,6 +219,8 @@ struct Session<'a> {
     outcomes: HashMap<Kind, (u32, u32)>,
     /// The kind of the try the search asks next (set by [`Session::speculate`]).
     next_kind: Cell<Option<Kind>>,
+    /// Node and input counts of the candidates queried (see [`Session::sizes`]).
+    sizes_of: HashMap<Key, (usize, usize)>,
     identity: BugIdentity,
     sink: &'a mut dyn Sink,
     /// Verdicts by (kept set, retained outputs, inputs consolidated).
@@ -420,6 +422,8 @@ impl Session<'_> {
             }
             Exec::Pool(pool) => pool.resolve(&key),
         };
+        self.sizes_of
+            .insert(key.clone(), (candidate.size(), candidate.inputs.len()));
         let interesting = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
         if let Some(kind) = self.next_kind.take() {
             let (yes, all) = self.outcomes.entry(kind).or_default();
@@ -520,9 +524,20 @@ impl Session<'_> {
         }
     }
 
-    fn sizes(&self, kept: &[u32]) -> (usize, usize) {
+    /// The node and input counts of the candidate keeping `kept`, for the log: remembered
+    /// from when it was queried (building a candidate again costs as much as the graph).
+    fn sizes(&mut self, kept: &[u32]) -> (usize, usize) {
+        let Some(key) = self.key(kept) else {
+            let c = self.candidate(kept);
+            return (c.size(), c.inputs.len());
+        };
+        if let Some(&known) = self.sizes_of.get(&key) {
+            return known;
+        }
         let c = self.candidate(kept);
-        (c.size(), c.inputs.len())
+        let counts = (c.size(), c.inputs.len());
+        self.sizes_of.insert(key, counts);
+        counts
     }
 
     /// Returns fewer of the original's outputs, if the bug survives it (delta debugging
@@ -1010,6 +1025,7 @@ impl<'g> Start<'g> {
             lookahead,
             outcomes: HashMap::new(),
             next_kind: Cell::new(None),
+            sizes_of: HashMap::new(),
             identity: self.identity.clone(),
             sink,
             stats: Stats {
