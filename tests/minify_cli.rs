@@ -449,10 +449,14 @@ fn workers_started_by_a_launcher_survive_one_being_killed() {
 fn bad_worker_arguments_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let backend = "fault:runtime@aten.gelu.default#3";
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["--worker-launcher", "srun -N1"],
             "has no {cmd} (or {args}) where the worker command goes",
+        ),
+        (
+            &["--worker-launcher", "no-such-launcher {cmd}"],
+            "no-such-launcher: not found",
         ),
         (
             &["-j", "2", "--no-isolate"],
