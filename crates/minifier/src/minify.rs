@@ -269,8 +269,8 @@ impl Session<'_> {
         Some((kept, self.retained.clone(), self.consolidate))
     }
 
-    /// Hands the pool's workers the candidates the search tries next, in its order,
-    /// assuming each does not reproduce (`upcoming` starts with the one tested next). A
+    /// Hands the pool's workers `upcoming`, the candidates the search may try next, the
+    /// most urgent first (at most one per worker; those answered already are left out). A
     /// serial run does nothing here.
     fn prefetch(&self, upcoming: impl IntoIterator<Item = Vec<u32>>) {
         let Exec::Pool(pool) = &self.exec else {
@@ -298,6 +298,7 @@ impl Session<'_> {
         let Exec::Pool(pool) = &self.exec else {
             return;
         };
+        self.next_kind.set(None);
         let mut open = BinaryHeap::from([Likely(1.0, 0, root)]);
         let mut upcoming = Vec::new();
         // Tries being answered or handed out: as many as there are workers.
