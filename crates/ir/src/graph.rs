@@ -1,8 +1,9 @@
 //! The graph data model: nodes in program order, referring to earlier nodes by id.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::error::IrError;
@@ -253,7 +254,8 @@ impl Graph {
     /// Checks the graph is well formed: names unique and valid, every reference to an
     /// earlier node, placeholders first, getitems on multi-output nodes, an output present.
     pub fn verify(&self) -> Result<(), IrError> {
-        let mut seen: HashSet<&str> = HashSet::with_capacity(self.nodes.len());
+        let mut seen: FxHashSet<&str> =
+            FxHashSet::with_capacity_and_hasher(self.nodes.len(), Default::default());
         let mut body_started: Option<usize> = None;
         for (i, node) in self.nodes.iter().enumerate() {
             if !is_valid_name(&node.name) {
