@@ -293,13 +293,14 @@ impl Session<'_> {
     /// first: best first over both outcomes of each try, from the state `root` (whose next
     /// try comes first), each outcome as likely as tries of its kind turned out so far in
     /// this run. `step` gives a state's next try and the states after a yes and a no.
-    /// Tries already answered are followed, not branched on.
-    fn speculate<S>(&self, root: S, step: impl Fn(&S) -> Option<Step<S>>) {
+    /// Tries already answered are followed, not branched on. A serial run does nothing
+    /// here (not even make `root`, which may copy the kept set).
+    fn speculate<S>(&self, root: impl FnOnce() -> S, step: impl Fn(&S) -> Option<Step<S>>) {
         let Exec::Pool(pool) = &self.exec else {
             return;
         };
         self.next_kind.set(None);
-        let mut open = BinaryHeap::from([Likely(1.0, 0, root)]);
+        let mut open = BinaryHeap::from([Likely(1.0, 0, root())]);
         let mut upcoming = Vec::new();
         // Tries being answered or handed out: as many as there are workers.
         let mut pending = 0;
@@ -632,16 +633,19 @@ impl Session<'_> {
             return s;
         }
         // Speculation runs on into the suffix truncation that follows, either way.
-        self.speculate(None, |state: &Option<(bool, (usize, usize))>| match state {
-            None => Some(Step {
-                kind: (0, 0, 0),
-                kept: live.clone(),
-                yes: Some((true, (0, live.len()))),
-                no: Some((false, (0, s.len()))),
-            }),
-            Some((dead, bounds)) => truncate_step(if *dead { &live } else { &s }, *bounds)
-                .map(|step| step.map(|b| Some((*dead, b)))),
-        });
+        self.speculate(
+            || None,
+            |state: &Option<(bool, (usize, usize))>| match state {
+                None => Some(Step {
+                    kind: (0, 0, 0),
+                    kept: live.clone(),
+                    yes: Some((true, (0, live.len()))),
+                    no: Some((false, (0, s.len()))),
+                }),
+                Some((dead, bounds)) => truncate_step(if *dead { &live } else { &s }, *bounds)
+                    .map(|step| step.map(|b| Some((*dead, b)))),
+            },
+        );
         let ok = self.test(&live);
         self.attempt("Eliminate dead code", &s, &live, ok);
         if ok {
@@ -656,7 +660,7 @@ impl Session<'_> {
         let (mut lo, mut hi) = (0usize, s.len());
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            self.speculate((lo, hi), |&bounds| truncate_step(&s, bounds));
+            self.speculate(|| (lo, hi), |&bounds| truncate_step(&s, bounds));
             let ok = self.test(&s[..mid]);
             self.attempt(
                 &format!("Truncate suffix (G: {})", hi - lo),
@@ -692,7 +696,7 @@ impl Session<'_> {
                     continue;
                 };
                 self.prefetch(
-                    std::iter::once(t.clone())
+                    std::iter::once_with(|| t.clone())
                         .chain(chunks[i + 1..].iter().filter_map(|c| without(c))),
                 );
                 let ok = self.test(&t);
@@ -719,7 +723,7 @@ impl Session<'_> {
             let mut reduced = None;
             let mut from = 0;
             while let Some((at, t, next_n)) = ddmin_try(&s, n, from) {
-                self.speculate((s.clone(), n, at), |st| self.ddmin_step(st, least));
+                self.speculate(|| (s.clone(), n, at), |st| self.ddmin_step(st, least));
                 if self.test(&t) {
                     reduced = Some((t, next_n));
                     break;
@@ -751,7 +755,7 @@ impl Session<'_> {
             let mut changed = false;
             let mut i = 0;
             while i < s.len() && !self.out_of_queries() {
-                self.speculate((s.clone(), i, changed), |st| self.one_minimal_step(st));
+                self.speculate(|| (s.clone(), i, changed), |st| self.one_minimal_step(st));
                 let t = without(&s, i);
                 if self.test(&t) {
                     self.attempt("1-minimality", &s, &t, true);
@@ -850,15 +854,6 @@ pub fn minify_parallel(
             checker: "no checker".into(),
             message: "minify_parallel needs at least one checker".into(),
         })?;
-    // Every worker starts now, side by side, rather than on its first query.
-    if !rest.is_empty() {
-        std::thread::scope(|scope| {
-            scope.spawn(|| first.warm_up());
-            for checker in rest.iter_mut() {
-                scope.spawn(|| checker.warm_up());
-            }
-        });
-    }
     let second = rest
         .first_mut()
         .map(|c| &mut **c as &mut (dyn Checker + Send));
