@@ -43,11 +43,6 @@ pub trait Checker {
 
     /// Runs the check on one candidate.
     fn check(&mut self, candidate: &Candidate) -> Verdict;
-
-    /// Gets ready to answer (starts a worker process, say), so that several checkers can
-    /// start side by side before their first query. By default there is nothing to do; a
-    /// failure here shows in the first check.
-    fn warm_up(&mut self) {}
 }
 
 /// Whether a failure is the original bug: same kind, same op (when both name one), and a

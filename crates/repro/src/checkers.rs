@@ -324,10 +324,6 @@ impl Checker for AsRunnable {
         self.inner.describe()
     }
 
-    fn warm_up(&mut self) {
-        self.inner.warm_up();
-    }
-
     fn check(&mut self, candidate: &Candidate) -> Verdict {
         match graphbug_aten::dynamic::runnable(&candidate.graph, &self.bindings) {
             Ok(graph) => self.inner.check(&Candidate {

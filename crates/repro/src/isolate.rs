@@ -554,13 +554,6 @@ impl Checker for IsolatedChecker {
         format!("{} (isolated)", self.name)
     }
 
-    fn warm_up(&mut self) {
-        // A worker that cannot start is reported by the first check, which tries again.
-        if self.worker.is_none() {
-            let _ = self.start();
-        }
-    }
-
     fn check(&mut self, candidate: &Candidate) -> Verdict {
         let request = serde_json::to_string(&Request {
             graph: graphbug_ir::print_graph(&candidate.graph),

@@ -6,8 +6,8 @@
 //! own, so that a timeout kills everything it started. Waits go through [`wait_bounded`].
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits, so children
-//! are started by one thread that lives as long as the process: a worker started for a
-//! short-lived thread (parallel minification warms workers up side by side) would
+//! are started by one thread that lives as long as the process: a worker started from a
+//! short-lived thread (parallel minification starts its workers side by side) would
 //! otherwise be killed when that thread ends.
 
 use std::io::{self, BufRead, BufReader, Write};
