@@ -419,6 +419,27 @@ fn bad_repro_arguments_are_clear_errors() {
         "{}",
         text(&out.stderr)
     );
+    // Several workers run the backend in worker processes, which --no-isolate forbids.
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            g.to_str().unwrap(),
+            "--backend",
+            "relu_runtime_error_TESTING_ONLY",
+            "--no-isolate",
+            "-j",
+            "2",
+            "--out",
+            "y",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("--no-isolate runs them in this process: drop one"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

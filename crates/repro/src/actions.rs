@@ -89,6 +89,17 @@ impl Workers {
         self.jobs.max(1)
     }
 
+    /// Refuses to run the backend in this process (`--no-isolate`) with several workers or
+    /// a launcher, which run it in worker processes.
+    pub fn allow_in_process(&self) -> Result<()> {
+        if self.count() > 1 || self.launcher.is_some() {
+            return Err(ReproError::Other(
+                "-j and --worker-launcher run candidates in worker processes; --no-isolate runs them in this process: drop one".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Threads libtorch may use in each worker: several workers on this machine share its
     /// cores (libtorch's threads, one per core in each, would otherwise contend and spin);
     /// one worker, or workers a launcher starts elsewhere, keep libtorch's default.
@@ -368,11 +379,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     // kept) and checked in their runnable form.
     let written = case.written();
     let checkers: Vec<Box<dyn Checker + Send>> = if opts.in_process {
-        if opts.workers.count() > 1 || opts.workers.launcher.is_some() {
-            return Err(ReproError::Other(
-                "several workers (-j) and worker launchers need isolation; the backend cannot run in this process with them".into(),
-            ));
-        }
+        opts.workers.allow_in_process()?;
         validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
         let values =
             ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
