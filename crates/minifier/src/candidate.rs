@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 use graphbug_ir::{Graph, Meta, Node, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
@@ -65,6 +66,9 @@ pub struct Original<'g> {
     binders: BTreeMap<String, usize>,
     /// The readers of each node of the graph.
     users: graphbug_ir::Users,
+    /// Whether the canonical candidate of every node is the graph as given (known once
+    /// asked: see [`Original::canonical_is_given`]).
+    canonical_given: OnceLock<bool>,
 }
 
 impl Original<'static> {
@@ -105,6 +109,7 @@ impl<'g> Original<'g> {
             removable,
             value_keys: HashMap::new(),
             binders,
+            canonical_given: OnceLock::new(),
         }
     }
 
@@ -123,6 +128,19 @@ impl<'g> Original<'g> {
     /// The original graph.
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+
+    /// Whether the canonical candidate of every node (only values nothing else reads
+    /// returned, no unused or returned inputs) is the graph exactly as given, so that
+    /// minification's preprocessing has nothing to try. Worked out once.
+    pub fn canonical_is_given(&self) -> bool {
+        *self.canonical_given.get_or_init(|| {
+            let canonical = self.candidate_retaining(&self.all(), &[], false).graph;
+            canonical == *self.graph
+                || (canonical.nodes.len() == self.graph.nodes.len()
+                    && graphbug_ir::print_graph(&canonical)
+                        == graphbug_ir::print_graph(&self.graph))
+        })
     }
 
     /// Every node that can be kept, ascending: the kept set of the whole graph.

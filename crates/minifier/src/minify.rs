@@ -455,16 +455,13 @@ impl Session<'_> {
     fn preprocess(&mut self) -> bool {
         let all = self.original.all();
         self.retained.clear();
-        // The original as given is the original graph itself.
-        let same_as_given = {
-            let (canonical, given) = (self.candidate(&all).graph, self.original.graph());
-            canonical == *given
-                || (canonical.nodes.len() == given.nodes.len()
-                    && graphbug_ir::print_graph(&canonical) == graphbug_ir::print_graph(given))
-        };
-        if same_as_given {
+        if self.original.canonical_is_given() {
             self.cache.insert((all, Vec::new(), false), true);
             return true;
+        }
+        if matches!(self.exec, Exec::Pool(_)) {
+            let live = self.original.live(&all);
+            self.speculate(|| Opening::Preprocess, |st| opening_step(&all, &live, st));
         }
         let ok = self.test(&all);
         self.note(format!(
@@ -633,19 +630,7 @@ impl Session<'_> {
             return s;
         }
         // Speculation runs on into the suffix truncation that follows, either way.
-        self.speculate(
-            || None,
-            |state: &Option<(bool, (usize, usize))>| match state {
-                None => Some(Step {
-                    kind: (0, 0, 0),
-                    kept: live.clone(),
-                    yes: Some((true, (0, live.len()))),
-                    no: Some((false, (0, s.len()))),
-                }),
-                Some((dead, bounds)) => truncate_step(if *dead { &live } else { &s }, *bounds)
-                    .map(|step| step.map(|b| Some((*dead, b)))),
-            },
-        );
+        self.speculate(|| Opening::DeadCode, |st| opening_step(&s, &live, st));
         let ok = self.test(&live);
         self.attempt("Eliminate dead code", &s, &live, ok);
         if ok {
@@ -785,6 +770,52 @@ fn truncate_step(s: &[u32], (lo, hi): (usize, usize)) -> Option<Step<(usize, usi
     })
 }
 
+/// Where the opening of a search stands, for [`Session::speculate`]: the preprocessing
+/// try, the dead-code try, or suffix truncation between bounds (after dead code was
+/// dropped or not).
+enum Opening {
+    Preprocess,
+    DeadCode,
+    Truncate { dead: bool, bounds: (usize, usize) },
+    Over,
+}
+
+/// The opening as a state machine over `s`, whose live part is `live`: preprocessing
+/// (which fails into other strategies: `Over`), dead code (tried only when some is
+/// dead), suffix truncation.
+fn opening_step(s: &[u32], live: &[u32], state: &Opening) -> Option<Step<Opening>> {
+    match *state {
+        Opening::Preprocess => Some(Step {
+            kind: (4, 0, 0),
+            kept: s.to_vec(),
+            yes: Opening::DeadCode,
+            no: Opening::Over,
+        }),
+        Opening::DeadCode if live.len() == s.len() || live.is_empty() => {
+            let all = Opening::Truncate {
+                dead: false,
+                bounds: (0, s.len()),
+            };
+            opening_step(s, live, &all)
+        }
+        Opening::DeadCode => Some(Step {
+            kind: (0, 0, 0),
+            kept: live.to_vec(),
+            yes: Opening::Truncate {
+                dead: true,
+                bounds: (0, live.len()),
+            },
+            no: Opening::Truncate {
+                dead: false,
+                bounds: (0, s.len()),
+            },
+        }),
+        Opening::Truncate { dead, bounds } => truncate_step(if dead { live } else { s }, bounds)
+            .map(|step| step.map(|bounds| Opening::Truncate { dead, bounds })),
+        Opening::Over => None,
+    }
+}
+
 /// `s` without its `i`th node.
 fn without(s: &[u32], i: usize) -> Vec<u32> {
     s.iter()
@@ -828,7 +859,8 @@ pub fn minify(
     options: &MinifyOptions,
     sink: &mut dyn Sink,
 ) -> Result<Minified, MinifyError> {
-    let start = Start::new(graph, checker, None, options)?;
+    let original = original_of(graph, options)?;
+    let start = Start::new(&original, checker, None, options)?;
     start.search(Exec::Serial(checker), 0, options, sink)
 }
 
@@ -848,23 +880,28 @@ pub fn minify_parallel(
     sink: &mut dyn Sink,
 ) -> Result<Minified, MinifyError> {
     let jobs = checkers.len();
-    let (first, rest) = checkers
-        .split_first_mut()
-        .ok_or_else(|| MinifyError::Unresolved {
-            checker: "no checker".into(),
-            message: "minify_parallel needs at least one checker".into(),
-        })?;
-    let second = rest
-        .first_mut()
-        .map(|c| &mut **c as &mut (dyn Checker + Send));
-    let start = Start::new(graph, first.as_mut(), second, options)?;
-    if jobs == 1 {
+    let original = original_of(graph, options)?;
+    if jobs <= 1 {
+        let first = checkers
+            .first_mut()
+            .ok_or_else(|| MinifyError::Unresolved {
+                checker: "no checker".into(),
+                message: "minify_parallel needs at least one checker".into(),
+            })?;
+        let start = Start::new(&original, first.as_mut(), None, options)?;
         return start.search(Exec::Serial(first.as_mut()), 0, options, sink);
     }
     let pool = Pool::default();
+    // The original is checked twice, by the first two checkers; the others answer the
+    // opening tries meanwhile (the search follows their verdicts once it gets there).
+    let (checking, others) = checkers.split_at_mut(2);
+    if options.resume.is_none() {
+        pool.prefetch(opening_guess(&original, others.len()));
+    }
     std::thread::scope(|scope| {
-        for checker in checkers.iter_mut() {
-            let (pool, original) = (&pool, &start.original);
+        let original = &original;
+        for checker in others.iter_mut() {
+            let pool = &pool;
             scope.spawn(move || pool.serve(original, checker.as_mut()));
         }
         /// Closes the pool however the search ends, so the workers' threads end too.
@@ -875,16 +912,52 @@ pub fn minify_parallel(
             }
         }
         let _close = Close(&pool);
+        let [first, second] = checking else {
+            unreachable!("split at two of at least two")
+        };
+        let start = Start::new(original, first.as_mut(), Some(second.as_mut()), options)?;
+        for checker in checking.iter_mut() {
+            let pool = &pool;
+            scope.spawn(move || pool.serve(original, checker.as_mut()));
+        }
         let mut m = start.search(Exec::Pool(&pool), jobs, options, sink)?;
         m.speculative = pool.close();
         Ok(m)
     })
 }
 
+/// The original graph to minify, verified, with the reference values' fingerprints.
+fn original_of<'g>(graph: &'g Graph, options: &MinifyOptions) -> Result<Original<'g>, MinifyError> {
+    graph.verify()?;
+    Ok(Original::borrowing(graph).with_value_keys(options.value_keys.clone().unwrap_or_default()))
+}
+
+/// The first `n` tries of a fresh search if each reproduces (preprocessing, dead code,
+/// the first halvings of suffix truncation), as pool keys: what idle workers answer while
+/// the original is being checked.
+fn opening_guess(original: &Original<'_>, n: usize) -> Vec<Key> {
+    let all = original.all();
+    let live = original.live(&all);
+    let mut state = if original.canonical_is_given() {
+        Opening::DeadCode
+    } else {
+        Opening::Preprocess
+    };
+    let mut keys = Vec::new();
+    while keys.len() < n {
+        let Some(step) = opening_step(&all, &live, &state) else {
+            break;
+        };
+        keys.push((original.normalize(&step.kept), Vec::new(), false));
+        state = step.yes;
+    }
+    keys
+}
+
 /// A minification that has checked its starting graph: it fails, twice alike, with the
 /// failure the search keeps to.
-struct Start<'g> {
-    original: Original<'g>,
+struct Start<'o, 'g> {
+    original: &'o Original<'g>,
     /// Where the search starts (the original as given, or where a killed run stood): its
     /// kept nodes, retained outputs and size (the candidate itself is not kept: at a
     /// million nodes it is a copy of the graph).
@@ -897,19 +970,17 @@ struct Start<'g> {
     found_text: String,
 }
 
-impl<'g> Start<'g> {
+impl<'o, 'g> Start<'o, 'g> {
     /// Checks where the search starts: the original exactly as given, or where a killed
     /// run stood; twice, to catch a flaky checker (the second time by `second`, at the
     /// same time, when there is one).
     fn new(
-        graph: &'g Graph,
+        original: &'o Original<'g>,
         checker: &mut dyn Checker,
         second: Option<&mut (dyn Checker + Send)>,
         options: &MinifyOptions,
-    ) -> Result<Start<'g>, MinifyError> {
-        graph.verify()?;
-        let original = Original::borrowing(graph)
-            .with_value_keys(options.value_keys.clone().unwrap_or_default());
+    ) -> Result<Start<'o, 'g>, MinifyError> {
+        let graph = original.graph();
         let first = match &options.resume {
             Some(point) => {
                 let n = graph.nodes.len() as u32;
@@ -1016,7 +1087,7 @@ impl<'g> Start<'g> {
             cache: HashMap::new(),
             consolidate: false,
             retained: self.first_retained.clone(),
-            original: &self.original,
+            original: self.original,
             exec,
             lookahead,
             outcomes: HashMap::new(),

@@ -7,9 +7,10 @@
 //! run, whatever the number of workers (as llvm-reduce and C-Reduce parallelize). A verdict
 //! computed but never resolved is speculation waste.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::candidate::{Candidate, Original};
 use crate::checker::{Checker, Verdict};
@@ -21,8 +22,15 @@ pub(crate) type Key = (Vec<u32>, Vec<usize>, bool);
 struct State {
     /// Candidates to start, the most urgent first.
     queue: VecDeque<Key>,
-    /// Candidates a worker is checking.
-    running: HashSet<Key>,
+    /// Candidates a worker is checking, and since when.
+    running: HashMap<Key, Instant>,
+    /// How long queries take, on average (a moving average; `None` before the first).
+    typical: Option<Duration>,
+    /// The candidate the search is waiting for, if it is.
+    awaited: Option<Key>,
+    /// When the awaited verdict arrived, until the search says what it tries next: the
+    /// queue is meanwhile the plan of a search state that has passed.
+    stale: Option<Instant>,
     /// Verdicts not yet resolved by the search.
     done: HashMap<Key, (Candidate, Verdict)>,
     /// Set when the search ends: workers stop after their current query.
@@ -31,6 +39,34 @@ struct State {
     run: usize,
     /// Verdicts the search resolved.
     resolved: usize,
+}
+
+impl State {
+    /// How long a free worker should wait before it starts the queue's next candidate:
+    /// while the queue is the plan of a passed search state (briefly), or while a query still
+    /// running will likely end within a quarter of a query's time (its verdict may change
+    /// what is worth starting, and a started query cannot be called back). `None`: start
+    /// now. A candidate the search is waiting for starts at once.
+    fn hold_back(&self, now: Instant) -> Option<Duration> {
+        let front = self.queue.front()?;
+        if self.awaited.as_ref() == Some(front) {
+            return None;
+        }
+        let typical = self.typical?;
+        let wait = |until: Instant| {
+            until
+                .checked_duration_since(now)
+                .map(|left| left.max(Duration::from_millis(1)))
+        };
+        if let Some(left) = self.stale.and_then(|since| wait(since + typical / 8)) {
+            return Some(left);
+        }
+        self.running
+            .values()
+            .filter_map(|since| wait(*since + typical))
+            .filter(|left| *left <= typical / 4)
+            .min()
+    }
 }
 
 /// What the workers know of a candidate.
@@ -65,11 +101,22 @@ impl Pool {
                     if st.closed {
                         return;
                     }
-                    if let Some(k) = st.queue.pop_front() {
-                        st.running.insert(k.clone());
-                        break k;
+                    let hold = st.hold_back(Instant::now());
+                    if hold.is_none() {
+                        if let Some(k) = st.queue.pop_front() {
+                            st.running.insert(k.clone(), Instant::now());
+                            break k;
+                        }
                     }
-                    st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+                    st = match hold {
+                        Some(d) => {
+                            self.changed
+                                .wait_timeout(st, d)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0
+                        }
+                        None => self.changed.wait(st).unwrap_or_else(|e| e.into_inner()),
+                    };
                 }
             };
             let candidate = original.candidate_retaining(&key.0, &key.1, key.2);
@@ -83,7 +130,13 @@ impl Pool {
                     Verdict::Unresolved(format!("the checker panicked: {why}"))
                 });
             let mut st = self.lock();
-            st.running.remove(&key);
+            if let Some(since) = st.running.remove(&key) {
+                let took = since.elapsed();
+                st.typical = Some(st.typical.map_or(took, |t| (t * 3 + took) / 4));
+            }
+            if st.awaited.as_ref() == Some(&key) {
+                st.stale = Some(Instant::now());
+            }
             st.run += 1;
             st.done.insert(key, (candidate, verdict));
             self.changed.notify_all();
@@ -95,7 +148,7 @@ impl Pool {
         let st = self.lock();
         match st.done.get(key) {
             Some((_, verdict)) => Peek::Answered(verdict.clone()),
-            None if st.running.contains(key) => Peek::Running,
+            None if st.running.contains_key(key) => Peek::Running,
             None => Peek::Unknown,
         }
     }
@@ -105,8 +158,9 @@ impl Pool {
     pub(crate) fn prefetch(&self, keys: Vec<Key>) {
         let mut st = self.lock();
         st.queue.clear();
+        st.stale = None;
         for k in keys {
-            if !st.done.contains_key(&k) && !st.running.contains(&k) {
+            if !st.done.contains_key(&k) && !st.running.contains_key(&k) {
                 st.queue.push_back(k);
             }
         }
@@ -116,12 +170,15 @@ impl Pool {
     /// The verdict on `key`, waiting for it (and starting it first, if no worker has).
     pub(crate) fn resolve(&self, key: &Key) -> (Candidate, Verdict) {
         let mut st = self.lock();
+        st.stale = None;
+        st.awaited = Some(key.clone());
         loop {
             if let Some(answer) = st.done.remove(key) {
+                st.awaited = None;
                 st.resolved += 1;
                 return answer;
             }
-            if !st.running.contains(key) && st.queue.front() != Some(key) {
+            if !st.running.contains_key(key) && st.queue.front() != Some(key) {
                 st.queue.retain(|k| k != key);
                 st.queue.push_front(key.clone());
                 self.changed.notify_all();
@@ -138,5 +195,54 @@ impl Pool {
         st.queue.clear();
         self.changed.notify_all();
         (st.run + st.running.len()).saturating_sub(st.resolved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u32) -> Key {
+        (vec![n], Vec::new(), false)
+    }
+
+    #[test]
+    fn a_free_worker_waits_only_for_a_verdict_due_soon() {
+        let now = Instant::now();
+        let typical = Duration::from_millis(200);
+        let mut st = State {
+            typical: Some(typical),
+            ..State::default()
+        };
+        st.queue.push_back(key(1));
+        // Nothing running: start at once.
+        assert_eq!(st.hold_back(now), None);
+        // A query due in 20 ms (within a quarter of a query's time): wait for it.
+        st.running.insert(key(2), now - Duration::from_millis(180));
+        let hold = st.hold_back(now).expect("holds back");
+        assert!(hold <= Duration::from_millis(20), "{hold:?}");
+        // ... unless the search waits for the queue's head.
+        st.awaited = Some(key(1));
+        assert_eq!(st.hold_back(now), None);
+        st.awaited = None;
+        // A query due in 150 ms, or overdue (it may hang): start at once.
+        st.running.clear();
+        st.running.insert(key(2), now - Duration::from_millis(50));
+        assert_eq!(st.hold_back(now), None);
+        st.running.clear();
+        st.running.insert(key(2), now - Duration::from_millis(900));
+        assert_eq!(st.hold_back(now), None);
+        // The awaited verdict just arrived: the plan is stale, briefly.
+        st.stale = Some(now);
+        let hold = st.hold_back(now).expect("holds back");
+        assert!(hold <= typical / 8, "{hold:?}");
+        assert_eq!(st.hold_back(now + typical / 4), None);
+        // Before any query took its time, nothing is known to wait for.
+        st.typical = None;
+        assert_eq!(st.hold_back(now), None);
+        // An empty queue has nothing to start.
+        st.typical = Some(typical);
+        st.queue.clear();
+        assert_eq!(st.hold_back(now), None);
     }
 }
