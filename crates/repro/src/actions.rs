@@ -144,18 +144,14 @@ pub fn start_isolated_checkers(
             None => checker,
         }
     };
-    // All workers start side by side; the others' failures show in their first checks.
+    // All workers are launched side by side, and only the first is waited for here: the
+    // others go on starting meanwhile, and their failures show in their first checks.
     let mut started: Vec<IsolatedChecker> = (0..workers.count()).map(|_| make()).collect();
-    let first_started = std::thread::scope(|scope| {
-        let (first, rest) = started.split_first_mut().expect("at least one worker");
-        for checker in rest {
-            scope.spawn(move || {
-                let _ = checker.start_now();
-            });
-        }
-        first.start_now()
-    });
-    first_started?;
+    for checker in &mut started[1..] {
+        // One that cannot be launched tries again at its first check, which reports it.
+        let _ = checker.launch_now();
+    }
+    started[0].start_now()?;
     validate_backend(backend, graph, inputs, &[])?;
     eprintln!("{}", started[0].limit().describe());
     Ok(started

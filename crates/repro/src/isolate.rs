@@ -367,6 +367,8 @@ pub struct IsolatedChecker {
     /// What the first query took.
     first_took: FirstTook,
     worker: Option<Worker>,
+    /// A worker launched but not yet seen ready, and when it was launched.
+    starting: Option<(Worker, Instant)>,
     /// How many workers were started (1 plus one per crash or timeout).
     pub starts: usize,
     /// Starts workers elsewhere, with their spec as the first line of input.
@@ -385,6 +387,7 @@ impl IsolatedChecker {
             eager: None,
             first_took: FirstTook::default(),
             worker: None,
+            starting: None,
             starts: 0,
             launch: None,
         }
@@ -423,7 +426,28 @@ impl IsolatedChecker {
         TimeLimit::new(self.timeout, self.eager.unwrap_or_default())
     }
 
+    /// Launches the worker without waiting for it to be ready: its first query (or
+    /// [`IsolatedChecker::start_now`]) waits, within the start-up limit counted from now.
+    /// Workers launched side by side start up while this process goes on.
+    pub fn launch_now(&mut self) -> Result<()> {
+        if self.worker.is_none() && self.starting.is_none() {
+            let worker = self.spawn().map_err(ReproError::Other)?;
+            self.starting = Some((worker, Instant::now()));
+        }
+        Ok(())
+    }
+
+    /// Starts a worker (or finishes starting the one launched) and waits until it is ready.
     fn start(&mut self) -> std::result::Result<(), String> {
+        let (worker, launched) = match self.starting.take() {
+            Some(started) => started,
+            None => (self.spawn()?, Instant::now()),
+        };
+        self.ready(worker, launched)
+    }
+
+    /// A new worker process, its output read by threads of its own.
+    fn spawn(&mut self) -> std::result::Result<Worker, String> {
         let mut cmd = match &self.launch {
             Some((launcher, _)) => {
                 let mut cmd = Command::new("sh");
@@ -469,15 +493,20 @@ impl IsolatedChecker {
                 }
             }
         });
-        let mut worker = Worker {
+        Ok(Worker {
             child,
             stdin,
             lines,
             stderr_tail,
-        };
+        })
+    }
+
+    /// Waits for `worker`, launched at `launched`, to say it is ready; it is then the
+    /// worker queries go to.
+    fn ready(&mut self, mut worker: Worker, launched: Instant) -> std::result::Result<(), String> {
         // Start-up (libtorch, plugins, the reference run) is bounded too.
         let startup = STARTUP_FLOOR.max(self.timeout.unwrap_or_default().saturating_mul(2));
-        let deadline = Instant::now() + startup;
+        let deadline = launched + startup;
         loop {
             match worker
                 .lines
@@ -529,6 +558,9 @@ impl IsolatedChecker {
     }
 
     fn kill(&mut self) -> Option<Worker> {
+        if let Some((mut w, _)) = self.starting.take() {
+            process::kill(&mut w.child, self.launched());
+        }
         let mut w = self.worker.take()?;
         process::kill(&mut w.child, self.launched());
         Some(w)
