@@ -349,10 +349,11 @@ impl Session<'_> {
         self.prefetch(upcoming);
     }
 
-    /// How often tries of `kind` reproduced in this run (1/2 before any did or did not).
+    /// How often tries of `kind` reproduced in this run (1/2 before any did or did not;
+    /// a Jeffreys prior, so that a few outcomes already tell).
     fn yes_rate(&self, kind: Kind) -> f64 {
         let (yes, all) = self.outcomes.get(&kind).copied().unwrap_or_default();
-        (yes as f64 + 1.0) / (all as f64 + 2.0)
+        (yes as f64 + 0.5) / (all as f64 + 1.0)
     }
 
     /// ddmin as a state machine for [`Self::speculate`]: (kept, granularity, next try).
@@ -379,6 +380,26 @@ impl Session<'_> {
             }
         }
         None
+    }
+
+    /// Suffix truncation of `s` as a state machine for [`Self::speculate`], running on
+    /// into delta debugging of the prefix found (as it follows when removing outputs and
+    /// consolidating inputs find nothing to try).
+    fn truncation_step(&self, s: &[u32], state: &Truncation) -> Option<Step<Truncation>> {
+        let least = if self.retained.is_empty() { 2 } else { 1 };
+        match state {
+            Truncation::Halving(lo, hi) => match truncate_step(s, (*lo, *hi)) {
+                Some(step) => Some(step.map(|(lo, hi)| Truncation::Halving(lo, hi))),
+                None => {
+                    let prefix = (self.original.normalize(&s[..*hi]), 2, 0);
+                    self.ddmin_step(&prefix, least)
+                        .map(|step| step.map(Truncation::Ddmin))
+                }
+            },
+            Truncation::Ddmin(st) => self
+                .ddmin_step(st, least)
+                .map(|step| step.map(Truncation::Ddmin)),
+        }
     }
 
     /// 1-minimality as a state machine for [`Self::speculate`]: (kept, next node, whether
@@ -645,7 +666,10 @@ impl Session<'_> {
         let (mut lo, mut hi) = (0usize, s.len());
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            self.speculate(|| (lo, hi), |&bounds| truncate_step(&s, bounds));
+            self.speculate(
+                || Truncation::Halving(lo, hi),
+                |st| self.truncation_step(&s, st),
+            );
             let ok = self.test(&s[..mid]);
             self.attempt(
                 &format!("Truncate suffix (G: {})", hi - lo),
@@ -768,6 +792,13 @@ fn truncate_step(s: &[u32], (lo, hi): (usize, usize)) -> Option<Step<(usize, usi
         yes: (lo, mid),
         no: (mid, hi),
     })
+}
+
+/// Where suffix truncation stands, for [`Session::speculate`]: the prefix lengths still
+/// possible (`lo` does not fail, `hi` fails), then delta debugging of the prefix found.
+enum Truncation {
+    Halving(usize, usize),
+    Ddmin((Vec<u32>, usize, usize)),
 }
 
 /// Where the opening of a search stands, for [`Session::speculate`]: the preprocessing
