@@ -345,28 +345,84 @@ impl Graph {
 
     /// A copy whose nodes are `order` (a subset of ids, each at most once), renumbered.
     fn reordered(&self, order: &[NodeId]) -> Result<Graph, IrError> {
-        let mut new_id: Vec<Option<NodeId>> = vec![None; self.nodes.len()];
+        let new_id = self.renumbering(order);
+        let nodes = order
+            .iter()
+            .map(|&id| {
+                let node = self.node(id);
+                Ok(Node {
+                    name: node.name.clone(),
+                    kind: self.renumbered_kind(id, &new_id)?,
+                    meta: node.meta.clone(),
+                })
+            })
+            .collect::<Result<_, IrError>>()?;
+        Ok(Graph {
+            param_names: self.param_names.clone(),
+            name: self.name.clone(),
+            output: self.renumbered_output(&new_id)?,
+            nodes,
+        })
+    }
+
+    /// This graph with its nodes in `order` (a subset of ids, each at most once),
+    /// renumbered: [`Graph::retain`]'s reordering, moving the nodes instead of copying
+    /// them. Fails, naming both nodes, if a node or the output reads one left out.
+    pub fn into_reordered(self, order: &[NodeId]) -> Result<Graph, IrError> {
+        let new_id = self.renumbering(order);
+        let output = self.renumbered_output(&new_id)?;
+        let kinds = order
+            .iter()
+            .map(|&id| self.renumbered_kind(id, &new_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut slots: Vec<Option<Node>> = self.nodes.into_iter().map(Some).collect();
+        let nodes = order
+            .iter()
+            .zip(kinds)
+            .map(|(&id, kind)| {
+                let node = slots[id.index()]
+                    .take()
+                    .ok_or_else(|| IrError::InvalidNode {
+                        node: format!("#{}", id.0),
+                        message: "is ordered twice".into(),
+                    })?;
+                Ok(Node { kind, ..node })
+            })
+            .collect::<Result<_, IrError>>()?;
+        Ok(Graph {
+            param_names: self.param_names,
+            name: self.name,
+            nodes,
+            output,
+        })
+    }
+
+    /// Each node's id once the nodes are `order` (`None`: left out).
+    fn renumbering(&self, order: &[NodeId]) -> Vec<Option<NodeId>> {
+        let mut new_id = vec![None; self.nodes.len()];
         for (pos, id) in order.iter().enumerate() {
             new_id[id.index()] = Some(NodeId(pos as u32));
         }
-        let mut nodes = Vec::with_capacity(order.len());
-        for &id in order {
-            let node = self.node(id);
-            let kind = node.try_remap_kind(&mut |src| {
-                new_id
-                    .get(src.index())
-                    .copied()
-                    .flatten()
-                    .ok_or_else(|| self.dropped_input(&node.name, src))
-            })?;
-            nodes.push(Node {
-                name: node.name.clone(),
-                kind,
-                meta: node.meta.clone(),
-            });
-        }
-        let output = match &self.output {
-            Some(vals) => Some(
+        new_id
+    }
+
+    /// Node `id`'s kind reading the renumbered nodes.
+    fn renumbered_kind(&self, id: NodeId, new_id: &[Option<NodeId>]) -> Result<NodeKind, IrError> {
+        let node = self.node(id);
+        node.try_remap_kind(&mut |src| {
+            new_id
+                .get(src.index())
+                .copied()
+                .flatten()
+                .ok_or_else(|| self.dropped_input(&node.name, src))
+        })
+    }
+
+    /// The output reading the renumbered nodes.
+    fn renumbered_output(&self, new_id: &[Option<NodeId>]) -> Result<Option<Vec<Value>>, IrError> {
+        self.output
+            .as_ref()
+            .map(|vals| {
                 vals.iter()
                     .map(|v| {
                         v.try_remap(&mut |src| {
@@ -377,16 +433,9 @@ impl Graph {
                                 .ok_or_else(|| self.dropped_input("output", src))
                         })
                     })
-                    .collect::<Result<_, _>>()?,
-            ),
-            None => None,
-        };
-        Ok(Graph {
-            param_names: self.param_names.clone(),
-            name: self.name.clone(),
-            nodes,
-            output,
-        })
+                    .collect()
+            })
+            .transpose()
     }
 
     fn dropped_input(&self, user: &str, src: NodeId) -> IrError {

@@ -4,6 +4,7 @@
 //! dropped as dead nor merged. [`default_side_effects`] decides by naming convention;
 //! crates with libtorch schemas at hand pass a schema-based one.
 
+use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 
 use rustc_hash::{FxHashMap, FxHasher};
@@ -27,6 +28,14 @@ pub fn backward_side_effects(op: &OpName) -> bool {
 /// Removes nodes whose values nothing reads, transitively. Placeholders stay, and so do
 /// calls for which `side_effects` is true.
 pub fn eliminate_dead_code(graph: &Graph, side_effects: &dyn Fn(&OpName) -> bool) -> Graph {
+    without_dead_code(graph, side_effects).into_owned()
+}
+
+/// [`eliminate_dead_code`] that borrows `graph` back when nothing in it is dead (no copy).
+pub fn without_dead_code<'g>(
+    graph: &'g Graph,
+    side_effects: &dyn Fn(&OpName) -> bool,
+) -> Cow<'g, Graph> {
     let mut live = vec![false; graph.nodes.len()];
     for v in graph.outputs() {
         v.for_each_node(&mut |id| {
@@ -47,9 +56,14 @@ pub fn eliminate_dead_code(graph: &Graph, side_effects: &dyn Fn(&OpName) -> bool
             });
         }
     }
-    graph
-        .retain(&live)
-        .expect("every input of a live node is marked live before it is reached")
+    if live.iter().all(|&l| l) {
+        return Cow::Borrowed(graph);
+    }
+    Cow::Owned(
+        graph
+            .retain(&live)
+            .expect("every input of a live node is marked live before it is reached"),
+    )
 }
 
 /// Merges nodes that compute the same thing from the same inputs (common subexpression

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use graphbug_ir::passes::{
     default_side_effects, eliminate_common_subexpressions, eliminate_dead_code, extract_subgraph,
+    without_dead_code,
 };
 use graphbug_ir::{parse_graph, print_graph, Graph, IrError, NodeId, NodeKind, OpName, Value};
 
@@ -118,6 +119,41 @@ fn dead_code_elimination_keeps_mutations_and_live_getitems() {
     // The printed graph stays valid text.
     let text = print_graph(&d);
     assert_eq!(print_graph(&parse_graph(&text).unwrap()), text);
+}
+
+#[test]
+fn without_dead_code_copies_only_when_something_is_dead() {
+    let g = parse_graph(DEAD).unwrap();
+    let d = without_dead_code(&g, &default_side_effects);
+    assert!(matches!(d, std::borrow::Cow::Owned(_)));
+    assert_eq!(
+        print_graph(&d),
+        print_graph(&eliminate_dead_code(&g, &default_side_effects))
+    );
+    // Nothing is dead in what it returned: the same graph, borrowed.
+    let again = without_dead_code(&d, &default_side_effects);
+    assert!(matches!(again, std::borrow::Cow::Borrowed(_)));
+    assert_eq!(print_graph(&again), print_graph(&d));
+}
+
+#[test]
+fn into_reordered_moves_nodes_and_names_a_lost_input() {
+    let g = parse_graph(&fixture("mlp", "forward.py")).unwrap();
+    // Placeholders, then every other node, in order: the same graph back.
+    let mut order: Vec<NodeId> = g.placeholders();
+    order.extend(g.ids().filter(|&i| !g.node(i).is_placeholder()));
+    let same = g.clone().into_reordered(&order).unwrap();
+    assert_eq!(print_graph(&same), print_graph(&g));
+    // Leaving out a node that others read is an error naming both.
+    let read = g.ids().find(|&i| !g.node(i).is_placeholder()).unwrap();
+    let name = g.node(read).name.clone();
+    let without: Vec<NodeId> = order.iter().copied().filter(|&i| i != read).collect();
+    let err = g.clone().into_reordered(&without).unwrap_err().to_string();
+    assert!(err.contains(&format!("`{name}`")), "{err}");
+    // So is a node ordered twice.
+    let mut twice = order.clone();
+    twice.push(read);
+    assert!(g.into_reordered(&twice).is_err());
 }
 
 #[test]

@@ -21,8 +21,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use graphbug_ir::passes::{
-    backward_side_effects, default_side_effects, eliminate_common_subexpressions,
-    eliminate_dead_code,
+    backward_side_effects, default_side_effects, eliminate_common_subexpressions, without_dead_code,
 };
 use graphbug_ir::{Graph, Meta, Node, NodeId, NodeKind, Users, Value};
 use petgraph::algo::dinics;
@@ -288,10 +287,13 @@ impl MinCutProblem {
         split_outputs(joint, num_fwd_outputs)?;
         let (hinted, symbolic) = joint_at_hints(joint, &options.hints)?;
         let joint = hinted.as_ref().unwrap_or(joint);
-        let mut graph = eliminate_dead_code(joint, &default_side_effects);
-        if options.cse {
-            graph = eliminate_common_subexpressions(&graph, &default_side_effects);
-        }
+        // (The joint is copied once: by CSE, or as it is when nothing is dead.)
+        let live = without_dead_code(joint, &default_side_effects);
+        let graph = if options.cse {
+            eliminate_common_subexpressions(&live, &default_side_effects)
+        } else {
+            live.into_owned()
+        };
         let (primals, tangents) = joint_inputs(&graph)?;
         let (fwd_outputs, bwd_outputs) = split_outputs(&graph, num_fwd_outputs)?;
         // AOTAutograd returns no gradient for effect tokens; graphbug's joints return None.
@@ -1022,7 +1024,7 @@ impl MinCutProblem {
         let (forward, backward) = extract_fwd_bwd(graph, self.num_fwd_outputs, &saved)?;
         // Both are verified: `extract_subgraph` checks the forward, the reordering the
         // backward.
-        let backward = reorder_like_autograd(&backward)?;
+        let backward = reorder_like_autograd(backward)?;
         let report = PartitionReport::new(graph, &saved, &forward, &backward, &self.options.hints)?;
         Ok(Partition {
             forward,

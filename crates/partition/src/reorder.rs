@@ -4,7 +4,7 @@
 //! order and pulls in, just before each one, the not-yet-computed nodes it needs (depth
 //! first, emitted in their original order), as the autograd engine computes them.
 
-use graphbug_ir::{Graph, IrError, Node, NodeId};
+use graphbug_ir::{Graph, NodeId};
 
 use crate::default::PartitionError;
 
@@ -12,7 +12,7 @@ use crate::default::PartitionError;
 ///
 /// Placeholders stay first; the walk starts at the first reader of a tangent
 /// (`tangents_N`). A graph without one is returned as it is.
-pub fn reorder_like_autograd(bw: &Graph) -> Result<Graph, PartitionError> {
+pub fn reorder_like_autograd(bw: Graph) -> Result<Graph, PartitionError> {
     let n = bw.nodes.len();
     let mut reads_tangent = vec![false; n];
     let mut first = None;
@@ -32,7 +32,7 @@ pub fn reorder_like_autograd(bw: &Graph) -> Result<Graph, PartitionError> {
         }
     }
     let Some(first) = first else {
-        return Ok(bw.clone());
+        return Ok(bw);
     };
     let mut emitted = vec![false; n];
     let mut order: Vec<NodeId> = Vec::with_capacity(n);
@@ -70,48 +70,7 @@ pub fn reorder_like_autograd(bw: &Graph) -> Result<Graph, PartitionError> {
     for id in bw.ids() {
         pull(id, &mut order, &mut emitted);
     }
-    Ok(renumber(bw, &order)?)
-}
-
-/// A copy of `graph` whose nodes are `order` (every id once, inputs before readers).
-fn renumber(graph: &Graph, order: &[NodeId]) -> Result<Graph, IrError> {
-    let mut new_id: Vec<Option<NodeId>> = vec![None; graph.nodes.len()];
-    for (pos, id) in order.iter().enumerate() {
-        new_id[id.index()] = Some(NodeId(pos as u32));
-    }
-    let lookup = |user: &str, src: NodeId| {
-        new_id
-            .get(src.index())
-            .copied()
-            .flatten()
-            .ok_or_else(|| IrError::InvalidNode {
-                node: user.to_string(),
-                message: format!("reads node #{} which the reordering lost", src.0),
-            })
-    };
-    let mut nodes = Vec::with_capacity(order.len());
-    for &id in order {
-        let node = graph.node(id);
-        nodes.push(Node {
-            name: node.name.clone(),
-            kind: node.try_remap_kind(&mut |s| lookup(&node.name, s))?,
-            meta: node.meta.clone(),
-        });
-    }
-    let output = match &graph.output {
-        Some(vals) => Some(
-            vals.iter()
-                .map(|v| v.try_remap(&mut |s| lookup("output", s)))
-                .collect::<Result<_, _>>()?,
-        ),
-        None => None,
-    };
-    let out = Graph {
-        param_names: graph.param_names.clone(),
-        name: graph.name.clone(),
-        nodes,
-        output,
-    };
+    let out = bw.into_reordered(&order)?;
     out.verify()?;
     Ok(out)
 }
@@ -136,7 +95,7 @@ class Bw(torch.nn.Module):
 "#,
         )
         .unwrap();
-        let r = reorder_like_autograd(&bw).unwrap();
+        let r = reorder_like_autograd(bw.clone()).unwrap();
         let names: Vec<&str> = r.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(
             names,
