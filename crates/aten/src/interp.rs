@@ -397,6 +397,7 @@ impl Interpreter {
         }
         let mut stack = Stack::new();
         let mut ptrs: Vec<*const C_tensor> = Vec::new();
+        let mut spare_args: Vec<&'static Tensor> = Vec::new();
         for step in &self.steps {
             let node = &graph.nodes[step.node];
             let mut value = match &step.kind {
@@ -425,11 +426,19 @@ impl Interpreter {
                         }
                     }
                     {
-                        let args: Vec<&Tensor> = sources
-                            .iter()
-                            .filter_map(|&s| values[s].as_ref().and_then(RtValue::as_tensor))
-                            .collect();
-                        hook.before_call(step.node, &args)?;
+                        // The arguments' list reuses one allocation for every node (an
+                        // empty Vec of references collects into itself).
+                        let mut args: Vec<&Tensor> =
+                            std::mem::take(&mut spare_args).into_iter().collect();
+                        args.extend(
+                            sources
+                                .iter()
+                                .filter_map(|&s| values[s].as_ref().and_then(RtValue::as_tensor)),
+                        );
+                        let told = hook.before_call(step.node, &args);
+                        args.clear();
+                        spare_args = args.into_iter().map(|_| unreachable!()).collect();
+                        told?;
                     }
                     let failed = |message: String| AtenError::OpFailed {
                         node: node.name.clone(),
@@ -740,22 +749,21 @@ fn collect_results(stack: &Stack, n_returns: usize) -> std::result::Result<RtVal
             "op left {got} results, its schema declares {n_returns}"
         ));
     }
-    let mut items = Vec::with_capacity(got);
-    for i in 0..got {
-        items.push(match stack.get(i)? {
+    let item = |i| {
+        Ok(match stack.get(i)? {
             StackValue::None => RtValue::None,
             StackValue::Tensor(t) => RtValue::Tensor(t),
             StackValue::TensorList(ts) => RtValue::List(ts),
             StackValue::Int(v) => RtValue::Int(v),
             StackValue::Double(v) => RtValue::Float(v),
             StackValue::Bool(v) => RtValue::Bool(v),
-        });
+        })
+    };
+    match got {
+        0 => Ok(RtValue::None),
+        1 => item(0),
+        _ => (0..got).map(item).collect::<Result<_, String>>().map(RtValue::Tuple),
     }
-    Ok(match items.len() {
-        0 => RtValue::None,
-        1 => items.pop().expect("one item"),
-        _ => RtValue::Tuple(items),
-    })
 }
 
 /// Binds a call's arguments to its op's schema and prepares the plan.
