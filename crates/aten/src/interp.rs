@@ -762,7 +762,10 @@ fn collect_results(stack: &Stack, n_returns: usize) -> std::result::Result<RtVal
     match got {
         0 => Ok(RtValue::None),
         1 => item(0),
-        _ => (0..got).map(item).collect::<Result<_, String>>().map(RtValue::Tuple),
+        _ => (0..got)
+            .map(item)
+            .collect::<Result<_, String>>()
+            .map(RtValue::Tuple),
     }
 }
 
