@@ -86,9 +86,13 @@ pub struct MinifyArgs {
     workers: super::WorkerArgs,
 }
 
+/// One checker per worker.
+type Checkers = Vec<Box<dyn Checker + Send>>;
+
 /// The checkers the arguments ask for (one per worker), on candidates of `graph` (as
-/// written; `run_graph` is its runnable form). Checkers that run the backend in a worker
-/// start the first here: its start-up is the eager run that makes a preflight
+/// written; `run_graph` is its runnable form), and the reference values of the eager run
+/// in this process they hold, if they needed one. Checkers that run the backend in a
+/// worker start the first here: its start-up is the eager run that makes a preflight
 /// unnecessary.
 #[allow(clippy::too_many_arguments)]
 fn build_checkers(
@@ -101,10 +105,8 @@ fn build_checkers(
     device: &Device,
     plugins: &[PathBuf],
     scratch: &Scratch,
-) -> Result<Vec<Box<dyn Checker + Send>>> {
-    let offload = args
-        .offload_to_disk
-        .then(|| scratch.path().join("values-checker"));
+) -> Result<(Checkers, Option<ReferenceValues>)> {
+    let offload = args.offload_to_disk.then(|| scratch.path().join("values"));
     let workers = args.workers.workers()?;
     if args.no_isolate {
         workers.allow_in_process()?;
@@ -132,7 +134,7 @@ fn build_checkers(
         let limit = TimeLimit::new(args.timeout, eager.unwrap_or_else(|| started.elapsed()));
         eprintln!("{}", limit.describe());
         // Each worker writes its candidates into a directory of its own.
-        return Ok((0..workers.count())
+        let checkers = (0..workers.count())
             .map(|k| {
                 let dir = match k {
                     0 => scratch.path().join("command"),
@@ -141,7 +143,8 @@ fn build_checkers(
                 Box::new(CommandChecker::new(cmd, values.shallow_clone(), dir, limit))
                     as Box<dyn Checker + Send>
             })
-            .collect());
+            .collect();
+        return Ok((checkers, Some(values)));
     }
     let check = args.check.as_deref().ok_or_else(|| {
         anyhow!(
@@ -153,9 +156,10 @@ fn build_checkers(
         if !args.no_isolate {
             eager_in_worker(run_graph, inputs, constants, device, scratch)?;
         }
-        return Ok((0..workers.count())
+        let checkers = (0..workers.count())
             .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-            .collect());
+            .collect();
+        return Ok((checkers, None));
     }
     let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
     let backend = backend.ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
@@ -163,10 +167,9 @@ fn build_checkers(
     if args.no_isolate {
         validate_backend(resolved.as_ref(), run_graph, inputs, &[])?;
         let values = ReferenceValues::record(graph, inputs, constants, device, offload.as_deref())?;
-        return Ok(vec![Box::new(
-            BackendChecker::new(resolved, kind, values)
-                .with_accuracy(accuracy_mode(args.strict_accuracy)),
-        )]);
+        let checker = BackendChecker::new(resolved, kind, values.shallow_clone())
+            .with_accuracy(accuracy_mode(args.strict_accuracy));
+        return Ok((vec![Box::new(checker)], Some(values)));
     }
     let spec = WorkerSpec::write(
         scratch.path(),
@@ -184,7 +187,7 @@ fn build_checkers(
             ..WorkerCheck::new(backend, kind)
         },
     )?;
-    Ok(start_isolated_checkers(
+    let checkers = start_isolated_checkers(
         worker_exe()?,
         spec,
         resolved.as_ref(),
@@ -193,7 +196,8 @@ fn build_checkers(
         run_graph,
         inputs,
         &workers,
-    )?)
+    )?;
+    Ok((checkers, None))
 }
 
 /// `graphbug minify`.
@@ -232,7 +236,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         }
     }
     let scratch = Scratch::new("minify")?;
-    let checkers = build_checkers(
+    let (checkers, recorded) = build_checkers(
         args,
         backend.as_deref(),
         &graph,
@@ -253,10 +257,15 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
             .collect()
     };
     // The values saved repros are made of: from one eager run in this process (after a
-    // worker survived the same run).
-    let offload = args.offload_to_disk.then(|| scratch.path().join("values"));
-    let values = ReferenceValues::record(&graph, &inputs, &constants, &device, offload.as_deref())
-        .context("eager reference run of the original graph")?;
+    // worker survived the same run), the one the checkers hold if they needed it.
+    let values = match recorded {
+        Some(values) => values,
+        None => {
+            let offload = args.offload_to_disk.then(|| scratch.path().join("values"));
+            ReferenceValues::record(&graph, &inputs, &constants, &device, offload.as_deref())
+                .context("eager reference run of the original graph")?
+        }
+    };
     let mut options = MinifyOptions {
         value_keys: Some(values.value_keys().clone()),
         check_str: args.check_str.clone(),

@@ -374,14 +374,18 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     // Candidates are cut from the graph as written (symbolic sizes and dynamo-level calls
     // kept) and checked in their runnable form.
     let written = case.written();
+    // The reference values of one eager run in this process: the in-process checker's,
+    // and what saved repros are made of (isolated, only after a worker survived the run).
+    let mut values = None;
     let checkers: Vec<Box<dyn Checker + Send>> = if opts.in_process {
         opts.workers.allow_in_process()?;
         validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
-        let values =
+        let recorded =
             ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
-        vec![Box::new(
-            BackendChecker::new(backend.clone(), kind, values).with_accuracy(accuracy),
-        )]
+        let checker = BackendChecker::new(backend.clone(), kind, recorded.shallow_clone())
+            .with_accuracy(accuracy);
+        values = Some(recorded);
+        vec![Box::new(checker)]
     } else {
         let exe = opts.worker_exe.clone().ok_or_else(|| {
             ReproError::Other(
@@ -416,7 +420,10 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
         .into_iter()
         .map(|c| AsRunnable::wrap_for(written, c, &case.manifest.bindings))
         .collect();
-    let values = ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
+    let values = match values {
+        Some(v) => v,
+        None => ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?,
+    };
     // Minified repros record the backend they fail with (`--backend` may override).
     let manifest = Manifest {
         backend: backend.name().to_string(),
