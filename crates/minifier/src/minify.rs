@@ -911,7 +911,6 @@ pub fn minify_parallel(
     sink: &mut dyn Sink,
 ) -> Result<Minified, MinifyError> {
     let jobs = checkers.len();
-    let original = original_of(graph, options)?;
     if jobs <= 1 {
         let first = checkers
             .first_mut()
@@ -919,9 +918,9 @@ pub fn minify_parallel(
                 checker: "no checker".into(),
                 message: "minify_parallel needs at least one checker".into(),
             })?;
-        let start = Start::new(&original, first.as_mut(), None, options)?;
-        return start.search(Exec::Serial(first.as_mut()), 0, options, sink);
+        return minify(graph, first.as_mut(), options, sink);
     }
+    let original = original_of(graph, options)?;
     let pool = Pool::default();
     // The original is checked twice, by the first two checkers; the others answer the
     // opening tries meanwhile (the search follows their verdicts once it gets there).
