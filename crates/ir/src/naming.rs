@@ -121,10 +121,38 @@ pub fn is_valid_name(name: &str) -> bool {
         Some(c) if c.is_alphabetic() || c == '_' => {}
         _ => return false,
     }
-    chars.all(|c| c.is_alphanumeric() || c == '_')
-        && !KEYWORDS.contains(&name)
-        && !CODEGEN_NAMES.contains(&name)
+    let rest_ok = if name.is_ascii() {
+        name.bytes()
+            .skip(1)
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    } else {
+        chars.all(|c| c.is_alphanumeric() || c == '_')
+    };
+    // (Node names such as `add_tensor_12` are longer than any keyword: no lookup.)
+    rest_ok
+        && (name.len() > LONGEST_FORBIDDEN
+            || !(KEYWORDS.contains(&name) || CODEGEN_NAMES.contains(&name)))
 }
+
+/// The length of the longest keyword or codegen name.
+const LONGEST_FORBIDDEN: usize = {
+    let mut longest = 0;
+    let mut i = 0;
+    while i < KEYWORDS.len() {
+        if KEYWORDS[i].len() > longest {
+            longest = KEYWORDS[i].len();
+        }
+        i += 1;
+    }
+    let mut i = 0;
+    while i < CODEGEN_NAMES.len() {
+        if CODEGEN_NAMES[i].len() > longest {
+            longest = CODEGEN_NAMES[i].len();
+        }
+        i += 1;
+    }
+    longest
+};
 
 /// Hands out unique node names the way FX's `_Namespace.create_name` does.
 #[derive(Clone, Debug, Default)]
@@ -236,5 +264,11 @@ mod tests {
         assert!(!is_valid_name("torch"));
         assert!(!is_valid_name("self"));
         assert!(!is_valid_name(""));
+        assert!(!is_valid_name("fx_pytree"));
+        assert!(!is_valid_name("nonlocal"));
+        assert!(!is_valid_name("a-b_1"));
+        assert!(is_valid_name("nonlocal_1"));
+        assert!(is_valid_name("über_1"));
+        assert!(!is_valid_name("über-1"));
     }
 }

@@ -84,8 +84,11 @@ pub fn eliminate_common_subexpressions(
             }
         });
     }
-    // Kinds by hash; a bucket holds the kept nodes with that hash (compared in full).
-    let mut seen: FxHashMap<u64, Vec<NodeId>> = FxHashMap::default();
+    // The last kept node of each kind hash; `same_hash[k]` is the kept node before node `k`
+    // with the same hash (kinds are compared in full).
+    let mut seen: FxHashMap<u64, NodeId> =
+        FxHashMap::with_capacity_and_hasher(graph.nodes.len(), Default::default());
+    let mut same_hash: Vec<Option<NodeId>> = Vec::with_capacity(graph.nodes.len());
     for (i, node) in graph.nodes.iter().enumerate() {
         let kind = node
             .try_remap_kind::<()>(&mut |src| Ok(new_id[src.index()]))
@@ -100,12 +103,22 @@ pub fn eliminate_common_subexpressions(
         if mergeable {
             let mut hasher = FxHasher::default();
             kind.hash(&mut hasher);
-            let bucket = seen.entry(hasher.finish()).or_default();
-            if let Some(&existing) = bucket.iter().find(|&&e| nodes[e.index()].kind == kind) {
+            let last = seen.entry(hasher.finish()).or_insert(id);
+            let mut candidate = (*last != id).then_some(*last);
+            while let Some(e) = candidate {
+                if nodes[e.index()].kind == kind {
+                    break;
+                }
+                candidate = same_hash[e.index()];
+            }
+            if let Some(existing) = candidate {
                 new_id.push(existing);
                 continue;
             }
-            bucket.push(id);
+            same_hash.push((*last != id).then_some(*last));
+            *last = id;
+        } else {
+            same_hash.push(None);
         }
         nodes.push(Node {
             name: node.name.clone(),

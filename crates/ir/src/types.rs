@@ -1,6 +1,6 @@
 //! Scalar types, devices, layouts, memory formats, op names and tensor metadata.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -663,8 +663,16 @@ pub const BINARY_OPERATORS: [(&str, &str, u8); 19] = [
 /// An operator overload: `aten::add.Tensor` is namespace `aten`, name `add`, overload `Tensor`.
 ///
 /// The overload is spelled as in Python: the schema's unnamed overload is `default`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct OpName {
+///
+/// Op names are interned: every `OpName` of the same op shares one [`OpNameParts`], so a
+/// copy allocates nothing and equality compares addresses. A graph of a million nodes holds
+/// a few hundred distinct ops.
+#[derive(Clone)]
+pub struct OpName(&'static OpNameParts);
+
+/// The parts of an [`OpName`], reached through it (`op.name`).
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OpNameParts {
     /// Operator namespace, e.g. `aten`, `prims`.
     pub namespace: String,
     /// Operator name (the overload packet), e.g. `add`, `relu_`.
@@ -673,14 +681,104 @@ pub struct OpName {
     pub overload: String,
 }
 
+/// Every op name interned so far, keyed by `3:aten3:addTensor` (lengths, then parts).
+static INTERNED: std::sync::LazyLock<
+    std::sync::Mutex<rustc_hash::FxHashMap<Box<str>, &'static OpNameParts>>,
+> = std::sync::LazyLock::new(Default::default);
+
+impl std::ops::Deref for OpName {
+    type Target = OpNameParts;
+
+    fn deref(&self) -> &OpNameParts {
+        self.0
+    }
+}
+
+impl PartialEq for OpName {
+    /// Interned: the same op is the same address.
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for OpName {}
+
+impl std::hash::Hash for OpName {
+    /// Hashes the parts, so hashes do not depend on where the parts live.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
+    }
+}
+
+impl PartialOrd for OpName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OpName {
+    /// By namespace, then name, then overload.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if self == other {
+            std::cmp::Ordering::Equal
+        } else {
+            self.0.cmp(other.0)
+        }
+    }
+}
+
+impl fmt::Debug for OpName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpName")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("overload", &self.overload)
+            .finish()
+    }
+}
+
+impl Serialize for OpName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for OpName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let parts = OpNameParts::deserialize(deserializer)?;
+        Ok(OpName::new(&parts.namespace, &parts.name, &parts.overload))
+    }
+}
+
+thread_local! {
+    /// The key buffer of [`OpName::new`], reused so that a lookup allocates nothing.
+    static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 impl OpName {
     /// An op in any namespace.
     pub fn new(namespace: &str, name: &str, overload: &str) -> Self {
-        OpName {
-            namespace: namespace.into(),
-            name: name.into(),
-            overload: overload.into(),
-        }
+        KEY.with_borrow_mut(|key| {
+            key.clear();
+            // Length-prefixed, so that no two ops share a key.
+            for part in [namespace, name] {
+                write!(key, "{}:{part}", part.len()).expect("writing to a String");
+            }
+            key.push_str(overload);
+            // (A panic elsewhere while the lock was held cannot leave the table half-changed:
+            // an insert is one step.)
+            let mut table = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(&parts) = table.get(key.as_str()) {
+                return OpName(parts);
+            }
+            let parts: &'static OpNameParts = Box::leak(Box::new(OpNameParts {
+                namespace: namespace.into(),
+                name: name.into(),
+                overload: overload.into(),
+            }));
+            table.insert(key.as_str().into(), parts);
+            OpName(parts)
+        })
     }
 
     /// An `aten` op.

@@ -1,7 +1,9 @@
 //! functorch's `default_partition`: the forward computes what the forward outputs need;
 //! every forward value the backward reads is saved.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashSet;
 
 use graphbug_ir::passes::{backward_side_effects, default_side_effects, extract_subgraph};
 use graphbug_ir::{Bindings, Graph, IrError, Meta, Node, NodeId, NodeKind, TensorMeta, Value};
@@ -142,7 +144,7 @@ pub fn joint_inputs(joint: &Graph) -> Result<(Vec<NodeId>, Vec<NodeId>), Partiti
 /// returns no gradient for them.
 pub fn effect_tokens(joint: &Graph, primals: &[NodeId]) -> usize {
     // One pass over the graph, not one per primal.
-    let tokens: HashSet<NodeId> = joint
+    let tokens: FxHashSet<NodeId> = joint
         .nodes
         .iter()
         .filter_map(|n| match &n.kind {
@@ -251,7 +253,7 @@ pub fn saved_bytes_expr(joint: &Graph, saved: &[NodeId]) -> Option<String> {
 /// The calls of `backward` that `forward` computes too (by node name): the forward ops
 /// the backward recomputes, in backward order.
 pub fn recomputed_nodes(forward: &Graph, backward: &Graph) -> Vec<NodeId> {
-    let in_forward: HashSet<&str> = forward
+    let in_forward: FxHashSet<&str> = forward
         .nodes
         .iter()
         .filter(|n| n.op().is_some())
@@ -317,7 +319,7 @@ pub fn default_partition_with(
     // The forward region, as PyTorch 2.13 takes it: every node before the last one the
     // forward outputs need, in the joint's (trace) order, that does not read a tangent.
     let forward_only = extract_subgraph(joint, &primals, &fwd_outputs, &default_side_effects)?;
-    let needed: HashSet<&str> = forward_only.nodes.iter().map(|n| n.name.as_str()).collect();
+    let needed: FxHashSet<&str> = forward_only.nodes.iter().map(|n| n.name.as_str()).collect();
     let mut last_forward = joint
         .ids()
         .filter(|&i| needed.contains(joint.node(i).name.as_str()))
@@ -395,14 +397,14 @@ pub fn default_partition_with(
             candidates.push(id);
         }
     }
-    let mut seen = HashSet::new();
+    let mut seen = FxHashSet::default();
     candidates.retain(|c| seen.insert(*c));
     // Keep only the candidates the backward actually reads.
     let mut bw_inputs = candidates.clone();
     bw_inputs.extend(&tangents);
     let probe = extract_subgraph(joint, &bw_inputs, &bwd_outputs, &backward_side_effects)?;
     let probe_users = probe.users();
-    let used: HashSet<&str> = probe
+    let used: FxHashSet<&str> = probe
         .placeholders()
         .into_iter()
         .filter(|&p| !probe_users.is_unused(p))
@@ -456,7 +458,7 @@ pub(crate) fn order_saved_sizes(
     }
     let (sizes, tensors): (Vec<NodeId>, Vec<NodeId>) =
         saved.into_iter().partition(|&id| is_size(id));
-    let mut bound: HashSet<&str> = HashSet::new();
+    let mut bound: FxHashSet<&str> = FxHashSet::default();
     let mut binders = Vec::new();
     let mut derived = Vec::new();
     for id in sizes {

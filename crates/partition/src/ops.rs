@@ -6,7 +6,9 @@
 //! as [`POINTWISE`]. Every op of the reference joints in `tests/fixtures` is in one of the
 //! lists ([`OTHER`] holds those deliberately left out of the recomputable set).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap;
 
 use graphbug_ir::{Node, NodeKind, OpName};
 
@@ -464,7 +466,7 @@ pub fn normalize_op_name(text: &str) -> String {
 /// The op classes of a partitioning run, looked up by namespace and op name.
 #[derive(Clone, Debug, Default)]
 pub struct OpTypes {
-    by_namespace: HashMap<String, HashMap<String, u8>>,
+    by_namespace: FxHashMap<String, FxHashMap<String, u8>>,
 }
 
 impl OpTypes {
