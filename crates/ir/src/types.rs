@@ -981,6 +981,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn op_names_are_interned_and_compare_by_content() {
+        let a = OpName::aten("add", "Tensor");
+        let b = OpName::parse("torch.ops.aten.add.Tensor").unwrap();
+        assert_eq!(a, b);
+        assert!(std::ptr::eq(&*a, &*b), "one op, one allocation");
+        // Parts that would run together if they were simply joined stay distinct.
+        assert_ne!(OpName::new("a1:b", "c", "d"), OpName::new("a", "1:bc", "d"));
+        assert_ne!(OpName::aten("add", "Tensor"), OpName::aten("add", "Scalar"));
+        // Ordered by namespace, name, overload, whatever order they were interned in.
+        let mut ops = [
+            OpName::new("prims", "add", "default"),
+            OpName::aten("sub", "Tensor"),
+            OpName::aten("add", "Tensor"),
+            OpName::aten("add", "Scalar"),
+        ];
+        ops.sort();
+        let shown: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "aten::add.Scalar",
+                "aten::add.Tensor",
+                "aten::sub.Tensor",
+                "prims::add.default"
+            ]
+        );
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(
+            json,
+            r#"{"namespace":"aten","name":"add","overload":"Tensor"}"#
+        );
+        assert_eq!(serde_json::from_str::<OpName>(&json).unwrap(), a);
+        assert_eq!(
+            format!("{a:?}"),
+            r#"OpName { namespace: "aten", name: "add", overload: "Tensor" }"#
+        );
+    }
+
+    #[test]
     fn dtype_names_round_trip() {
         for d in Dtype::ALL {
             assert_eq!(Dtype::from_short_name(d.short_name()), Some(d));
