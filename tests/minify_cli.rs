@@ -36,7 +36,7 @@ fn call_nodes(graph_file: &Path) -> Vec<String> {
     g.nodes
         .iter()
         .filter(|n| n.is_call_function())
-        .map(|n| n.name.clone())
+        .map(|n| n.name.to_string())
         .collect()
 }
 

@@ -81,7 +81,7 @@ fn load(case: &str) -> (Graph, Vec<Tensor>, HashMap<String, Tensor>) {
         .iter()
         .map(|&p| {
             named
-                .remove(&graph.node(p).name)
+                .remove(graph.node(p).name.as_str())
                 .expect("an input per placeholder")
         })
         .collect();

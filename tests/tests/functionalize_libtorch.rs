@@ -363,7 +363,7 @@ fn the_cnn_matches_pytorch() {
     let names: Vec<String> = g
         .placeholders()
         .into_iter()
-        .map(|p| g.node(p).name.clone())
+        .map(|p| g.node(p).name.to_string())
         .collect();
     let inputs = order_tensors(
         read_tensors(&dir.join("inputs.npz")).unwrap(),

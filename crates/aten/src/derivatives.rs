@@ -133,7 +133,7 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
         .iter()
         .enumerate()
         .map(|(k, (meta, _))| Node {
-            name: format!("x{k}"),
+            name: format!("x{k}").into(),
             kind: NodeKind::Placeholder,
             meta: Meta::Tensor(meta.clone()),
         })
@@ -146,7 +146,7 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
         call.node.to_string()
     };
     nodes.push(Node {
-        name,
+        name: name.into(),
         kind: NodeKind::Call {
             op: call.op.clone(),
             args: call.args.clone(),
@@ -161,7 +161,7 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
             .map(|(index, meta)| {
                 let id = NodeId(nodes.len() as u32);
                 nodes.push(Node {
-                    name: format!("{}_{index}", nodes[source.index()].name),
+                    name: format!("{}_{index}", nodes[source.index()].name).into(),
                     kind: NodeKind::GetItem { source, index },
                     meta: meta.clone().map_or(Meta::Unknown, Meta::Tensor),
                 });
@@ -392,7 +392,11 @@ impl<'a> Build<'a> {
 
     fn push(&mut self, name: String, kind: NodeKind, meta: Meta) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(Node { name, kind, meta });
+        self.nodes.push(Node {
+            name: name.into(),
+            kind,
+            meta,
+        });
         id
     }
 

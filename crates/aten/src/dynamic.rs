@@ -145,7 +145,7 @@ pub fn bind_inputs(
     let mut sym_inputs = HashMap::new();
     for node in &placeholders {
         if let Meta::Sym(e) = &node.meta {
-            sym_inputs.insert(node.name.clone(), e.eval(&bindings)?);
+            sym_inputs.insert(node.name.to_string(), e.eval(&bindings)?);
         }
     }
     if let Some(named) = named {
@@ -153,9 +153,9 @@ pub fn bind_inputs(
             let key = if positional {
                 format!("arg{k}")
             } else {
-                node.name.clone()
+                node.name.to_string()
             };
-            if let Some(value) = sym_inputs.get(&node.name) {
+            if let Some(value) = sym_inputs.get(node.name.as_str()) {
                 if !named.iter().any(|(have, _)| *have == key) {
                     named.push((key, Tensor::from(*value)));
                 }

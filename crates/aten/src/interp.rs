@@ -216,7 +216,7 @@ impl Interpreter {
                         }
                         (true, _, _) => {
                             return Err(AtenError::BadArguments {
-                                node: node.name.clone(),
+                                node: node.name.to_string(),
                                 op: op.to_string(),
                                 message: "expected `with_effects(token, torch.ops.<op>, *args)`"
                                     .into(),
@@ -226,7 +226,7 @@ impl Interpreter {
                     if op.is_python() {
                         return Err(AtenError::UnknownOp {
                             op: op.to_string(),
-                            node: Some(node.name.clone()),
+                            node: Some(node.name.to_string()),
                             message:
                                 "a Python-level call (a dynamo-level or dynamic-shape graph): \
                                       the interpreter runs aten-level graphs; lower it first \
@@ -244,7 +244,7 @@ impl Interpreter {
                     let op = Op::find(op).map_err(|e| match e {
                         AtenError::UnknownOp { op, message, .. } => AtenError::UnknownOp {
                             op,
-                            node: Some(node.name.clone()),
+                            node: Some(node.name.to_string()),
                             message,
                         },
                         other => other,
@@ -342,7 +342,7 @@ impl Interpreter {
 
     /// For each step (node name, in order), the values dropped right after it.
     pub fn free_schedule(&self) -> Vec<(String, Vec<String>)> {
-        let name = |i: usize| self.graph.nodes[i].name.clone();
+        let name = |i: usize| self.graph.nodes[i].name.to_string();
         self.steps
             .iter()
             .map(|s| (name(s.node), s.free.iter().map(|&f| name(f)).collect()))
@@ -414,7 +414,7 @@ impl Interpreter {
                             Some(RtValue::Tensor(t)) => ptrs.push(t.as_ptr()),
                             other => {
                                 return Err(AtenError::BadArguments {
-                                    node: node.name.clone(),
+                                    node: node.name.to_string(),
                                     op: plan.op().name.to_string(),
                                     message: format!(
                                         "argument `{}` is {}, not a tensor",
@@ -441,7 +441,7 @@ impl Interpreter {
                         told?;
                     }
                     let failed = |message: String| AtenError::OpFailed {
-                        node: node.name.clone(),
+                        node: node.name.to_string(),
                         op: plan.op().name.to_string(),
                         inputs: describe_sources(&values, sources),
                         message,
@@ -502,7 +502,7 @@ impl Interpreter {
                     .as_ref()
                     .and_then(|v| v.item(*index))
                     .ok_or_else(|| AtenError::BadArguments {
-                        node: node.name.clone(),
+                        node: node.name.to_string(),
                         op: "getitem".into(),
                         message: format!("`{}` has no item {index}", graph.nodes[*source].name),
                     })?,
@@ -780,7 +780,7 @@ fn build_plan(
 ) -> Result<(Plan, Vec<usize>, Vec<usize>)> {
     let schema = &op.schema;
     let bad = |message: String| AtenError::BadArguments {
-        node: node.name.clone(),
+        node: node.name.to_string(),
         op: op.name.to_string(),
         message,
     };
@@ -815,7 +815,7 @@ fn build_plan(
         graph
             .nodes
             .get(id.index())
-            .map_or_else(|| format!("#{}", id.0), |n| n.name.clone())
+            .map_or_else(|| format!("#{}", id.0), |n| n.name.to_string())
     };
     for (i, (arg, value)) in schema.arguments.iter().zip(&bound).enumerate() {
         let ty = arg.arg_type();

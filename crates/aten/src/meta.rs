@@ -75,7 +75,7 @@ impl RunHook for Recorder<'_> {
     fn assume_annotation(&mut self, node: usize, why: &str) -> Result<bool> {
         if self.assume {
             self.assumed
-                .push((self.graph.nodes[node].name.clone(), why.to_string()));
+                .push((self.graph.nodes[node].name.to_string(), why.to_string()));
         }
         Ok(self.assume)
     }
@@ -165,7 +165,7 @@ pub fn check_meta(graph: &Graph) -> Result<MetaCheck> {
         .zip(&inferred.graph.nodes)
         .filter_map(|(given, got)| match &given.meta {
             Meta::Tensor(annotated) if got.meta.tensor() != Some(annotated) => Some(MetaMismatch {
-                node: given.name.clone(),
+                node: given.name.to_string(),
                 annotated: annotated.clone(),
                 inferred: got.meta.clone(),
             }),

@@ -242,7 +242,7 @@ pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
                     _ => {
                         let src = graph.node(*source);
                         return Err(AutodiffError::Unsupported {
-                            node: node.name.clone(),
+                            node: node.name.to_string(),
                             op: src.op().map_or_else(String::new, OpName::to_string),
                             message: format!(
                                 "reads output {index} of `{}`, which its decomposition leaves undefined",
@@ -252,7 +252,7 @@ pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
                     }
                 },
                 Mapped::Node(src) => Mapped::Node(rw.push(
-                    node.name.clone(),
+                    node.name.to_string(),
                     NodeKind::GetItem {
                         source: *src,
                         index: *index,
@@ -300,7 +300,7 @@ pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
                     (Err(()), Some(e)) => return Err(e),
                     (Err(()), None) => unreachable!("the remap closure records every failure"),
                 };
-                Mapped::Node(rw.push(node.name.clone(), kind, node.meta.clone(), false))
+                Mapped::Node(rw.push(node.name.to_string(), kind, node.meta.clone(), false))
             }
         };
         map.push(mapped);
@@ -871,7 +871,11 @@ impl Rewriter<'_> {
 
     fn push(&mut self, name: String, kind: NodeKind, meta: Meta, created: bool) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(Node { name, kind, meta });
+        self.nodes.push(Node {
+            name: name.into(),
+            kind,
+            meta,
+        });
         self.created.push(created);
         id
     }
@@ -1969,7 +1973,7 @@ class G(torch.nn.Module):
         let out: Vec<String> = d
             .outputs()
             .iter()
-            .map(|v| d.node(v.as_node().unwrap()).name.clone())
+            .map(|v| d.node(v.as_node().unwrap()).name.to_string())
             .collect();
         assert_eq!(out, ["mul_2", "mul_8", "mul_15", "mul_27"]);
     }

@@ -146,7 +146,7 @@ fn rebind_metadata_mutations(
         if let Some(view) = &views[id.index()] {
             if graph.node(key).is_placeholder() {
                 return Err(AutodiffError::Unsupported {
-                    node: node.name.clone(),
+                    node: node.name.to_string(),
                     op: op.to_string(),
                     message: format!(
                         "changes the metadata of graph input `{}` in place, which functionalization cannot express",
@@ -363,7 +363,7 @@ impl<'a> Functionalizer<'a> {
             NodeKind::GetAttr { target } => format!("get_attr self.{target}"),
         };
         Ctx {
-            node: node.name.clone(),
+            node: node.name.to_string(),
             op,
         }
     }
@@ -377,7 +377,11 @@ impl<'a> Functionalizer<'a> {
     /// Adds a node named after `hint` the FX way.
     fn push_named(&mut self, hint: &str, kind: NodeKind, meta: Meta) -> NodeId {
         let name = self.names.create_name(hint);
-        self.push(Node { name, kind, meta })
+        self.push(Node {
+            name: name.into(),
+            kind,
+            meta,
+        })
     }
 
     fn new_storage(&mut self, root: NodeId, value: NodeId, origin: Origin) -> usize {
@@ -733,7 +737,7 @@ impl<'a> Functionalizer<'a> {
         self.new_id[id.index()].ok_or_else(|| {
             let node = &self.old.node(id).name;
             AutodiffError::Unsupported {
-                node: node.clone(),
+                node: node.to_string(),
                 op: "getitem".into(),
                 message: format!("`{node}` has no functional counterpart to read"),
             }
@@ -743,7 +747,7 @@ impl<'a> Functionalizer<'a> {
     /// A copy of `kind` reading the current values of its inputs.
     fn remap_kind(&mut self, kind: &NodeKind) -> Result<NodeKind, AutodiffError> {
         let probe = Node {
-            name: String::new(),
+            name: Default::default(),
             kind: kind.clone(),
             meta: Meta::Unknown,
         };
@@ -1413,7 +1417,7 @@ impl<'a> Functionalizer<'a> {
     fn base_meta(&self, parent: NodeId, view: NodeId) -> Result<TensorMeta, AutodiffError> {
         self.old_meta(parent)
             .ok_or_else(|| AutodiffError::MissingMeta {
-                node: self.old.node(parent).name.clone(),
+                node: self.old.node(parent).name.to_string(),
                 message: format!(
                     "writing through the view `{}` needs the shape of its base",
                     self.old.node(view).name

@@ -78,7 +78,7 @@ pub fn joint_graph_with(
     for node in &forward.nodes {
         if let Some(op) = node.op().filter(|op| op.is_inplace_by_name()) {
             return Err(AutodiffError::Unsupported {
-                node: node.name.clone(),
+                node: node.name.to_string(),
                 op: op.to_string(),
                 message: "in-place op in the forward graph; functionalize it first".into(),
             });
@@ -162,7 +162,7 @@ struct Analysis {
 
 fn missing_meta(node: &Node, why: &str) -> AutodiffError {
     AutodiffError::MissingMeta {
-        node: node.name.clone(),
+        node: node.name.to_string(),
         message: why.to_string(),
     }
 }
@@ -261,7 +261,7 @@ fn analyze(
                     })?;
                     if !rules::differentiable_dtype(meta.dtype) {
                         return Err(AutodiffError::Unsupported {
-                            node: node.name.clone(),
+                            node: node.name.to_string(),
                             op: "placeholder".into(),
                             message: format!(
                                 "only floating-point inputs can require grad, this one is {}",
@@ -442,7 +442,7 @@ impl<'g> Ctx<'g> {
                 names.create_name(&node.name)
             } else {
                 names.reserve(&node.name);
-                node.name.clone()
+                node.name.to_string()
             });
         }
         let device = forward
@@ -544,7 +544,11 @@ impl<'g> Ctx<'g> {
         };
         // Consumers index strides by the node's own dimensions.
         let strides = strides.filter(|st| meta.tensor().is_some_and(|t| t.shape.len() == st.len()));
-        self.nodes.push(Node { name, kind, meta });
+        self.nodes.push(Node {
+            name: name.into(),
+            kind,
+            meta,
+        });
         self.strides.push(strides);
         id
     }

@@ -102,7 +102,7 @@ fn op_diff(ours: &Graph, theirs: &Graph) -> BTreeMap<String, i64> {
 fn placeholders(g: &Graph) -> Vec<(String, Meta)> {
     g.placeholders()
         .into_iter()
-        .map(|p| (g.node(p).name.clone(), g.node(p).meta.clone()))
+        .map(|p| (g.node(p).name.to_string(), g.node(p).meta.clone()))
         .collect()
 }
 

@@ -177,7 +177,7 @@ impl RunHook for SchemaCheck<'_> {
         };
         let schema = &info.op.schema;
         let violation = |message: String| AtenError::Check {
-            node: graph.nodes[node].name.clone(),
+            node: graph.nodes[node].name.to_string(),
             op: info.op.name.to_string(),
             message,
         };

@@ -312,7 +312,7 @@ impl FaultSpec {
         };
         Some(FaultSpec {
             occurrence: None,
-            node: Some(graph.node(id).name.clone()),
+            node: Some(graph.node(id).name.to_string()),
             ..self.clone()
         })
     }
@@ -511,7 +511,7 @@ impl FaultBackend {
             let op = node.op().map(ToString::to_string).unwrap_or_default();
             let name = names.create_name("fault");
             let fault = Node {
-                name: name.clone(),
+                name: name.clone().into(),
                 kind: NodeKind::Call {
                     op: OpName::new("graphbug", "fault", "default"),
                     args: vec![
@@ -592,7 +592,7 @@ impl Backend for FaultBackend {
                 let n = graph.node(*t);
                 (
                     fault.clone(),
-                    n.name.clone(),
+                    n.name.to_string(),
                     n.op().map(ToString::to_string).unwrap_or_default(),
                 )
             })

@@ -16,7 +16,7 @@ pub fn is_relu(op: &OpName) -> bool {
 /// The first relu node of `graph`, if any.
 fn first_relu(graph: &Graph) -> Option<(String, String)> {
     graph.nodes.iter().find_map(|n| match n.op() {
-        Some(op) if is_relu(op) => Some((n.name.clone(), op.to_string())),
+        Some(op) if is_relu(op) => Some((n.name.to_string(), op.to_string())),
         _ => None,
     })
 }

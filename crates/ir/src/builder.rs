@@ -67,7 +67,7 @@ impl GraphBuilder {
         let name = self.names.create_name(name);
         let id = NodeId(INPUT_TAG | self.inputs.len() as u32);
         self.inputs.push(Node {
-            name,
+            name: name.into(),
             kind: NodeKind::Placeholder,
             meta: Meta::Tensor(meta),
         });
@@ -77,7 +77,11 @@ impl GraphBuilder {
     fn push(&mut self, name: &str, kind: NodeKind, meta: Meta) -> NodeId {
         let name = self.names.create_name(name);
         let id = NodeId(self.body.len() as u32);
-        self.body.push(Node { name, kind, meta });
+        self.body.push(Node {
+            name: name.into(),
+            kind,
+            meta,
+        });
         id
     }
 

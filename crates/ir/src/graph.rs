@@ -10,6 +10,8 @@ use crate::error::IrError;
 use crate::naming::is_valid_name;
 use crate::types::{Meta, OpName};
 use crate::value::Value;
+/// A node's name: a string kept inline up to 24 bytes, so most names allocate nothing.
+pub use compact_str::CompactString as NodeName;
 
 /// Index of a node in its graph's `nodes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -53,8 +55,8 @@ pub enum NodeKind {
 /// One node of a graph.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
-    /// Unique name, also the Python variable name.
-    pub name: String,
+    /// Unique name, also the Python variable name (kept inline up to 24 bytes).
+    pub name: NodeName,
     /// What the node does.
     pub kind: NodeKind,
     /// Shapes and dtypes of what it produces.
@@ -204,7 +206,7 @@ impl Graph {
         self.nodes
             .iter()
             .filter(|n| n.is_placeholder())
-            .map(|n| n.name.clone())
+            .map(|n| n.name.to_string())
             .collect()
     }
 
@@ -260,18 +262,18 @@ impl Graph {
         for (i, node) in self.nodes.iter().enumerate() {
             if !is_valid_name(&node.name) {
                 return Err(IrError::InvalidName {
-                    name: node.name.clone(),
+                    name: node.name.to_string(),
                 });
             }
             if !seen.insert(&node.name) {
                 return Err(IrError::DuplicateName {
-                    name: node.name.clone(),
+                    name: node.name.to_string(),
                 });
             }
             match (&node.kind, body_started) {
                 (NodeKind::Placeholder, Some(first)) => {
                     return Err(IrError::InvalidNode {
-                        node: node.name.clone(),
+                        node: node.name.to_string(),
                         message: format!(
                             "placeholder comes after node `{}`; placeholders must come first",
                             self.nodes[first].name
@@ -290,11 +292,11 @@ impl Graph {
             if let Some(src) = bad {
                 return Err(match self.nodes.get(src.index()) {
                     Some(n) => IrError::UseBeforeDefinition {
-                        node: node.name.clone(),
-                        input: n.name.clone(),
+                        node: node.name.to_string(),
+                        input: n.name.to_string(),
                     },
                     None => IrError::UnknownNode {
-                        node: node.name.clone(),
+                        node: node.name.to_string(),
                         id: src.0,
                     },
                 });
@@ -304,7 +306,7 @@ impl Graph {
                 if matches!(src.kind, NodeKind::Placeholder) || matches!(src.meta, Meta::Tensor(_))
                 {
                     return Err(IrError::InvalidNode {
-                        node: node.name.clone(),
+                        node: node.name.to_string(),
                         message: format!(
                             "getitem reads `{}`, which is a single tensor, not a multi-output node",
                             src.name
@@ -509,7 +511,7 @@ impl Graph {
             for src in self.node(id).inputs() {
                 if src.index() >= n {
                     return Err(IrError::UnknownNode {
-                        node: self.node(id).name.clone(),
+                        node: self.node(id).name.to_string(),
                         id: src.0,
                     });
                 }
@@ -540,7 +542,7 @@ impl Graph {
                 .find(|i| pending[i.index()] > 0)
                 .expect("fewer ordered nodes than nodes implies one still pending");
             return Err(IrError::Cycle {
-                node: self.node(stuck).name.clone(),
+                node: self.node(stuck).name.to_string(),
             });
         }
         Ok(order)

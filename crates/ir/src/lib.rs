@@ -23,11 +23,11 @@ pub mod value;
 
 pub use builder::{GraphBuilder, MultiRef, TensorRef};
 pub use error::{IrError, ParseError};
-pub use graph::{Graph, Node, NodeId, NodeKind, Users};
+pub use graph::{Graph, Node, NodeId, NodeKind, NodeName, Users};
 pub use naming::Namespace;
 pub use sym::{Bindings, SymExpr};
 pub use text::{parse_graph, print_graph};
-pub use types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, TensorMeta};
+pub use types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, OpNameParts, TensorMeta};
 pub use value::Value;
 
 impl std::str::FromStr for Graph {

@@ -1170,7 +1170,7 @@ impl Lowering<'_> {
     fn emit_kind(&mut self, what: &str, kind: NodeKind) -> Value {
         let name = self.names.create_name(&format!("{}_{what}", self.node));
         self.out.nodes.push(Node {
-            name,
+            name: name.into(),
             kind,
             meta: Meta::Unknown,
         });

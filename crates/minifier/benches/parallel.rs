@@ -29,7 +29,7 @@ impl Checker for Computes {
             c.graph
                 .nodes
                 .iter()
-                .any(|n| &n.name == name && n.op().is_some())
+                .any(|n| n.name == name && n.op().is_some())
         };
         if self.0.iter().all(computes) {
             Verdict::Fails(Signature {
@@ -65,7 +65,7 @@ fn main() {
             .nodes
             .iter()
             .filter(|n| n.op().is_some_and(|o| o.name == op))
-            .map(|n| n.name.clone())
+            .map(|n| n.name.to_string())
             .collect()
     };
     let (gelus, norms) = (named("gelu"), named("native_layer_norm"));

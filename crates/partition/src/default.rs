@@ -98,7 +98,10 @@ impl PartitionReport {
             seconds += model.estimate_runtime(backward, id);
         }
         Ok(PartitionReport {
-            saved: saved.iter().map(|&s| joint.node(s).name.clone()).collect(),
+            saved: saved
+                .iter()
+                .map(|&s| joint.node(s).name.to_string())
+                .collect(),
             saved_bytes: saved_bytes(joint, saved, hints)?,
             saved_bytes_expr: saved_bytes_expr(joint, saved),
             fw_ops: forward.num_call_function_nodes(),
@@ -188,7 +191,7 @@ pub fn saved_bytes(
                 Meta::Tensor(t) => Ok(t.nbytes()),
                 Meta::Sym(_) => Ok(0),
                 Meta::SymTensor(_) => at_hints(node, hints).map(|m| m.nbytes()),
-                _ => Err(PartitionError::MissingMeta(node.name.clone())),
+                _ => Err(PartitionError::MissingMeta(node.name.to_string())),
             }
         })
         .sum()
@@ -198,7 +201,7 @@ pub fn saved_bytes(
 /// hint is an error naming it.
 pub(crate) fn at_hints(node: &Node, hints: &Bindings) -> Result<TensorMeta, PartitionError> {
     let Meta::SymTensor(t) = &node.meta else {
-        return Err(PartitionError::MissingMeta(node.name.clone()));
+        return Err(PartitionError::MissingMeta(node.name.to_string()));
     };
     t.bind(hints).map_err(|_| {
         let missing = node
@@ -206,7 +209,7 @@ pub(crate) fn at_hints(node: &Node, hints: &Bindings) -> Result<TensorMeta, Part
             .symbols()
             .find(|s| !hints.contains_key(*s))
             .unwrap_or_default();
-        PartitionError::NoHint(node.name.clone(), t.to_string(), missing.to_string())
+        PartitionError::NoHint(node.name.to_string(), t.to_string(), missing.to_string())
     })
 }
 

@@ -1011,7 +1011,7 @@ impl MinCutProblem {
         let symbolic = self.symbolic.as_ref().map(|metas| {
             let mut g = graph.clone();
             for node in &mut g.nodes {
-                if let Some(m) = metas.get(&node.name) {
+                if let Some(m) = metas.get(node.name.as_str()) {
                     node.meta = m.clone();
                 }
             }
@@ -1051,7 +1051,7 @@ fn joint_at_hints(
         if let Meta::SymTensor(_) = &node.meta {
             let bound = crate::default::at_hints(node, hints)?;
             metas.insert(
-                node.name.clone(),
+                node.name.to_string(),
                 std::mem::replace(&mut node.meta, Meta::Tensor(bound)),
             );
         }

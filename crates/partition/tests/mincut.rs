@@ -68,7 +68,7 @@ fn check_valid(joint: &Graph, num_fwd_outputs: usize, p: &Partition) {
     let (fw, bw) = (&p.forward, &p.backward);
     fw.verify().unwrap();
     bw.verify().unwrap();
-    let name = |g: &Graph, id: NodeId| g.node(id).name.clone();
+    let name = |g: &Graph, id: NodeId| g.node(id).name.to_string();
     let primals: Vec<String> = joint
         .placeholders()
         .into_iter()
@@ -111,14 +111,14 @@ fn check_valid(joint: &Graph, num_fwd_outputs: usize, p: &Partition) {
     let mut needs_tangent: HashSet<String> = HashSet::new();
     for node in &joint.nodes {
         let mut r = node.is_placeholder() && node.name.starts_with("tangents");
-        node.for_each_input(|s| r |= needs_tangent.contains(&joint.node(s).name));
+        node.for_each_input(|s| r |= needs_tangent.contains(joint.node(s).name.as_str()));
         if r {
-            needs_tangent.insert(node.name.clone());
+            needs_tangent.insert(node.name.to_string());
         }
     }
     for node in &fw.nodes {
         assert!(
-            !needs_tangent.contains(&node.name),
+            !needs_tangent.contains(node.name.as_str()),
             "forward node `{}` needs a tangent",
             node.name
         );
@@ -653,7 +653,7 @@ fn extracted_graphs_match_extract_subgraph() {
     let users = probe.users();
     let read: Vec<String> = (0..cut.saved.len())
         .filter(|&k| !users.is_unused(NodeId(k as u32)))
-        .map(|k| probe.nodes[k].name.clone())
+        .map(|k| probe.nodes[k].name.to_string())
         .collect();
     assert_eq!(p.report.saved, read);
 }

@@ -581,7 +581,7 @@ pub fn analyze(case: &mut ReproCase, opts: &ActionOptions) -> Result<Analysis> {
                 .map(|v| v.reason.clone())
                 .unwrap_or_default();
             first_divergence = Some((
-                node.name.clone(),
+                node.name.to_string(),
                 node.op()
                     .map(ToString::to_string)
                     .unwrap_or_else(|| "getitem".into()),

@@ -233,7 +233,7 @@ impl BackendChecker {
                 g.nodes[i].for_each_input(|src| fed |= reach[src.index()]);
                 reach[i] && !fed
             })
-            .map(|i| g.nodes[i].name.clone())
+            .map(|i| g.nodes[i].name.to_string())
             .collect()
     }
 }

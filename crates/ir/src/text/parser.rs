@@ -916,7 +916,7 @@ impl<'a> Builder<'a> {
         }
         let id = NodeId(self.graph.nodes.len() as u32);
         self.graph.nodes.push(Node {
-            name: name.to_string(),
+            name: name.into(),
             kind,
             meta,
         });
@@ -1313,7 +1313,7 @@ impl<'a> Builder<'a> {
                 ),
             );
         }
-        self.graph.nodes[id.index()].name = target.to_string();
+        self.graph.nodes[id.index()].name = target.into();
         self.graph
             .param_names
             .insert(target.to_string(), param.to_string());

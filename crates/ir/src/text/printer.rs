@@ -20,7 +20,10 @@ pub fn print_graph(graph: &Graph) -> String {
     let _ = writeln!(out, "class {}(torch.nn.Module):", graph.name);
     out.push_str("    def forward(self");
     let param = |node: &crate::graph::Node| -> Option<&str> {
-        graph.param_names.get(&node.name).map(String::as_str)
+        graph
+            .param_names
+            .get(node.name.as_str())
+            .map(String::as_str)
     };
     for node in graph.nodes.iter().filter(|n| n.is_placeholder()) {
         out.push_str(", ");
