@@ -135,7 +135,7 @@ impl Node {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Users {
     /// For each node, the nodes that read it, in graph order, each once.
-    pub nodes: Vec<Vec<NodeId>>,
+    pub nodes: Readers,
     /// For each node, whether the graph output returns it.
     pub by_output: Vec<bool>,
 }
@@ -149,6 +149,43 @@ impl Users {
     /// Number of distinct readers of `id`, the output counting as one.
     pub fn count(&self, id: NodeId) -> usize {
         self.nodes[id.index()].len() + usize::from(self.by_output[id.index()])
+    }
+}
+
+/// The readers of every node, in one array (`readers[i]` is node `i`'s, a slice): one
+/// allocation for the graph rather than one per node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Readers {
+    /// Where each node's readers start in `all`, and, last, `all.len()`.
+    start: Vec<u32>,
+    /// Every node's readers, node by node.
+    all: Vec<NodeId>,
+}
+
+impl Readers {
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.start.len().saturating_sub(1)
+    }
+
+    /// True for a graph of no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Each node's readers, in node order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[NodeId]> + '_ {
+        self.start
+            .windows(2)
+            .map(|w| &self.all[w[0] as usize..w[1] as usize])
+    }
+}
+
+impl std::ops::Index<usize> for Readers {
+    type Output = [NodeId];
+
+    fn index(&self, i: usize) -> &[NodeId] {
+        &self.all[self.start[i] as usize..self.start[i + 1] as usize]
     }
 }
 
@@ -230,27 +267,45 @@ impl Graph {
     /// Who reads each node.
     pub fn users(&self) -> Users {
         let n = self.nodes.len();
-        let mut users = Users {
-            nodes: vec![Vec::new(); n],
-            by_output: vec![false; n],
-        };
+        // Each reader once per input, however often it reads it (its inputs come in
+        // argument order, so a repeat may come later: `last` marks who counted last).
+        let mut last = vec![u32::MAX; n];
+        let mut start = vec![0u32; n + 1];
         for id in self.ids() {
             self.node(id).for_each_input(|src| {
-                if let Some(list) = users.nodes.get_mut(src.index()) {
-                    if list.last() != Some(&id) {
-                        list.push(id);
-                    }
+                if src.index() < n && last[src.index()] != id.0 {
+                    last[src.index()] = id.0;
+                    start[src.index() + 1] += 1;
                 }
             });
         }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill: Vec<u32> = start[..n].to_vec();
+        let mut all = vec![NodeId(0); start[n] as usize];
+        last.fill(u32::MAX);
+        for id in self.ids() {
+            self.node(id).for_each_input(|src| {
+                if src.index() < n && last[src.index()] != id.0 {
+                    last[src.index()] = id.0;
+                    all[fill[src.index()] as usize] = id;
+                    fill[src.index()] += 1;
+                }
+            });
+        }
+        let mut by_output = vec![false; n];
         for v in self.outputs() {
             v.for_each_node(&mut |src| {
-                if let Some(flag) = users.by_output.get_mut(src.index()) {
+                if let Some(flag) = by_output.get_mut(src.index()) {
                     *flag = true;
                 }
             });
         }
-        users
+        Users {
+            nodes: Readers { start, all },
+            by_output,
+        }
     }
 
     /// Checks the graph is well formed: names unique and valid, every reference to an

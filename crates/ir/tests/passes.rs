@@ -247,6 +247,28 @@ fn users_and_topological_order() {
     assert!(users.is_unused(g.find("neg").unwrap()));
     assert_eq!(users.count(g.find("split").unwrap()), 2);
 
+    // A reader that reads a node twice, apart, counts once; lists are in graph order.
+    let twice = parse_graph(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, a: "f32[4]", b: "f32[4]"):
+        cat: "f32[12]" = torch.ops.aten.cat.default([a, b, a])
+        add: "f32[4]" = torch.ops.aten.add.Tensor(b, a)
+        return (cat, add)
+"#,
+    )
+    .unwrap();
+    let readers = twice.users().nodes;
+    assert_eq!(readers.len(), twice.nodes.len());
+    let per_node: Vec<Vec<String>> = readers
+        .iter()
+        .map(|r| r.iter().map(|&i| twice.node(i).name.to_string()).collect())
+        .collect();
+    assert_eq!(
+        per_node,
+        [vec!["cat", "add"], vec!["cat", "add"], vec![], vec![]]
+    );
+
     // A graph out of order (as JSON from elsewhere may be) sorts stably.
     let mut shuffled = g.clone();
     shuffled.nodes.swap(2, 4); // relu <-> add_: relu now comes after its reader neg.
