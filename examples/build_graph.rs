@@ -9,7 +9,7 @@ use graphbug::ir::passes::{
 use graphbug::ir::{parse_graph, print_graph, Dtype, GraphBuilder, IrError, OpName, TensorMeta};
 
 fn main() -> Result<(), IrError> {
-    let f32 = |shape: &[i64]| TensorMeta::new(Dtype::Float32, shape.to_vec());
+    let f32 = |shape: &[i64]| TensorMeta::new(Dtype::Float32, shape);
     let mut b = GraphBuilder::new("Repro");
     let x = b.input("primals_1", f32(&[2, 8]));
     let w = b.input("primals_2", f32(&[16, 8]));

@@ -70,7 +70,7 @@ pub fn joint_inputs(model: &str, g: &Graph, seed: u64) -> Vec<Tensor> {
     for (t, m) in inputs.iter().zip(&metas) {
         assert_eq!(
             t.size(),
-            m.shape,
+            m.shape.to_vec(),
             "{model}: inputs.npz matches the joint's primals"
         );
     }

@@ -22,7 +22,7 @@ pub fn empty(meta: &TensorMeta, device: &Device) -> Result<Tensor> {
     let mut b = GraphBuilder::new("Empty");
     let t = b.call_kw(
         OpName::aten("empty", "memory_format"),
-        [Value::from(meta.shape.clone())],
+        [Value::from(meta.shape.to_vec())],
         [
             ("dtype", Value::Dtype(meta.dtype)),
             ("device", Value::Device(device.clone())),

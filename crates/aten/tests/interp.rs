@@ -314,7 +314,7 @@ fn the_fault_op_perturbs_raises_or_passes_shapes_through() {
     assert!(err.contains("unknown fault kind `boom`"), "{err}");
     // Shape inference passes through even a crash fault.
     let g = graphbug_aten::meta::infer_meta(&parse_graph(&fault("crash")).unwrap()).unwrap();
-    assert_eq!(g.nodes[1].meta.tensor().unwrap().shape, [2, 3]);
+    assert_eq!(g.nodes[1].meta.tensor().unwrap().shape.to_vec(), [2, 3]);
 }
 
 /// `with_effects(token, op, *args)` runs `op(*args)` and returns the token ahead of its

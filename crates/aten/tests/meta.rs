@@ -52,7 +52,7 @@ fn inference_fills_unannotated_nodes_and_multi_outputs() {
     );
     let g = infer_meta(&parse_graph(text).unwrap()).unwrap();
     let meta = |name: &str| g.node(g.find(name).unwrap()).meta.clone();
-    let f32 = |s: &[i64]| Some(TensorMeta::new(Dtype::Float32, s.to_vec()));
+    let f32 = |s: &[i64]| Some(TensorMeta::new(Dtype::Float32, s));
     assert_eq!(
         meta("ln"),
         Meta::Multi(vec![f32(&[4, 6]), f32(&[4, 1]), f32(&[4, 1])])

@@ -1067,7 +1067,7 @@ impl Rewriter<'_> {
             "Scalar",
             vec![x.value(), other.value()],
             vec![],
-            TensorMeta::new(dtype, x.shape().to_vec()),
+            TensorMeta::new(dtype, x.shape()),
         )
     }
 
@@ -1079,7 +1079,7 @@ impl Rewriter<'_> {
             "Scalar",
             vec![x.value(), other],
             vec![],
-            TensorMeta::new(Dtype::Bool, x.shape().to_vec()),
+            TensorMeta::new(Dtype::Bool, x.shape()),
         )
     }
 
@@ -1138,7 +1138,7 @@ impl Rewriter<'_> {
             "default",
             vec![x.value()],
             vec![("dtype", Value::Dtype(dtype))],
-            TensorMeta::new(dtype, x.shape().to_vec()),
+            TensorMeta::new(dtype, x.shape()),
         )
     }
 
@@ -1170,7 +1170,7 @@ impl Rewriter<'_> {
                 ("device", device),
                 ("pin_memory", Value::Bool(false)),
             ],
-            TensorMeta::new(dtype, shape.to_vec()),
+            TensorMeta::new(dtype, shape),
         )
     }
 
@@ -2550,7 +2550,7 @@ class U(torch.nn.Module):
         let t = |d: Dtype, shape: &[i64]| {
             Operand::Tensor(Val {
                 id: NodeId(0),
-                meta: TensorMeta::new(d, shape.to_vec()),
+                meta: TensorMeta::new(d, shape),
             })
         };
         assert_eq!(

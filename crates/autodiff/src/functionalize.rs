@@ -1560,7 +1560,7 @@ impl<'a> Functionalizer<'a> {
                 };
                 self.emit(
                     target,
-                    vec![s, Value::from(bm.shape.clone())],
+                    vec![s, Value::from(bm.shape.to_vec())],
                     Vec::new(),
                     parent,
                     ctx,

@@ -381,7 +381,7 @@ fn emit_kw(
     ctx.call(OpName::aten(name, overload), args, kwargs, meta)
 }
 
-fn like(v: &Val, shape: Vec<i64>) -> TensorMeta {
+fn like(v: &Val, shape: impl AsRef<[i64]>) -> TensorMeta {
     TensorMeta::new(v.meta.dtype, shape)
 }
 
@@ -457,7 +457,7 @@ fn view(ctx: &mut Ctx<'_>, x: &Val, shape: &[i64]) -> Val {
         "view",
         "default",
         vec![x.value(), ints(shape)],
-        like(x, shape.to_vec()),
+        like(x, shape),
     )
 }
 
@@ -492,7 +492,7 @@ fn reshape(ctx: &mut Ctx<'_>, x: &Val, shape: &[i64]) -> Val {
         "_unsafe_view",
         "default",
         vec![c.value(), ints(shape)],
-        like(x, shape.to_vec()),
+        like(x, shape),
     )
 }
 
@@ -502,7 +502,7 @@ fn expand(ctx: &mut Ctx<'_>, x: &Val, shape: &[i64]) -> Val {
         "expand",
         "default",
         vec![x.value(), ints(shape)],
-        like(x, shape.to_vec()),
+        like(x, shape),
     )
 }
 
@@ -549,7 +549,7 @@ fn sum_dims(ctx: &mut Ctx<'_>, x: &Val, dims: &[usize], keepdim: bool) -> Val {
 /// `at::sum_to(g, shape)`: sums the broadcast dimensions away (`sum.dim_IntList` with
 /// keepdim) and views the leading ones away. `None` when `g` cannot broadcast from `shape`.
 pub(crate) fn sum_to(ctx: &mut Ctx<'_>, g: &Val, shape: &[i64]) -> Option<Val> {
-    if g.meta.shape == shape {
+    if g.meta.shape[..] == shape[..] {
         return Some(g.clone());
     }
     let sizes = g.meta.shape.clone();
@@ -601,14 +601,14 @@ fn unary(ctx: &mut Ctx<'_>, name: &str, x: &Val) -> Val {
     emit(ctx, name, "default", vec![x.value()], x.meta.clone())
 }
 
-fn mul(ctx: &mut Ctx<'_>, a: &Val, b: Value, shape: Vec<i64>) -> Val {
+fn mul(ctx: &mut Ctx<'_>, a: &Val, b: Value, shape: impl AsRef<[i64]>) -> Val {
     emit(ctx, "mul", "Tensor", vec![a.value(), b], like(a, shape))
 }
 
 fn shape_of(ctx: &Ctx<'_>, v: &Value) -> Vec<i64> {
     v.as_node()
         .and_then(|id| ctx.meta(id))
-        .map_or_else(Vec::new, |m| m.shape.clone())
+        .map_or_else(Vec::new, |m| m.shape.to_vec())
 }
 
 // ------------------------------------------------------------------ pointwise rules
@@ -679,7 +679,7 @@ fn mul_tensor(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
     let shape = g.meta.shape.clone();
     let other_grad = wanted(ctx, other.as_node()).map(|o| {
         let v = ctx.fwd_value(&this);
-        (o, mul(ctx, &g, v, shape.clone()))
+        (o, mul(ctx, &g, v, &shape))
     });
     let mut out = Grads::new();
     if let Some(x) = wanted(ctx, this.as_node()) {
@@ -770,7 +770,7 @@ fn neg(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
 fn exp(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
     self_only(ctx, s, |ctx, g| {
         let r = ctx.saved_result(s)?;
-        Ok(mul(ctx, g, r.value(), g.meta.shape.clone()))
+        Ok(mul(ctx, g, r.value(), &g.meta.shape))
     })
 }
 
@@ -826,7 +826,7 @@ fn rsqrt(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
             vec![r.value(), Value::Int(3)],
             m,
         );
-        Ok(mul(ctx, &a, p.value(), g.meta.shape.clone()))
+        Ok(mul(ctx, &a, p.value(), &g.meta.shape))
     })
 }
 
@@ -867,7 +867,7 @@ fn pow_tensor_scalar(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffE
             vec![p.value(), Value::Float(exponent)],
             m,
         );
-        Ok(mul(ctx, g, e.value(), g.meta.shape.clone()))
+        Ok(mul(ctx, g, e.value(), &g.meta.shape))
     })
 }
 
@@ -935,7 +935,7 @@ fn abs(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
     self_only(ctx, s, |ctx, g| {
         let x = ctx.fwd_val(s.tensor_input(0, "self")?)?;
         let sg = unary(ctx, "sgn", &x);
-        Ok(mul(ctx, g, sg.value(), g.meta.shape.clone()))
+        Ok(mul(ctx, g, sg.value(), &g.meta.shape))
     })
 }
 
@@ -943,7 +943,7 @@ fn sin(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
     self_only(ctx, s, |ctx, g| {
         let x = ctx.fwd_val(s.tensor_input(0, "self")?)?;
         let c = unary(ctx, "cos", &x);
-        Ok(mul(ctx, g, c.value(), g.meta.shape.clone()))
+        Ok(mul(ctx, g, c.value(), &g.meta.shape))
     })
 }
 
@@ -952,7 +952,7 @@ fn cos(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
         let x = ctx.fwd_val(s.tensor_input(0, "self")?)?;
         let sn = unary(ctx, "sin", &x);
         let n = unary(ctx, "neg", &sn);
-        Ok(mul(ctx, g, n.value(), g.meta.shape.clone()))
+        Ok(mul(ctx, g, n.value(), &g.meta.shape))
     })
 }
 
@@ -1212,13 +1212,7 @@ fn slice_rule(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
             Value::Int(end),
             Value::Int(step),
         ];
-        Ok(emit(
-            ctx,
-            "slice_backward",
-            "default",
-            args,
-            like(g, sizes.clone()),
-        ))
+        Ok(emit(ctx, "slice_backward", "default", args, like(g, sizes)))
     })
 }
 
@@ -1234,7 +1228,7 @@ fn select_rule(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> 
             "select_backward",
             "default",
             args,
-            like(g, sizes.clone()),
+            like(g, sizes),
         ))
     })
 }
@@ -1445,7 +1439,7 @@ fn cat_rule(ctx: &mut Ctx<'_>, s: &Site<'_>) -> Result<Grads, AutodiffError> {
         .collect::<Result<_, _>>()?;
     let dim = s.int(1, "dim", Some(0))?;
     // legacy_cat_wrap_dim: 1-d empty tensors do not decide the rank.
-    let skip = |m: &TensorMeta| m.shape == [0];
+    let skip = |m: &TensorMeta| m.shape[..] == [0];
     let ndim = metas.iter().find(|m| !skip(m)).map_or(1, |m| m.shape.len());
     let d = s.wrap(dim, ndim)?;
     let mut out = Grads::new();
@@ -2195,7 +2189,7 @@ pub(crate) fn call_strides(
 ) -> Option<Vec<i64>> {
     let input = |i: usize| -> Option<(Vec<i64>, Vec<i64>)> {
         let id = args.get(i)?.as_node()?;
-        Some((ctx.meta(id)?.shape.clone(), ctx.strides(id)?.to_vec()))
+        Some((ctx.meta(id)?.shape.to_vec(), ctx.strides(id)?.to_vec()))
     };
     let int = |i: usize| args.get(i).and_then(as_int);
     let name = op.name.as_str();
@@ -2304,7 +2298,7 @@ pub(crate) fn call_strides(
             }
             let mut layouts = Vec::with_capacity(tensors.len());
             for id in tensors {
-                layouts.push((ctx.meta(id)?.shape.clone(), ctx.strides(id)?.to_vec()));
+                layouts.push((ctx.meta(id)?.shape.to_vec(), ctx.strides(id)?.to_vec()));
             }
             if POINTWISE.contains(&name) {
                 Some(pointwise_strides(shape, &layouts))
@@ -2326,7 +2320,7 @@ pub(crate) fn item_strides(ctx: &Ctx<'_>, source: NodeId, shape: &[i64]) -> Opti
     };
     let input = || -> Option<(Vec<i64>, Vec<i64>)> {
         let id = args.first()?.as_node()?;
-        Some((ctx.meta(id)?.shape.clone(), ctx.strides(id)?.to_vec()))
+        Some((ctx.meta(id)?.shape.to_vec(), ctx.strides(id)?.to_vec()))
     };
     match op.name.as_str() {
         "split" | "split_with_sizes" => input().map(|(_, st)| st),

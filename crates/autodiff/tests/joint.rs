@@ -195,7 +195,7 @@ fn gpt4_joint_from_its_training_forward_is_pytorchs() {
 // ------------------------------------------------------------------ small graphs
 
 fn f32(shape: &[i64]) -> TensorMeta {
-    TensorMeta::new(Dtype::Float32, shape.to_vec())
+    TensorMeta::new(Dtype::Float32, shape)
 }
 
 fn call(b: &mut GraphBuilder, op: &str, args: Vec<Value>, meta: TensorMeta) -> Value {

@@ -646,7 +646,7 @@ impl Lowering<'_> {
     /// The static shape of a tensor value, from its annotation.
     fn shape(&self, v: &Value) -> Option<Vec<i64>> {
         v.as_node()
-            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.clone()))
+            .and_then(|id| self.out.node(id).meta.tensor().map(|t| t.shape.to_vec()))
     }
 
     /// The rank of a tensor value, from its annotation.

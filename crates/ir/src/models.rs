@@ -59,7 +59,7 @@ impl GptConfig {
 }
 
 fn f32(shape: &[i64]) -> TensorMeta {
-    TensorMeta::new(Dtype::Float32, shape.to_vec())
+    TensorMeta::new(Dtype::Float32, shape)
 }
 
 /// `"view"` is `aten.view.default`, `"transpose.int"` is `aten.transpose.int`.
@@ -369,7 +369,7 @@ pub fn cnn_forward() -> Graph {
         m.op("convolution", args.into_iter().chain(rest), shape)
     };
     let pool = |m: &mut Model, x: TensorRef, shape: [i64; 4]| {
-        let indices = TensorMeta::new(Dtype::Int64, shape.to_vec());
+        let indices = TensorMeta::new(Dtype::Int64, shape);
         let outs = m.multi(
             "max_pool2d_with_indices",
             [v(x), [2, 2].into()],
@@ -431,7 +431,7 @@ pub enum RandomStep {
 /// inputs `w1..`), returning the last value and a middle one. Every op has a derivative
 /// rule, so the graph differentiates.
 pub fn random_forward(steps: &[(RandomStep, usize, usize)]) -> Graph {
-    let meta = |s: [i64; 2]| TensorMeta::new(Dtype::Float32, s.to_vec());
+    let meta = |s: [i64; 2]| TensorMeta::new(Dtype::Float32, s);
     let mut b = GraphBuilder::new("Random");
     // (value, shape, contiguous)
     let mut vals: Vec<(TensorRef, [i64; 2], bool)> = Vec::new();

@@ -148,21 +148,24 @@ impl fmt::Display for Dtype {
     }
 }
 
+/// The sizes of a tensor: up to four kept inline, so most metas allocate nothing.
+pub type Shape = smallvec::SmallVec<[i64; 4]>;
+
 /// Shape and dtype of one tensor value (static shapes only).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TensorMeta {
     /// Element type.
     pub dtype: Dtype,
     /// Sizes of each dimension; empty for a 0-d tensor.
-    pub shape: Vec<i64>,
+    pub shape: Shape,
 }
 
 impl TensorMeta {
     /// A meta from a dtype and a shape.
-    pub fn new(dtype: Dtype, shape: impl Into<Vec<i64>>) -> Self {
+    pub fn new(dtype: Dtype, shape: impl AsRef<[i64]>) -> Self {
         TensorMeta {
             dtype,
-            shape: shape.into(),
+            shape: Shape::from_slice(shape.as_ref()),
         }
     }
 
@@ -1076,7 +1079,7 @@ mod tests {
         assert_eq!(m.to_string(), "f32[2, 8]");
         assert_eq!(m.nbytes(), 64);
         let s = TensorMeta::parse_annotation("i64[]").unwrap();
-        assert_eq!(s.shape, Vec::<i64>::new());
+        assert!(s.shape.is_empty());
         assert_eq!(s.numel(), 1);
         assert_eq!(
             TensorMeta::parse_annotation("f32[8, 64][64, 1]cpu").unwrap(),

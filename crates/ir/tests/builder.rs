@@ -6,7 +6,7 @@ use graphbug_ir::{
 };
 
 fn f32(shape: &[i64]) -> TensorMeta {
-    TensorMeta::new(Dtype::Float32, shape.to_vec())
+    TensorMeta::new(Dtype::Float32, shape)
 }
 
 /// The example graph of DESIGN.md, built from Rust.

@@ -403,15 +403,17 @@ impl MinCutProblem {
         };
         let must_recompute = apply(&options.must_recompute);
         let must_save = apply(&options.must_save);
-        let non_tensor: Vec<bool> = graph
-            .ids()
-            .map(|id| {
-                matches!(graph.node(id).meta, Meta::Multi(_))
-                    || users.nodes[id.index()]
-                        .iter()
-                        .any(|u| matches!(graph.node(*u).kind, NodeKind::GetItem { .. }))
-            })
+        // Multi-output nodes, and whatever a getitem reads.
+        let mut non_tensor: Vec<bool> = graph
+            .nodes
+            .iter()
+            .map(|n| matches!(n.meta, Meta::Multi(_)))
             .collect();
+        for node in &graph.nodes {
+            if let NodeKind::GetItem { source, .. } = node.kind {
+                non_tensor[source.index()] = true;
+            }
+        }
         Ok(MinCutProblem {
             graph,
             num_fwd_outputs,

@@ -360,7 +360,7 @@ fn every_fixture_op_has_a_class() {
 /// x → mul(x, w1) → relu → mul(·, w2): the backward needs x, w1 and w2 anyway, so
 /// recomputing `mul` and `relu` from them is free.
 fn relu_graph() -> (Graph, usize) {
-    let f32 = |s: &[i64]| TensorMeta::new(Dtype::Float32, s.to_vec());
+    let f32 = |s: &[i64]| TensorMeta::new(Dtype::Float32, s);
     let mut b = GraphBuilder::new("Relu");
     let x = b.input("x", f32(&[8, 16]));
     let w1 = b.input("w1", f32(&[8, 16]));
