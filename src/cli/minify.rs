@@ -89,6 +89,11 @@ pub struct MinifyArgs {
 /// One checker per worker.
 type Checkers = Vec<Box<dyn Checker + Send>>;
 
+/// Where `--offload-to-disk` keeps the reference values of this process.
+fn offload_path(args: &MinifyArgs, scratch: &Scratch) -> Option<PathBuf> {
+    args.offload_to_disk.then(|| scratch.path().join("values"))
+}
+
 /// The checkers the arguments ask for (one per worker), on candidates of `graph` (as
 /// written; `run_graph` is its runnable form), and the reference values of the eager run
 /// in this process they hold, if they needed one. Checkers that run the backend in a
@@ -106,7 +111,7 @@ fn build_checkers(
     plugins: &[PathBuf],
     scratch: &Scratch,
 ) -> Result<(Checkers, Option<ReferenceValues>)> {
-    let offload = args.offload_to_disk.then(|| scratch.path().join("values"));
+    let offload = offload_path(args, scratch);
     let workers = args.workers.workers()?;
     if args.no_isolate {
         workers.allow_in_process()?;
@@ -261,7 +266,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
     let values = match recorded {
         Some(values) => values,
         None => {
-            let offload = args.offload_to_disk.then(|| scratch.path().join("values"));
+            let offload = offload_path(args, &scratch);
             ReferenceValues::record(&graph, &inputs, &constants, &device, offload.as_deref())
                 .context("eager reference run of the original graph")?
         }
