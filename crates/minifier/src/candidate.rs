@@ -69,6 +69,8 @@ pub struct Original<'g> {
     /// Whether the canonical candidate of every node is the graph as given (known once
     /// asked: see [`Original::canonical_is_given`]).
     canonical_given: OnceLock<bool>,
+    /// The removable nodes that reach the outputs (see [`Original::all_live`]).
+    all_live: OnceLock<Vec<u32>>,
 }
 
 impl Original<'static> {
@@ -110,6 +112,7 @@ impl<'g> Original<'g> {
             value_keys: HashMap::new(),
             binders,
             canonical_given: OnceLock::new(),
+            all_live: OnceLock::new(),
         }
     }
 
@@ -381,6 +384,11 @@ impl<'g> Original<'g> {
             }
         }
         out
+    }
+
+    /// `live(all())`, worked out once.
+    pub fn all_live(&self) -> &[u32] {
+        self.all_live.get_or_init(|| self.live(&self.all()))
     }
 
     /// Kept nodes that reach the original graph's outputs (the rest is dead code there).

@@ -481,8 +481,8 @@ impl Session<'_> {
             return true;
         }
         if matches!(self.exec, Exec::Pool(_)) {
-            let live = self.original.live(&all);
-            self.speculate(|| Opening::Preprocess, |st| opening_step(&all, &live, st));
+            let live = self.original.all_live();
+            self.speculate(|| Opening::Preprocess, |st| opening_step(&all, live, st));
         }
         let ok = self.test(&all);
         self.note(format!(
@@ -967,7 +967,7 @@ fn original_of<'g>(graph: &'g Graph, options: &MinifyOptions) -> Result<Original
 /// the original is being checked.
 fn opening_guess(original: &Original<'_>, n: usize) -> Vec<Key> {
     let all = original.all();
-    let live = original.live(&all);
+    let live = original.all_live();
     let mut state = if original.canonical_is_given() {
         Opening::DeadCode
     } else {
@@ -975,7 +975,7 @@ fn opening_guess(original: &Original<'_>, n: usize) -> Vec<Key> {
     };
     let mut keys = Vec::new();
     while keys.len() < n {
-        let Some(step) = opening_step(&all, &live, &state) else {
+        let Some(step) = opening_step(&all, live, &state) else {
             break;
         };
         keys.push((original.normalize(&step.kept), Vec::new(), false));
