@@ -45,15 +45,14 @@ fn reset_peak() {
 }
 
 /// Microseconds per node that `f` takes on a graph of `nodes` nodes (the best of three
-/// runs below a million nodes, where one run is short and noisy), its result, and the
-/// peak resident memory of the process while it ran (what holds the joint graph too, as
-/// the CLI holds the graph it works on).
+/// runs at every size, so that every size is measured alike), its result, and the peak
+/// resident memory of the process while it ran (what holds the joint graph too, as the CLI
+/// holds the graph it works on).
 fn per_node<T>(nodes: usize, f: impl Fn() -> T) -> (f64, T, u64) {
-    let runs = if nodes < 1_000_000 { 3 } else { 1 };
     let mut best = f64::INFINITY;
     let mut out = None;
     reset_peak();
-    for _ in 0..runs {
+    for _ in 0..3 {
         drop(out.take());
         let t = Instant::now();
         out = Some(f());
