@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use graphbug::repro::scratch::Scratch;
 use serde_json::Value;
 use xtask::conformance::{self, safetensors, Capabilities, Case, Outcome, Stage};
 
@@ -62,8 +63,14 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// This test process's scratch directory: graphbug's own, which the next process removes
+/// once this one is gone (however it ended).
 fn scratch() -> PathBuf {
-    std::env::temp_dir().join(format!("graphbug-conformance-{}", std::process::id()))
+    static SCRATCH: OnceLock<Scratch> = OnceLock::new();
+    SCRATCH
+        .get_or_init(|| Scratch::new("conformance-test").expect("a scratch directory"))
+        .path()
+        .to_path_buf()
 }
 
 /// Generates the CI subset once per test process.
