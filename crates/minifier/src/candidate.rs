@@ -154,22 +154,26 @@ impl<'g> Original<'g> {
     /// `kept` made consistent: a getitem is kept only with its source (otherwise its value
     /// becomes an input, as any dropped node's does). Sorted and deduplicated.
     pub fn normalize(&self, kept: &[u32]) -> Vec<u32> {
-        let mut keep = vec![false; self.graph.nodes.len()];
-        for &k in kept {
-            if let Some(slot) = keep.get_mut(k as usize) {
-                *slot = !self.graph.nodes[k as usize].is_placeholder();
-            }
-        }
-        for id in self.graph.ids() {
-            if let NodeKind::GetItem { source, .. } = &self.graph.node(id).kind {
-                if keep[id.index()] && !keep[source.index()] {
-                    keep[id.index()] = false;
+        // (In time of `kept`, not of the graph: candidates late in a search are small.)
+        let nodes = &self.graph.nodes;
+        let mut sorted: Vec<u32> = kept
+            .iter()
+            .copied()
+            .filter(|&k| nodes.get(k as usize).is_some_and(|n| !n.is_placeholder()))
+            .collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut out: Vec<u32> = Vec::with_capacity(sorted.len());
+        for k in sorted {
+            // A getitem's source comes before it: `out` already says whether it stays.
+            if let NodeKind::GetItem { source, .. } = &nodes[k as usize].kind {
+                if out.binary_search(&source.0).is_err() {
+                    continue;
                 }
             }
+            out.push(k);
         }
-        (0..keep.len() as u32)
-            .filter(|&i| keep[i as usize])
-            .collect()
+        out
     }
 
     /// The original exactly as given (every input, output and constant), as a candidate.
@@ -259,7 +263,11 @@ impl<'g> Original<'g> {
             Origin::Input(i) => self.placeholders[i],
             Origin::Node(id) => NodeId(id),
         };
-        let mut new_id: HashMap<u32, NodeId> = HashMap::with_capacity(origins.len() + kept.len());
+        // The candidate's id of each original node it has (`NONE` for the others).
+        const NONE: NodeId = NodeId(u32::MAX);
+        let mut new_id: Vec<NodeId> = vec![NONE; n];
+        let mapped =
+            |new_id: &[NodeId], src: NodeId| Some(new_id[src.index()]).filter(|&m| m != NONE);
         let mut nodes: Vec<Node> = Vec::with_capacity(origins.len() + kept.len());
         // Merged inputs: a later origin with the same value reads the first one's placeholder.
         let mut merged: HashMap<(u64, Meta), NodeId> = HashMap::new();
@@ -276,14 +284,14 @@ impl<'g> Original<'g> {
                 if let Some(&key) = self.value_keys.get(&o) {
                     let slot = (key, node.meta.clone());
                     if let Some(&existing) = merged.get(&slot) {
-                        new_id.insert(src.0, existing);
+                        new_id[src.index()] = existing;
                         continue;
                     }
                     merged.insert(slot, NodeId(nodes.len() as u32));
                 }
             }
             distinct.push(o);
-            new_id.insert(src.0, NodeId(nodes.len() as u32));
+            new_id[src.index()] = NodeId(nodes.len() as u32);
             nodes.push(Node {
                 name: node.name.clone(),
                 kind: NodeKind::Placeholder,
@@ -296,9 +304,9 @@ impl<'g> Original<'g> {
         for &k in &kept {
             let node = &g.nodes[k as usize];
             let kind = node
-                .try_remap_kind::<()>(&mut |src| new_id.get(&src.0).copied().ok_or(()))
+                .try_remap_kind::<()>(&mut |src| mapped(&new_id, src).ok_or(()))
                 .expect("every input of a kept node is kept or an input");
-            new_id.insert(k, NodeId(nodes.len() as u32));
+            new_id[k as usize] = NodeId(nodes.len() as u32);
             nodes.push(Node {
                 name: node.name.clone(),
                 kind,
@@ -312,7 +320,7 @@ impl<'g> Original<'g> {
             .iter()
             .map(|&r| {
                 original_outputs[r]
-                    .try_remap::<()>(&mut |src| new_id.get(&src.0).copied().ok_or(()))
+                    .try_remap::<()>(&mut |src| mapped(&new_id, src).ok_or(()))
                     .expect("every node a retained output names is kept or an input")
             })
             .collect();
@@ -326,7 +334,7 @@ impl<'g> Original<'g> {
                             .any(|u| matches!(g.node(*u).kind, NodeKind::GetItem { .. }));
                     !multi && !kept_reader(&users.nodes[k as usize], &is_kept)
                 })
-                .map(|k| Value::Node(new_id[k]))
+                .map(|&k| Value::Node(new_id[k as usize]))
                 .filter(|v| !returned.contains(v)),
         );
         Candidate {
@@ -511,6 +519,8 @@ class G(torch.nn.Module):
     fn getitems_need_their_source_and_multi_outputs_are_not_returned() {
         let o = original();
         assert_eq!(o.normalize(&[3, 4]), [4]);
+        // Sorted and deduplicated; placeholders and ids past the graph dropped.
+        assert_eq!(o.normalize(&[4, 3, 0, 99, 4, 2]), [2, 3, 4]);
         let c = o.candidate(&[2]);
         // native_layer_norm alone: it runs, but returns nothing.
         assert_eq!(c.size(), 1);

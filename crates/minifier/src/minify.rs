@@ -2,7 +2,9 @@
 //! progress, and a sink that saves every improvement.
 
 use std::cell::Cell;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::IsTerminal;
 
 use graphbug_ir::{Graph, IrError};
@@ -216,15 +218,15 @@ struct Session<'a> {
     /// How many upcoming candidates to hand the pool's workers.
     lookahead: usize,
     /// Per kind of try: how many reproduced, of how many were asked.
-    outcomes: HashMap<Kind, (u32, u32)>,
+    outcomes: FxHashMap<Kind, (u32, u32)>,
     /// The kind of the try the search asks next (set by [`Session::speculate`]).
     next_kind: Cell<Option<Kind>>,
     /// Node and input counts of the candidates queried (see [`Session::sizes`]).
-    sizes_of: HashMap<Key, (usize, usize)>,
+    sizes_of: FxHashMap<Key, (usize, usize)>,
     identity: BugIdentity,
     sink: &'a mut dyn Sink,
     /// Verdicts by (kept set, retained outputs, inputs consolidated).
-    cache: HashMap<(Vec<u32>, Vec<usize>, bool), bool>,
+    cache: FxHashMap<(Vec<u32>, Vec<usize>, bool), bool>,
     /// Whether inputs with equal values share a placeholder.
     consolidate: bool,
     /// The original output positions every candidate returns (empty unless the bug needs
@@ -279,7 +281,7 @@ impl Session<'_> {
         let budget = self
             .max_queries
             .map_or(usize::MAX, |m| m.saturating_sub(self.stats.queries));
-        let mut seen = HashSet::new();
+        let mut seen = FxHashSet::default();
         let keys = upcoming
             .into_iter()
             .filter_map(|kept| self.key(&kept))
@@ -1114,15 +1116,15 @@ impl<'o, 'g> Start<'o, 'g> {
         });
         let start_size = self.first_size;
         let mut session = Session {
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             consolidate: false,
             retained: self.first_retained.clone(),
             original: self.original,
             exec,
             lookahead,
-            outcomes: HashMap::new(),
+            outcomes: FxHashMap::default(),
             next_kind: Cell::new(None),
-            sizes_of: HashMap::new(),
+            sizes_of: FxHashMap::default(),
             identity: self.identity.clone(),
             sink,
             stats: Stats {

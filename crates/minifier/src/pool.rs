@@ -7,7 +7,9 @@
 //! run, whatever the number of workers (as llvm-reduce and C-Reduce parallelize). A verdict
 //! computed but never resolved is speculation waste.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,7 +25,7 @@ struct State {
     /// Candidates to start, the most urgent first.
     queue: VecDeque<Key>,
     /// Candidates a worker is checking, and since when.
-    running: HashMap<Key, Instant>,
+    running: FxHashMap<Key, Instant>,
     /// How long queries take, on average (a moving average; `None` before the first).
     typical: Option<Duration>,
     /// The candidate the search is waiting for, if it is.
@@ -32,7 +34,7 @@ struct State {
     /// queue is meanwhile the plan of a search state that has passed.
     stale: Option<Instant>,
     /// Verdicts not yet resolved by the search.
-    done: HashMap<Key, (Candidate, Verdict)>,
+    done: FxHashMap<Key, (Candidate, Verdict)>,
     /// Set when the search ends: workers stop after their current query.
     closed: bool,
     /// Queries the workers ran (or are running, once closed).
