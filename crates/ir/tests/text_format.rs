@@ -133,6 +133,13 @@ fn errors_give_line_column_and_text() {
             20,
             "`y` is used after `y = None` on line 4 freed it",
         ),
+        // Freed before it is defined: any use after the definition still reads None.
+        (
+            body("        y = torch.ops.aten.relu.default(x);  q = None\n        q = torch.ops.aten.neg.default(y)\n        z = torch.ops.aten.neg.default(q)\n        return (z,)\n"),
+            5,
+            40,
+            "`q` is used after `q = None` on line 3 freed it",
+        ),
         ("class G(torch.nn.Module):\n    def forward(self, x: \"f32[-8, 32]\"):\n        return (x,)\n".into(), 2, 26, "negative size `-8`"),
         // Found by fuzzing: negating i64::MIN overflowed.
         (body("        y = torch.ops.aten.foo.default(x, --9223372036854775808)\n        return (y,)\n"), 3, 43, "integer `-(-9223372036854775808)` does not fit in 64 bits"),

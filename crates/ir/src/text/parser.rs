@@ -1,5 +1,6 @@
 //! Parser for PyTorch's `print_readable()` graph text, flat and pytree forms.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
@@ -849,17 +850,64 @@ impl Parser<'_> {
     }
 }
 
+/// Where each name is defined, for "used before definition" messages: worked out only
+/// when a message needs it.
+struct Later<'m> {
+    stmts: &'m [Stmt],
+    defined: std::cell::OnceCell<FxHashMap<&'m str, Pos>>,
+}
+
+impl<'m> Later<'m> {
+    fn new(stmts: &'m [Stmt]) -> Self {
+        Later {
+            stmts,
+            defined: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Where a statement first defines `name`.
+    fn definition(&self, name: &str) -> Option<Pos> {
+        let defined = self.defined.get_or_init(|| {
+            let mut map: FxHashMap<&str, Pos> = FxHashMap::default();
+            for s in self.stmts {
+                match s {
+                    Stmt::Assign { target, pos, .. } => {
+                        map.entry(target).or_insert(*pos);
+                    }
+                    Stmt::Flatten { targets, .. } => {
+                        for (t, p) in targets {
+                            map.entry(t).or_insert(*p);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            map
+        });
+        defined.get(name).copied()
+    }
+}
+
+/// What the parser knows of a name it has seen defined.
+struct Name {
+    /// Its node (none once an alias took the name over).
+    id: Option<NodeId>,
+    /// Where it is defined.
+    defined: Pos,
+    /// Where a liveness tail (`x = None`) freed it.
+    freed: Option<Pos>,
+}
+
 /// Turns parsed statements into a graph, resolving names.
 struct Builder<'a> {
     src: &'a str,
     graph: Graph,
-    ids: FxHashMap<String, NodeId>,
-    /// Where each name is defined (statement position), for error messages.
-    defined_at: FxHashMap<String, Pos>,
+    /// Each name defined so far.
+    names: FxHashMap<String, Name>,
     /// `forward` parameters that are pytree containers, not placeholders.
     pytree_args: Vec<String>,
-    /// Names a liveness tail (`x = None`) has freed, and where.
-    freed: FxHashMap<String, Pos>,
+    /// Names a liveness tail (`x = None`) freed before they were defined, and where.
+    freed_early: FxHashMap<String, Pos>,
     /// Symbolic annotations already parsed: dynamic graphs repeat a few shapes many times.
     symbolic: FxHashMap<String, Meta>,
 }
@@ -869,12 +917,36 @@ impl<'a> Builder<'a> {
         Builder {
             src,
             graph: Graph::new("GraphModule"),
-            ids: FxHashMap::default(),
-            defined_at: FxHashMap::default(),
+            names: FxHashMap::default(),
             pytree_args: Vec::new(),
-            freed: FxHashMap::default(),
+            freed_early: FxHashMap::default(),
             symbolic: FxHashMap::default(),
         }
+    }
+
+    /// The node a name refers to now.
+    fn id_of(&self, name: &str) -> Option<NodeId> {
+        self.names.get(name).and_then(|n| n.id)
+    }
+
+    /// Where a liveness tail freed `name`, the first time.
+    fn freed_at(&self, name: &str) -> Option<Pos> {
+        let entry = self.names.get(name);
+        self.first_freed(name, entry.and_then(|n| n.freed))
+    }
+
+    /// The node `name` refers to, and where it was first freed if it was: one lookup.
+    fn reference(&self, name: &str) -> Option<(NodeId, Option<Pos>)> {
+        let entry = self.names.get(name)?;
+        Some((entry.id?, self.first_freed(name, entry.freed)))
+    }
+
+    /// The earlier of a free before `name` was defined and `after` (a free since).
+    fn first_freed(&self, name: &str, after: Option<Pos>) -> Option<Pos> {
+        if self.freed_early.is_empty() {
+            return after;
+        }
+        self.freed_early.get(name).copied().or(after)
     }
 
     fn err<T>(&self, pos: Pos, message: String) -> Result<T, IrError> {
@@ -905,23 +977,28 @@ impl<'a> Builder<'a> {
         if !is_valid_name(name) {
             return self.err(pos, format!("`{name}` cannot be a node name"));
         }
-        if let Some(first) = self.defined_at.get(name) {
-            return self.err(
-                pos,
-                format!(
-                    "duplicate name `{name}` (first defined on line {})",
-                    first.line
-                ),
-            );
-        }
         let id = NodeId(self.graph.nodes.len() as u32);
+        match self.names.entry(name.to_string()) {
+            Entry::Occupied(first) => {
+                let line = first.get().defined.line;
+                return self.err(
+                    pos,
+                    format!("duplicate name `{name}` (first defined on line {line})"),
+                );
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(Name {
+                    id: Some(id),
+                    defined: pos,
+                    freed: None,
+                });
+            }
+        }
         self.graph.nodes.push(Node {
             name: name.into(),
             kind,
             meta,
         });
-        self.ids.insert(name.to_string(), id);
-        self.defined_at.insert(name.to_string(), pos);
         Ok(id)
     }
 
@@ -931,21 +1008,7 @@ impl<'a> Builder<'a> {
             .stmts
             .iter()
             .position(|s| matches!(s, Stmt::Flatten { .. }));
-        // Every name a statement defines, for "used before definition" messages.
-        let mut later: FxHashMap<&str, Pos> = FxHashMap::default();
-        for s in &module.stmts {
-            match s {
-                Stmt::Assign { target, pos, .. } => {
-                    later.entry(target).or_insert(*pos);
-                }
-                Stmt::Flatten { targets, .. } => {
-                    for (t, p) in targets {
-                        later.entry(t).or_insert(*p);
-                    }
-                }
-                _ => {}
-            }
-        }
+        let later = Later::new(&module.stmts);
 
         if let Some(fi) = flatten {
             // Pytree form: parameters are containers; the flatten targets are the inputs.
@@ -989,7 +1052,7 @@ impl<'a> Builder<'a> {
             }
             for s in &module.stmts[..fi] {
                 if let Stmt::Declare { target, pos, .. } = s {
-                    if !self.ids.contains_key(target) {
+                    if self.id_of(target).is_none() {
                         return self.err(
                             *pos,
                             format!("`{target}` is declared but not produced by the flatten line"),
@@ -1097,7 +1160,15 @@ impl<'a> Builder<'a> {
                 }
                 Stmt::Free { names } => {
                     for (name, pos) in names {
-                        self.freed.entry(name.clone()).or_insert(*pos);
+                        match self.names.get_mut(name.as_str()) {
+                            Some(entry) if !self.freed_early.contains_key(name) => {
+                                entry.freed.get_or_insert(*pos);
+                            }
+                            Some(_) => {}
+                            None => {
+                                self.freed_early.entry(name.clone()).or_insert(*pos);
+                            }
+                        }
                     }
                 }
             }
@@ -1147,7 +1218,7 @@ impl<'a> Builder<'a> {
         op: OpName,
         args: impl IntoIterator<Item = &'e Expr>,
         kwargs: &[(String, Expr)],
-        later: &FxHashMap<&str, Pos>,
+        later: &Later<'_>,
     ) -> Result<NodeKind, IrError> {
         let args = args
             .into_iter()
@@ -1166,7 +1237,7 @@ impl<'a> Builder<'a> {
         ann: &Option<Annotation>,
         value: &Expr,
         pos: Pos,
-        later: &FxHashMap<&str, Pos>,
+        later: &Later<'_>,
     ) -> Result<(), IrError> {
         if ann.is_none() {
             if let Some(param) = value.name() {
@@ -1207,7 +1278,7 @@ impl<'a> Builder<'a> {
                         self.call(OpName::python(&namespace, name), args, kwargs, later)?
                     }
                     // A Tensor method: `x.view(12, -1)`.
-                    Some([receiver, method]) if self.ids.contains_key(*receiver) => {
+                    Some([receiver, method]) if self.id_of(receiver).is_some() => {
                         let this = Expr {
                             kind: ExprKind::Path(vec![receiver.to_string()]),
                             pos: func.pos,
@@ -1294,22 +1365,22 @@ impl<'a> Builder<'a> {
     /// (the parameter name is kept for printing). False when `param` is not a parameter
     /// still under its own name.
     fn alias_input(&mut self, target: &str, param: &str, pos: Pos) -> Result<bool, IrError> {
-        let Some(&id) = self.ids.get(param) else {
+        let Some(id) = self.id_of(param) else {
             return Ok(false);
         };
         let node = &self.graph.nodes[id.index()];
-        if !node.is_placeholder() || node.name != param || self.freed.contains_key(param) {
+        if !node.is_placeholder() || node.name != param || self.freed_at(param).is_some() {
             return Ok(false);
         }
         if !is_valid_name(target) {
             return self.err(pos, format!("`{target}` cannot be a node name"));
         }
-        if let Some(first) = self.defined_at.get(target) {
+        if let Some(first) = self.names.get(target) {
             return self.err(
                 pos,
                 format!(
                     "duplicate name `{target}` (first defined on line {})",
-                    first.line
+                    first.defined.line
                 ),
             );
         }
@@ -1317,9 +1388,17 @@ impl<'a> Builder<'a> {
         self.graph
             .param_names
             .insert(target.to_string(), param.to_string());
-        self.ids.remove(param);
-        self.ids.insert(target.to_string(), id);
-        self.defined_at.insert(target.to_string(), pos);
+        if let Some(entry) = self.names.get_mut(param) {
+            entry.id = None;
+        }
+        self.names.insert(
+            target.to_string(),
+            Name {
+                id: Some(id),
+                defined: pos,
+                freed: None,
+            },
+        );
         Ok(true)
     }
 
@@ -1329,7 +1408,7 @@ impl<'a> Builder<'a> {
         &mut self,
         base: &Expr,
         index: &Expr,
-        later: &FxHashMap<&str, Pos>,
+        later: &Later<'_>,
     ) -> Result<NodeKind, IrError> {
         let source = match self.value(base, later)? {
             Value::Node(n) => n,
@@ -1358,11 +1437,7 @@ impl<'a> Builder<'a> {
         Ok(NodeKind::GetItem { source, index })
     }
 
-    fn output_values(
-        &self,
-        value: &Expr,
-        later: &FxHashMap<&str, Pos>,
-    ) -> Result<Vec<Value>, IrError> {
+    fn output_values(&self, value: &Expr, later: &Later<'_>) -> Result<Vec<Value>, IrError> {
         match &value.kind {
             ExprKind::Tuple(items) | ExprKind::List(items) => {
                 items.iter().map(|e| self.value(e, later)).collect()
@@ -1387,7 +1462,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn value(&self, e: &Expr, later: &FxHashMap<&str, Pos>) -> Result<Value, IrError> {
+    fn value(&self, e: &Expr, later: &Later<'_>) -> Result<Value, IrError> {
         Ok(match &e.kind {
             ExprKind::Int(i) => Value::Int(*i),
             ExprKind::Float(f) => Value::Float(*f),
@@ -1411,17 +1486,17 @@ impl<'a> Builder<'a> {
                 "inf" => Value::Float(f64::INFINITY),
                 "nan" => Value::Float(f64::NAN),
                 "Ellipsis" => Value::Ellipsis,
-                n => match self.ids.get(n) {
-                    Some(_) if self.freed.contains_key(n) => {
+                n => match self.reference(n) {
+                    Some((_, Some(freed))) => {
                         return self.err(
                             e.pos,
                             format!(
                                 "`{n}` is used after `{n} = None` on line {} freed it (PyTorch's generated code would read None here)",
-                                self.freed[n].line
+                                freed.line
                             ),
                         );
                     }
-                    Some(id) => Value::Node(*id),
+                    Some((id, None)) => Value::Node(id),
                     None => {
                         return self.err(e.pos, self.unknown_name_message(n, later));
                     }
@@ -1480,10 +1555,10 @@ impl<'a> Builder<'a> {
         })
     }
 
-    fn unknown_name_message(&self, n: &str, later: &FxHashMap<&str, Pos>) -> String {
+    fn unknown_name_message(&self, n: &str, later: &Later<'_>) -> String {
         if self.pytree_args.iter().any(|p| p == n) {
             format!("`{n}` is a pytree container; use the flattened names")
-        } else if let Some(p) = later.get(n) {
+        } else if let Some(p) = later.definition(n) {
             format!("`{n}` is used before its definition on line {}", p.line)
         } else {
             format!("unknown name `{n}`")
