@@ -3,8 +3,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
-use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
+use std::hash::BuildHasher as _;
 
 use crate::error::IrError;
 use crate::naming::is_valid_name;
@@ -311,8 +311,10 @@ impl Graph {
     /// Checks the graph is well formed: names unique and valid, every reference to an
     /// earlier node, placeholders first, getitems on multi-output nodes, an output present.
     pub fn verify(&self) -> Result<(), IrError> {
-        let mut seen: FxHashSet<&str> =
-            FxHashSet::with_capacity_and_hasher(self.nodes.len(), Default::default());
+        // Names by hash (ids into `nodes`: a small table for a big graph).
+        let mut hashes: Vec<u64> = Vec::with_capacity(self.nodes.len());
+        let mut seen: hashbrown::HashTable<u32> =
+            hashbrown::HashTable::with_capacity(self.nodes.len());
         let mut body_started: Option<usize> = None;
         for (i, node) in self.nodes.iter().enumerate() {
             if !is_valid_name(&node.name) {
@@ -320,10 +322,19 @@ impl Graph {
                     name: node.name.to_string(),
                 });
             }
-            if !seen.insert(&node.name) {
-                return Err(IrError::DuplicateName {
-                    name: node.name.to_string(),
-                });
+            let hash = rustc_hash::FxBuildHasher.hash_one(node.name.as_str());
+            hashes.push(hash);
+            let same =
+                |&j: &u32| hashes[j as usize] == hash && self.nodes[j as usize].name == node.name;
+            match seen.entry(hash, same, |&j| hashes[j as usize]) {
+                hashbrown::hash_table::Entry::Occupied(_) => {
+                    return Err(IrError::DuplicateName {
+                        name: node.name.to_string(),
+                    })
+                }
+                hashbrown::hash_table::Entry::Vacant(slot) => {
+                    slot.insert(i as u32);
+                }
             }
             match (&node.kind, body_started) {
                 (NodeKind::Placeholder, Some(first)) => {

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::FxHasher;
 
 use crate::error::IrError;
 use crate::graph::{Graph, Node, NodeId, NodeKind};
@@ -84,11 +84,11 @@ pub fn eliminate_common_subexpressions(
             }
         });
     }
-    // The last kept node of each kind hash; `same_hash[k]` is the kept node before node `k`
-    // with the same hash (kinds are compared in full).
-    let mut seen: FxHashMap<u64, NodeId> =
-        FxHashMap::with_capacity_and_hasher(graph.nodes.len(), Default::default());
-    let mut same_hash: Vec<Option<NodeId>> = Vec::with_capacity(graph.nodes.len());
+    // Kept mergeable nodes by the hash of their kind (`hashes[k]` for kept node `k`; kinds
+    // are compared in full): ids only, a small table for a big graph.
+    let mut seen: hashbrown::HashTable<u32> =
+        hashbrown::HashTable::with_capacity(graph.nodes.len());
+    let mut hashes: Vec<u64> = Vec::with_capacity(graph.nodes.len());
     for (i, node) in graph.nodes.iter().enumerate() {
         let kind = node
             .try_remap_kind::<()>(&mut |src| Ok(new_id[src.index()]))
@@ -100,26 +100,25 @@ pub fn eliminate_common_subexpressions(
                 NodeKind::GetItem { .. } | NodeKind::GetAttr { .. } => true,
             };
         let id = NodeId(nodes.len() as u32);
-        if mergeable {
+        let hash = if mergeable {
             let mut hasher = FxHasher::default();
             kind.hash(&mut hasher);
-            let last = seen.entry(hasher.finish()).or_insert(id);
-            let mut candidate = (*last != id).then_some(*last);
-            while let Some(e) = candidate {
-                if nodes[e.index()].kind == kind {
-                    break;
+            let hash = hasher.finish();
+            let same = |&k: &u32| hashes[k as usize] == hash && nodes[k as usize].kind == kind;
+            match seen.entry(hash, same, |&k| hashes[k as usize]) {
+                hashbrown::hash_table::Entry::Occupied(existing) => {
+                    new_id.push(NodeId(*existing.get()));
+                    continue;
                 }
-                candidate = same_hash[e.index()];
+                hashbrown::hash_table::Entry::Vacant(slot) => {
+                    slot.insert(id.0);
+                }
             }
-            if let Some(existing) = candidate {
-                new_id.push(existing);
-                continue;
-            }
-            same_hash.push((*last != id).then_some(*last));
-            *last = id;
+            hash
         } else {
-            same_hash.push(None);
-        }
+            0
+        };
+        hashes.push(hash);
         nodes.push(Node {
             name: node.name.clone(),
             kind,

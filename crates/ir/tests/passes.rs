@@ -355,3 +355,18 @@ fn insert_after_shifts_ids_and_redirects_readers() {
     assert_eq!(plain.outputs().len(), 2);
     assert!(print_graph(&plain).contains("neg: \"f32[4]\" = torch.ops.aten.neg.default(relu)"));
 }
+
+#[test]
+fn verify_finds_a_duplicate_name_anywhere_in_a_big_graph() {
+    let g = parse_graph(&fixture("gpt4", "joint.py")).unwrap();
+    g.verify().unwrap();
+    // The last node takes the first call's name: far apart, as in a big graph.
+    let first_call = g.nodes.iter().position(|n| n.op().is_some()).unwrap();
+    let mut dup = g.clone();
+    let last = dup.nodes.len() - 1;
+    dup.nodes[last].name = g.nodes[first_call].name.clone();
+    match dup.verify() {
+        Err(IrError::DuplicateName { name }) => assert_eq!(name, g.nodes[first_call].name),
+        other => panic!("expected a duplicate name, got {other:?}"),
+    }
+}
