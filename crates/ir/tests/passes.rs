@@ -370,3 +370,40 @@ fn verify_finds_a_duplicate_name_anywhere_in_a_big_graph() {
         other => panic!("expected a duplicate name, got {other:?}"),
     }
 }
+
+#[test]
+fn verify_reports_the_first_repeated_name_of_a_big_graph() {
+    // 20k nodes, two repeats far apart.
+    let mut g = Graph::new("G");
+    g.nodes.push(graphbug_ir::Node {
+        name: "x".into(),
+        kind: NodeKind::Placeholder,
+        meta: graphbug_ir::Meta::Unknown,
+    });
+    for k in 0..20_000u32 {
+        g.nodes.push(graphbug_ir::Node {
+            name: format!("relu_{k}").into(),
+            kind: NodeKind::Call {
+                op: OpName::aten("relu", "default"),
+                args: vec![Value::Node(NodeId(k))],
+                kwargs: vec![],
+            },
+            meta: graphbug_ir::Meta::Unknown,
+        });
+    }
+    g.output = Some(vec![Value::Node(NodeId(20_000))]);
+    g.verify().unwrap();
+    // Two repeats: node 15000 takes node 3's name, node 12000 node 9000's (`relu_8999`).
+    // Node 12000 comes first in the graph, so its repeat is the one reported.
+    let mut dup = g.clone();
+    dup.nodes[15_000].name = dup.nodes[3].name.clone();
+    dup.nodes[12_000].name = dup.nodes[9_000].name.clone();
+    match dup.verify() {
+        Err(IrError::DuplicateName { name }) => assert_eq!(name, "relu_8999"),
+        other => panic!("expected a duplicate name, got {other:?}"),
+    }
+    // Names that differ only past a shared prefix are not repeats.
+    let mut near = g.clone();
+    near.nodes[20_000].name = "relu_19999_".into();
+    near.verify().unwrap();
+}
