@@ -13,17 +13,15 @@
 
 use std::time::Instant;
 
-use graphbug::autodiff::{floating_inputs, joint_graph, Joint};
+use graphbug::autodiff::Joint;
 use graphbug::ir::bench::Targets;
-use graphbug::ir::models::{gpt_forward, GptConfig};
 use graphbug::ir::{parse_graph, print_graph};
 use graphbug::minifier::{minify, Contains, MinifyOptions, NoSink};
 use graphbug::partition::{default_partition, min_cut_rematerialization_partition, MinCutOptions};
 
 /// The joint graph of an N-layer GPT; the parameters require grad, the token ids do not.
 fn gpt_joint(layers: usize) -> Joint {
-    let forward = gpt_forward(&GptConfig::gpt4_layers(layers));
-    joint_graph(&forward, &floating_inputs(&forward)).expect("the GPT joint graph builds")
+    graphbug::autodiff::gpt_joint(layers).expect("the GPT joint graph builds")
 }
 
 /// The process's peak resident memory so far, in bytes (Linux; 0 elsewhere).

@@ -56,6 +56,15 @@ pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<Joint, Aut
     joint_graph_with(forward, requires_grad, &RulesOnly)
 }
 
+/// The joint graph of an N-layer GPT made of gpt4's blocks
+/// ([`graphbug_ir::models::GptConfig::gpt4_layers`]), its floating-point inputs requiring
+/// grad: the model the benchmarks scale.
+pub fn gpt_joint(layers: usize) -> Result<Joint, AutodiffError> {
+    let forward =
+        graphbug_ir::models::gpt_forward(&graphbug_ir::models::GptConfig::gpt4_layers(layers));
+    joint_graph(&forward, &floating_inputs(&forward))
+}
+
 /// [`joint_graph`], asking `derivatives` for the backward of every op without a Rust rule.
 pub fn joint_graph_with(
     forward: &Graph,

@@ -20,4 +20,4 @@ pub use decompose::{decompose, DecompositionSet};
 pub use derivatives::{Backward, Derivatives, ForwardCall, RulesOnly, Source};
 pub use error::AutodiffError;
 pub use functionalize::{functionalize, Functionalized};
-pub use joint::{floating_inputs, joint_graph, joint_graph_with, Joint};
+pub use joint::{floating_inputs, gpt_joint, joint_graph, joint_graph_with, Joint};

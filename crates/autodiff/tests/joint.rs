@@ -519,3 +519,17 @@ fn a_saved_output_without_meta_names_its_node() {
         4
     );
 }
+
+#[test]
+fn gpt_joints_grow_by_the_same_nodes_per_layer() {
+    let sizes: Vec<usize> = [2, 4, 6]
+        .iter()
+        .map(|&l| {
+            let j = graphbug_autodiff::gpt_joint(l).expect("a GPT joint");
+            j.graph.verify().unwrap();
+            j.graph.nodes.len()
+        })
+        .collect();
+    assert!(sizes[1] > sizes[0]);
+    assert_eq!(sizes[2] - sizes[1], sizes[1] - sizes[0], "{sizes:?}");
+}

@@ -11,9 +11,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use graphbug_autodiff::{floating_inputs, joint_graph, Joint};
+use graphbug_autodiff::Joint;
 use graphbug_ir::bench::Targets;
-use graphbug_ir::models::{gpt_forward, GptConfig};
 use graphbug_ir::print_graph;
 use graphbug_partition::{
     default_partition, min_cut_rematerialization_partition, MinCutOptions, Partition,
@@ -24,8 +23,7 @@ const TARGET_48_MS: f64 = 54.0;
 
 /// The joint graph of an N-layer GPT; the parameters require grad, the token ids do not.
 fn gpt_joint(layers: usize) -> Joint {
-    let forward = gpt_forward(&GptConfig::gpt4_layers(layers));
-    joint_graph(&forward, &floating_inputs(&forward)).expect("the GPT joint graph builds")
+    graphbug_autodiff::gpt_joint(layers).expect("the GPT joint graph builds")
 }
 
 /// Best of `runs` in milliseconds, and the last result.
