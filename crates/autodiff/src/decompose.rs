@@ -24,8 +24,8 @@ use std::collections::BTreeSet;
 use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, SQRT_2};
 
 use graphbug_ir::{
-    Device, Dtype, Graph, Layout, MemoryFormat, Meta, Namespace, Node, NodeId, NodeKind, OpName,
-    TensorMeta, Value,
+    Device, Dtype, Graph, Layout, MemoryFormat, Meta, Namespace, Node, NodeId, NodeKind, NodeName,
+    OpName, TensorMeta, Value,
 };
 
 use crate::error::AutodiffError;
@@ -252,7 +252,7 @@ pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
                     }
                 },
                 Mapped::Node(src) => Mapped::Node(rw.push(
-                    node.name.to_string(),
+                    node.name.clone(),
                     NodeKind::GetItem {
                         source: *src,
                         index: *index,
@@ -300,7 +300,7 @@ pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
                     (Err(()), Some(e)) => return Err(e),
                     (Err(()), None) => unreachable!("the remap closure records every failure"),
                 };
-                Mapped::Node(rw.push(node.name.to_string(), kind, node.meta.clone(), false))
+                Mapped::Node(rw.push(node.name.clone(), kind, node.meta.clone(), false))
             }
         };
         map.push(mapped);
@@ -869,20 +869,16 @@ impl Rewriter<'_> {
         Some(Val { id, meta })
     }
 
-    fn push(&mut self, name: String, kind: NodeKind, meta: Meta, created: bool) -> NodeId {
+    fn push(&mut self, name: NodeName, kind: NodeKind, meta: Meta, created: bool) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(Node {
-            name: name.into(),
-            kind,
-            meta,
-        });
+        self.nodes.push(Node { name, kind, meta });
         self.created.push(created);
         id
     }
 
     fn emit(&mut self, base: &str, kind: NodeKind, meta: Meta) -> NodeId {
         let name = self.names.create_name(base);
-        self.push(name, kind, meta, true)
+        self.push(name.into(), kind, meta, true)
     }
 
     /// Runs the decomposition of `s.op`.
