@@ -147,3 +147,20 @@ fn setitem_statements_are_one_node_printed_as_fx_writes_them() {
         "{err}"
     );
 }
+
+#[test]
+fn an_aliased_parameter_keeps_its_name_taken() {
+    let head = "class G(torch.nn.Module):\n    def forward(self, L_x_: \"f32[2]\"):\n        l_x_ = L_x_\n";
+    let ok = format!("{head}        y = torch.ops.aten.relu.default(l_x_)\n        return (y,)\n");
+    let g = parse_graph(&ok).unwrap();
+    assert_eq!(g.nodes[0].name, "l_x_");
+    // The parameter's own name now reads nothing, and no node may take it.
+    let reads_old =
+        format!("{head}        y = torch.ops.aten.relu.default(L_x_)\n        return (y,)\n");
+    let e = parse_graph(&reads_old).unwrap_err().to_string();
+    assert!(e.contains("unknown name `L_x_`"), "{e}");
+    let retakes =
+        format!("{head}        L_x_ = torch.ops.aten.relu.default(l_x_)\n        return (L_x_,)\n");
+    let e = parse_graph(&retakes).unwrap_err().to_string();
+    assert!(e.contains("duplicate name `L_x_`"), "{e}");
+}

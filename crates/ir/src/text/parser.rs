@@ -1,6 +1,5 @@
 //! Parser for PyTorch's `print_readable()` graph text, flat and pytree forms.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
@@ -888,13 +887,14 @@ impl<'m> Later<'m> {
     }
 }
 
-/// What the parser knows of a name it has seen defined.
+/// What the parser knows of a name it has seen defined or freed.
+#[derive(Default)]
 struct Name {
-    /// Its node (none once an alias took the name over).
+    /// Its node (none before its definition, or once an alias took the name over).
     id: Option<NodeId>,
     /// Where it is defined.
-    defined: Pos,
-    /// Where a liveness tail (`x = None`) freed it.
+    defined: Option<Pos>,
+    /// Where a liveness tail (`x = None`) first freed it.
     freed: Option<Pos>,
 }
 
@@ -902,12 +902,10 @@ struct Name {
 struct Builder<'a> {
     src: &'a str,
     graph: Graph,
-    /// Each name defined so far.
+    /// Each name defined or freed so far.
     names: FxHashMap<String, Name>,
     /// `forward` parameters that are pytree containers, not placeholders.
     pytree_args: Vec<String>,
-    /// Names a liveness tail (`x = None`) freed before they were defined, and where.
-    freed_early: FxHashMap<String, Pos>,
     /// Symbolic annotations already parsed: dynamic graphs repeat a few shapes many times.
     symbolic: FxHashMap<String, Meta>,
 }
@@ -919,7 +917,6 @@ impl<'a> Builder<'a> {
             graph: Graph::new("GraphModule"),
             names: FxHashMap::default(),
             pytree_args: Vec::new(),
-            freed_early: FxHashMap::default(),
             symbolic: FxHashMap::default(),
         }
     }
@@ -929,24 +926,10 @@ impl<'a> Builder<'a> {
         self.names.get(name).and_then(|n| n.id)
     }
 
-    /// Where a liveness tail freed `name`, the first time.
-    fn freed_at(&self, name: &str) -> Option<Pos> {
-        let entry = self.names.get(name);
-        self.first_freed(name, entry.and_then(|n| n.freed))
-    }
-
     /// The node `name` refers to, and where it was first freed if it was: one lookup.
     fn reference(&self, name: &str) -> Option<(NodeId, Option<Pos>)> {
         let entry = self.names.get(name)?;
-        Some((entry.id?, self.first_freed(name, entry.freed)))
-    }
-
-    /// The earlier of a free before `name` was defined and `after` (a free since).
-    fn first_freed(&self, name: &str, after: Option<Pos>) -> Option<Pos> {
-        if self.freed_early.is_empty() {
-            return after;
-        }
-        self.freed_early.get(name).copied().or(after)
+        Some((entry.id?, entry.freed))
     }
 
     fn err<T>(&self, pos: Pos, message: String) -> Result<T, IrError> {
@@ -978,22 +961,18 @@ impl<'a> Builder<'a> {
             return self.err(pos, format!("`{name}` cannot be a node name"));
         }
         let id = NodeId(self.graph.nodes.len() as u32);
-        match self.names.entry(name.to_string()) {
-            Entry::Occupied(first) => {
-                let line = first.get().defined.line;
-                return self.err(
-                    pos,
-                    format!("duplicate name `{name}` (first defined on line {line})"),
-                );
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(Name {
-                    id: Some(id),
-                    defined: pos,
-                    freed: None,
-                });
-            }
+        let entry = self.names.entry(name.to_string()).or_default();
+        if let Some(first) = entry.defined {
+            return self.err(
+                pos,
+                format!(
+                    "duplicate name `{name}` (first defined on line {})",
+                    first.line
+                ),
+            );
         }
+        entry.id = Some(id);
+        entry.defined = Some(pos);
         self.graph.nodes.push(Node {
             name: name.into(),
             kind,
@@ -1160,13 +1139,18 @@ impl<'a> Builder<'a> {
                 }
                 Stmt::Free { names } => {
                     for (name, pos) in names {
+                        // (Most names are defined already: no key to copy.)
                         match self.names.get_mut(name.as_str()) {
-                            Some(entry) if !self.freed_early.contains_key(name) => {
+                            Some(entry) => {
                                 entry.freed.get_or_insert(*pos);
                             }
-                            Some(_) => {}
                             None => {
-                                self.freed_early.entry(name.clone()).or_insert(*pos);
+                                let freed = Some(*pos);
+                                let entry = Name {
+                                    freed,
+                                    ..Name::default()
+                                };
+                                self.names.insert(name.clone(), entry);
                             }
                         }
                     }
@@ -1369,18 +1353,19 @@ impl<'a> Builder<'a> {
             return Ok(false);
         };
         let node = &self.graph.nodes[id.index()];
-        if !node.is_placeholder() || node.name != param || self.freed_at(param).is_some() {
+        let freed = self.names.get(param).and_then(|n| n.freed);
+        if !node.is_placeholder() || node.name != param || freed.is_some() {
             return Ok(false);
         }
         if !is_valid_name(target) {
             return self.err(pos, format!("`{target}` cannot be a node name"));
         }
-        if let Some(first) = self.names.get(target) {
+        if let Some(first) = self.names.get(target).and_then(|n| n.defined) {
             return self.err(
                 pos,
                 format!(
                     "duplicate name `{target}` (first defined on line {})",
-                    first.defined.line
+                    first.line
                 ),
             );
         }
@@ -1391,14 +1376,9 @@ impl<'a> Builder<'a> {
         if let Some(entry) = self.names.get_mut(param) {
             entry.id = None;
         }
-        self.names.insert(
-            target.to_string(),
-            Name {
-                id: Some(id),
-                defined: pos,
-                freed: None,
-            },
-        );
+        let entry = self.names.entry(target.to_string()).or_default();
+        entry.id = Some(id);
+        entry.defined = Some(pos);
         Ok(true)
     }
 
