@@ -136,23 +136,25 @@ pub fn is_valid_name(name: &str) -> bool {
 
 /// The length of the longest keyword or codegen name.
 const LONGEST_FORBIDDEN: usize = {
-    let mut longest = 0;
-    let mut i = 0;
-    while i < KEYWORDS.len() {
-        if KEYWORDS[i].len() > longest {
-            longest = KEYWORDS[i].len();
-        }
-        i += 1;
+    let (k, c) = (longest(&KEYWORDS), longest(&CODEGEN_NAMES));
+    if k > c {
+        k
+    } else {
+        c
     }
-    let mut i = 0;
-    while i < CODEGEN_NAMES.len() {
-        if CODEGEN_NAMES[i].len() > longest {
-            longest = CODEGEN_NAMES[i].len();
-        }
-        i += 1;
-    }
-    longest
 };
+
+/// The length of the longest of `names` (a `const fn`: iterators are not const).
+const fn longest(names: &[&str]) -> usize {
+    let (mut most, mut i) = (0, 0);
+    while i < names.len() {
+        if names[i].len() > most {
+            most = names[i].len();
+        }
+        i += 1;
+    }
+    most
+}
 
 /// Hands out unique node names the way FX's `_Namespace.create_name` does.
 #[derive(Clone, Debug, Default)]
