@@ -61,6 +61,9 @@ enum Command {
     },
     /// Run a graph through a backend.
     Run(cli::run::RunArgs),
+    /// Compare two numeric traces (`run --trace`) and print the first node where the runs
+    /// diverge beyond a tolerance; exit 0 if none does, 1 if one does, 2 on bad input.
+    TraceDiff(cli::run::TraceDiffArgs),
     /// List backends: name, tags and what each does.
     Backends {
         /// Include the debug and testing backends.
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
             aten,
         } => cli::specialize(&file, inputs.as_deref(), &binds, aten),
         Command::Run(args) => cli::run::run(&args),
+        Command::TraceDiff(args) => Ok(cli::run::trace_diff(&args)),
         Command::Backends { all } => cli::backends(all),
         Command::Explain(args) => cli::run::explain(&args),
         Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),

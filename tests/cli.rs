@@ -1114,3 +1114,109 @@ fn partition_splits_pytorch_dynamic_joints_as_functorch_does() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn traces_find_the_first_diverging_node_across_backends() {
+    let gpt4 = fixture("gpt4/forward.py");
+    let g = gpt4.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let run = |backend: &str, trace: &str, env: &[(&str, &str)], extra: &[&str]| {
+        let mut args = vec!["run", g, "--backend", backend, "--trace", trace];
+        args.extend_from_slice(extra);
+        graphbug_env(&args, env)
+    };
+    let trace_diff = |a: &str, b: &str| graphbug(&["trace-diff", a, b]);
+    // The same run twice: byte-identical traces, and no divergence.
+    let (a, a2) = (path("a.jsonl"), path("a2.jsonl"));
+    for t in [&a, &a2] {
+        let out = run("eager", t, &[], &[]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&a2).unwrap());
+    let out = trace_diff(&a, &a2);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("no divergence"));
+    // A wrong gelu: the diff names it, and says its input agreed.
+    let b = path("b.jsonl");
+    let out = run("fault:accuracy=0.5@node:gelu_2", &b, &[], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = trace_diff(&a, &b);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("first divergence: graph node `gelu_2` (aten::gelu.default)"),
+        "{said}"
+    );
+    assert!(said.contains("input `view_36`: identical"), "{said}");
+    // A run that fails: the trace keeps what ran and how it ended; the diff says the runs
+    // end differently even where every value agrees.
+    let e = path("e.jsonl");
+    let out = run("fault:runtime@node:gelu_2", &e, &[], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = trace_diff(&a, &e);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("no value diverges, but the runs end differently")
+            && said.contains("injected runtime fault at node `gelu_2`"),
+        "{said}"
+    );
+    // An AOT pipeline traces both halves of a training step; a fault injected into its
+    // inner compilers (here in the forward only) shows in the forward graph.
+    let (c, d) = (path("c.jsonl"), path("d.jsonl"));
+    let out = run("aot_eager", &c, &[], &["--backward"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let traced = std::fs::read_to_string(&c).unwrap();
+    for part in ["inputs", "forward", "backward", "outputs"] {
+        assert!(traced.contains(&format!("\"part\":\"{part}\"")), "{part}");
+    }
+    assert!(traced.contains("\"node\":\"grad0\""));
+    let fault = [("GRAPHBUG_INJECT_FAULT", "accuracy=0.5@aten.gelu.default#2")];
+    let out = run("aot_eager", &d, &fault, &["--backward"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = trace_diff(&c, &d);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("first divergence: forward node `gelu_1` (aten::gelu.default)"),
+        "{said}"
+    );
+    // Without a backward the backward graph is empty; the fault still finds the forward's
+    // gelu, and one no half has is an error naming both.
+    let out = run("aot_eager", &d, &fault, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(
+        "aot_eager",
+        &d,
+        &[("GRAPHBUG_INJECT_FAULT", "accuracy@aten.erf")],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("in the forward graph of `aot_eager`")
+            && err.contains("in the backward graph of `aot_eager`"),
+        "{err}"
+    );
+    // Bad input: exit 2, naming the file.
+    let out = trace_diff(&a, &path("missing.jsonl"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("missing.jsonl"));
+    let out = graphbug(&["trace-diff", &a, g]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("forward.py:1: not a trace line"));
+    // Traces of different graphs share nothing.
+    let mlp = fixture("mlp/forward.py");
+    let m = path("m.jsonl");
+    let out = graphbug(&["run", mlp.to_str().unwrap(), "--trace", &m]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = trace_diff(&a, &m);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("first divergence: inputs node `arg0_1`")
+            && said.contains("note: the traces are of different graph files"),
+        "{said}"
+    );
+}

@@ -13,6 +13,7 @@ use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::{describe, meta_of, tch_device};
 use graphbug::aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug::aten::reference::{autograd_gradients, fp64_copy, fp64_graph, fp64_reference};
+use graphbug::aten::trace::{diff, Tolerance, Trace, TraceDiff, TraceHeader, TraceSink};
 use graphbug::backends::explain::Explain;
 use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
 use graphbug::ir::{Device, Graph};
@@ -70,8 +71,60 @@ pub struct RunArgs {
     /// inputs' real sizes bind the others. A contradiction is an error naming both sources.
     #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = parse_binding)]
     binds: Vec<(String, i64)>,
+    /// Record every node's value (a hash, min, max, mean, NaN and Inf counts, a few
+    /// values) to this file as the run goes, for `graphbug trace-diff`. Backends that run
+    /// graphs node by node (eager, aot_eager's halves, the debug and fault backends) record
+    /// each node; any backend records its inputs and outputs.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     #[command(flatten)]
     bound: Bound,
+}
+
+/// Arguments of `graphbug trace-diff`.
+#[derive(Args)]
+pub struct TraceDiffArgs {
+    /// The first trace (`graphbug run --trace`).
+    a: PathBuf,
+    /// The second trace.
+    b: PathBuf,
+    /// Absolute tolerance of each statistic and sampled value.
+    #[arg(long, default_value_t = Tolerance::default().atol)]
+    atol: f64,
+    /// Relative tolerance of each statistic and sampled value.
+    #[arg(long, default_value_t = Tolerance::default().rtol)]
+    rtol: f64,
+}
+
+/// `graphbug trace-diff`: exit 0 when the traces agree within tolerance, 1 when they
+/// diverge (the first divergence printed), 2 when they cannot be compared.
+pub fn trace_diff(args: &TraceDiffArgs) -> ExitCode {
+    let result = (|| -> Result<TraceDiff> {
+        if !(args.atol >= 0.0 && args.rtol >= 0.0) {
+            bail!("--atol and --rtol must be at least 0");
+        }
+        let a = Trace::read(&args.a)?;
+        let b = Trace::read(&args.b)?;
+        let tol = Tolerance {
+            atol: args.atol,
+            rtol: args.rtol,
+        };
+        Ok(diff(&a, &b, &tol)?)
+    })();
+    match result {
+        Ok(d) => {
+            print!("{d}");
+            if d.diverges() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Parses `s0=8` for `--bind`.
@@ -177,6 +230,26 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     // In the child: checking an AOT pipeline's inner compilers runs meta inference.
     validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
+    let trace = match &args.trace {
+        Some(path) => {
+            let sink = TraceSink::create(
+                path,
+                TraceHeader {
+                    graph: args.file.display().to_string(),
+                    backend: backend.name().to_string(),
+                    device: device.to_string(),
+                    graphbug: env!("CARGO_PKG_VERSION").to_string(),
+                    ..TraceHeader::default()
+                },
+            )?;
+            let given = sink.part("inputs");
+            for (name, t) in graph.placeholder_names().iter().zip(&inputs) {
+                given.record_tensor(name, Some(t));
+            }
+            Some(sink)
+        }
+        None => None,
+    };
 
     // The float64 reference runs first, on copies, before the backend can mutate inputs.
     // Without it the file can only be matched by allclose, which is said.
@@ -206,6 +279,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let ctx = CompileContext {
         device: device.clone(),
         constants,
+        trace: trace.clone(),
         ..CompileContext::default()
     };
     report_stage("compile");
@@ -224,9 +298,33 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         Ok(o) => o,
         Err(failure) => {
             eprintln!("{failure}");
+            if let Some(sink) = &trace {
+                sink.finish(&format!("failed: {failure}"))?;
+            }
             return Ok(ExitCode::FAILURE);
         }
     };
+    if let Some(sink) = &trace {
+        let produced = sink.part("outputs");
+        for (i, o) in outputs.iter().enumerate() {
+            produced.record_tensor(&format!("out{i}"), o.as_ref());
+        }
+        for (i, g) in grads.iter().enumerate() {
+            if rg.get(i).copied().unwrap_or(false) {
+                produced.record_tensor(&format!("grad{i}"), g.as_ref());
+            }
+        }
+        if sink.recorded_nodes() == 0 {
+            eprintln!(
+                "note: `{}` does not run the graph node by node through graphbug, so the trace holds only its inputs and outputs",
+                backend.name()
+            );
+        }
+        sink.finish("completed")?;
+        if let Some(path) = &args.trace {
+            println!("traced to {}", path.display());
+        }
+    }
     for (i, o) in outputs.iter().enumerate() {
         println!("{}", summarize(i, o));
     }

@@ -67,6 +67,9 @@ pub enum AtenError {
     /// An error reported by tch outside any node.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
+    /// A numeric trace that cannot be written, read or made (the message names the file).
+    #[error("{0}")]
+    Trace(String),
 }
 
 impl AtenError {

@@ -16,6 +16,7 @@ use crate::dtype::{c10_layout, c10_memory_format, c10_scalar_type, describe, met
 use crate::error::{AtenError, Result};
 use crate::schema::{ArgType, Argument, Elem};
 use crate::shim::{tensor_device, tensor_to, zeros_like_on, Op, Plan, Stack, StackValue};
+use crate::trace::{op_label, TraceSink};
 
 /// A value produced while running a graph.
 #[derive(Debug)]
@@ -175,6 +176,8 @@ pub struct Interpreter {
     autograd: bool,
     /// On the meta device, run ops without a meta kernel on CPU stand-ins.
     stand_ins: bool,
+    /// Where every node's value goes, if anywhere (`graphbug run --trace`).
+    trace: Option<TraceSink>,
 }
 
 impl std::fmt::Debug for Interpreter {
@@ -313,6 +316,7 @@ impl Interpreter {
             inputs,
             autograd: false,
             stand_ins: true,
+            trace: None,
         })
     }
 
@@ -328,6 +332,21 @@ impl Interpreter {
     pub fn with_autograd(mut self, on: bool) -> Self {
         self.autograd = on;
         self
+    }
+
+    /// Records every node's value (inputs included) into `trace` on each run.
+    pub fn with_trace(mut self, trace: Option<TraceSink>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// Records node `node`'s value into the trace, if there is one.
+    fn trace(&self, node: usize, value: &RtValue) {
+        let Some(sink) = &self.trace else { return };
+        let node = &self.graph.nodes[node];
+        let mut inputs = Vec::new();
+        node.for_each_input(|s| inputs.push(self.graph.nodes[s.index()].name.as_str()));
+        sink.record(&node.name, &op_label(node), &inputs, value);
     }
 
     /// The graph this interpreter runs.
@@ -393,6 +412,7 @@ impl Interpreter {
         for (k, &i) in self.inputs.iter().enumerate() {
             let mut v = RtValue::Tensor(inputs[k].shallow_clone());
             hook.after_node(i, &mut v)?;
+            self.trace(i, &v);
             values[i] = Some(v);
         }
         let mut stack = Stack::new();
@@ -519,6 +539,7 @@ impl Interpreter {
                 value = RtValue::Tuple(items);
             }
             hook.after_node(step.node, &mut value)?;
+            self.trace(step.node, &value);
             values[step.node] = Some(value);
             for &f in &step.free {
                 values[f] = None;

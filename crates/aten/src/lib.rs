@@ -17,6 +17,7 @@ pub mod meta;
 pub mod reference;
 pub mod shim;
 pub mod stage;
+pub mod trace;
 
 pub use derivatives::LibtorchDerivatives;
 pub use error::{AtenError, Result};

@@ -18,6 +18,7 @@ use graphbug_aten::accuracy::detect;
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::meta::infer_meta;
 use graphbug_aten::reference::fp64_reference;
+use graphbug_aten::trace::TraceSink;
 use graphbug_aten::{Interpreter, LibtorchDerivatives, LibtorchSchemas};
 use graphbug_autodiff::{
     decompose, functionalize, joint_graph_with, AutodiffError, DecompositionSet,
@@ -34,8 +35,8 @@ use crate::backend::{
     InnerHook,
 };
 use crate::failure::{Failure, Stage, Symptom};
-use crate::fault::OpPattern;
-use crate::registry::lookup;
+use crate::fault::{FaultSpec, OpPattern};
+use crate::registry::{lookup, resolve, INJECT_FAULT_ENV};
 
 /// Which partitioner an AOT pipeline uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,11 +258,35 @@ impl Backend for AotEager {
                 &split.partition.backward,
             ),
         ] {
-            let inner = lookup(name).map_err(|e| e.to_string())?;
+            // The part's own compiler checks its own parameters; the fault of
+            // GRAPHBUG_INJECT_FAULT is checked below, over both halves.
+            let inner = resolve(name).map_err(|e| e.to_string())?;
             // The inner compiler gets the part's own inputs; their metas are annotated.
             inner
                 .validate(g, &[])
                 .map_err(|e| format!("in the {part} graph of `{}`: {e}", self.name))?;
+        }
+        // The fault goes to both inner compilers; a half it names no node of runs as it
+        // is, so the fault must name a node of one half or the other.
+        if let Some(text) = std::env::var(INJECT_FAULT_ENV)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+        {
+            let source = format!("{INJECT_FAULT_ENV}={text}");
+            let spec = FaultSpec::parse_env(&text).map_err(|e| format!("{source}: {e}"))?;
+            let whys: Vec<String> = [
+                (AotPart::Forward, &split.partition.forward),
+                (AotPart::Backward, &split.partition.backward),
+            ]
+            .into_iter()
+            .filter_map(|(part, g)| {
+                spec.why_no_target(g, &source)
+                    .map(|why| format!("in the {part} graph of `{}`: {why}", self.name))
+            })
+            .collect();
+            if whys.len() == 2 {
+                return Err(whys.join("\n"));
+            }
         }
         Ok(())
     }
@@ -288,6 +313,7 @@ impl Backend for AotEager {
                 .map(|(k, t)| (k.clone(), t.shallow_clone()))
                 .collect(),
             hook: ctx.inner_hook.clone(),
+            trace: ctx.trace.clone(),
             check_accuracy: ctx.check_inner_accuracy,
             num_fwd_outputs: split.num_fwd_outputs,
             mutated_inputs: split.mutated_inputs,
@@ -373,6 +399,7 @@ struct AotCompiled {
     device: graphbug_ir::Device,
     constants: std::collections::HashMap<String, Tensor>,
     hook: Option<InnerHook>,
+    trace: Option<TraceSink>,
     check_accuracy: bool,
     num_fwd_outputs: usize,
     mutated_inputs: Vec<usize>,
@@ -430,6 +457,8 @@ impl AotCompiled {
                     .iter()
                     .map(|(k, t)| (k.clone(), t.shallow_clone()))
                     .collect(),
+                // Each half records into its own part of the trace.
+                trace: self.trace.as_ref().map(|t| t.part(&inner.part.to_string())),
                 ..CompileContext::default()
             };
             match inner.backend.compile(&inner.graph, &examples, &ctx) {

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use graphbug_aten::trace::TraceSink;
 use graphbug_ir::{Device, Graph, Meta, TensorMeta};
 use tch::Tensor;
 
@@ -89,6 +90,26 @@ pub struct CompileContext {
     /// For AOT pipelines: check each inner graph's outputs against eager (float64
     /// `same()` rules); a mismatch is an accuracy failure of that graph.
     pub check_inner_accuracy: bool,
+    /// Where backends that run graphs node by node record each node's value (`graphbug
+    /// run --trace`); pipelines pass it on to their inner compilers, one part per graph.
+    pub trace: Option<TraceSink>,
+}
+
+impl CompileContext {
+    /// A context like this one (constants shared, not copied) whose trace is `trace`.
+    pub fn with_trace(&self, trace: Option<TraceSink>) -> CompileContext {
+        CompileContext {
+            device: self.device.clone(),
+            constants: self
+                .constants
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect(),
+            inner_hook: self.inner_hook.clone(),
+            check_inner_accuracy: self.check_inner_accuracy,
+            trace,
+        }
+    }
 }
 
 impl std::fmt::Debug for CompileContext {
@@ -98,6 +119,7 @@ impl std::fmt::Debug for CompileContext {
             .field("constants", &self.constants.keys().collect::<Vec<_>>())
             .field("inner_hook", &self.inner_hook.is_some())
             .field("check_inner_accuracy", &self.check_inner_accuracy)
+            .field("trace", &self.trace)
             .finish()
     }
 }

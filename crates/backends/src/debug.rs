@@ -378,7 +378,8 @@ impl Backend for EagerDebug {
             .map(|n| n.meta)
             .collect();
         let interp = Interpreter::new(graph, &ctx.device, &ctx.constants)
-            .map_err(|e| Failure::from_aten(self.name(), Stage::Compile, &e))?;
+            .map_err(|e| Failure::from_aten(self.name(), Stage::Compile, &e))?
+            .with_trace(ctx.trace.clone());
         Ok(Box::new(DebugFn { interp, expected }))
     }
 }

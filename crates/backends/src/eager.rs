@@ -20,7 +20,8 @@ impl EagerFn {
     /// Prepares `graph` for eager runs, reporting failures as `backend`.
     pub fn new(backend: &str, graph: &Graph, ctx: &CompileContext) -> Result<EagerFn, Failure> {
         let interp = Interpreter::new(graph, &ctx.device, &ctx.constants)
-            .map_err(|e| Failure::from_aten(backend, Stage::Compile, &e))?;
+            .map_err(|e| Failure::from_aten(backend, Stage::Compile, &e))?
+            .with_trace(ctx.trace.clone());
         Ok(EagerFn {
             backend: backend.to_string(),
             interp,

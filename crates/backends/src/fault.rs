@@ -10,6 +10,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use graphbug_aten::trace::alias_of;
 use graphbug_ir::{Graph, Meta, Namespace, Node, NodeId, NodeKind, OpName, Value};
 use tch::Tensor;
 
@@ -608,9 +609,22 @@ impl Backend for FaultBackend {
             f.backend = backend.clone();
             f
         };
+        // A trace records each fault node's value as the value it replaces.
+        let traced = ctx.trace.as_ref().map(|sink| {
+            sink.with_aliases(inserted.iter().filter_map(|(fault, _)| {
+                let id = rewritten.find(fault)?;
+                let NodeKind::Call { args, .. } = &rewritten.node(id).kind else {
+                    return None;
+                };
+                let Some(Value::Node(at)) = args.first() else {
+                    return None;
+                };
+                Some((fault.clone(), alias_of(&rewritten, *at)))
+            }))
+        });
         let inner = self
             .inner
-            .compile(&rewritten, example_inputs, ctx)
+            .compile(&rewritten, example_inputs, &ctx.with_trace(traced))
             .map_err(&relabel)?;
         Ok(Box::new(Faulted {
             inner,

@@ -313,6 +313,7 @@ pub fn compile(
             .as_ref()
             .map(|written| aot_hook(options.clone(), written.clone(), constants)),
         check_inner_accuracy: aot && options.level >= 4,
+        trace: None,
     };
     crate::process::report_stage("compile");
     match b.compile(graph, &examples, &ctx) {
