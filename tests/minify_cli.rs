@@ -475,3 +475,64 @@ fn bad_worker_arguments_are_clear_errors() {
         );
     }
 }
+
+#[test]
+fn a_flaky_check_is_measured_and_held_to_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    // Interesting in every other run while the candidate calls gelu: a 50% flaky bug.
+    let script = dir.path().join("flaky.sh");
+    let counter = dir.path().join("runs");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat {c} 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > {c}\n\
+             grep -q 'torch.ops.aten.gelu.default' \"$1/graph.py\" && [ $((n % 2)) -eq 1 ] && exit 1\nexit 0\n",
+            c = counter.display()
+        ),
+    )
+    .unwrap();
+    let command = format!("sh {}", script.display());
+    let gpt4 = fixture("gpt4/forward.py");
+    // Its first two runs disagree, so the original is measured without being asked.
+    let out = graphbug(&["minify", &gpt4, "--check-command", &command, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(
+            "the original fails in 5 of 10 runs (50%); the result failed at least as often"
+        ),
+        "{said}"
+    );
+    let s = summary(&out);
+    assert_eq!(
+        (s["original_failures"].as_u64(), s["original_runs"].as_u64()),
+        (Some(5), Some(10))
+    );
+    assert_eq!(s["end_nodes"], 1);
+    // Asked for: `--repeat 4` measures 2 of 4; a repeat below 2 is refused.
+    std::fs::remove_file(&counter).unwrap();
+    let out = graphbug(&[
+        "minify",
+        &gpt4,
+        "--check-command",
+        &command,
+        "--repeat",
+        "4",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("fails in 2 of 4 runs (50%)"));
+    let out = graphbug(&[
+        "minify",
+        &gpt4,
+        "--check-command",
+        &command,
+        "--repeat",
+        "1",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--repeat"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -79,6 +79,11 @@ pub struct MinifyArgs {
     /// Stop after this many queries.
     #[arg(long)]
     max_queries: Option<usize>,
+    /// For a flaky bug: run the original K times, report how often it fails, and count a
+    /// candidate as failing only when it fails at least as often in K runs. Without it, an
+    /// original whose first two runs disagree is run 10 times and handled the same way.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    repeat: Option<u32>,
     /// End with a JSON line of counts.
     #[arg(long)]
     json: bool,
@@ -277,6 +282,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         verbose: true,
         progress: true,
         max_queries: args.max_queries,
+        repeat: args.repeat.map(|k| k as usize),
         ..MinifyOptions::default()
     };
     let run = RunKey {
@@ -339,6 +345,9 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         m.signature.kind,
         m.signature.message
     );
+    if let Some(r) = m.reliability {
+        println!("the original fails in {r}; the result failed at least as often in as many runs");
+    }
     if let Some(d) = &dir {
         println!("smallest failing graph: {}", d.minified().display());
     }
@@ -359,6 +368,8 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
                 "cache_hits": m.stats.cache_hits,
                 "jobs": checkers.len(),
                 "speculative": m.speculative,
+                "original_failures": m.reliability.map(|r| r.failures),
+                "original_runs": m.reliability.map(|r| r.runs),
                 "seconds": (seconds * 1000.0).round() / 1000.0,
             })
         );

@@ -242,3 +242,91 @@ mod tests {
         assert!(Contains::parse("softmax").is_err());
     }
 }
+
+/// How reliably the original fails: in how many of how many runs (when it is flaky, or
+/// `--repeat` asked to measure it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reliability {
+    /// Runs of the original.
+    pub runs: usize,
+    /// Of those, runs that failed with the original's bug.
+    pub failures: usize,
+}
+
+impl std::fmt::Display for Reliability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} runs ({:.0}%)",
+            self.failures,
+            self.runs,
+            100.0 * self.failures as f64 / self.runs.max(1) as f64
+        )
+    }
+}
+
+/// A checker for a flaky bug: a candidate fails only when it fails with the original's bug
+/// in at least as many of `runs` runs as the original did, so a flaky original never lets
+/// a candidate that shows the bug less often through. Runs stop as soon as the answer is
+/// known.
+pub struct Reliably<'c> {
+    inner: &'c mut dyn Checker,
+    reliability: Reliability,
+    identity: BugIdentity,
+}
+
+impl<'c> Reliably<'c> {
+    /// Wraps `inner`, holding candidates to the original's `reliability` for the bug
+    /// `identity` names.
+    pub fn new(
+        inner: &'c mut dyn Checker,
+        reliability: Reliability,
+        identity: BugIdentity,
+    ) -> Reliably<'c> {
+        Reliably {
+            inner,
+            reliability,
+            identity,
+        }
+    }
+}
+
+impl Checker for Reliably<'_> {
+    fn describe(&self) -> String {
+        format!(
+            "{}, failing at least {} of {} runs",
+            self.inner.describe(),
+            self.reliability.failures,
+            self.reliability.runs
+        )
+    }
+
+    fn check(&mut self, candidate: &Candidate) -> Verdict {
+        let Reliability { runs, failures } = self.reliability;
+        let (mut failed, mut first, mut other, mut unresolved) = (0, None, None, None);
+        for run in 0..runs {
+            match self.inner.check(candidate) {
+                Verdict::Fails(sig) if self.identity.matches(&sig) => {
+                    failed += 1;
+                    first.get_or_insert(sig);
+                }
+                Verdict::Unresolved(why) => unresolved = Some(why),
+                v => other = Some(v),
+            }
+            if failed >= failures {
+                return Verdict::Fails(first.expect("failed at least once"));
+            }
+            // Too few runs are left to fail often enough.
+            if failed + (runs - run - 1) < failures {
+                break;
+            }
+        }
+        match (unresolved, other) {
+            (Some(why), _) => Verdict::Unresolved(format!(
+                "{why} (and {failed} of the runs failing with the original's bug, fewer than its {failures})"
+            )),
+            (None, Some(v)) if failed == 0 => v,
+            _ => Verdict::Passes,
+        }
+    }
+}

@@ -13,7 +13,9 @@ pub mod minify;
 mod pool;
 
 pub use candidate::{Candidate, Origin, Original};
-pub use checker::{similar, BugIdentity, Checker, Contains, Signature, Verdict};
+pub use checker::{
+    similar, BugIdentity, Checker, Contains, Reliability, Reliably, Signature, Verdict,
+};
 pub use minify::{
     minify, minify_parallel, Minified, MinifyError, MinifyOptions, NoSink, ResumePoint, Sink, Stats,
 };

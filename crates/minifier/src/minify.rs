@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, Original};
-use crate::checker::{BugIdentity, Checker, Signature, Verdict};
+use crate::checker::{BugIdentity, Checker, Reliability, Reliably, Signature, Verdict};
 use crate::pool::{Key, Peek, Pool};
 
 /// Knobs of a minification run.
@@ -31,7 +31,14 @@ pub struct MinifyOptions {
     /// Fingerprints of the reference values (equal means equal values), which enable the
     /// "consolidate inputs" strategy.
     pub value_keys: Option<HashMap<crate::candidate::Origin, u64>>,
+    /// Run the original this many times, and hold every candidate to the original's
+    /// failure rate over as many runs (see [`Reliably`]). Without it, a flaky original
+    /// (its first two runs disagree) is run [`AUTO_REPEAT`] times and handled the same way.
+    pub repeat: Option<usize>,
 }
+
+/// How many times a flaky original is run when `repeat` is not given.
+pub const AUTO_REPEAT: usize = 10;
 
 /// Where a killed minification stood: enough to continue it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -95,6 +102,9 @@ pub struct Minified {
     /// for a serial run). Not part of [`Stats`], which are the same for any number of
     /// workers.
     pub speculative: usize,
+    /// How reliably the original failed, when it was flaky or `repeat` was given; every
+    /// candidate was then held to it.
+    pub reliability: Option<Reliability>,
 }
 
 impl Minified {
@@ -533,6 +543,7 @@ impl Session<'_> {
             stats: self.stats,
             log: self.log,
             speculative: 0,
+            reliability: None,
         })
     }
 
@@ -894,7 +905,15 @@ pub fn minify(
 ) -> Result<Minified, MinifyError> {
     let original = original_of(graph, options)?;
     let start = Start::new(&original, checker, None, options)?;
-    start.search(Exec::Serial(checker), 0, options, sink)
+    match start.reliability {
+        Some(r) => {
+            let mut held = Reliably::new(checker, r, start.identity.clone());
+            let mut m = start.search(Exec::Serial(&mut held), 0, options, sink)?;
+            m.reliability = Some(r);
+            Ok(m)
+        }
+        None => start.search(Exec::Serial(checker), 0, options, sink),
+    }
 }
 
 /// [`minify`] with one worker per checker, each answering the candidates the serial
@@ -948,6 +967,20 @@ pub fn minify_parallel(
             unreachable!("split at two of at least two")
         };
         let start = Start::new(original, first.as_mut(), Some(second.as_mut()), options)?;
+        if let Some(r) = start.reliability {
+            // A flaky bug: every query runs the checker up to `runs` times, one after
+            // another, and the speculative answers the workers gave are single runs, so
+            // they are dropped and the search runs on the first checker alone.
+            pool.close();
+            let mut held = Reliably::new(first.as_mut(), r, start.identity.clone());
+            let mut m = start.search(Exec::Serial(&mut held), 0, options, sink)?;
+            m.reliability = Some(r);
+            m.log.insert(
+                1,
+                format!("The original is flaky, so the search ran serially on one of the {jobs} workers"),
+            );
+            return Ok(m);
+        }
         for checker in checking.iter_mut() {
             let pool = &pool;
             scope.spawn(move || pool.serve(original, checker.as_mut()));
@@ -1000,6 +1033,8 @@ struct Start<'o, 'g> {
     identity: BugIdentity,
     checker_name: String,
     found_text: String,
+    /// How reliably the original fails, when that had to be measured.
+    reliability: Option<Reliability>,
 }
 
 impl<'o, 'g> Start<'o, 'g> {
@@ -1043,6 +1078,92 @@ impl<'o, 'g> Start<'o, 'g> {
                 message,
             });
         }
+        let v2 = match v2 {
+            Some(v) => v,
+            None => checker.check(&first),
+        };
+        // The same failure twice (a message may differ in numbers, e.g. a time limit)?
+        let same = match (&v1, &v2) {
+            (Verdict::Fails(s1), Verdict::Fails(s2)) => {
+                s2.kind == s1.kind
+                    && s2.op == s1.op
+                    && crate::checker::similar(&s1.message, &s2.message)
+            }
+            _ => false,
+        };
+        let fails = |v: &Verdict| matches!(v, Verdict::Fails(_));
+        // Measure how reliably the original fails when asked to, or when its first two
+        // runs disagree and one of them failed (a flaky bug).
+        let repeat = match options.repeat {
+            Some(k) => (k > 1).then_some(k),
+            None => (!same && (fails(&v1) || fails(&v2))).then_some(AUTO_REPEAT),
+        };
+        if let Some(runs) = repeat {
+            let mut verdicts = vec![v1, v2];
+            while verdicts.len() < runs {
+                verdicts.push(checker.check(&first));
+            }
+            let found = verdicts.iter().find_map(|v| match v {
+                Verdict::Fails(s) => Some(s.clone()),
+                _ => None,
+            });
+            let signature = options
+                .resume
+                .as_ref()
+                .and_then(|p| p.signature.clone())
+                .or(found);
+            let Some(signature) = signature else {
+                return Err(MinifyError::DoesNotFail {
+                    checker: checker_name,
+                    verdict: format!("passes in all {runs} runs"),
+                });
+            };
+            let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
+                .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
+            let failures = verdicts
+                .iter()
+                .filter(|v| matches!(v, Verdict::Fails(s) if identity.matches(s)))
+                .count();
+            let reliability = Reliability { runs, failures };
+            if failures == 0 {
+                return Err(MinifyError::DoesNotFail {
+                    checker: checker_name,
+                    verdict: format!(
+                        "{} in {runs} runs, never with the bug it must keep (--check-str, or a resumed run's)",
+                        describe(&Verdict::Fails(signature))
+                    ),
+                });
+            }
+            if failures < 2 {
+                let first = describe(&verdicts[0]);
+                let second = verdicts
+                    .iter()
+                    .map(describe)
+                    .find(|d| *d != first)
+                    .unwrap_or_else(|| first.clone());
+                return Err(MinifyError::Flaky {
+                    first,
+                    second: format!(
+                        "{second}; the original fails with its bug in {reliability}, too rarely to tell a candidate that keeps it (try a larger --repeat)"
+                    ),
+                });
+            }
+            let found_text = format!(
+                "{} in {reliability}; a candidate must fail as often",
+                describe(&Verdict::Fails(signature.clone()))
+            );
+            return Ok(Start {
+                original,
+                first_kept: first.kept.clone(),
+                first_retained: first.retained.clone(),
+                first_size: first.size(),
+                signature,
+                identity,
+                checker_name,
+                found_text,
+                reliability: Some(reliability),
+            });
+        }
         let Verdict::Fails(found) = v1.clone() else {
             return Err(MinifyError::DoesNotFail {
                 checker: checker_name,
@@ -1057,16 +1178,6 @@ impl<'o, 'g> Start<'o, 'g> {
             .unwrap_or_else(|| found.clone());
         let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
             .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
-        // The same failure again (a message may differ in numbers, e.g. a time limit).
-        let v2 = v2.unwrap_or_else(|| checker.check(&first));
-        let same = match &v2 {
-            Verdict::Fails(s2) => {
-                s2.kind == found.kind
-                    && s2.op == found.op
-                    && crate::checker::similar(&found.message, &s2.message)
-            }
-            _ => false,
-        };
         if !same {
             return Err(MinifyError::Flaky {
                 first: describe(&v1),
@@ -1093,6 +1204,7 @@ impl<'o, 'g> Start<'o, 'g> {
             identity,
             checker_name,
             found_text: describe(&v1),
+            reliability: None,
         })
     }
 
@@ -1130,7 +1242,7 @@ impl<'o, 'g> Start<'o, 'g> {
             stats: Stats {
                 start_nodes: self.original.graph().num_call_function_nodes(),
                 end_nodes: start_size,
-                queries: 2,
+                queries: self.reliability.map_or(2, |r| r.runs),
                 cache_hits: 0,
             },
             log: Vec::new(),

@@ -192,22 +192,24 @@ fn a_passing_graph_a_flaky_checker_and_a_bad_regex_are_errors() {
         "input graph does not fail (calls [\"relu\"]): passes"
     );
 
-    struct Flaky(usize);
-    impl Checker for Flaky {
+    // Fails once, then never again: too rare to minify.
+    struct Once(usize);
+    impl Checker for Once {
         fn describe(&self) -> String {
-            "flaky".into()
+            "once".into()
         }
         fn check(&mut self, _: &Candidate) -> Verdict {
             self.0 += 1;
-            if self.0 % 2 == 1 {
+            if self.0 == 1 {
                 Verdict::Fails(sig("sometimes"))
             } else {
                 Verdict::Passes
             }
         }
     }
-    let err = minify(&g, &mut Flaky(0), &MinifyOptions::default(), &mut NoSink).unwrap_err();
+    let err = minify(&g, &mut Once(0), &MinifyOptions::default(), &mut NoSink).unwrap_err();
     assert!(matches!(err, MinifyError::Flaky { .. }), "{err}");
+    assert!(err.to_string().contains("1 of 10 runs (10%)"), "{err}");
 
     let opts = MinifyOptions {
         check_str: Some("(".into()),
@@ -406,4 +408,153 @@ fn removing_outputs_together_is_removing_them_one_by_one() {
             assert_eq!(o.without_outputs(kept, group), one_by_one, "{group:?}");
         }
     }
+}
+
+/// A flaky bug: while node `bug` is kept the candidate fails in a fixed pseudo-random
+/// `rate` (per mille) of its runs, or `weak` (per mille) when node `helper` is gone too;
+/// without `bug` it never fails. Counts the runs.
+struct Flaky {
+    bug: &'static str,
+    helper: &'static str,
+    rate: u64,
+    weak: u64,
+    runs: u64,
+}
+
+impl Checker for Flaky {
+    fn describe(&self) -> String {
+        "flaky".into()
+    }
+    fn check(&mut self, c: &Candidate) -> Verdict {
+        self.runs += 1;
+        let has = |name: &str| {
+            c.graph
+                .nodes
+                .iter()
+                .any(|n| n.name == name && !n.is_placeholder())
+        };
+        // splitmix64 of the run number: a fixed sequence, so the test is deterministic.
+        let mut z = self.runs.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let roll = (z ^ (z >> 31)) % 1000;
+        let rate = if has(self.helper) {
+            self.rate
+        } else {
+            self.weak
+        };
+        if has(self.bug) && roll < rate {
+            Verdict::Fails(sig("flaky wrong result"))
+        } else {
+            Verdict::Passes
+        }
+    }
+}
+
+fn kept_names(m: &graphbug_minifier::Minified) -> Vec<String> {
+    m.graph()
+        .nodes
+        .iter()
+        .filter(|n| !n.is_placeholder())
+        .map(|n| n.name.to_string())
+        .collect()
+}
+
+#[test]
+fn a_flaky_bug_is_measured_and_every_candidate_held_to_its_rate() {
+    let g = gpt4();
+    // A bug that shows in 70% of runs: measured automatically once the first two runs
+    // disagree (or asked for with `repeat`), then minified to its node.
+    let mut c = Flaky {
+        bug: "gelu_2",
+        helper: "gelu_2",
+        rate: 700,
+        weak: 700,
+        runs: 0,
+    };
+    let opts = MinifyOptions {
+        repeat: Some(20),
+        ..MinifyOptions::default()
+    };
+    let m = minify(&g, &mut c, &opts, &mut NoSink).unwrap();
+    assert_eq!(kept_names(&m), ["gelu_2"]);
+    let r = m.reliability.unwrap();
+    assert_eq!(r.runs, 20);
+    assert!((8..=19).contains(&r.failures), "{r}");
+    assert!(
+        m.log[0].contains(&format!("in {r}; a candidate must fail as often")),
+        "{}",
+        m.log[0]
+    );
+    // Dropping `t_2` makes the bug show in only 20% of runs: a candidate without it fails
+    // less reliably than the original, so it is never taken, though single runs of it
+    // often fail.
+    let mut c = Flaky {
+        bug: "gelu_2",
+        helper: "t_2",
+        rate: 900,
+        weak: 200,
+        runs: 0,
+    };
+    let m = minify(&g, &mut c, &opts, &mut NoSink).unwrap();
+    let kept = kept_names(&m);
+    assert!(
+        kept.contains(&"gelu_2".to_string()) && kept.contains(&"t_2".to_string()),
+        "{kept:?}"
+    );
+    // Each query ran the checker up to 20 times, stopping once the answer was known.
+    assert!(c.runs > m.stats.queries as u64 && c.runs <= 20 * m.stats.queries as u64);
+    // A deterministic bug with `repeat`: every run fails, and candidates must fail every
+    // run; the result is the same as without `repeat`.
+    let mut once = Ops::new(&["gelu"]);
+    let plain = minify(&g, &mut once, &MinifyOptions::default(), &mut NoSink).unwrap();
+    let mut again = Ops::new(&["gelu"]);
+    let held = minify(&g, &mut again, &opts, &mut NoSink).unwrap();
+    assert_eq!(held.reliability.unwrap().failures, 20);
+    assert_eq!(plain.candidate, held.candidate);
+    assert_eq!(plain.reliability, None);
+}
+
+#[test]
+fn a_flaky_original_is_found_without_being_asked() {
+    let g = gpt4();
+    // Half the runs fail; from run 4 on, the sequence fails and then passes, so the first
+    // two runs disagree and the original is run AUTO_REPEAT times without `repeat`.
+    let mut c = Flaky {
+        bug: "gelu_1",
+        helper: "gelu_1",
+        rate: 500,
+        weak: 500,
+        runs: 3,
+    };
+    let m = minify(&g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+    let r = m.reliability.expect("measured without being asked");
+    assert_eq!(r.runs, graphbug_minifier::minify::AUTO_REPEAT);
+    assert_eq!(kept_names(&m), ["gelu_1"]);
+}
+
+#[test]
+fn a_flaky_bug_with_several_workers_is_searched_serially_and_said_so() {
+    let g = gpt4();
+    let flaky = || Flaky {
+        bug: "gelu_2",
+        helper: "gelu_2",
+        rate: 700,
+        weak: 700,
+        runs: 0,
+    };
+    let mut checkers: Vec<Box<dyn Checker + Send>> =
+        vec![Box::new(flaky()), Box::new(flaky()), Box::new(flaky())];
+    let opts = MinifyOptions {
+        repeat: Some(20),
+        ..MinifyOptions::default()
+    };
+    let m = graphbug_minifier::minify_parallel(&g, &mut checkers, &opts, &mut NoSink).unwrap();
+    assert_eq!(kept_names(&m), ["gelu_2"]);
+    assert_eq!(m.reliability.unwrap().runs, 20);
+    assert!(
+        m.log[1].contains("the search ran serially on one of the 3 workers"),
+        "{}",
+        m.log[1]
+    );
 }
