@@ -201,6 +201,12 @@ pub struct OutputVerdict {
     pub ref_error: Option<f64>,
     /// The RMSE multiplier applied, when the RMSE rule ran.
     pub multiplier: Option<f64>,
+    /// How the deciding rule's measure compares with its limit (above 1 fails): the
+    /// largest `|ref - res| / (tol + tol |res|)`, or the RMSE over its bound when the
+    /// float64 rule decided; infinite for non-finite mismatches; `None` when no values
+    /// were compared (a missing output, another shape or dtype).
+    #[serde(default)]
+    pub margin: Option<f64>,
     /// The result's dtype and shape, e.g. `f32[8, 10]` (`missing` when absent).
     pub meta: String,
 }
@@ -221,6 +227,17 @@ impl AccuracyReport {
     /// The first output that failed.
     pub fn first_failure(&self) -> Option<&OutputVerdict> {
         self.outputs.iter().find(|o| !o.passed)
+    }
+
+    /// How far the failing outputs are beyond their tolerance: the largest margin among
+    /// them (see [`OutputVerdict::margin`]); `None` when nothing failed, or a failure was
+    /// not measured (a missing output, another shape or dtype: no edge to sit on).
+    pub fn failure_margin(&self) -> Option<f64> {
+        let failed: Vec<&OutputVerdict> = self.outputs.iter().filter(|o| !o.passed).collect();
+        if failed.is_empty() || failed.iter().any(|o| o.margin.is_none()) {
+            return None;
+        }
+        failed.iter().filter_map(|o| o.margin).reduce(f64::max)
     }
 }
 
@@ -329,6 +346,7 @@ impl OutputVerdict {
             res_error: None,
             ref_error: None,
             multiplier: None,
+            margin: None,
             meta,
         }
     }
@@ -655,6 +673,7 @@ fn compare_floats(
             ),
         );
         v.max_abs_diff = Some(f64::INFINITY);
+        v.margin = Some(f64::INFINITY);
         v.worst = Some(element(&rd, &sd, flat, show)?);
         return Ok(v);
     }
@@ -662,6 +681,16 @@ fn compare_floats(
     let finite = rd.f_isfinite()?;
     let positions = finite.f_reshape([-1])?.f_nonzero()?.f_reshape([-1])?;
     let (rf, sf) = (rd.f_masked_select(&finite)?, sd.f_masked_select(&finite)?);
+    // allclose's own measure: |ref - res| against tol + tol |res|, at its worst.
+    let close_ratio = if rf.numel() > 0 {
+        rf.f_sub(&sf)?
+            .f_abs()?
+            .f_div(&sf.f_abs()?.f_mul_scalar(opts.tol)?.f_add_scalar(opts.tol)?)?
+            .f_max()?
+            .f_double_value(&[])?
+    } else {
+        0.0
+    };
     let with_worst = |mut v: OutputVerdict| -> Result<OutputVerdict, TchError> {
         if rf.numel() > 0 {
             let (k, d) = largest_difference(&rf, &sf)?;
@@ -671,6 +700,7 @@ fn compare_floats(
         } else {
             v.max_abs_diff = Some(0.0);
         }
+        v.margin = Some(close_ratio);
         Ok(v)
     };
     if rf.f_allclose(&sf, opts.tol, opts.tol, false)? {
@@ -749,6 +779,13 @@ fn compare_floats(
     v.res_error = Some(res_error);
     v.ref_error = Some(ref_error);
     v.multiplier = Some(m);
+    v.margin = Some(if bound > 0.0 {
+        res_error / bound
+    } else if res_error > 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
+    });
     Ok(v)
 }
 
@@ -784,6 +821,39 @@ mod tests {
             Some(full(n, 0.0, Kind::Double)),
             opts,
         )
+    }
+
+    #[test]
+    fn margins_say_how_far_beyond_the_tolerance() {
+        let opts = SameOptions::default();
+        // allclose's measure, with no float64 reference to excuse anything: 3e-4 off
+        // against 1e-4 + 1e-4 x 1.0003 is 1.5x the tolerance.
+        let v = one(f32s(&[1.0]), f32s(&[1.0003]), None, &opts);
+        assert!(!v.passed);
+        let m = v.margin.unwrap();
+        assert!((m - 1.5).abs() < 1e-3, "{m}");
+        // Within tolerance: below 1.
+        let v = one(f32s(&[1.0]), f32s(&[1.00005]), None, &opts);
+        assert!(v.passed && v.margin.unwrap() < 1.0);
+        // The float64 rule decides: the RMSE over its bound.
+        let v = rmse_case(100, 0.02, Kind::Float, &opts);
+        let want =
+            v.res_error.unwrap() / (v.multiplier.unwrap() * v.ref_error.unwrap() + opts.tol / 10.0);
+        assert_eq!(v.margin, Some(want));
+        assert_eq!(v.passed, want <= 1.0);
+        // NaN where the reference has a number: infinitely far.
+        let v = one(f32s(&[1.0]), f32s(&[f32::NAN]), None, &opts);
+        assert_eq!(v.margin, Some(f64::INFINITY));
+        // A report's failure margin is its worst failing output's; a shape mismatch has none.
+        let r = same(
+            &[f32s(&[1.0]), f32s(&[1.0])],
+            &[f32s(&[1.0003]), f32s(&[1.003])],
+            None,
+            &opts,
+        );
+        assert!((r.failure_margin().unwrap() - 14.98).abs() < 0.1, "{r}");
+        let r = same(&[f32s(&[1.0])], &[f32s(&[1.0, 2.0])], None, &opts);
+        assert_eq!(r.failure_margin(), None);
     }
 
     #[test]

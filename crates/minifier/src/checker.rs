@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::candidate::Candidate;
 
 /// How a candidate failed, enough to tell one bug from another.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Signature {
     /// The kind of failure, e.g. `runtime error`, `compile error`, `accuracy wrong result`,
     /// `runtime crash`, `contains`.
@@ -23,6 +23,10 @@ pub struct Signature {
     /// differing outputs starts, when the checker could localize it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub culprits: Vec<String>,
+    /// For wrong results: how far beyond its tolerance the worst failing output is (1 is
+    /// on the edge), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<f64>,
 }
 
 /// A checker's answer for one candidate.
@@ -44,6 +48,11 @@ pub trait Checker {
     /// Runs the check on one candidate.
     fn check(&mut self, candidate: &Candidate) -> Verdict;
 }
+
+/// How far beyond its tolerance a wrong result must be to count as clear of the edge: a
+/// candidate whose outputs fail by less (where round-off could flip the verdict) does not
+/// count as failing, unless the original itself fails by no more.
+pub const CLEAR_MARGIN: f64 = 2.0;
 
 /// Whether a failure is the original bug: same kind, same op (when both name one), and a
 /// message that matches `--check-str` or, without it, resembles the original's.
@@ -67,12 +76,23 @@ impl BugIdentity {
         &self.original
     }
 
+    /// For a wrong result too close to its tolerance's edge: the margin it falls short of
+    /// (the original's, or [`CLEAR_MARGIN`] if that is less).
+    pub fn short_of_margin(&self, sig: &Signature) -> Option<f64> {
+        let need = self.original.margin?.min(CLEAR_MARGIN);
+        sig.margin.filter(|&m| m < need).map(|_| need)
+    }
+
     /// True when `sig` is the same bug: the same kind and op, a message that matches
     /// (`--check-str`, or similar), and, when the original's wrong result was localized,
     /// a divergence starting only at nodes where the original's started (so a candidate
-    /// never trades the original's fault for one the original's outputs did not show).
+    /// never trades the original's fault for one the original's outputs did not show);
+    /// a wrong result must also be clear of its tolerance's edge (see [`CLEAR_MARGIN`]).
     pub fn matches(&self, sig: &Signature) -> bool {
         if sig.kind != self.original.kind {
+            return false;
+        }
+        if self.short_of_margin(sig).is_some() {
             return false;
         }
         if let (Some(a), Some(b)) = (&sig.op, &self.original.op) {

@@ -15,7 +15,9 @@ mod pool;
 pub use candidate::{Candidate, Origin, Original};
 pub use checker::{
     similar, BugIdentity, Checker, Contains, Reliability, Reliably, Signature, Verdict,
+    CLEAR_MARGIN,
 };
 pub use minify::{
-    minify, minify_parallel, Minified, MinifyError, MinifyOptions, NoSink, ResumePoint, Sink, Stats,
+    margin_text, minify, minify_parallel, Minified, MinifyError, MinifyOptions, NoSink,
+    ResumePoint, Sink, Stats,
 };

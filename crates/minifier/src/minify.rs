@@ -12,7 +12,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, Original};
-use crate::checker::{BugIdentity, Checker, Reliability, Reliably, Signature, Verdict};
+use crate::checker::{
+    BugIdentity, Checker, Reliability, Reliably, Signature, Verdict, CLEAR_MARGIN,
+};
 use crate::pool::{Key, Peek, Pool};
 
 /// Knobs of a minification run.
@@ -157,6 +159,25 @@ pub enum MinifyError {
 }
 
 fn describe(v: &Verdict) -> String {
+    let text = describe_failure(v);
+    match v {
+        Verdict::Fails(Signature {
+            margin: Some(m), ..
+        }) => format!("{text} ({} its tolerance)", margin_text(*m)),
+        _ => text,
+    }
+}
+
+/// A margin as `3.2x` (`far beyond` for an infinite one).
+pub fn margin_text(m: f64) -> String {
+    if m.is_finite() {
+        format!("{m:.2}x")
+    } else {
+        "infinitely far beyond".to_string()
+    }
+}
+
+fn describe_failure(v: &Verdict) -> String {
     match v {
         Verdict::Fails(s) if !s.culprits.is_empty() => format!(
             "{}: {} (diverging from: {})",
@@ -460,6 +481,16 @@ impl Session<'_> {
         self.sizes_of
             .insert(key.clone(), (candidate.size(), candidate.inputs.len()));
         let interesting = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
+        if let Verdict::Fails(sig) = &verdict {
+            if let (Some(need), Some(m)) = (self.identity.short_of_margin(sig), sig.margin) {
+                self.note(format!(
+                    "A candidate of {} nodes fails only {} its tolerance, short of {}: on the edge, not counted",
+                    candidate.size(),
+                    margin_text(m),
+                    margin_text(need)
+                ));
+            }
+        }
         if let Some(kind) = self.next_kind.take() {
             let (yes, all) = self.outcomes.entry(kind).or_default();
             *yes += u32::from(interesting);
@@ -1256,6 +1287,12 @@ impl<'o, 'g> Start<'o, 'g> {
             "Started with {start_size} nodes; checking {}; it fails: {}",
             self.checker_name, self.found_text
         ));
+        if let Some(m) = self.signature.margin.filter(|&m| m < CLEAR_MARGIN) {
+            session.note(format!(
+                "The original fails only {} its tolerance, on the edge: a candidate must fail by at least as much",
+                margin_text(m)
+            ));
+        }
         let signature = self.signature.clone();
         let mut s = self.first_kept.clone();
         if options.resume.is_some() {

@@ -558,3 +558,71 @@ fn a_flaky_bug_with_several_workers_is_searched_serially_and_said_so() {
         m.log[1]
     );
 }
+
+/// A wrong result whose size depends on the node kept: `gelu_2` makes it 5x its
+/// tolerance, `gelu_1` alone only 1.1x (on the edge, where round-off could flip it).
+struct Margins;
+
+impl Checker for Margins {
+    fn describe(&self) -> String {
+        "margins".into()
+    }
+    fn check(&mut self, c: &Candidate) -> Verdict {
+        let has = |name: &str| {
+            c.graph
+                .nodes
+                .iter()
+                .any(|n| n.name == name && !n.is_placeholder())
+        };
+        let margin = if has("gelu_2") {
+            5.0
+        } else if has("gelu_1") {
+            1.1
+        } else {
+            return Verdict::Passes;
+        };
+        Verdict::Fails(Signature {
+            kind: "accuracy wrong result".into(),
+            message: "outputs differ".into(),
+            margin: Some(margin),
+            ..Signature::default()
+        })
+    }
+}
+
+#[test]
+fn a_wrong_result_on_the_edge_of_its_tolerance_does_not_count() {
+    let g = gpt4();
+    let m = minify(&g, &mut Margins, &MinifyOptions::default(), &mut NoSink).unwrap();
+    // The shortest failing prefix ends at gelu_1, but only 1.1x its tolerance.
+    assert_eq!(kept_names(&m), ["gelu_2"]);
+    assert!(m.log[0].contains("(5.00x its tolerance)"), "{}", m.log[0]);
+    assert!(
+        m.log.iter().any(|l| l
+            .contains("fails only 1.10x its tolerance, short of 2.00x: on the edge, not counted")),
+        "{:#?}",
+        m.log
+    );
+    // An original on the edge itself: candidates must fail by as much as it does.
+    struct Edge;
+    impl Checker for Edge {
+        fn describe(&self) -> String {
+            "edge".into()
+        }
+        fn check(&mut self, c: &Candidate) -> Verdict {
+            let mut m = Margins;
+            match m.check(c) {
+                Verdict::Fails(mut s) => {
+                    s.margin = s
+                        .margin
+                        .map(|x| x.min(1.1) - if x > 2.0 { 0.0 } else { 0.05 });
+                    Verdict::Fails(s)
+                }
+                v => v,
+            }
+        }
+    }
+    let m = minify(&g, &mut Edge, &MinifyOptions::default(), &mut NoSink).unwrap();
+    assert_eq!(kept_names(&m), ["gelu_2"]);
+    assert!(m.log[1].contains("on the edge"), "{}", m.log[1]);
+}

@@ -164,6 +164,7 @@ impl BackendChecker {
             op: None,
             message: ACCURACY_MESSAGE.into(),
             culprits,
+            margin: report.failure_margin(),
         })
     }
 
