@@ -531,3 +531,90 @@ fn a_dynamo_level_dynamic_graph_keeps_its_text_and_symbols_through_repro_and_min
         text(&run.stderr)
     );
 }
+
+#[test]
+fn a_flaky_failure_is_minified_to_its_rate_and_run_checks_the_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repro");
+    let gpt4 = root().join("tests/fixtures/gpt4/forward.py");
+    // A runtime fault at gelu_2 in 60% of compiles (a fixed sequence per process).
+    let backend = "fault:runtime@node:gelu_2%60";
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            gpt4.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--out",
+            dir.to_str().unwrap(),
+            "--repeat",
+            "10",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let minified = dir.join("minified");
+    assert_eq!(call_nodes(&minified.join("graph.py")), ["gelu_2"]);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(minified.join("manifest.json")).unwrap())
+            .unwrap();
+    let recorded = &manifest["reliability"];
+    let (runs, failures) = (
+        recorded["runs"].as_u64().unwrap(),
+        recorded["failures"].as_u64().unwrap(),
+    );
+    assert_eq!(runs, 10);
+    assert!((2..10).contains(&failures), "{recorded}");
+    // `run` re-checks the rate over as many runs.
+    let out = graphbug_in(tmp.path(), &["repro", minified.to_str().unwrap(), "run"]);
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}{}", text(&out.stderr));
+    assert!(
+        said.starts_with("reproduced in ")
+            && said.contains(&format!(
+                "at least as often as recorded ({failures} of 10 runs"
+            ))
+            && said.contains("last failure: runtime error"),
+        "{said}"
+    );
+    // A backend that does not fail does not reproduce it, and says against what.
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            minified.to_str().unwrap(),
+            "run",
+            "--backend",
+            "eager",
+            "--repeat",
+            "4",
+        ],
+    );
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+    assert!(
+        said.starts_with("does not reproduce as often as recorded: 0 of 4 runs (0%)"),
+        "{said}"
+    );
+    // A bad percentage is an error naming it.
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "run",
+            gpt4.to_str().unwrap(),
+            "--backend",
+            "fault:runtime@gelu%100",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("bad percentage `%100` (1 to 99)"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -345,7 +345,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         m.signature.kind,
         m.signature.message
     );
-    if let Some(r) = m.reliability {
+    if let Some(r) = m.stats.reliability {
         println!("the original fails in {r}; the result failed at least as often in as many runs");
     }
     if let Some(d) = &dir {
@@ -368,8 +368,8 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
                 "cache_hits": m.stats.cache_hits,
                 "jobs": checkers.len(),
                 "speculative": m.speculative,
-                "original_failures": m.reliability.map(|r| r.failures),
-                "original_runs": m.reliability.map(|r| r.runs),
+                "original_failures": m.stats.reliability.map(|r| r.failures),
+                "original_runs": m.stats.reliability.map(|r| r.runs),
                 "seconds": (seconds * 1000.0).round() / 1000.0,
             })
         );

@@ -15,7 +15,8 @@ use graphbug::ir::Device;
 use graphbug::ir::Graph;
 use graphbug::minifier::Minified;
 use graphbug::repro::actions::{
-    analyze, classify, minify_repro, reproduce, validate_backend, ActionOptions, Outcome,
+    analyze, classify, minify_repro, reproduce, reproduce_rate, validate_backend, ActionOptions,
+    Outcome,
 };
 use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
@@ -82,6 +83,11 @@ pub struct ReproArgs {
     /// (unless only they show the failure).
     #[arg(long)]
     strict_accuracy: bool,
+    /// For a flaky failure: `minify` runs the original K times and holds candidates to
+    /// its failure rate; `run` re-checks a recorded rate over K runs (default: as many as
+    /// it was measured over).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    repeat: Option<u32>,
     #[command(flatten)]
     workers: super::WorkerArgs,
 }
@@ -96,6 +102,7 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         worker_exe: Some(worker_exe()?),
         accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
         workers: args.workers.workers()?,
+        repeat: args.repeat.map(|k| k as usize),
     })
 }
 
@@ -403,6 +410,14 @@ fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
     let opts = action_options(args)?;
     match action {
         "run" => {
+            if let Some(rate) = reproduce_rate(&mut case, &opts)? {
+                println!("{rate}");
+                return Ok(if rate.holds() {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                });
+            }
             let outcome = reproduce(&mut case, &opts)?;
             println!("{outcome}");
             Ok(match outcome {

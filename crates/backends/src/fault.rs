@@ -19,7 +19,7 @@ use crate::failure::{Failure, Stage, Symptom};
 
 /// The grammar of fault specs, shown with every parse error.
 pub const GRAMMAR: &str = "\
-fault:<kind>[=<amount>]@<target>[+<inner>]
+fault:<kind>[=<amount>]@<target>[%<percent>][+<inner>]
   <kind>    compile | runtime | accuracy | nan | crash | hang,
             or, breaking the op's schema (to test checkers): alias | mutate | shape
   <amount>  accuracy only: added to the op's output (default 1.0)
@@ -27,6 +27,8 @@ fault:<kind>[=<amount>]@<target>[+<inner>]
               <op> is relu | aten.relu | aten.relu.default | aten::relu.default
             node:<name> (or a bare <name> no node calls as an op): the node of that name,
               which stays the same node while the minifier removes others
+  <percent> 1-99: a flaky fault, injected in that share of compiles (a fixed
+              pseudo-random sequence in each process)
   <inner>   the backend that compiles the graph (default: eager)
 GRAPHBUG_INJECT_FAULT takes the same spec without `+<inner>`; it applies to any backend.";
 
@@ -144,6 +146,8 @@ pub struct FaultSpec {
     pub occurrence: Option<usize>,
     /// The node faulted, by name (`node:<name>`), instead of the op's nodes.
     pub node: Option<String>,
+    /// A flaky fault: injected in this percentage of compiles only.
+    pub percent: Option<u32>,
 }
 
 impl FaultSpec {
@@ -153,6 +157,17 @@ impl FaultSpec {
         let (kind_part, target) = text
             .split_once('@')
             .ok_or_else(|| bad(format!("`{text}` has no `@<op>`")))?;
+        let (target, percent) = match target.split_once('%') {
+            Some((t, p)) => {
+                let p = p
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|p| (1..=99).contains(p))
+                    .ok_or_else(|| bad(format!("bad percentage `%{p}` (1 to 99)")))?;
+                (t, Some(p))
+            }
+            None => (target, None),
+        };
         let (kind_text, amount_text) = match kind_part.split_once('=') {
             Some((k, a)) => (k, Some(a)),
             None => (kind_part, None),
@@ -197,6 +212,7 @@ impl FaultSpec {
                 },
                 occurrence: None,
                 node: Some(name.to_string()),
+                percent,
             });
         }
         let (op_text, occurrence) = match target.split_once('#') {
@@ -217,6 +233,7 @@ impl FaultSpec {
             op,
             occurrence,
             node: None,
+            percent,
         })
     }
 
@@ -332,8 +349,23 @@ impl fmt::Display for FaultSpec {
         if let Some(k) = self.occurrence {
             write!(f, "#{k}")?;
         }
+        if let Some(p) = self.percent {
+            write!(f, "%{p}")?;
+        }
         Ok(())
     }
+}
+
+/// Whether a flaky fault of `percent` fires in this compile: the next draw of a fixed
+/// pseudo-random sequence (splitmix64 of a per-process count), so a process that compiles
+/// the same graphs in the same order sees the same faults.
+fn flaky_fires(percent: u32) -> bool {
+    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = DRAWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut z = n.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((z ^ (z >> 31)) % 100) < u64::from(percent)
 }
 
 /// Up to five names, then how many more.
@@ -571,7 +603,7 @@ impl Backend for FaultBackend {
         ctx: &CompileContext,
     ) -> Result<Box<dyn CompiledFn>, Failure> {
         let targets = self.spec.targets(graph);
-        if targets.is_empty() {
+        if targets.is_empty() || self.spec.percent.is_some_and(|p| !flaky_fires(p)) {
             return self.inner.compile(graph, example_inputs, ctx);
         }
         if self.spec.kind == FaultKind::Compile {
@@ -671,6 +703,21 @@ mod tests {
             FaultSpec::parse_env("fault:nan@mm#1").unwrap().kind,
             FaultKind::Nan
         );
+        // A flaky fault keeps its percentage through printing and pinning.
+        let flaky = FaultSpec::parse("runtime@gelu#2%30").unwrap();
+        assert_eq!(flaky.percent, Some(30));
+        assert_eq!(flaky.to_string(), "runtime@gelu#2%30");
+        assert_eq!(
+            FaultSpec::parse("accuracy=0.5@node:gelu_1%5")
+                .unwrap()
+                .to_string(),
+            "accuracy=0.5@node:gelu_1%5"
+        );
+        for bad in ["runtime@gelu%0", "runtime@gelu%100", "runtime@gelu%x"] {
+            assert!(FaultSpec::parse(bad)
+                .unwrap_err()
+                .contains("bad percentage"));
+        }
     }
 
     #[test]
@@ -750,7 +797,7 @@ mod tests {
         ] {
             let e = FaultSpec::parse(bad).unwrap_err();
             assert!(
-                e.contains("expected:\nfault:<kind>[=<amount>]@<target>[+<inner>]"),
+                e.contains("expected:\nfault:<kind>[=<amount>]@<target>[%<percent>][+<inner>]"),
                 "{bad}: {e}"
             );
         }

@@ -66,6 +66,10 @@ pub struct Stats {
     pub queries: usize,
     /// Candidates answered from the cache instead of the checker.
     pub cache_hits: usize,
+    /// How reliably the original failed, when it was flaky or `repeat` was given; every
+    /// candidate was then held to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reliability: Option<Reliability>,
 }
 
 /// Receives each smaller failing candidate as it is found (to save it atomically).
@@ -104,9 +108,6 @@ pub struct Minified {
     /// for a serial run). Not part of [`Stats`], which are the same for any number of
     /// workers.
     pub speculative: usize,
-    /// How reliably the original failed, when it was flaky or `repeat` was given; every
-    /// candidate was then held to it.
-    pub reliability: Option<Reliability>,
 }
 
 impl Minified {
@@ -574,7 +575,6 @@ impl Session<'_> {
             stats: self.stats,
             log: self.log,
             speculative: 0,
-            reliability: None,
         })
     }
 
@@ -939,9 +939,7 @@ pub fn minify(
     match start.reliability {
         Some(r) => {
             let mut held = Reliably::new(checker, r, start.identity.clone());
-            let mut m = start.search(Exec::Serial(&mut held), 0, options, sink)?;
-            m.reliability = Some(r);
-            Ok(m)
+            start.search(Exec::Serial(&mut held), 0, options, sink)
         }
         None => start.search(Exec::Serial(checker), 0, options, sink),
     }
@@ -1005,7 +1003,6 @@ pub fn minify_parallel(
             pool.close();
             let mut held = Reliably::new(first.as_mut(), r, start.identity.clone());
             let mut m = start.search(Exec::Serial(&mut held), 0, options, sink)?;
-            m.reliability = Some(r);
             m.log.insert(
                 1,
                 format!("The original is flaky, so the search ran serially on one of the {jobs} workers"),
@@ -1275,6 +1272,7 @@ impl<'o, 'g> Start<'o, 'g> {
                 end_nodes: start_size,
                 queries: self.reliability.map_or(2, |r| r.runs),
                 cache_hits: 0,
+                reliability: self.reliability,
             },
             log: Vec::new(),
             verbose: options.verbose,

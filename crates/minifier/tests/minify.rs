@@ -478,7 +478,7 @@ fn a_flaky_bug_is_measured_and_every_candidate_held_to_its_rate() {
     };
     let m = minify(&g, &mut c, &opts, &mut NoSink).unwrap();
     assert_eq!(kept_names(&m), ["gelu_2"]);
-    let r = m.reliability.unwrap();
+    let r = m.stats.reliability.unwrap();
     assert_eq!(r.runs, 20);
     assert!((8..=19).contains(&r.failures), "{r}");
     assert!(
@@ -510,9 +510,9 @@ fn a_flaky_bug_is_measured_and_every_candidate_held_to_its_rate() {
     let plain = minify(&g, &mut once, &MinifyOptions::default(), &mut NoSink).unwrap();
     let mut again = Ops::new(&["gelu"]);
     let held = minify(&g, &mut again, &opts, &mut NoSink).unwrap();
-    assert_eq!(held.reliability.unwrap().failures, 20);
+    assert_eq!(held.stats.reliability.unwrap().failures, 20);
     assert_eq!(plain.candidate, held.candidate);
-    assert_eq!(plain.reliability, None);
+    assert_eq!(plain.stats.reliability, None);
 }
 
 #[test]
@@ -528,7 +528,7 @@ fn a_flaky_original_is_found_without_being_asked() {
         runs: 3,
     };
     let m = minify(&g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
-    let r = m.reliability.expect("measured without being asked");
+    let r = m.stats.reliability.expect("measured without being asked");
     assert_eq!(r.runs, graphbug_minifier::minify::AUTO_REPEAT);
     assert_eq!(kept_names(&m), ["gelu_1"]);
 }
@@ -551,7 +551,7 @@ fn a_flaky_bug_with_several_workers_is_searched_serially_and_said_so() {
     };
     let m = graphbug_minifier::minify_parallel(&g, &mut checkers, &opts, &mut NoSink).unwrap();
     assert_eq!(kept_names(&m), ["gelu_2"]);
-    assert_eq!(m.reliability.unwrap().runs, 20);
+    assert_eq!(m.stats.reliability.unwrap().runs, 20);
     assert!(
         m.log[1].contains("the search ran serially on one of the 3 workers"),
         "{}",

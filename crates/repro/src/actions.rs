@@ -16,7 +16,9 @@ use graphbug_backends::plugin::load_plugin;
 use graphbug_backends::registry::INJECT_FAULT_ENV;
 use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
 use graphbug_ir::{Graph, Meta, NodeKind, Value};
-use graphbug_minifier::{minify_parallel, BugIdentity, Checker, Minified, MinifyOptions};
+use graphbug_minifier::{
+    minify_parallel, BugIdentity, Checker, Minified, MinifyOptions, Reliability,
+};
 use tch::Tensor;
 
 use crate::case::{read_repro_dir_with_graph, ReproCase};
@@ -49,6 +51,9 @@ pub struct ActionOptions {
     pub accuracy: Option<AccuracyMode>,
     /// The workers that minify (with isolation).
     pub workers: Workers,
+    /// Runs per check for a flaky failure (`--repeat`): `minify` measures the original
+    /// over this many runs; `run` checks a recorded rate over this many.
+    pub repeat: Option<usize>,
 }
 
 /// Checks before any work that `backend`'s parameters make sense for `graph` and its
@@ -313,6 +318,83 @@ pub fn reproduce(case: &mut ReproCase, opts: &ActionOptions) -> Result<Outcome> 
     classify(case, failure, opts.check_str.as_deref())
 }
 
+/// How often a flaky repro showed its failure over repeated runs.
+#[derive(Debug)]
+pub struct Rate {
+    /// Runs made.
+    pub runs: usize,
+    /// Of those, runs that reproduced the recorded failure.
+    pub reproduced: usize,
+    /// What the repro directory records.
+    pub recorded: Reliability,
+    /// How many of these runs must reproduce to match the recorded rate.
+    pub need: usize,
+    /// The last run's outcome that reproduced, else the last outcome.
+    pub last: Outcome,
+}
+
+impl Rate {
+    /// True when the failure showed at least as often as recorded.
+    pub fn holds(&self) -> bool {
+        self.reproduced >= self.need
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seen = Reliability {
+            runs: self.runs,
+            failures: self.reproduced,
+        };
+        if self.holds() {
+            write!(
+                f,
+                "reproduced in {seen}, at least as often as recorded ({}); ",
+                self.recorded
+            )?;
+        } else {
+            write!(
+                f,
+                "does not reproduce as often as recorded: {seen}, {} needed (recorded: {}); ",
+                self.need, self.recorded
+            )?;
+        }
+        match &self.last {
+            Outcome::Reproduced(failure) => write!(f, "last failure: {failure}"),
+            other => write!(f, "last run: {other}"),
+        }
+    }
+}
+
+/// Runs a repro recorded as flaky as many times as its rate was measured over (or
+/// `opts.repeat` times, the recorded count scaled to it), counting the runs that
+/// reproduce its failure. `None` for a repro without a recorded rate.
+pub fn reproduce_rate(case: &mut ReproCase, opts: &ActionOptions) -> Result<Option<Rate>> {
+    let Some(recorded) = case.manifest.reliability else {
+        return Ok(None);
+    };
+    let runs = opts.repeat.unwrap_or(recorded.runs).max(1);
+    // Held to the recorded rate, over however many runs are made (rounded up).
+    let need = (recorded.failures * runs).div_ceil(recorded.runs.max(1));
+    let (mut reproduced, mut last) = (0, None);
+    for _ in 0..runs {
+        let outcome = reproduce(case, opts)?;
+        if let Outcome::Reproduced(_) = outcome {
+            reproduced += 1;
+            last = Some(outcome);
+        } else if reproduced == 0 {
+            last = Some(outcome);
+        }
+    }
+    Ok(Some(Rate {
+        runs,
+        reproduced,
+        recorded,
+        need,
+        last: last.expect("ran at least once"),
+    }))
+}
+
 /// Whether `failure` (of a run of the case) is the failure its manifest records: the same
 /// kind, op and a similar message (or one matching `check_str`).
 pub fn classify(case: &ReproCase, failure: Failure, check_str: Option<&str>) -> Result<Outcome> {
@@ -435,6 +517,8 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
         value_keys: Some(values.value_keys().clone()),
         verbose: true,
         progress: true,
+        // A repro recorded as flaky is held to its rate again.
+        repeat: opts.repeat.or(case.manifest.reliability.map(|r| r.runs)),
         ..MinifyOptions::default()
     };
     let result = minify_parallel(written, &mut checkers, &options, &mut sink)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use graphbug_aten::accuracy::AccuracyMode;
 use graphbug_backends::{Failure, Stage, Symptom};
 use graphbug_ir::Bindings;
+use graphbug_minifier::Reliability;
 use serde::{Deserialize, Serialize};
 
 /// The manifest's file name.
@@ -132,6 +133,10 @@ pub struct Manifest {
     /// bind them again; with random inputs, these give the sizes).
     #[serde(default, skip_serializing_if = "Bindings::is_empty")]
     pub bindings: Bindings,
+    /// For a flaky failure: in how many of how many runs it showed when minified;
+    /// `repro DIR run` runs it as many times and checks it fails at least as often.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reliability: Option<Reliability>,
 }
 
 impl Manifest {
@@ -152,6 +157,7 @@ impl Manifest {
             failure: None,
             accuracy: AccuracyMode::default(),
             bindings: Bindings::new(),
+            reliability: None,
         }
     }
 

@@ -289,6 +289,7 @@ impl Sink for MinifyDir<'_> {
                         .failure
                         .clone()
                         .or_else(|| FailureRecord::from_signature(signature)),
+                    reliability: stats.reliability.or(manifest.reliability),
                     ..manifest.clone()
                 };
                 let case =
