@@ -72,6 +72,9 @@ enum Command {
     },
     /// Compile and run a graph through `explain:<backend>` and print what it recorded.
     Explain(cli::run::ExplainArgs),
+    /// Find the pass of a backend at which a failure first appears, and the least number
+    /// of its applications that still fails; write a repro of it.
+    Bisect(Box<cli::bisect::BisectArgs>),
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
     Minify(Box<cli::minify::MinifyArgs>),
     /// The main job: compile a graph under repro levels, write and minify a repro; or run,
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
         Command::Backends { all } => cli::backends(all),
         Command::Explain(args) => cli::run::explain(&args),
         Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),
+        Command::Bisect(args) => cli::bisect::bisect(&args, &cli.plugin),
         Command::Repro(args) => cli::repro::repro(&args, &cli.plugin),
         Command::Functionalize(args) => cli::autodiff::functionalize_graph(&args),
         Command::Joint(args) => cli::autodiff::joint(&args),

@@ -1190,7 +1190,7 @@ fn traces_find_the_first_diverging_node_across_backends() {
         "aot_eager",
         &d,
         &[("GRAPHBUG_INJECT_FAULT", "accuracy@aten.erf")],
-        &[],
+        &["--backward"],
     );
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -1218,5 +1218,170 @@ fn traces_find_the_first_diverging_node_across_backends() {
         said.contains("first divergence: inputs node `arg0_1`")
             && said.contains("note: the traces are of different graph files"),
         "{said}"
+    );
+}
+
+#[test]
+fn bisect_finds_the_pass_and_the_application_that_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first relu's value is multiplied by zero: a fault there is masked; the second
+    // relu's reaches the output.
+    let graph = dir.path().join("g.py");
+    std::fs::write(
+        &graph,
+        r#"class G(torch.nn.Module):
+    def forward(self, x: "f32[8]"):
+        relu: "f32[8]" = torch.ops.aten.relu.default(x)
+        mul: "f32[8]" = torch.ops.aten.mul.Tensor(relu, 0)
+        relu_1: "f32[8]" = torch.ops.aten.relu.default(x)
+        add: "f32[8]" = torch.ops.aten.add.Tensor(mul, relu_1)
+        return (add,)
+"#,
+    )
+    .unwrap();
+    let g = graph.to_str().unwrap();
+    let bisect = |backend: &str, check: &str, out: &str, jobs: &str| {
+        let out = dir.path().join(out);
+        graphbug(&[
+            "bisect",
+            g,
+            "--backend",
+            backend,
+            "--check",
+            check,
+            "--out",
+            out.to_str().unwrap(),
+            "-j",
+            jobs,
+        ])
+    };
+    let mut reports = Vec::new();
+    for (out, jobs) in [("one", "1"), ("three", "3")] {
+        let run = bisect("fault:accuracy@aten.relu.default", "accuracy", out, jobs);
+        let said = text(&run.stdout);
+        assert!(run.status.success(), "{said}{}", text(&run.stderr));
+        assert!(
+            said.contains("passes, in order: fault (2 applications)"),
+            "{said}"
+        );
+        assert!(
+            said.contains("guilty: application 2 of 2 of `fault`, on node `relu_1`"),
+            "{said}"
+        );
+        let guilty = dir.path().join(out).join("guilty");
+        // The repro reproduces, and before/ and after/ differ by the guilty fault.
+        let again = graphbug(&["repro", guilty.to_str().unwrap(), "run"]);
+        assert_eq!(again.status.code(), Some(1), "{}", text(&again.stdout));
+        let read = |p: &str| std::fs::read_to_string(guilty.join(p)).unwrap();
+        assert_eq!(read("before/fault.py").matches("graphbug.fault").count(), 1);
+        assert_eq!(read("after/fault.py").matches("graphbug.fault").count(), 2);
+        let report: serde_json::Value = serde_json::from_str(&read("bisect.json")).unwrap();
+        assert_eq!(
+            (report["application"].as_u64(), report["node"].as_str()),
+            (Some(2), Some("relu_1"))
+        );
+        reports.push(report["probes"].clone());
+    }
+    // A backend without passes is one stage, and says so.
+    let run = bisect("relu_accuracy_error_TESTING_ONLY", "accuracy", "none", "1");
+    let said = text(&run.stdout);
+    assert!(run.status.success(), "{said}{}", text(&run.stderr));
+    assert!(
+        said.contains("declares no passes: it is bisected as one stage"),
+        "{said}"
+    );
+    // With every pass off it still fails: the failure is not in a pass.
+    let run = bisect(
+        "fault:accuracy@aten.relu.default+relu_accuracy_error_TESTING_ONLY",
+        "accuracy",
+        "base",
+        "1",
+    );
+    let said = text(&run.stdout);
+    assert!(run.status.success(), "{said}{}", text(&run.stderr));
+    assert!(
+        said.contains("the failure shows with every pass off"),
+        "{said}"
+    );
+    // The wrong --check, a backend that does not fail: clear errors.
+    let run = bisect("fault:runtime@aten.relu.default", "accuracy", "wrong", "1");
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        text(&run.stderr).contains("fails with a runtime error")
+            && text(&run.stderr).contains("not the accuracy failure --check asks for"),
+        "{}",
+        text(&run.stderr)
+    );
+    let run = bisect("eager", "runtime", "fine", "1");
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        text(&run.stderr).contains("does not fail"),
+        "{}",
+        text(&run.stderr)
+    );
+}
+
+#[test]
+fn pass_limits_bound_each_pass_and_log_what_they_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpt4 = fixture("gpt4/forward.py");
+    let log = dir.path().join("passes.jsonl");
+    let graphs = dir.path().join("graphs");
+    let run = |backend: &str| {
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_dir_all(&graphs);
+        graphbug_env(
+            &[
+                "run",
+                gpt4.to_str().unwrap(),
+                "--backend",
+                backend,
+                "--backward",
+            ],
+            &[
+                ("GRAPHBUG_PASS_LOG", log.to_str().unwrap()),
+                ("GRAPHBUG_PASS_GRAPHS", graphs.to_str().unwrap()),
+            ],
+        )
+    };
+    let applications = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    // Unlimited: every decomposition and recomputation applies, and is logged.
+    let out = run("limit:+aot_eager_decomp_partition");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let all = applications();
+    let of = |pass: &str| all.iter().filter(|a| a["pass"] == pass).count();
+    let (decomposed, recomputed) = (of("decompose"), of("recompute"));
+    assert!(
+        decomposed > 3 && recomputed > 0,
+        "{decomposed} {recomputed}"
+    );
+    assert!(all.iter().all(|a| a["applied"] == true));
+    // Three decompositions, no recomputation: the rest are refused, and the graphs show it.
+    let out = run("limit:decompose=3,recompute=0+aot_eager_decomp_partition");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let limited = applications();
+    let applied = |pass: &str| {
+        limited
+            .iter()
+            .filter(|a| a["pass"] == pass && a["applied"] == true)
+            .count()
+    };
+    assert_eq!((applied("decompose"), applied("recompute")), (3, 0));
+    let backward = std::fs::read_to_string(graphs.join("recompute_backward.py")).unwrap();
+    let forward = std::fs::read_to_string(graphs.join("recompute_forward.py")).unwrap();
+    assert!(!backward.is_empty() && !forward.is_empty());
+    // A pass the backend does not have is an error naming its passes.
+    let out = run("limit:inline=2+aot_eager");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("has no pass `inline`; its passes: recompute"),
+        "{}",
+        text(&out.stderr)
     );
 }

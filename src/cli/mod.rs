@@ -1,6 +1,7 @@
 //! Implementations of the `graphbug` subcommands.
 
 pub mod autodiff;
+pub mod bisect;
 pub mod minify;
 pub mod repro;
 pub mod run;

@@ -88,6 +88,9 @@ pub struct ReproArgs {
     /// it was measured over).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
     repeat: Option<u32>,
+    /// For a graph file: write the repro directory and stop, without minifying.
+    #[arg(long)]
+    no_minify: bool,
     #[command(flatten)]
     workers: super::WorkerArgs,
 }
@@ -214,6 +217,7 @@ fn flow(
         graph.num_call_function_nodes(),
         options.level
     );
+    let options_level = options.level;
     let result = if args.no_isolate {
         validate(backend, &graph, &inputs, &options)?;
         first_run(&graph, backend, &inputs, &constants, options, training)
@@ -229,11 +233,22 @@ fn flow(
     };
     println!("detected: {}", failure.failure);
     let Some(dir) = &failure.repro else {
-        println!("no repro written (level 0)");
+        if options_level == 0 {
+            println!("no repro written (level 0)");
+        } else if failure.failure.message.contains("in the backward graph") {
+            println!("no repro written: the failure is in the backward, which a repro taken after dynamo does not run (it runs the forward); use --after aot for a repro of the backward graph its inner compiler got");
+        } else {
+            println!(
+                "no repro written: the failure could not be recorded at level {options_level}"
+            );
+        }
         return Ok(ExitCode::FAILURE);
     };
     let shown = absolute(dir);
     println!("repro written to {}", shown.display());
+    if args.no_minify {
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut case = read_repro_dir(dir)?;
     if case.manifest.accuracy == AccuracyMode::StrictAccuracy && !args.strict_accuracy {
         println!("only non-floating outputs differ: the repro records strict_accuracy, so its minifier counts them");

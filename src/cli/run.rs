@@ -405,7 +405,9 @@ fn training_backend(
     backend: Arc<dyn Backend>,
     backward: bool,
 ) -> Result<(Arc<dyn Backend>, Option<String>)> {
-    if !backward || backend.name().starts_with("aot_eager") {
+    // A pipeline with inner compilers (aot_eager and its variants, or one wrapped by
+    // `limit:`) has a backward of its own.
+    if !backward || backend.delegates_faults() {
         return Ok((backend, None));
     }
     let name = backend.name();

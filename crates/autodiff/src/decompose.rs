@@ -221,6 +221,16 @@ fn resolve(name: &str) -> Result<Vec<OpName>> {
 /// and op, when a decomposed node lacks the metas of its inputs, has arguments its op does
 /// not accept, or is annotated with a meta its decomposition does not produce.
 pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
+    decompose_with(graph, set, &mut |_| true)
+}
+
+/// [`decompose`], asking `allow` before decomposing each node of `graph` (in graph order):
+/// a node it refuses stays as it is (`graphbug bisect` limits the decompositions so).
+pub fn decompose_with(
+    graph: &Graph,
+    set: &DecompositionSet,
+    allow: &mut dyn FnMut(&Node) -> bool,
+) -> Result<Graph> {
     graph.verify()?;
     let mut rw = Rewriter {
         set,
@@ -261,7 +271,7 @@ pub fn decompose(graph: &Graph, set: &DecompositionSet) -> Result<Graph> {
                     false,
                 )),
             },
-            NodeKind::Call { op, args, kwargs } if set.decomposes(op) => {
+            NodeKind::Call { op, args, kwargs } if set.decomposes(op) && allow(node) => {
                 let args = args
                     .iter()
                     .map(|v| remap(graph, &map, v, &node.name))

@@ -16,7 +16,7 @@ pub mod functionalize;
 pub mod joint;
 mod rules;
 
-pub use decompose::{decompose, DecompositionSet};
+pub use decompose::{decompose, decompose_with, DecompositionSet};
 pub use derivatives::{Backward, Derivatives, ForwardCall, RulesOnly, Source};
 pub use error::AutodiffError;
 pub use functionalize::{functionalize, Functionalized};

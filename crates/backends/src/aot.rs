@@ -21,12 +21,12 @@ use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::trace::TraceSink;
 use graphbug_aten::{Interpreter, LibtorchDerivatives, LibtorchSchemas};
 use graphbug_autodiff::{
-    decompose, functionalize, joint_graph_with, AutodiffError, DecompositionSet,
+    decompose_with, functionalize, joint_graph_with, AutodiffError, DecompositionSet,
 };
-use graphbug_ir::Graph;
+use graphbug_ir::{Graph, NodeId};
 use graphbug_partition::{
-    default_partition_with, min_cut_rematerialization_partition, MinCutOptions, NodePolicy,
-    OpClasses, Partition, PartitionError,
+    default_partition_with, min_cut_rematerialization_partition, MinCutOptions, MinCutProblem,
+    NodeClass, NodePolicy, OpClasses, Partition, PartitionError,
 };
 use tch::Tensor;
 
@@ -36,6 +36,7 @@ use crate::backend::{
 };
 use crate::failure::{Failure, Stage, Symptom};
 use crate::fault::{FaultSpec, OpPattern};
+use crate::passes::PassLimits;
 use crate::registry::{lookup, resolve, INJECT_FAULT_ENV};
 
 /// Which partitioner an AOT pipeline uses.
@@ -188,11 +189,14 @@ impl AotEager {
         Failure::new(&self.name, stage, Symptom::Error, message)
     }
 
-    /// Splits the joint graph with the configured partitioner.
+    /// Splits the joint graph with the configured partitioner. Under pass limits
+    /// (`ctx.passes`), recomputing each forward value in the backward is one application
+    /// of the `recompute` pass; a value refused is saved instead.
     fn partition(
         &self,
         joint: &Graph,
         num_fwd_outputs: usize,
+        ctx: Option<&CompileContext>,
     ) -> Result<Partition, PartitionError> {
         let patterns = self.config.recompute.clone();
         let policy = move |n: &graphbug_ir::Node| {
@@ -211,7 +215,32 @@ impl AotEager {
                         .then(|| Arc::new(policy) as NodePolicy),
                     ..Default::default()
                 };
-                min_cut_rematerialization_partition(joint, num_fwd_outputs, &options)
+                let Some(ctx) = ctx.filter(|c| c.passes.is_some()) else {
+                    return min_cut_rematerialization_partition(joint, num_fwd_outputs, &options);
+                };
+                let problem = MinCutProblem::new(joint, num_fwd_outputs, &options)?;
+                if !problem.has_backward() {
+                    return min_cut_rematerialization_partition(joint, num_fwd_outputs, &options);
+                }
+                let mut saved = problem.saved_values()?;
+                let split = problem.partition(&saved)?;
+                let g = problem.graph();
+                let refused: Vec<NodeId> = split
+                    .backward
+                    .nodes
+                    .iter()
+                    .filter(|n| !n.is_placeholder())
+                    .filter_map(|n| g.find(&n.name))
+                    .filter(|&id| problem.class(id) != NodeClass::RequiredBackward)
+                    .filter(|&id| !ctx.allow("recompute", &g.node(id).name))
+                    .collect();
+                if refused.is_empty() {
+                    return Ok(split);
+                }
+                saved.extend(refused);
+                saved.sort();
+                saved.dedup();
+                problem.partition(&saved)
             }
         }
     }
@@ -246,9 +275,25 @@ impl Backend for AotEager {
         true
     }
 
+    fn passes(&self) -> Vec<String> {
+        let mut own = Vec::new();
+        if self.config.decompositions.is_some() {
+            own.push("decompose");
+        }
+        if self.config.partitioner == AotPartitioner::MinCut {
+            own.push("recompute");
+        }
+        let inner: Vec<Arc<dyn Backend>> = [&self.config.fw, &self.config.bw]
+            .into_iter()
+            .filter_map(|name| lookup(name).ok())
+            .collect();
+        let inner: Vec<&dyn Backend> = inner.iter().map(|b| b.as_ref()).collect();
+        crate::fault::with_passes(&own, &inner)
+    }
+
     fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
         let split = self
-            .split(graph, example_inputs)
+            .split(graph, example_inputs, None)
             .map_err(|f| f.to_string())?;
         for (part, name, g) in [
             (AotPart::Forward, &self.config.fw, &split.partition.forward),
@@ -258,6 +303,11 @@ impl Backend for AotEager {
                 &split.partition.backward,
             ),
         ] {
+            // Without an input that requires grad no backward runs, and its compiler
+            // never sees a graph.
+            if part == AotPart::Backward && !example_inputs.iter().any(|e| e.requires_grad) {
+                continue;
+            }
             // The part's own compiler checks its own parameters; the fault of
             // GRAPHBUG_INJECT_FAULT is checked below, over both halves.
             let inner = resolve(name).map_err(|e| e.to_string())?;
@@ -274,17 +324,22 @@ impl Backend for AotEager {
         {
             let source = format!("{INJECT_FAULT_ENV}={text}");
             let spec = FaultSpec::parse_env(&text).map_err(|e| format!("{source}: {e}"))?;
-            let whys: Vec<String> = [
+            let training = example_inputs.iter().any(|e| e.requires_grad);
+            let halves: Vec<(AotPart, &Graph)> = [
                 (AotPart::Forward, &split.partition.forward),
                 (AotPart::Backward, &split.partition.backward),
             ]
             .into_iter()
-            .filter_map(|(part, g)| {
-                spec.why_no_target(g, &source)
-                    .map(|why| format!("in the {part} graph of `{}`: {why}", self.name))
-            })
+            .filter(|(part, _)| training || *part == AotPart::Forward)
             .collect();
-            if whys.len() == 2 {
+            let whys: Vec<String> = halves
+                .iter()
+                .filter_map(|(part, g)| {
+                    spec.why_no_target(g, &source)
+                        .map(|why| format!("in the {part} graph of `{}`: {why}", self.name))
+                })
+                .collect();
+            if whys.len() == halves.len() {
                 return Err(whys.join("\n"));
             }
         }
@@ -297,7 +352,7 @@ impl Backend for AotEager {
         example_inputs: &[ExampleInput],
         ctx: &CompileContext,
     ) -> Result<Box<dyn CompiledFn>, Failure> {
-        let split = self.split(graph, example_inputs)?;
+        let split = self.split(graph, example_inputs, Some(ctx))?;
         let fw_backend =
             lookup(&self.config.fw).map_err(|e| self.failure(Stage::Compile, e.to_string()))?;
         let bw_backend =
@@ -314,6 +369,7 @@ impl Backend for AotEager {
                 .collect(),
             hook: ctx.inner_hook.clone(),
             trace: ctx.trace.clone(),
+            passes: ctx.passes.clone(),
             check_accuracy: ctx.check_inner_accuracy,
             num_fwd_outputs: split.num_fwd_outputs,
             mutated_inputs: split.mutated_inputs,
@@ -332,8 +388,15 @@ struct Split {
 }
 
 impl AotEager {
-    /// Functionalizes, builds the joint graph, decomposes and partitions it.
-    fn split(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<Split, Failure> {
+    /// Functionalizes, builds the joint graph, decomposes and partitions it; under the
+    /// pass limits of `ctx`, each decomposed node is one application of `decompose`, and
+    /// the graph each pass leaves is recorded.
+    fn split(
+        &self,
+        graph: &Graph,
+        example_inputs: &[ExampleInput],
+        ctx: Option<&CompileContext>,
+    ) -> Result<Split, Failure> {
         let inputs = graph.placeholders().len();
         if example_inputs.len() != inputs {
             return Err(self.failure(
@@ -354,15 +417,27 @@ impl AotEager {
             .map_err(|e| self.autodiff_failure("joint graph", e))?;
         let jg = infer_meta(&joint.graph)
             .map_err(|e| Failure::from_aten(&self.name, Stage::Compile, &e))?;
+        let limits = ctx.and_then(|c| c.passes.as_ref());
         let jg = match &self.config.decompositions {
             Some(set) => {
-                decompose(&jg, set).map_err(|e| self.autodiff_failure("decomposition", e))?
+                let mut allow =
+                    |n: &graphbug_ir::Node| ctx.is_none_or(|c| c.allow("decompose", &n.name));
+                let g = decompose_with(&jg, set, &mut allow)
+                    .map_err(|e| self.autodiff_failure("decomposition", e))?;
+                if let Some(l) = limits {
+                    l.dump_graph("decompose", &g);
+                }
+                g
             }
             None => jg,
         };
         let partition = self
-            .partition(&jg, joint.num_fwd_outputs)
+            .partition(&jg, joint.num_fwd_outputs, ctx)
             .map_err(|e| self.failure(Stage::Compile, format!("partition: {e}")))?;
+        if let (Some(l), AotPartitioner::MinCut) = (limits, self.config.partitioner) {
+            l.dump_graph("recompute_forward", &partition.forward);
+            l.dump_graph("recompute_backward", &partition.backward);
+        }
         Ok(Split {
             partition,
             num_fwd_outputs: joint.num_fwd_outputs,
@@ -400,6 +475,7 @@ struct AotCompiled {
     constants: std::collections::HashMap<String, Tensor>,
     hook: Option<InnerHook>,
     trace: Option<TraceSink>,
+    passes: Option<Arc<PassLimits>>,
     check_accuracy: bool,
     num_fwd_outputs: usize,
     mutated_inputs: Vec<usize>,
@@ -459,6 +535,7 @@ impl AotCompiled {
                     .collect(),
                 // Each half records into its own part of the trace.
                 trace: self.trace.as_ref().map(|t| t.part(&inner.part.to_string())),
+                passes: self.passes.clone(),
                 ..CompileContext::default()
             };
             match inner.backend.compile(&inner.graph, &examples, &ctx) {

@@ -2,7 +2,11 @@
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use graphbug_aten::trace::TraceSink;
+
+use crate::passes::PassLimits;
 use graphbug_ir::{Device, Graph, Meta, TensorMeta};
 use tch::Tensor;
 
@@ -93,11 +97,14 @@ pub struct CompileContext {
     /// Where backends that run graphs node by node record each node's value (`graphbug
     /// run --trace`); pipelines pass it on to their inner compilers, one part per graph.
     pub trace: Option<TraceSink>,
+    /// Limits on the applications of the backend's passes (`limit:`, `graphbug bisect`);
+    /// pipelines pass them on to their inner compilers.
+    pub passes: Option<Arc<PassLimits>>,
 }
 
 impl CompileContext {
-    /// A context like this one (constants shared, not copied) whose trace is `trace`.
-    pub fn with_trace(&self, trace: Option<TraceSink>) -> CompileContext {
+    /// A context like this one, sharing its constants (not copying them).
+    pub fn share(&self) -> CompileContext {
         CompileContext {
             device: self.device.clone(),
             constants: self
@@ -107,8 +114,15 @@ impl CompileContext {
                 .collect(),
             inner_hook: self.inner_hook.clone(),
             check_inner_accuracy: self.check_inner_accuracy,
-            trace,
+            trace: self.trace.clone(),
+            passes: self.passes.clone(),
         }
+    }
+
+    /// True when pass `pass` may apply to `node` (always, without limits); counts the
+    /// application.
+    pub fn allow(&self, pass: &str, node: &str) -> bool {
+        self.passes.as_ref().is_none_or(|p| p.allow(pass, node))
     }
 }
 
@@ -120,6 +134,7 @@ impl std::fmt::Debug for CompileContext {
             .field("inner_hook", &self.inner_hook.is_some())
             .field("check_inner_accuracy", &self.check_inner_accuracy)
             .field("trace", &self.trace)
+            .field("passes", &self.passes)
             .finish()
     }
 }
@@ -168,6 +183,13 @@ pub trait Backend: Send + Sync {
     /// `GRAPHBUG_INJECT_FAULT` then goes to those inner compilers, not around the pipeline.
     fn delegates_faults(&self) -> bool {
         false
+    }
+
+    /// The passes this backend can limit for `graphbug bisect`, in the order they run;
+    /// each asks [`CompileContext::allow`] before every application. The default: none
+    /// (the backend is bisected as one stage).
+    fn passes(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Checks, before any work starts, that the backend's own parameters make sense for

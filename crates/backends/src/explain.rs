@@ -104,6 +104,9 @@ impl Backend for Explain {
     fn tags(&self) -> &[&str] {
         &["debug"]
     }
+    fn passes(&self) -> Vec<String> {
+        self.inner.passes()
+    }
     fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
         self.inner.validate(graph, example_inputs)
     }

@@ -356,6 +356,19 @@ impl fmt::Display for FaultSpec {
     }
 }
 
+/// `own` passes, then those of the `inner` backends not named yet, in order.
+pub fn with_passes(own: &[&str], inner: &[&dyn Backend]) -> Vec<String> {
+    let mut passes: Vec<String> = own.iter().map(|p| p.to_string()).collect();
+    for b in inner {
+        for p in b.passes() {
+            if !passes.contains(&p) {
+                passes.push(p);
+            }
+        }
+    }
+    passes
+}
+
 /// Whether a flaky fault of `percent` fires in this compile: the next draw of a fixed
 /// pseudo-random sequence (splitmix64 of a per-process count), so a process that compiles
 /// the same graphs in the same order sees the same faults.
@@ -589,6 +602,10 @@ impl Backend for FaultBackend {
         &["testing"]
     }
 
+    fn passes(&self) -> Vec<String> {
+        with_passes(&["fault"], &[self.inner.as_ref()])
+    }
+
     fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
         if let Some(why) = self.spec.why_no_target(graph, &self.source) {
             return Err(why);
@@ -602,8 +619,17 @@ impl Backend for FaultBackend {
         example_inputs: &[ExampleInput],
         ctx: &CompileContext,
     ) -> Result<Box<dyn CompiledFn>, Failure> {
-        let targets = self.spec.targets(graph);
+        // Each target is one application of the `fault` pass (`graphbug bisect`).
+        let targets: Vec<NodeId> = self
+            .spec
+            .targets(graph)
+            .into_iter()
+            .filter(|&t| ctx.allow("fault", &graph.node(t).name))
+            .collect();
         if targets.is_empty() || self.spec.percent.is_some_and(|p| !flaky_fires(p)) {
+            if let Some(limits) = &ctx.passes {
+                limits.dump_graph("fault", graph);
+            }
             return self.inner.compile(graph, example_inputs, ctx);
         }
         if self.spec.kind == FaultKind::Compile {
@@ -619,6 +645,9 @@ impl Backend for FaultBackend {
             ));
         }
         let (rewritten, inserted) = self.rewrite(graph, &targets)?;
+        if let Some(limits) = &ctx.passes {
+            limits.dump_graph("fault", &rewritten);
+        }
         let names: Vec<(String, String, String)> = inserted
             .iter()
             .map(|(fault, t)| {
@@ -656,7 +685,14 @@ impl Backend for FaultBackend {
         });
         let inner = self
             .inner
-            .compile(&rewritten, example_inputs, &ctx.with_trace(traced))
+            .compile(
+                &rewritten,
+                example_inputs,
+                &CompileContext {
+                    trace: traced,
+                    ..ctx.share()
+                },
+            )
             .map_err(&relabel)?;
         Ok(Box::new(Faulted {
             inner,

@@ -12,6 +12,7 @@ pub mod eager;
 pub mod explain;
 pub mod failure;
 pub mod fault;
+pub mod passes;
 pub mod plugin;
 pub mod registry;
 pub mod testing;
@@ -52,7 +53,7 @@ fn builtin_factories() -> Vec<registry::FactoryEntry> {
         registry::FactoryEntry {
             prefix: "fault:",
             build: fault::FaultBackend::from_name,
-            usage: "fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]",
+            usage: "fault:<kind>[=<amount>]@<op>[#<k>][%<percent>][+<inner>]",
             description: "injects a fault (compile, runtime, accuracy, nan, crash, hang) at an op",
             tags: &["testing"],
         },
@@ -68,6 +69,13 @@ fn builtin_factories() -> Vec<registry::FactoryEntry> {
             build: explain::Explain::from_name,
             usage: "explain:<inner>",
             description: "records each graph compiled (ops, histogram), then compiles with <inner>",
+            tags: &["debug"],
+        },
+        registry::FactoryEntry {
+            prefix: "limit:",
+            build: passes::Limit::from_name,
+            usage: "limit:<pass>=<n>,...+<inner>",
+            description: "compiles with <inner>, each pass named applied at most <n> times (graphbug bisect's probe)",
             tags: &["debug"],
         },
         registry::FactoryEntry {

@@ -124,7 +124,7 @@ pub const MAX_NESTING: usize = 16;
 
 /// The backend for `name`, without the environment's fault injection.
 pub fn resolve(name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
-    let nesting = ["fault:", "explain:", "aot_eager:", "slow:"]
+    let nesting = ["fault:", "explain:", "aot_eager:", "slow:", "limit:"]
         .iter()
         .map(|p| name.matches(p).count())
         .sum::<usize>();

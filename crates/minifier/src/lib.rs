@@ -7,6 +7,7 @@
 //! with "replace by input" as removal, and ends with a 1-minimality pass, never querying a
 //! candidate twice. No libtorch here: checkers that run graphs live in graphbug-repro.
 
+pub mod bisect;
 pub mod candidate;
 pub mod checker;
 pub mod minify;

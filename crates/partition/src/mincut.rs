@@ -257,15 +257,7 @@ pub fn min_cut_rematerialization_partition(
         };
         return default_partition_with(graph, num_fwd_outputs, &recompute, &options.hints);
     }
-    let saved = if options.activation_memory_budget < 1.0 {
-        problem
-            .choose_saved_values(options.activation_memory_budget)?
-            .saved
-    } else {
-        let banned = problem.heuristic_bans(options.effective_bans(), None);
-        problem.solve(&banned)?.saved
-    };
-    problem.partition(&saved)
+    problem.partition(&problem.saved_values()?)
 }
 
 impl MinCutProblem {
@@ -431,6 +423,18 @@ impl MinCutProblem {
             non_tensor,
             symbolic,
         })
+    }
+
+    /// The values functorch's partitioner saves under the problem's options: the cut
+    /// within the activation memory budget, or the heuristic (runtime-optimal) cut.
+    pub fn saved_values(&self) -> Result<Vec<NodeId>, PartitionError> {
+        let budget = self.options.activation_memory_budget;
+        if budget < 1.0 {
+            Ok(self.choose_saved_values(budget)?.saved)
+        } else {
+            let banned = self.heuristic_bans(self.options.effective_bans(), None);
+            Ok(self.solve(&banned)?.saved)
+        }
     }
 
     /// The joint graph after dead-code elimination and CSE; node ids refer to it.

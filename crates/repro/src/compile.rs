@@ -314,6 +314,7 @@ pub fn compile(
             .map(|written| aot_hook(options.clone(), written.clone(), constants)),
         check_inner_accuracy: aot && options.level >= 4,
         trace: None,
+        passes: None,
     };
     crate::process::report_stage("compile");
     match b.compile(graph, &examples, &ctx) {
