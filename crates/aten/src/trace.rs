@@ -257,6 +257,9 @@ pub struct TraceHeader {
     pub device: String,
     /// The graphbug version that wrote it.
     pub graphbug: String,
+    /// The libtorch version it ran on.
+    #[serde(default)]
+    pub libtorch: String,
 }
 
 /// One line of a trace file.
@@ -315,6 +318,7 @@ impl TraceSink {
             AtenError::Trace(format!("cannot create trace {}: {e}", path.display()))
         })?;
         header.format = TRACE_FORMAT.to_string();
+        header.libtorch = crate::shim::torch_version();
         let sink = TraceSink {
             file: Arc::new(Mutex::new(SinkFile {
                 path: path.to_path_buf(),
@@ -879,6 +883,12 @@ pub fn diff(a: &Trace, b: &Trace, tol: &Tolerance) -> Result<TraceDiff> {
     let only = |x: &[String], y: &[String]| -> Vec<String> {
         x.iter().filter(|p| !y.contains(p)).cloned().collect()
     };
+    if a.header.libtorch != b.header.libtorch {
+        out.notes.push(format!(
+            "the runs used different libtorch versions: A {}, B {}",
+            a.header.libtorch, b.header.libtorch
+        ));
+    }
     if a.header.graph != b.header.graph {
         out.notes.push(format!(
             "the traces are of different graph files: A {}, B {}",

@@ -166,6 +166,7 @@ fn the_diff_names_the_first_diverging_node_and_its_inputs() {
     traced_run(WRONG, &x, &b, true);
     let (ta, tb) = (Trace::read(&a).unwrap(), Trace::read(&b).unwrap());
     assert_eq!(ta.outcome.as_deref(), Some("completed"));
+    assert_eq!(ta.header.libtorch, graphbug_aten::shim::torch_version());
     // x, sin, mul, split (two items), getitem, getitem_1, add.
     assert_eq!(ta.entries.len(), 8);
     assert_eq!(ta.entries[3].item, Some(0));
