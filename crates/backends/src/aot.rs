@@ -18,7 +18,6 @@ use graphbug_aten::accuracy::detect;
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::meta::infer_meta;
 use graphbug_aten::reference::fp64_reference;
-use graphbug_aten::trace::TraceSink;
 use graphbug_aten::{Interpreter, LibtorchDerivatives, LibtorchSchemas};
 use graphbug_autodiff::{
     decompose_with, functionalize, joint_graph_with, AutodiffError, DecompositionSet,
@@ -32,11 +31,9 @@ use tch::Tensor;
 
 use crate::backend::{
     with_example_metas, AotPart, Backend, CompileContext, CompiledFn, ExampleInput, InnerEvent,
-    InnerHook,
 };
 use crate::failure::{Failure, Stage, Symptom};
 use crate::fault::{FaultSpec, OpPattern};
-use crate::passes::PassLimits;
 use crate::registry::{lookup, resolve, INJECT_FAULT_ENV};
 
 /// Which partitioner an AOT pipeline uses.
@@ -361,16 +358,7 @@ impl Backend for AotEager {
             name: self.name.clone(),
             forward: Inner::new(AotPart::Forward, split.partition.forward, fw_backend),
             backward: Inner::new(AotPart::Backward, split.partition.backward, bw_backend),
-            device: ctx.device.clone(),
-            constants: ctx
-                .constants
-                .iter()
-                .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                .collect(),
-            hook: ctx.inner_hook.clone(),
-            trace: ctx.trace.clone(),
-            passes: ctx.passes.clone(),
-            check_accuracy: ctx.check_inner_accuracy,
+            ctx: ctx.share(),
             num_fwd_outputs: split.num_fwd_outputs,
             mutated_inputs: split.mutated_inputs,
             tangent_outputs: split.tangent_outputs,
@@ -471,12 +459,8 @@ struct AotCompiled {
     name: String,
     forward: Inner,
     backward: Inner,
-    device: graphbug_ir::Device,
-    constants: std::collections::HashMap<String, Tensor>,
-    hook: Option<InnerHook>,
-    trace: Option<TraceSink>,
-    passes: Option<Arc<PassLimits>>,
-    check_accuracy: bool,
+    /// The pipeline's context: device, constants, hook, trace and pass limits.
+    ctx: CompileContext,
     num_fwd_outputs: usize,
     mutated_inputs: Vec<usize>,
     tangent_outputs: Vec<usize>,
@@ -495,7 +479,7 @@ impl AotCompiled {
             AotPart::Forward => &mut self.forward,
             AotPart::Backward => &mut self.backward,
         };
-        let hook = self.hook.clone();
+        let hook = self.ctx.inner_hook.clone();
         let tell = |inner: &Inner, failure: Option<&Failure>| {
             if let Some(h) = &hook {
                 h(&InnerEvent {
@@ -526,17 +510,17 @@ impl AotCompiled {
                 .iter()
                 .filter_map(|t| meta_of(t).map(ExampleInput::new))
                 .collect();
+            // The inner compiler gets the device, constants and pass limits; each half
+            // records into its own part of the trace.
             let ctx = CompileContext {
-                device: self.device.clone(),
-                constants: self
-                    .constants
-                    .iter()
-                    .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                    .collect(),
-                // Each half records into its own part of the trace.
-                trace: self.trace.as_ref().map(|t| t.part(&inner.part.to_string())),
-                passes: self.passes.clone(),
-                ..CompileContext::default()
+                inner_hook: None,
+                check_inner_accuracy: false,
+                trace: self
+                    .ctx
+                    .trace
+                    .as_ref()
+                    .map(|t| t.part(&inner.part.to_string())),
+                ..self.ctx.share()
             };
             match inner.backend.compile(&inner.graph, &examples, &ctx) {
                 Ok(c) => inner.compiled = Some(c),
@@ -553,13 +537,13 @@ impl AotCompiled {
                 return Err(relabel(inner, f));
             }
         };
-        if self.check_accuracy {
+        if self.ctx.check_inner_accuracy {
             if let Some(f) = inner_accuracy(
                 inner,
                 &saved_inputs,
                 &outputs,
-                &self.device,
-                &self.constants,
+                &self.ctx.device,
+                &self.ctx.constants,
             ) {
                 tell(inner, Some(&f));
                 return Err(relabel(inner, f));
@@ -686,7 +670,7 @@ impl CompiledFn for AotCompiled {
                         .get(inputs.len())
                         .and_then(|&p| self.backward.graph.node(p).meta.tensor().cloned());
                     match meta {
-                        Some(m) => graphbug_aten::meta::empty(&m, &self.device)
+                        Some(m) => graphbug_aten::meta::empty(&m, &self.ctx.device)
                             .map(|mut t| t.zero_())
                             .map_err(|e| {
                                 Failure::new(

@@ -1089,6 +1089,17 @@ impl<'o, 'g> Start<'o, 'g> {
             None => original.as_given(),
         };
         let checker_name = checker.describe();
+        let start = |signature, identity, found_text, reliability| Start {
+            original,
+            first_kept: first.kept.clone(),
+            first_retained: first.retained.clone(),
+            first_size: first.size(),
+            signature,
+            identity,
+            checker_name: checker_name.clone(),
+            found_text,
+            reliability,
+        };
         let (v1, v2) = match second {
             Some(other) => std::thread::scope(|scope| {
                 let again = scope.spawn(|| other.check(&first));
@@ -1180,17 +1191,7 @@ impl<'o, 'g> Start<'o, 'g> {
                 "{} in {reliability}; a candidate must fail as often",
                 describe(&Verdict::Fails(signature.clone()))
             );
-            return Ok(Start {
-                original,
-                first_kept: first.kept.clone(),
-                first_retained: first.retained.clone(),
-                first_size: first.size(),
-                signature,
-                identity,
-                checker_name,
-                found_text,
-                reliability: Some(reliability),
-            });
+            return Ok(start(signature, identity, found_text, Some(reliability)));
         }
         let Verdict::Fails(found) = v1.clone() else {
             return Err(MinifyError::DoesNotFail {
@@ -1223,17 +1224,7 @@ impl<'o, 'g> Start<'o, 'g> {
                 verdict: format!("{} ({why})", describe(&v1)),
             });
         }
-        Ok(Start {
-            original,
-            first_kept: first.kept.clone(),
-            first_retained: first.retained.clone(),
-            first_size: first.size(),
-            signature,
-            identity,
-            checker_name,
-            found_text: describe(&v1),
-            reliability: None,
-        })
+        Ok(start(signature, identity, describe(&v1), None))
     }
 
     /// Runs the strategies from the starting graph, asking `exec` (with `lookahead`
