@@ -523,7 +523,11 @@ fn backends_lists_names_tags_and_descriptions() {
             "relu_accuracy_error_TESTING_ONLY",
             "[testing] relu(x) becomes x + 1: wrong results",
         ),
-        ("fault:<kind>[=<amount>]@<op>[#<k>][+<inner>]", "[testing] "),
+        (
+            "fault:<kind>[=<amount>]@<op>[#<k>][%<percent>][+<inner>]",
+            "[testing] ",
+        ),
+        ("limit:<pass>=<n>,...+<inner>", "[debug] "),
         ("explain:<inner>", "[debug] "),
         ("aot_eager", "min-cut"),
         ("aot_eager_default_partitioner", "default partition"),

@@ -228,8 +228,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             constants.insert(name, t.to_device(tdev));
         }
     }
-    // In the child: checking an AOT pipeline's inner compilers runs meta inference.
-    validate_backend(backend.as_ref(), &graph, &inputs, &[])?;
+    let rg = match (&args.requires_grad, args.backward) {
+        (None, false) => vec![false; inputs.len()],
+        (spec, _) => requires_grad(&graph, spec.as_deref())?,
+    };
+    // In the child: checking an AOT pipeline's inner compilers runs meta inference (its
+    // backward's too when inputs require grad).
+    validate_backend(backend.as_ref(), &graph, &inputs, &rg)?;
     let trace = match &args.trace {
         Some(path) => {
             let sink = TraceSink::create(
@@ -262,10 +267,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             }
         },
         None => None,
-    };
-    let rg = match (&args.requires_grad, args.backward) {
-        (None, false) => vec![false; inputs.len()],
-        (spec, _) => requires_grad(&graph, spec.as_deref())?,
     };
     let mut examples = example_inputs(&inputs)?;
     for (e, &r) in examples.iter_mut().zip(&rg) {
