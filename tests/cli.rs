@@ -1389,3 +1389,61 @@ fn pass_limits_bound_each_pass_and_log_what_they_touched() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn partition_models_the_peak_and_bounds_it() {
+    let joint = fixture("gpt4/joint.py");
+    let j = joint.to_str().unwrap();
+    let out = graphbug(&["partition", j, "--partitioner", "min-cut", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let peak = report["modelled_peak"]["peak"].as_u64().unwrap();
+    assert!(peak > report["modelled_peak"]["resident"].as_u64().unwrap());
+    // The least peak any cut reaches, and a budget of it: the peak stays within.
+    let out = graphbug(&[
+        "partition",
+        j,
+        "--partitioner",
+        "min-cut",
+        "--peak-budget",
+        "0.0",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    let line = said
+        .lines()
+        .find(|l| l.starts_with("# peak budget:"))
+        .unwrap();
+    let least: u64 = line
+        .split("least of any cut ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(
+        line.contains(&format!("modelled peak {least} bytes of at most {least}")),
+        "{line}"
+    );
+    let out = graphbug(&[
+        "partition",
+        j,
+        "--partitioner",
+        "min-cut",
+        "--peak-budget",
+        &(least - 1).to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&format!("below the least peak of any cut: {least} bytes")),
+        "{}",
+        text(&out.stderr)
+    );
+    // The Pareto curve shows the modelled peak beside the saved bytes.
+    let out = graphbug(&["partition", j, "--partitioner", "min-cut", "--pareto", "4"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("budget  saved bytes  modelled peak"));
+    // Only the min-cut partitioner takes a budget.
+    let out = graphbug(&["partition", j, "--peak-budget", "0.5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("need --partitioner min-cut"));
+}

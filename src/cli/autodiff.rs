@@ -12,8 +12,9 @@ use graphbug::autodiff::{functionalize, joint_graph_with};
 use graphbug::ir::{print_graph, Graph, Meta};
 use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
-    default::effect_tokens, default_partition_with, min_cut_rematerialization_partition,
-    pareto_curve, MinCutOptions, MinCutProblem, OpClasses,
+    choose_by_peak, default::effect_tokens, default_partition_with,
+    min_cut_rematerialization_partition, model_peak, pareto_curve, peak_frontier, MinCutOptions,
+    MinCutProblem, OpClasses, PeakBudget,
 };
 
 use super::{load_graph, lost_in_libtorch, lower_graph, requires_grad, static_only, supervise};
@@ -57,6 +58,14 @@ pub struct PartitionArgs {
     /// runtime-optimal cut).
     #[arg(long)]
     memory_budget: Option<f64>,
+    /// Min-cut: a bound on the step's modelled peak memory (the forward, then the
+    /// backward, with every temporary, saved, recomputed and gradient value alive as long as
+    /// it is read): bytes (`512MB`, `2GiB`, `1000000`) or a fraction between the least peak
+    /// of any cut (0.0) and the runtime-optimal cut's (1.0). The cut with the least
+    /// recomputation that fits is taken. (`--memory-budget` bounds functorch's proxy, the
+    /// bytes saved.)
+    #[arg(long, conflicts_with = "memory_budget")]
+    peak_budget: Option<PeakBudget>,
     /// Min-cut: the knapsack solver of the memory budget (greedy, dp, exact).
     #[arg(long, default_value = "dp")]
     solver: KnapsackSolver,
@@ -193,8 +202,10 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         "min-cut" | "mincut" | "min_cut" => true,
         other => bail!("unknown partitioner `{other}` (known: default, min-cut)"),
     };
-    if !min_cut && (args.memory_budget.is_some() || args.pareto.is_some()) {
-        bail!("--memory-budget and --pareto need --partitioner min-cut");
+    if !min_cut
+        && (args.memory_budget.is_some() || args.pareto.is_some() || args.peak_budget.is_some())
+    {
+        bail!("--memory-budget, --peak-budget and --pareto need --partitioner min-cut");
     }
     let options = MinCutOptions {
         op_classes: match args.op_classes.as_str() {
@@ -211,12 +222,21 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         return pareto(&joint, num_fwd_outputs, &options, steps, args.json);
     }
     let started = Instant::now();
+    let mut peak_choice = None;
     let (p, budget) = if !min_cut {
         let p = default_partition_with(&joint, num_fwd_outputs, &|_| false, &options.hints)?;
         (p, None)
     } else if let Some(b) = args.memory_budget {
         let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
         let (p, choice) = problem.partition_with_budget(b)?;
+        (p, Some(choice))
+    } else if let Some(b) = args.peak_budget {
+        let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
+        let frontier = peak_frontier(&problem, &LibtorchSchemas, PEAK_STEPS)?;
+        let (k, limit) = choose_by_peak(&frontier, b)?;
+        let point = frontier[k].clone();
+        let (p, choice) = problem.partition_with_budget(point.saved_budget)?;
+        peak_choice = Some((point, limit, frontier));
         (p, Some(choice))
     } else {
         (
@@ -226,11 +246,21 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     };
     let seconds = started.elapsed().as_secs_f64();
     let r = &p.report;
+    let modelled = model_peak(&p.forward, &p.backward, num_fwd_outputs, &LibtorchSchemas);
     if args.json {
         // The report is deterministic; the timing rides along only here.
         let mut json = serde_json::to_value(r)?;
         json["seconds"] = seconds.into();
-        if let Some(c) = &budget {
+        json["modelled_peak"] = serde_json::to_value(&modelled)?;
+        if let Some((point, limit, frontier)) = &peak_choice {
+            json["peak_budget"] = serde_json::json!({
+                "limit_bytes": limit,
+                "least_peak": frontier.first().map(|p| p.peak.peak),
+                "runtime_optimal_peak": frontier.last().map(|p| p.peak.peak),
+                "saved_budget": point.saved_budget,
+            });
+        }
+        if let Some(c) = budget.as_ref().filter(|_| args.memory_budget.is_some()) {
             json["memory_budget"] = serde_json::json!({
                 "budget": args.memory_budget,
                 "limit_bytes": c.limit_bytes,
@@ -261,6 +291,23 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         r.recompute_flops,
         r.recompute_seconds
     );
+    println!(
+        "# modelled peak of the step: {} bytes (forward {}, backward {}; primals {}, saved {})",
+        modelled.peak,
+        modelled.forward_peak,
+        modelled.backward_peak,
+        modelled.resident,
+        modelled.saved
+    );
+    if let Some((point, limit, frontier)) = &peak_choice {
+        println!(
+            "# peak budget: modelled peak {} bytes of at most {limit} (least of any cut {}, runtime-optimal cut {}); the cut of functorch's budget {:.3}",
+            point.peak.peak,
+            frontier.first().map_or(0, |p| p.peak.peak),
+            frontier.last().map_or(0, |p| p.peak.peak),
+            point.saved_budget
+        );
+    }
     if let (Some(c), Some(b)) = (&budget, args.memory_budget) {
         println!(
             "# memory budget {b}: saved {} bytes of at most {} (inputs {} bytes, runtime-optimal cut {} bytes), chosen by the {:?} step",
@@ -269,6 +316,9 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Saved-bytes budgets the peak budget's frontier is drawn from (0, 1/N, ..., 1).
+const PEAK_STEPS: usize = 20;
 
 /// `recomputed` as `aten.relu x2, aten.view`, or `nothing`.
 fn recomputed_text(recomputed: &std::collections::BTreeMap<String, usize>) -> String {
@@ -297,17 +347,20 @@ fn pareto(
     json: bool,
 ) -> Result<ExitCode> {
     let problem = MinCutProblem::new(joint, num_fwd_outputs, options)?;
-    let curve = pareto_curve(&problem, steps)?;
+    let curve = pareto_curve(&problem, steps, Some(&LibtorchSchemas))?;
     if json {
         println!("{}", serde_json::to_string(&curve)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("budget  saved bytes  recomputed ops  recompute FLOPs  est. seconds  step");
+    println!(
+        "budget  saved bytes  modelled peak  recomputed ops  recompute FLOPs  est. seconds  step"
+    );
     for p in &curve {
         match p.saved_bytes {
             Some(bytes) => println!(
-                "{:>6.3}  {bytes:>11}  {:>14}  {:>15}  {:>12.3e}  {:?}",
+                "{:>6.3}  {bytes:>11}  {:>13}  {:>14}  {:>15}  {:>12.3e}  {:?}",
                 p.budget,
+                p.peak_bytes.unwrap_or(0),
                 p.recomputed_ops,
                 p.recompute_flops,
                 p.recompute_seconds,

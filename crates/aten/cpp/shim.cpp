@@ -698,6 +698,12 @@ size_t gb_tensor_storage_ptr(const at::Tensor* t) {
   return reinterpret_cast<size_t>(t->storage().unsafeGetStorageImpl());
 }
 
+// The bytes of a tensor's storage (0 for none).
+size_t gb_tensor_storage_nbytes(const at::Tensor* t) {
+  if (!t->defined() || !t->has_storage()) return 0;
+  return t->storage().nbytes();
+}
+
 // A zero-filled contiguous tensor with `t`'s sizes and dtype on `device`.
 char* gb_tensor_zeros_like(const at::Tensor* t, const char* device, at::Tensor** out) {
   return guarded([&] {

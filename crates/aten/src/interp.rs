@@ -14,6 +14,7 @@ use torch_sys::C_tensor;
 use crate::device::{ensure_device, same_device};
 use crate::dtype::{c10_layout, c10_memory_format, c10_scalar_type, describe, meta_of};
 use crate::error::{AtenError, Result};
+use crate::memory::LiveBytes;
 use crate::schema::{ArgType, Argument, Elem};
 use crate::shim::{tensor_device, tensor_to, zeros_like_on, Op, Plan, Stack, StackValue};
 use crate::trace::{op_label, TraceSink};
@@ -48,6 +49,16 @@ impl RtValue {
             RtValue::Int(i) => RtValue::Int(*i),
             RtValue::Float(f) => RtValue::Float(*f),
             RtValue::Bool(b) => RtValue::Bool(*b),
+        }
+    }
+
+    /// Calls `f` on every tensor of the value.
+    pub fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        match self {
+            RtValue::Tensor(t) => f(t),
+            RtValue::List(ts) => ts.iter().for_each(&mut *f),
+            RtValue::Tuple(vs) => vs.iter().for_each(|v| v.for_each_tensor(f)),
+            RtValue::None | RtValue::Int(_) | RtValue::Float(_) | RtValue::Bool(_) => {}
         }
     }
 
@@ -405,6 +416,26 @@ impl Interpreter {
         inputs: &[Tensor],
         hook: &mut dyn RunHook,
     ) -> Result<Vec<Option<Tensor>>> {
+        self.run_inner(inputs, hook, None)
+    }
+
+    /// Runs the graph, counting in `tally` the storages its values hold as it goes (the
+    /// inputs from the start, each value from its node to its last use); the outputs stay
+    /// counted, held by the caller.
+    pub fn run_tallied(
+        &self,
+        inputs: &[Tensor],
+        tally: &mut LiveBytes,
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.run_inner(inputs, &mut Observer(&mut |_, _| Ok(())), Some(tally))
+    }
+
+    fn run_inner(
+        &self,
+        inputs: &[Tensor],
+        hook: &mut dyn RunHook,
+        mut tally: Option<&mut LiveBytes>,
+    ) -> Result<Vec<Option<Tensor>>> {
         self.check_inputs(inputs)?;
         let graph = &*self.graph;
         let mut values: Vec<Option<RtValue>> = Vec::with_capacity(graph.nodes.len());
@@ -413,6 +444,9 @@ impl Interpreter {
             let mut v = RtValue::Tensor(inputs[k].shallow_clone());
             hook.after_node(i, &mut v)?;
             self.trace(i, &v);
+            if let Some(t) = tally.as_deref_mut() {
+                t.hold_value(&v);
+            }
             values[i] = Some(v);
         }
         let mut stack = Stack::new();
@@ -540,12 +574,17 @@ impl Interpreter {
             }
             hook.after_node(step.node, &mut value)?;
             self.trace(step.node, &value);
+            if let Some(t) = tally.as_deref_mut() {
+                t.hold_value(&value);
+            }
             values[step.node] = Some(value);
             for &f in &step.free {
-                values[f] = None;
+                if let (Some(v), Some(t)) = (values[f].take(), tally.as_deref_mut()) {
+                    t.release_value(&v);
+                }
             }
         }
-        graph
+        let outputs: Vec<Option<Tensor>> = graph
             .outputs()
             .iter()
             .enumerate()
@@ -570,7 +609,17 @@ impl Interpreter {
                     message: format!("output {i} is the constant {other:?}, not a tensor"),
                 }),
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        if let Some(t) = tally {
+            // The values go with this run; the outputs stay, held by the caller.
+            for o in outputs.iter().flatten() {
+                t.hold(o);
+            }
+            for v in values.iter().flatten() {
+                t.release_value(v);
+            }
+        }
+        Ok(outputs)
     }
 
     fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {

@@ -97,3 +97,135 @@ mod tests {
         assert!(now.ensure_fits("huge", None).is_err());
     }
 }
+
+/// The interpreter's own tally of live memory: the bytes of the distinct storages its
+/// values hold (views share their base's), step by step, and the most seen. On CPU, where
+/// no caching allocator counts, this measures a training step's peak.
+#[derive(Debug, Default)]
+pub struct LiveBytes {
+    held: std::collections::HashMap<usize, (u64, u32)>,
+    /// Bytes held now.
+    pub bytes: u64,
+    /// The most bytes held since the tally started (or [`Self::restart_peak`]).
+    pub peak: u64,
+}
+
+impl LiveBytes {
+    /// One more holder of `t`'s storage.
+    pub fn hold(&mut self, t: &tch::Tensor) {
+        let key = crate::shim::storage_ptr(t);
+        if key == 0 {
+            return;
+        }
+        let entry = self
+            .held
+            .entry(key)
+            .or_insert_with(|| (crate::shim::storage_nbytes(t) as u64, 0));
+        if entry.1 == 0 {
+            self.bytes += entry.0;
+            self.peak = self.peak.max(self.bytes);
+        }
+        entry.1 += 1;
+    }
+
+    /// One holder of `t`'s storage fewer; the storage goes with its last holder.
+    pub fn release(&mut self, t: &tch::Tensor) {
+        let key = crate::shim::storage_ptr(t);
+        if let Some(entry) = self.held.get_mut(&key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.bytes -= entry.0;
+                self.held.remove(&key);
+            }
+        }
+    }
+
+    /// [`Self::hold`] for every tensor of a value.
+    pub fn hold_value(&mut self, v: &crate::interp::RtValue) {
+        v.for_each_tensor(&mut |t| self.hold(t));
+    }
+
+    /// [`Self::release`] for every tensor of a value.
+    pub fn release_value(&mut self, v: &crate::interp::RtValue) {
+        v.for_each_tensor(&mut |t| self.release(t));
+    }
+
+    /// Starts a new peak from what is held now.
+    pub fn restart_peak(&mut self) {
+        self.peak = self.bytes;
+    }
+}
+
+/// The peaks of a training step in the interpreter's tally ([`LiveBytes`]), in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MeasuredPeak {
+    /// The most held during the forward (the primals included).
+    pub forward_peak: u64,
+    /// The most held during the backward (the primals and saved values included).
+    pub backward_peak: u64,
+    /// The larger of the two.
+    pub peak: u64,
+}
+
+/// Runs a partition's `forward` on `primals`, drops its user outputs (the first
+/// `num_fwd_outputs`), then runs `backward` on the saved values and tangents of ones, and
+/// measures the peaks in the interpreter's tally; the primals are held throughout, as a
+/// training step holds its parameters and inputs. (The tangents are made before the peak of
+/// the backward is started, so they count in it.)
+pub fn measure_step_peak(
+    forward: &graphbug_ir::Graph,
+    backward: &graphbug_ir::Graph,
+    num_fwd_outputs: usize,
+    primals: &[tch::Tensor],
+    device: &graphbug_ir::Device,
+) -> Result<MeasuredPeak> {
+    let mut tally = LiveBytes::default();
+    for p in primals {
+        tally.hold(p);
+    }
+    tally.restart_peak();
+    let no_constants = std::collections::HashMap::new();
+    let fw = crate::Interpreter::new(forward, device, &no_constants)?;
+    let mut outs = fw.run_tallied(primals, &mut tally)?;
+    let forward_peak = tally.peak;
+    let saved = outs.split_off(num_fwd_outputs.min(outs.len()));
+    for o in outs.iter().flatten() {
+        tally.release(o);
+    }
+    let mut inputs: Vec<tch::Tensor> = Vec::new();
+    for (k, &id) in backward.placeholders().iter().enumerate() {
+        match saved.get(k) {
+            Some(Some(t)) => inputs.push(t.shallow_clone()),
+            Some(None) => {
+                return Err(AtenError::BadInputs(format!(
+                    "saved value {k} (`{}`) is not a tensor",
+                    backward.node(id).name
+                )))
+            }
+            None => {
+                let graphbug_ir::Meta::Tensor(m) = &backward.node(id).meta else {
+                    return Err(AtenError::BadInputs(format!(
+                        "tangent `{}` has no shape annotation",
+                        backward.node(id).name
+                    )));
+                };
+                inputs.push(crate::meta::empty(m, device)?.fill_(1.0));
+            }
+        }
+    }
+    tally.restart_peak();
+    // The backward takes the saved values over, and lets each go after its last use, as
+    // autograd frees saved tensors.
+    for t in saved.iter().flatten() {
+        tally.release(t);
+    }
+    let grads = crate::Interpreter::new(backward, device, &no_constants)?
+        .run_tallied(&inputs, &mut tally)?;
+    drop(grads);
+    let backward_peak = tally.peak;
+    Ok(MeasuredPeak {
+        forward_peak,
+        backward_peak,
+        peak: forward_peak.max(backward_peak),
+    })
+}

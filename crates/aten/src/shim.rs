@@ -61,6 +61,7 @@ extern "C" {
     fn gb_tensor_device(t: *const C_tensor) -> *mut c_char;
     fn gb_register_fault_op() -> *mut c_char;
     fn gb_tensor_storage_ptr(t: *const C_tensor) -> usize;
+    fn gb_tensor_storage_nbytes(t: *const C_tensor) -> usize;
     fn gb_tensor_zeros_like(
         t: *const C_tensor,
         device: *const c_char,
@@ -528,6 +529,12 @@ pub fn register_fault_op() -> Result<()> {
 pub fn storage_ptr(t: &Tensor) -> usize {
     // SAFETY: a live tensor; the shim only reads its storage pointer.
     unsafe { gb_tensor_storage_ptr(t.as_ptr()) }
+}
+
+/// The bytes of a tensor's storage (0 for none): what it holds alive, views included.
+pub fn storage_nbytes(t: &Tensor) -> usize {
+    // SAFETY: a live tensor; the shim only reads its storage's size.
+    unsafe { gb_tensor_storage_nbytes(t.as_ptr()) }
 }
 
 /// The libtorch version graphbug is built against, e.g. `2.13.0`.

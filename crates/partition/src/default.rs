@@ -40,6 +40,19 @@ pub enum PartitionError {
         /// The bytes saved at that budget.
         min_bytes: u64,
     },
+    /// No partition's modelled peak fits the peak budget.
+    #[error(
+        "peak budget {limit} bytes is below the least peak of any cut: {least} bytes (the \
+         primals alone hold {resident})"
+    )]
+    PeakUnreachable {
+        /// The byte limit asked for.
+        limit: u64,
+        /// The least modelled peak of the cuts tried.
+        least: u64,
+        /// Bytes of the primals, which any step holds.
+        resident: u64,
+    },
     /// The memory-budget knapsack failed (for example, too many items for `exact`).
     #[error("memory budget: {0}")]
     Knapsack(#[from] crate::knapsack::KnapsackError),

@@ -8,6 +8,7 @@ pub mod default;
 pub mod knapsack;
 pub mod mincut;
 pub mod ops;
+pub mod peak;
 pub mod reorder;
 
 pub use budget::{pareto_curve, BudgetChoice, BudgetStage, ParetoPoint};
@@ -19,3 +20,4 @@ pub use mincut::{
     MinCutProblem, NodeClass, NodePolicy,
 };
 pub use ops::OpClasses;
+pub use peak::{choose_by_peak, model_peak, peak_frontier, PeakBudget, PeakModel, PeakPoint};

@@ -437,6 +437,11 @@ impl MinCutProblem {
         }
     }
 
+    /// How many of the joint's outputs are the forward's.
+    pub fn num_fwd_outputs(&self) -> usize {
+        self.num_fwd_outputs
+    }
+
     /// The joint graph after dead-code elimination and CSE; node ids refer to it.
     pub fn graph(&self) -> &Graph {
         &self.graph

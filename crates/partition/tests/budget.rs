@@ -76,7 +76,7 @@ fn every_budget_is_met_on_the_reference_joints() {
 fn the_pareto_curve_runs_from_inputs_to_the_optimal_cut() {
     let (g, n) = joint("gpt4");
     let problem = MinCutProblem::new(&g, n, &MinCutOptions::default()).unwrap();
-    let curve = pareto_curve(&problem, 10).unwrap();
+    let curve = pareto_curve(&problem, 10, None).unwrap();
     assert_eq!(curve.len(), 11);
     assert_eq!(curve[0].budget, 0.0);
     assert_eq!(curve[10].budget, 1.0);

@@ -1,0 +1,489 @@
+//! The peak memory of a partitioned training step: the forward, then the backward, node by
+//! node in the order the graphs run, with every storage alive from the node that allocates
+//! it to the last node that reads it (or to the end of its graph, for what the graph
+//! returns).
+//!
+//! functorch's `activation_memory_budget` bounds a proxy, the bytes saved for the backward;
+//! what runs out is the peak, which also holds the temporaries of the forward, the tangents
+//! and gradients, and the recomputed values of the backward. This model counts them all:
+//!
+//! - A call allocates one storage per tensor it returns, of the size its annotation gives,
+//!   unless its schema says the result aliases an argument (`Tensor(a)`: views, in-place
+//!   ops), which allocates nothing and keeps the argument's storage alive.
+//! - The primals (parameters and inputs) are resident for the whole step.
+//! - The forward's outputs live to its end; then its user outputs go, and the saved values
+//!   live on into the backward until its last read of them. The backward's tangents live
+//!   from its start, its gradients to its end.
+//!
+//! An op the schemas do not know allocates a fresh storage (the model errs high); a value
+//! without a static size counts as none and is reported.
+
+use std::collections::HashSet;
+
+use graphbug_ir::schema::Schemas;
+use graphbug_ir::{Graph, Meta, NodeKind, Value};
+use serde::{Deserialize, Serialize};
+
+use crate::default::{Partition, PartitionError};
+use crate::mincut::MinCutProblem;
+
+/// What [`model_peak`] found, in bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeakModel {
+    /// The primals, resident through the step.
+    pub resident: u64,
+    /// The storages the forward hands the backward (besides the primals').
+    pub saved: u64,
+    /// The most bytes alive during the forward.
+    pub forward_peak: u64,
+    /// The most bytes alive during the backward (the primals and saved values included).
+    pub backward_peak: u64,
+    /// The larger of the two: the step's peak.
+    pub peak: u64,
+    /// Values without a static size, counted as none.
+    pub sizeless: usize,
+}
+
+/// The storages a run of one graph tracks.
+struct Storages {
+    bytes: Vec<u64>,
+    /// Never freed (the primals).
+    pinned: HashSet<usize>,
+    sizeless: usize,
+}
+
+impl Storages {
+    fn fresh(&mut self, meta: Option<&graphbug_ir::TensorMeta>) -> usize {
+        match meta.and_then(|m| m.checked_nbytes()) {
+            Some(b) => self.bytes.push(b),
+            None => {
+                self.sizeless += 1;
+                self.bytes.push(0);
+            }
+        }
+        self.bytes.len() - 1
+    }
+}
+
+/// The peak of `forward` then `backward` (a partition's graphs; the forward returns its
+/// `num_fwd_outputs` user outputs, then the values saved for the backward, which takes
+/// them first, then the tangents).
+pub fn model_peak(
+    forward: &Graph,
+    backward: &Graph,
+    num_fwd_outputs: usize,
+    schemas: &dyn Schemas,
+) -> PeakModel {
+    let mut st = Storages {
+        bytes: Vec::new(),
+        pinned: HashSet::new(),
+        sizeless: 0,
+    };
+    let primals: Vec<Option<usize>> = forward
+        .placeholders()
+        .iter()
+        .map(|&id| match &forward.node(id).meta {
+            Meta::Tensor(m) => {
+                let s = st.fresh(Some(m));
+                st.pinned.insert(s);
+                Some(s)
+            }
+            _ => None,
+        })
+        .collect();
+    let resident: u64 = st.pinned.iter().map(|&s| st.bytes[s]).sum();
+    let (forward_peak, fw_out) = run(forward, &primals, resident, &mut st, schemas);
+    // The backward's inputs: the saved values, then fresh tangents.
+    let saved: Vec<Option<usize>> = fw_out.iter().skip(num_fwd_outputs).cloned().collect();
+    let mut inputs = Vec::new();
+    for (k, &id) in backward.placeholders().iter().enumerate() {
+        inputs.push(match saved.get(k) {
+            Some(s) => *s,
+            None => match &backward.node(id).meta {
+                Meta::Tensor(m) => Some(st.fresh(Some(m))),
+                _ => None,
+            },
+        });
+    }
+    let carried: HashSet<usize> = saved
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|s| !st.pinned.contains(s))
+        .collect();
+    let saved_bytes = carried.iter().map(|&s| st.bytes[s]).sum();
+    let (backward_peak, _) = run(backward, &inputs, resident, &mut st, schemas);
+    PeakModel {
+        resident,
+        saved: saved_bytes,
+        forward_peak,
+        backward_peak,
+        peak: forward_peak.max(backward_peak),
+        sizeless: st.sizeless,
+    }
+}
+
+/// Runs `graph` whose placeholders hold `inputs` (storages; `None` for non-tensors), with
+/// `resident` bytes of pinned storages alive throughout: the most bytes alive, and the
+/// storage of each output (of its first tensor).
+fn run(
+    graph: &Graph,
+    inputs: &[Option<usize>],
+    resident: u64,
+    st: &mut Storages,
+    schemas: &dyn Schemas,
+) -> (u64, Vec<Option<usize>>) {
+    let n = graph.nodes.len();
+    // Each node's storages: one per item (several for a multi-output node; `None` for an
+    // item that is no tensor).
+    let mut of: Vec<Vec<Option<usize>>> = Vec::with_capacity(n);
+    let mut created: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut placeholder = 0;
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let storages = match &node.kind {
+            NodeKind::Placeholder => {
+                let s = inputs.get(placeholder).copied().flatten();
+                placeholder += 1;
+                vec![s]
+            }
+            NodeKind::GetItem { source, index } => {
+                vec![of[source.index()].get(*index).copied().flatten()]
+            }
+            NodeKind::GetAttr { .. } => {
+                let s = st.fresh(node.meta.tensor());
+                created[i].push(s);
+                vec![Some(s)]
+            }
+            NodeKind::Call { op, args, .. } => {
+                let items: Vec<Option<&graphbug_ir::TensorMeta>> = match &node.meta {
+                    Meta::Tensor(m) => vec![Some(m)],
+                    Meta::Multi(items) => items.iter().map(Option::as_ref).collect(),
+                    Meta::Unknown => {
+                        st.sizeless += 1;
+                        Vec::new()
+                    }
+                    Meta::SymTensor(_) => {
+                        st.sizeless += 1;
+                        vec![None]
+                    }
+                    Meta::Sym(_) => Vec::new(),
+                };
+                let schema = schemas.schema(op);
+                let mut out = Vec::new();
+                for (k, meta) in items.into_iter().enumerate() {
+                    let Some(meta) = meta else {
+                        out.push(None);
+                        continue;
+                    };
+                    // Aliases an argument (a view, an in-place op): that argument's storage.
+                    let aliased = schema.as_ref().and_then(|s| {
+                        let set = &s.returns.get(k)?.alias_set;
+                        if set.is_empty() {
+                            return None;
+                        }
+                        let j = s
+                            .arguments
+                            .iter()
+                            .position(|a| a.alias_set.iter().any(|x| set.contains(x)))?;
+                        match args.get(j)? {
+                            Value::Node(src) => of[src.index()].iter().flatten().next().copied(),
+                            _ => None,
+                        }
+                    });
+                    out.push(Some(match aliased {
+                        Some(s) => s,
+                        None => {
+                            let s = st.fresh(Some(meta));
+                            created[i].push(s);
+                            s
+                        }
+                    }));
+                }
+                out
+            }
+        };
+        of.push(storages);
+    }
+    // The last node reading each storage; what the graph returns lives to its end.
+    let end = n;
+    let mut last: Vec<Option<usize>> = vec![None; st.bytes.len()];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for &s in of[i].iter().flatten() {
+            last[s] = Some(last[s].map_or(i, |l: usize| l.max(i)));
+        }
+        node.for_each_input(|src| {
+            for &s in of[src.index()].iter().flatten() {
+                last[s] = Some(last[s].map_or(i, |l: usize| l.max(i)));
+            }
+        });
+    }
+    let mut outputs = Vec::new();
+    for v in graph.outputs() {
+        let mut first = None;
+        v.for_each_node(&mut |id| {
+            for &s in of[id.index()].iter().flatten() {
+                last[s] = Some(end);
+                first.get_or_insert(s);
+            }
+        });
+        outputs.push(first);
+    }
+    // Storages alive at the start: the inputs (not the pinned, counted in `resident`).
+    let starting: HashSet<usize> = inputs
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|s| !st.pinned.contains(s))
+        .collect();
+    let mut live: u64 = resident + starting.iter().map(|&s| st.bytes[s]).sum::<u64>();
+    let mut frees: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+    for (s, l) in last.iter().enumerate() {
+        if st.pinned.contains(&s) {
+            continue;
+        }
+        match l {
+            Some(l) => frees[*l].push(s),
+            // An input nothing reads is let go at once.
+            None if starting.contains(&s) => live -= st.bytes[s],
+            None => {}
+        }
+    }
+    let mut peak = live;
+    for i in 0..n {
+        live += created[i]
+            .iter()
+            .filter(|s| !st.pinned.contains(s))
+            .map(|&s| st.bytes[s])
+            .sum::<u64>();
+        peak = peak.max(live);
+        for &s in &frees[i] {
+            live -= st.bytes[s];
+        }
+    }
+    (peak, outputs)
+}
+
+/// A bound on the modelled peak of a training step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PeakBudget {
+    /// At most this many bytes.
+    Bytes(u64),
+    /// A fraction between the least peak of any cut (0) and the runtime-optimal cut's (1).
+    Fraction(f64),
+}
+
+impl std::str::FromStr for PeakBudget {
+    type Err = String;
+
+    /// `0.3` (a fraction), `512MB`, `2GiB`, `1000000` (bytes).
+    fn from_str(text: &str) -> Result<PeakBudget, String> {
+        let t = text.trim();
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let x: f64 = num
+            .parse()
+            .map_err(|_| format!("`{text}` is not a peak budget (0.3, 512MB, 2GiB, bytes)"))?;
+        let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" if t.contains('.') => {
+                return if (0.0..=1.0).contains(&x) {
+                    Ok(PeakBudget::Fraction(x))
+                } else {
+                    Err(format!("fraction {x} is outside 0..=1"))
+                }
+            }
+            "" | "b" => 1.0,
+            "kb" => 1e3,
+            "mb" => 1e6,
+            "gb" => 1e9,
+            "kib" => 1024.0,
+            "mib" => 1024.0 * 1024.0,
+            "gib" => 1024.0 * 1024.0 * 1024.0,
+            other => {
+                return Err(format!(
+                    "unknown unit `{other}` (B, KB, MB, GB, KiB, MiB, GiB)"
+                ))
+            }
+        };
+        Ok(PeakBudget::Bytes((x * scale).round() as u64))
+    }
+}
+
+/// One cut: the saved-bytes budget (functorch's) that produced it, and what it costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeakPoint {
+    /// functorch's activation memory budget that produced the cut.
+    pub saved_budget: f64,
+    /// Bytes the forward saves for the backward.
+    pub saved_bytes: u64,
+    /// The step's modelled peak.
+    pub peak: PeakModel,
+    /// Estimated seconds of recomputation.
+    pub recompute_seconds: f64,
+    /// FLOPs recomputed.
+    pub recompute_flops: u64,
+}
+
+/// The cuts of `steps + 1` saved-bytes budgets from 0 to 1 with their modelled peaks, less
+/// those another cut beats on both peak and recomputation: ordered by peak, each costs less
+/// recomputation than the one before. A lower peak budget can so never end at a higher peak.
+pub fn peak_frontier(
+    problem: &MinCutProblem,
+    schemas: &dyn Schemas,
+    steps: usize,
+) -> Result<Vec<PeakPoint>, PartitionError> {
+    let steps = steps.max(1);
+    let mut points = Vec::new();
+    for k in 0..=steps {
+        let budget = k as f64 / steps as f64;
+        let p = match problem.partition_with_budget(budget) {
+            Ok((p, _)) => p,
+            Err(PartitionError::BudgetUnreachable { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        points.push(point(problem, schemas, budget, &p));
+    }
+    points.sort_by(|a, b| {
+        a.peak
+            .peak
+            .cmp(&b.peak.peak)
+            .then(a.recompute_seconds.total_cmp(&b.recompute_seconds))
+            .then(b.saved_budget.total_cmp(&a.saved_budget))
+    });
+    let mut frontier: Vec<PeakPoint> = Vec::new();
+    for p in points {
+        if frontier
+            .last()
+            .is_none_or(|last| p.recompute_seconds < last.recompute_seconds)
+        {
+            frontier.push(p);
+        }
+    }
+    Ok(frontier)
+}
+
+fn point(problem: &MinCutProblem, schemas: &dyn Schemas, budget: f64, p: &Partition) -> PeakPoint {
+    PeakPoint {
+        saved_budget: budget,
+        saved_bytes: p.report.saved_bytes,
+        peak: model_peak(&p.forward, &p.backward, problem.num_fwd_outputs(), schemas),
+        recompute_seconds: p.report.recompute_seconds,
+        recompute_flops: p.report.recompute_flops,
+    }
+}
+
+/// The cut with the least recomputation whose modelled peak fits `budget`, and the byte
+/// limit the budget meant: the frontier point ([`peak_frontier`]) with the highest peak
+/// within the limit. A limit below every cut's peak is an error saying the least peak.
+pub fn choose_by_peak(
+    frontier: &[PeakPoint],
+    budget: PeakBudget,
+) -> Result<(usize, u64), PartitionError> {
+    let least = frontier.first().map_or(0, |p| p.peak.peak);
+    // The runtime-optimal cut recomputes least: the frontier's last point.
+    let optimal = frontier.last().map_or(0, |p| p.peak.peak);
+    let limit = match budget {
+        PeakBudget::Bytes(b) => b,
+        PeakBudget::Fraction(f) => least + (f * (optimal - least) as f64).floor() as u64,
+    };
+    frontier
+        .iter()
+        .rposition(|p| p.peak.peak <= limit)
+        .map(|k| (k, limit))
+        .ok_or(PartitionError::PeakUnreachable {
+            limit,
+            least,
+            resident: frontier.first().map_or(0, |p| p.peak.resident),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graphbug_ir::schema::Schema;
+    use graphbug_ir::{parse_graph, OpName};
+
+    /// `view` aliases its input; the other ops allocate.
+    struct Table;
+
+    impl Schemas for Table {
+        fn schema(&self, op: &OpName) -> Option<std::sync::Arc<Schema>> {
+            let text = match op.name.as_str() {
+                "view" => "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
+                "mm" => "aten::mm(Tensor self, Tensor mat2) -> Tensor",
+                "relu" => "aten::relu(Tensor self) -> Tensor",
+                "mul" => "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor",
+                _ => return None,
+            };
+            Some(std::sync::Arc::new(Schema::parse(text).unwrap()))
+        }
+    }
+
+    const FW: &str = r#"class Fw(torch.nn.Module):
+    def forward(self, primals_1: "f32[4, 4]"):
+        mm: "f32[4, 4]" = torch.ops.aten.mm.default(primals_1, primals_1)
+        view: "f32[16]" = torch.ops.aten.view.default(mm, [16])
+        relu: "f32[16]" = torch.ops.aten.relu.default(view)
+        return (relu, view)
+"#;
+
+    const BW: &str = r#"class Bw(torch.nn.Module):
+    def forward(self, view: "f32[16]", tangents_1: "f32[16]"):
+        mul: "f32[16]" = torch.ops.aten.mul.Tensor(tangents_1, view)
+        return (mul,)
+"#;
+
+    #[test]
+    fn every_storage_counts_from_its_allocation_to_its_last_read() {
+        let (fw, bw) = (parse_graph(FW).unwrap(), parse_graph(BW).unwrap());
+        let m = model_peak(&fw, &bw, 1, &Table);
+        // 64 B each: the primal; mm (viewed, saved); relu. Backward: the primal, the saved
+        // storage, the tangent, then mul.
+        assert_eq!(
+            m,
+            PeakModel {
+                resident: 64,
+                saved: 64,
+                forward_peak: 192,
+                backward_peak: 256,
+                peak: 256,
+                sizeless: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn a_choice_is_the_highest_frontier_point_within_the_limit() {
+        let point = |peak: u64, secs: f64| PeakPoint {
+            saved_budget: 0.0,
+            saved_bytes: 0,
+            peak: PeakModel {
+                peak,
+                resident: 10,
+                ..PeakModel::default()
+            },
+            recompute_seconds: secs,
+            recompute_flops: 0,
+        };
+        let frontier = [point(100, 3.0), point(150, 2.0), point(200, 1.0)];
+        let pick =
+            |b| choose_by_peak(&frontier, b).map(|(k, limit)| (frontier[k].peak.peak, limit));
+        assert_eq!(pick(PeakBudget::Fraction(0.0)).unwrap(), (100, 100));
+        assert_eq!(pick(PeakBudget::Fraction(0.5)).unwrap(), (150, 150));
+        assert_eq!(pick(PeakBudget::Fraction(0.49)).unwrap(), (100, 149));
+        assert_eq!(pick(PeakBudget::Bytes(1000)).unwrap(), (200, 1000));
+        let err = pick(PeakBudget::Bytes(99)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PartitionError::PeakUnreachable {
+                    least: 100,
+                    resident: 10,
+                    limit: 99
+                }
+            ),
+            "{err}"
+        );
+    }
+}

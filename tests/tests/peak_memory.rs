@@ -1,0 +1,128 @@
+//! The modelled peak memory of a training step (graphbug-partition's `model_peak`, from
+//! annotations and libtorch's alias schemas) against the peak measured by running it (the
+//! interpreter's tally of live storages), on PyTorch's own partitions of the reference models
+//! and on every cut of the peak frontier; and the peak budget's choices.
+
+use graphbug_aten::memory::{measure_step_peak, MeasuredPeak};
+use graphbug_aten::LibtorchSchemas;
+use graphbug_ir::schema::{Schema, Schemas};
+use graphbug_ir::{parse_graph, Device, Graph, OpName};
+use graphbug_partition::{
+    choose_by_peak, model_peak, peak_frontier, MinCutOptions, MinCutProblem, PeakBudget, PeakModel,
+};
+use graphbug_tests::{fixtures_dir, placeholder_metas, reference_joint};
+
+fn read(model: &str, file: &str) -> Graph {
+    parse_graph(&std::fs::read_to_string(fixtures_dir().join(model).join(file)).unwrap()).unwrap()
+}
+
+fn measure(fw: &Graph, bw: &Graph, n: usize) -> MeasuredPeak {
+    let primals =
+        graphbug_aten::io::random_tensors(&placeholder_metas(fw), 0, tch::Device::Cpu).unwrap();
+    measure_step_peak(fw, bw, n, &primals, &Device::cpu()).unwrap()
+}
+
+fn agree(label: &str, model: &PeakModel, measured: &MeasuredPeak) {
+    assert_eq!(
+        (model.forward_peak, model.backward_peak, model.peak),
+        (measured.forward_peak, measured.backward_peak, measured.peak),
+        "{label}: modelled {model:?}, measured {measured:?}"
+    );
+    assert_eq!(model.sizeless, 0, "{label}");
+}
+
+#[test]
+fn the_model_is_the_measured_peak_on_pytorchs_partitions() {
+    for model in ["mlp", "cnn", "gpt4"] {
+        let (_, n) = reference_joint(model);
+        for partitioner in ["default", "mincut"] {
+            let fw = read(model, &format!("fw_{partitioner}.py"));
+            let bw = read(model, &format!("bw_{partitioner}.py"));
+            let modelled = model_peak(&fw, &bw, n, &LibtorchSchemas);
+            let label = format!("{model} {partitioner}");
+            agree(&label, &modelled, &measure(&fw, &bw, n));
+            // The step holds at least its primals, and the backward the saved values too.
+            assert!(modelled.forward_peak > modelled.resident, "{label}");
+            assert!(
+                modelled.backward_peak >= modelled.resident + modelled.saved,
+                "{label}"
+            );
+        }
+    }
+}
+
+/// Knows no op: every result is a fresh allocation, views included.
+struct NoAliases;
+
+impl Schemas for NoAliases {
+    fn schema(&self, _: &OpName) -> Option<std::sync::Arc<Schema>> {
+        None
+    }
+}
+
+#[test]
+fn a_model_that_ignores_aliasing_is_caught_by_the_measurement() {
+    let (_, n) = reference_joint("gpt4");
+    let (fw, bw) = (read("gpt4", "fw_mincut.py"), read("gpt4", "bw_mincut.py"));
+    let wrong = model_peak(&fw, &bw, n, &NoAliases);
+    let measured = measure(&fw, &bw, n);
+    // Counting every view as a new tensor overstates the peak: the comparison sees it.
+    assert!(wrong.peak > measured.peak, "{wrong:?} {measured:?}");
+}
+
+#[test]
+fn the_peak_frontier_is_monotonic_measured_and_bounds_the_budget() {
+    let (joint, n) = reference_joint("gpt4");
+    let problem = MinCutProblem::new(&joint, n, &MinCutOptions::default()).unwrap();
+    let frontier = peak_frontier(&problem, &LibtorchSchemas, 10).unwrap();
+    assert!(!frontier.is_empty());
+    for w in frontier.windows(2) {
+        assert!(w[0].peak.peak < w[1].peak.peak);
+        assert!(w[0].recompute_seconds > w[1].recompute_seconds);
+    }
+    // Every cut of the frontier runs at the peak the model gives.
+    for p in &frontier {
+        let (part, _) = problem.partition_with_budget(p.saved_budget).unwrap();
+        let label = format!("gpt4 at functorch's budget {}", p.saved_budget);
+        agree(&label, &p.peak, &measure(&part.forward, &part.backward, n));
+    }
+    // A lower budget never ends at a higher peak, and the peak never exceeds the limit.
+    let (least, optimal) = (
+        frontier.first().unwrap().peak.peak,
+        frontier.last().unwrap().peak.peak,
+    );
+    let mut last = 0;
+    for k in 0..=20 {
+        let f = k as f64 / 20.0;
+        let (i, limit) = choose_by_peak(&frontier, PeakBudget::Fraction(f)).unwrap();
+        let peak = frontier[i].peak.peak;
+        assert!(
+            peak <= limit && peak >= last,
+            "{f}: {peak} (limit {limit}, before {last})"
+        );
+        last = peak;
+    }
+    assert_eq!(last, optimal);
+    let (i, _) = choose_by_peak(&frontier, PeakBudget::Bytes(least)).unwrap();
+    assert_eq!(frontier[i].peak.peak, least);
+    // Below the least peak: an error that says it.
+    let err = choose_by_peak(&frontier, PeakBudget::Bytes(least - 1)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("least peak of any cut: {least} bytes")),
+        "{err}"
+    );
+}
+
+#[test]
+fn peak_budgets_parse_as_fractions_or_bytes() {
+    let parse = |t: &str| t.parse::<PeakBudget>();
+    assert_eq!(parse("0.25"), Ok(PeakBudget::Fraction(0.25)));
+    assert_eq!(parse("1.0"), Ok(PeakBudget::Fraction(1.0)));
+    assert_eq!(parse("1000"), Ok(PeakBudget::Bytes(1000)));
+    assert_eq!(parse("2MiB"), Ok(PeakBudget::Bytes(2 << 20)));
+    assert_eq!(parse("1.5GB"), Ok(PeakBudget::Bytes(1_500_000_000)));
+    assert!(parse("1.5").unwrap_err().contains("outside 0..=1"));
+    assert!(parse("12 parsecs").unwrap_err().contains("unknown unit"));
+    assert!(parse("lots").is_err());
+}
