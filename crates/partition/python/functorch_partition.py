@@ -13,6 +13,10 @@ measured: in 2.13 it relies on tags AOTAutograd's tracer sets, which a graph reb
 text lacks.)
 
   python functorch_partition.py JOINT.py --num-fwd-outputs N [--repeat 3]
+
+With `--budgets 0.05,0.1,... --export DIR`, also partitions at each activation memory
+budget and writes functorch's forward and backward graphs as DIR/fw_<budget>.py and
+DIR/bw_<budget>.py (print_readable), for graphbug to model and measure their peaks.
 """
 
 import argparse
@@ -118,6 +122,8 @@ def main():
     ap.add_argument("joint")
     ap.add_argument("--num-fwd-outputs", type=int, required=True)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--budgets", default="")
+    ap.add_argument("--export", default=".")
     args = ap.parse_args()
     gm, src = load(args.joint)
     mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -129,6 +135,23 @@ def main():
     result["mincut"] = measure(
         min_cut_rematerialization_partition, gm, args.num_fwd_outputs, args.repeat
     )
+    if args.budgets:
+        import torch._functorch.config as fconfig
+
+        result["budgets"] = {}
+        for text in args.budgets.split(","):
+            b = float(text)
+            fconfig.activation_memory_budget = b
+            fw, bw = min_cut_rematerialization_partition(
+                copy.deepcopy(gm), None, num_fwd_outputs=args.num_fwd_outputs
+            )
+            for part, g in (("fw", fw), ("bw", bw)):
+                with open(f"{args.export}/{part}_{text}.py", "w") as f:
+                    f.write(g.print_readable(print_output=False))
+            outs = next(n for n in fw.graph.nodes if n.op == "output").args[0]
+            saved = [o for o in outs[args.num_fwd_outputs:] if isinstance(o, torch.fx.Node)]
+            result["budgets"][text] = {"saved_bytes": sum(nbytes(n) for n in saved)}
+        fconfig.activation_memory_budget = 1.0
     print(json.dumps(result))
 
 
