@@ -5,12 +5,12 @@
 //! For each budget the table shows functorch's cut (its partitions exported by
 //! `crates/partition/python/functorch_partition.py`, run by the project's PyTorch), the cut
 //! of graphbug's `--memory-budget` (the same proxy, saved bytes) and the cut of graphbug's
-//! `--peak-budget` (the modelled peak, as a fraction between the least and the
+//! `--memory-budget` (the modelled peak, as a fraction between the least and the
 //! runtime-optimal peak): saved bytes, the modelled peak, and the peak measured by running
 //! the step in the interpreter (its tally of live storages).
 //!
 //! Targets: the model equals the measurement on every cut (largest relative difference 0),
-//! `--peak-budget` is monotonic (no lower budget ends at a higher measured peak), and its
+//! `--memory-budget` is monotonic (no lower budget ends at a higher measured peak), and its
 //! least peak is no higher than the least of functorch's cuts at these budgets.
 //!
 //! `cargo bench --bench peak_memory`
@@ -97,7 +97,7 @@ fn main() {
         let frontier = peak_frontier(&problem, &LibtorchSchemas, 20).unwrap();
         println!("  {model}:");
         println!(
-            "    budget   functorch (saved/model/measured)     graphbug --memory-budget          graphbug --peak-budget"
+            "    budget   functorch (saved/model/measured)     graphbug --saved-budget           graphbug --memory-budget"
         );
         let mut last_peak = 0u64;
         let (mut functorch_least, mut ours_least) = (u64::MAX, u64::MAX);
@@ -150,7 +150,7 @@ fn main() {
         if functorch_least != u64::MAX {
             let ratio = ours_least as f64 / functorch_least as f64;
             println!(
-                "    least measured peak: graphbug --peak-budget {ours_least}, functorch {functorch_least} ({ratio:.3}x)"
+                "    least measured peak: graphbug --memory-budget {ours_least}, functorch {functorch_least} ({ratio:.3}x)"
             );
             least_ratio = least_ratio.max(ratio);
         }
@@ -163,13 +163,13 @@ fn main() {
         "",
     );
     targets.at_most(
-        "budgets at which --peak-budget measures a lower peak than the budget below",
+        "budgets at which --memory-budget measures a lower peak than the budget below",
         not_monotonic as f64,
         0.0,
         "",
     );
     targets.at_most(
-        "least peak of --peak-budget over functorch's least peak at its budgets (worst model)",
+        "least peak of --memory-budget over functorch's least peak at its budgets (worst model)",
         least_ratio,
         1.0,
         "x",

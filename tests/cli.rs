@@ -770,14 +770,14 @@ fn joint_and_partition_reproduce_aotautograd() {
         cnn,
         "--partitioner",
         "min-cut",
-        "--memory-budget",
+        "--saved-budget",
         "0.3",
     ]);
     let shown = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let budget_line = shown
         .lines()
-        .find(|l| l.starts_with("# memory budget 0.3: saved "))
+        .find(|l| l.starts_with("# saved budget 0.3: saved "))
         .unwrap_or_else(|| panic!("{shown}"));
     let numbers: Vec<u64> = budget_line
         .split(|c: char| !c.is_ascii_digit())
@@ -844,10 +844,21 @@ fn joint_and_partition_reproduce_aotautograd() {
                 jt,
                 "--partitioner",
                 "min-cut",
-                "--memory-budget",
+                "--saved-budget",
                 "2",
             ],
             "activation memory budget 2 is outside 0..=1",
+        ),
+        (
+            vec![
+                "partition",
+                jt,
+                "--partitioner",
+                "min-cut",
+                "--memory-budget",
+                "1.5",
+            ],
+            "fraction 1.5 is outside 0..=1",
         ),
         (
             vec![
@@ -1405,14 +1416,14 @@ fn partition_models_the_peak_and_bounds_it() {
         j,
         "--partitioner",
         "min-cut",
-        "--peak-budget",
+        "--memory-budget",
         "0.0",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     let line = said
         .lines()
-        .find(|l| l.starts_with("# peak budget:"))
+        .find(|l| l.starts_with("# memory budget:"))
         .unwrap();
     let least: u64 = line
         .split("least of any cut ")
@@ -1429,7 +1440,7 @@ fn partition_models_the_peak_and_bounds_it() {
         j,
         "--partitioner",
         "min-cut",
-        "--peak-budget",
+        "--memory-budget",
         &(least - 1).to_string(),
     ]);
     assert_eq!(out.status.code(), Some(1));
@@ -1443,7 +1454,7 @@ fn partition_models_the_peak_and_bounds_it() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("budget  saved bytes  modelled peak"));
     // Only the min-cut partitioner takes a budget.
-    let out = graphbug(&["partition", j, "--peak-budget", "0.5"]);
+    let out = graphbug(&["partition", j, "--memory-budget", "0.5"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("need --partitioner min-cut"));
 }

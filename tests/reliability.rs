@@ -349,7 +349,7 @@ fn bad_input_to_every_command_is_a_clear_error() {
                 fixture("mlp/joint.py").to_str().unwrap(),
                 "--partitioner",
                 "min-cut",
-                "--memory-budget",
+                "--saved-budget",
                 "2",
             ],
             1,

@@ -54,18 +54,18 @@ pub struct PartitionArgs {
     /// (min_cut_rematerialization_partition).
     #[arg(long, default_value = "default")]
     partitioner: String,
-    /// Min-cut: activation memory budget, 0 (save only the inputs) to 1 (the
-    /// runtime-optimal cut).
+    /// Min-cut: functorch's activation memory budget, a bound on the bytes saved for the
+    /// backward (a proxy of the peak): 0 (save only the inputs) to 1 (the runtime-optimal
+    /// cut). Cuts as functorch's `activation_memory_budget` does.
     #[arg(long)]
-    memory_budget: Option<f64>,
+    saved_budget: Option<f64>,
     /// Min-cut: a bound on the step's modelled peak memory (the forward, then the
     /// backward, with every temporary, saved, recomputed and gradient value alive as long as
     /// it is read): bytes (`512MB`, `2GiB`, `1000000`) or a fraction between the least peak
     /// of any cut (0.0) and the runtime-optimal cut's (1.0). The cut with the least
-    /// recomputation that fits is taken. (`--memory-budget` bounds functorch's proxy, the
-    /// bytes saved.)
-    #[arg(long, conflicts_with = "memory_budget")]
-    peak_budget: Option<PeakBudget>,
+    /// recomputation that fits is taken.
+    #[arg(long, conflicts_with = "saved_budget")]
+    memory_budget: Option<String>,
     /// Min-cut: the knapsack solver of the memory budget (greedy, dp, exact).
     #[arg(long, default_value = "dp")]
     solver: KnapsackSolver,
@@ -203,9 +203,9 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         other => bail!("unknown partitioner `{other}` (known: default, min-cut)"),
     };
     if !min_cut
-        && (args.memory_budget.is_some() || args.pareto.is_some() || args.peak_budget.is_some())
+        && (args.memory_budget.is_some() || args.pareto.is_some() || args.saved_budget.is_some())
     {
-        bail!("--memory-budget, --peak-budget and --pareto need --partitioner min-cut");
+        bail!("--memory-budget, --saved-budget and --pareto need --partitioner min-cut");
     }
     let options = MinCutOptions {
         op_classes: match args.op_classes.as_str() {
@@ -213,7 +213,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
             "base" => OpClasses::Base,
             other => bail!("unknown op classes `{other}` (known: inductor, base)"),
         },
-        activation_memory_budget: args.memory_budget.unwrap_or(1.0),
+        activation_memory_budget: args.saved_budget.unwrap_or(1.0),
         knapsack_solver: args.solver,
         hints: args.binds.iter().cloned().collect(),
         ..Default::default()
@@ -226,11 +226,14 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     let (p, budget) = if !min_cut {
         let p = default_partition_with(&joint, num_fwd_outputs, &|_| false, &options.hints)?;
         (p, None)
-    } else if let Some(b) = args.memory_budget {
+    } else if let Some(b) = args.saved_budget {
         let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
         let (p, choice) = problem.partition_with_budget(b)?;
         (p, Some(choice))
-    } else if let Some(b) = args.peak_budget {
+    } else if let Some(text) = &args.memory_budget {
+        let b: PeakBudget = text
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--memory-budget: {e}"))?;
         let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
         let frontier = peak_frontier(&problem, &LibtorchSchemas, PEAK_STEPS)?;
         let (k, limit) = choose_by_peak(&frontier, b)?;
@@ -253,16 +256,16 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         json["seconds"] = seconds.into();
         json["modelled_peak"] = serde_json::to_value(&modelled)?;
         if let Some((point, limit, frontier)) = &peak_choice {
-            json["peak_budget"] = serde_json::json!({
+            json["memory_budget"] = serde_json::json!({
                 "limit_bytes": limit,
                 "least_peak": frontier.first().map(|p| p.peak.peak),
                 "runtime_optimal_peak": frontier.last().map(|p| p.peak.peak),
                 "saved_budget": point.saved_budget,
             });
         }
-        if let Some(c) = budget.as_ref().filter(|_| args.memory_budget.is_some()) {
-            json["memory_budget"] = serde_json::json!({
-                "budget": args.memory_budget,
+        if let Some(c) = budget.as_ref().filter(|_| args.saved_budget.is_some()) {
+            json["saved_budget"] = serde_json::json!({
+                "budget": args.saved_budget,
                 "limit_bytes": c.limit_bytes,
                 "inputs_bytes": c.inputs_bytes,
                 "runtime_optimal_bytes": c.runtime_optimal_bytes,
@@ -301,16 +304,16 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     );
     if let Some((point, limit, frontier)) = &peak_choice {
         println!(
-            "# peak budget: modelled peak {} bytes of at most {limit} (least of any cut {}, runtime-optimal cut {}); the cut of functorch's budget {:.3}",
+            "# memory budget: modelled peak {} bytes of at most {limit} (least of any cut {}, runtime-optimal cut {}); the cut of functorch's budget {:.3}",
             point.peak.peak,
             frontier.first().map_or(0, |p| p.peak.peak),
             frontier.last().map_or(0, |p| p.peak.peak),
             point.saved_budget
         );
     }
-    if let (Some(c), Some(b)) = (&budget, args.memory_budget) {
+    if let (Some(c), Some(b)) = (&budget, args.saved_budget) {
         println!(
-            "# memory budget {b}: saved {} bytes of at most {} (inputs {} bytes, runtime-optimal cut {} bytes), chosen by the {:?} step",
+            "# saved budget {b}: saved {} bytes of at most {} (inputs {} bytes, runtime-optimal cut {} bytes), chosen by the {:?} step",
             c.saved_bytes, c.limit_bytes, c.inputs_bytes, c.runtime_optimal_bytes, c.stage
         );
     }

@@ -300,18 +300,23 @@ impl Backend for AotEager {
                 &split.partition.backward,
             ),
         ] {
-            // Without an input that requires grad no backward runs, and its compiler
-            // never sees a graph.
-            if part == AotPart::Backward && !example_inputs.iter().any(|e| e.requires_grad) {
-                continue;
-            }
             // The part's own compiler checks its own parameters; the fault of
             // GRAPHBUG_INJECT_FAULT is checked below, over both halves.
             let inner = resolve(name).map_err(|e| e.to_string())?;
+            // Without an input that requires grad the backward graph is empty.
+            let no_backward =
+                part == AotPart::Backward && !example_inputs.iter().any(|e| e.requires_grad);
             // The inner compiler gets the part's own inputs; their metas are annotated.
-            inner
-                .validate(g, &[])
-                .map_err(|e| format!("in the {part} graph of `{}`: {e}", self.name))?;
+            inner.validate(g, &[]).map_err(|e| {
+                let why = if no_backward {
+                    format!(
+                        " (no input requires grad, so `{name}` gets an empty backward; `graphbug run --backward` runs one)"
+                    )
+                } else {
+                    String::new()
+                };
+                format!("in the {part} graph of `{}`{why}: {e}", self.name)
+            })?;
         }
         // The fault goes to both inner compilers; a half it names no node of runs as it
         // is, so the fault must name a node of one half or the other.
