@@ -306,6 +306,11 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
         .get(&pass)
         .copied()
         .unwrap_or(0);
+    if total == 0 {
+        bail!(
+            "enabling `{pass}` shows the failure, yet it made no application: the passes are not independent of each other, so no single application is to blame"
+        );
+    }
     println!(
         "first failing pass: `{pass}` ({total} applications; the passes before it do not fail)"
     );
