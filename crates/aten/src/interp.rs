@@ -352,8 +352,17 @@ impl Interpreter {
     }
 
     /// Records node `node`'s value into the trace, if there is one.
+    #[inline(always)]
     fn trace(&self, node: usize, value: &RtValue) {
-        let Some(sink) = &self.trace else { return };
+        if let Some(sink) = &self.trace {
+            self.record(sink, node, value);
+        }
+    }
+
+    /// [`Self::trace`]'s work, kept out of the run loop (tracing is the rare case).
+    #[cold]
+    #[inline(never)]
+    fn record(&self, sink: &TraceSink, node: usize, value: &RtValue) {
         let node = &self.graph.nodes[node];
         let mut inputs = Vec::new();
         node.for_each_input(|s| inputs.push(self.graph.nodes[s.index()].name.as_str()));
