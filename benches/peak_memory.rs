@@ -24,6 +24,7 @@ use graphbug::ir::bench::Targets;
 use graphbug::ir::{parse_graph, print_graph, Device, Graph};
 use graphbug::partition::{
     choose_by_peak, model_peak, peak_frontier, MinCutOptions, MinCutProblem, PeakBudget,
+    PEAK_FRONTIER_STEPS,
 };
 
 const BUDGETS: [&str; 6] = ["0.05", "0.1", "0.15", "0.2", "0.35", "1.0"];
@@ -94,7 +95,7 @@ fn main() {
             println!("  {model}: functorch's partitions unavailable: {e}");
         }
         let problem = MinCutProblem::new(&joint, n, &MinCutOptions::default()).unwrap();
-        let frontier = peak_frontier(&problem, &LibtorchSchemas, 20).unwrap();
+        let frontier = peak_frontier(&problem, &LibtorchSchemas, PEAK_FRONTIER_STEPS).unwrap();
         println!("  {model}:");
         println!(
             "    budget   functorch (saved/model/measured)     graphbug --saved-budget           graphbug --memory-budget"

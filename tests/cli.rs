@@ -1453,6 +1453,23 @@ fn partition_models_the_peak_and_bounds_it() {
     let out = graphbug(&["partition", j, "--partitioner", "min-cut", "--pareto", "4"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("budget  saved bytes  modelled peak"));
+    // aot_eager bounds the peak the same way (`peak=`), and the gradients do not change.
+    let cnn = fixture("cnn/forward.py");
+    let step = |backend: &str| {
+        graphbug(&[
+            "run",
+            cnn.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--backward",
+        ])
+    };
+    let (plain, bounded) = (step("aot_eager"), step("aot_eager:peak=0.0"));
+    assert!(bounded.status.success(), "{}", text(&bounded.stderr));
+    assert_eq!(text(&plain.stdout), text(&bounded.stdout));
+    let out = step("aot_eager:peak=1000");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("below the least peak of any cut"));
     // Only the min-cut partitioner takes a budget.
     let out = graphbug(&["partition", j, "--memory-budget", "0.5"]);
     assert_eq!(out.status.code(), Some(1));

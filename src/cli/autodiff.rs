@@ -14,7 +14,7 @@ use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
     choose_by_peak, default::effect_tokens, default_partition_with,
     min_cut_rematerialization_partition, model_peak, pareto_curve, peak_frontier, MinCutOptions,
-    MinCutProblem, OpClasses, PeakBudget,
+    MinCutProblem, OpClasses, PeakBudget, PEAK_FRONTIER_STEPS,
 };
 
 use super::{load_graph, lost_in_libtorch, lower_graph, requires_grad, static_only, supervise};
@@ -235,7 +235,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--memory-budget: {e}"))?;
         let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
-        let frontier = peak_frontier(&problem, &LibtorchSchemas, PEAK_STEPS)?;
+        let frontier = peak_frontier(&problem, &LibtorchSchemas, PEAK_FRONTIER_STEPS)?;
         let (k, limit) = choose_by_peak(&frontier, b)?;
         let point = frontier[k].clone();
         let (p, choice) = problem.partition_with_budget(point.saved_budget)?;
@@ -319,9 +319,6 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
-
-/// Saved-bytes budgets the peak budget's frontier is drawn from (0, 1/N, ..., 1).
-const PEAK_STEPS: usize = 20;
 
 /// `recomputed` as `aten.relu x2, aten.view`, or `nothing`.
 fn recomputed_text(recomputed: &std::collections::BTreeMap<String, usize>) -> String {

@@ -24,8 +24,9 @@ use graphbug_autodiff::{
 };
 use graphbug_ir::{Graph, NodeId};
 use graphbug_partition::{
-    default_partition_with, min_cut_rematerialization_partition, MinCutOptions, MinCutProblem,
-    NodeClass, NodePolicy, OpClasses, Partition, PartitionError,
+    choose_by_peak, default_partition_with, min_cut_rematerialization_partition, peak_frontier,
+    MinCutOptions, MinCutProblem, NodeClass, NodePolicy, OpClasses, Partition, PartitionError,
+    PeakBudget, PEAK_FRONTIER_STEPS,
 };
 use tch::Tensor;
 
@@ -57,8 +58,11 @@ pub struct AotConfig {
     pub recompute: Vec<OpPattern>,
     /// The partitioner.
     pub partitioner: AotPartitioner,
-    /// The min-cut partitioner's activation memory budget (0..=1).
+    /// The min-cut partitioner's activation memory budget (0..=1): functorch's bound on
+    /// the bytes saved.
     pub memory_budget: f64,
+    /// A bound on the step's modelled peak instead ([`graphbug_partition::peak`]).
+    pub peak_budget: Option<PeakBudget>,
     /// Decompositions applied to the joint graph before partitioning, if any.
     pub decompositions: Option<DecompositionSet>,
     /// The min-cut partitioner's op classes.
@@ -74,13 +78,14 @@ impl Default for AotConfig {
             recompute: Vec::new(),
             partitioner: AotPartitioner::MinCut,
             memory_budget: 1.0,
+            peak_budget: None,
             decompositions: None,
             op_classes: OpClasses::Inductor,
         }
     }
 }
 
-const AOT_KEYS: &str = "fw, bw, recompute, partitioner, budget, decompose";
+const AOT_KEYS: &str = "fw, bw, recompute, partitioner, budget, peak, decompose";
 
 impl AotConfig {
     /// `aot_eager_default_partitioner`: functorch's default partition.
@@ -136,6 +141,9 @@ impl AotConfig {
                         .filter(|b| (0.0..=1.0).contains(b))
                         .ok_or_else(|| format!("budget `{v}`: expected a number in 0..=1"))?
                 }
+                "peak" => {
+                    c.peak_budget = Some(v.parse::<PeakBudget>().map_err(|e| format!("peak: {e}"))?)
+                }
                 "decompose" => {
                     c.decompositions = Some(match v {
                         "inductor" => DecompositionSet::inductor(),
@@ -150,6 +158,15 @@ impl AotConfig {
         }
         if c.memory_budget < 1.0 && c.partitioner != AotPartitioner::MinCut {
             return Err("budget needs the min-cut partitioner".into());
+        }
+        if c.peak_budget.is_some() && c.partitioner != AotPartitioner::MinCut {
+            return Err("peak needs the min-cut partitioner".into());
+        }
+        if c.peak_budget.is_some() && c.memory_budget < 1.0 {
+            return Err(
+                "budget= (the bytes saved) and peak= (the modelled peak) both bound memory; give one"
+                    .into(),
+            );
         }
         Ok(c)
     }
@@ -212,15 +229,28 @@ impl AotEager {
                         .then(|| Arc::new(policy) as NodePolicy),
                     ..Default::default()
                 };
-                let Some(ctx) = ctx.filter(|c| c.passes.is_some()) else {
+                let limited = ctx.filter(|c| c.passes.is_some());
+                if limited.is_none() && self.config.peak_budget.is_none() {
                     return min_cut_rematerialization_partition(joint, num_fwd_outputs, &options);
-                };
+                }
                 let problem = MinCutProblem::new(joint, num_fwd_outputs, &options)?;
                 if !problem.has_backward() {
                     return min_cut_rematerialization_partition(joint, num_fwd_outputs, &options);
                 }
-                let mut saved = problem.saved_values()?;
+                let mut saved = match self.config.peak_budget {
+                    // The cut that recomputes least within the modelled peak.
+                    Some(budget) => {
+                        let frontier =
+                            peak_frontier(&problem, &LibtorchSchemas, PEAK_FRONTIER_STEPS)?;
+                        let (k, _) = choose_by_peak(&frontier, budget)?;
+                        problem.choose_saved_values(frontier[k].saved_budget)?.saved
+                    }
+                    None => problem.saved_values()?,
+                };
                 let split = problem.partition(&saved)?;
+                let Some(ctx) = limited else {
+                    return Ok(split);
+                };
                 let g = problem.graph();
                 let refused: Vec<NodeId> = split
                     .backward

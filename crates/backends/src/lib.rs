@@ -61,7 +61,7 @@ fn builtin_factories() -> Vec<registry::FactoryEntry> {
             prefix: "aot_eager:",
             build: aot::AotEager::from_name,
             usage: "aot_eager:<key>=<value>,...",
-            description: "aot_eager with fw=/bw=<backend> (inner compilers), recompute=<op>|<op>, partitioner=default|min-cut, budget=<0..1>, decompose=inductor|all|<op>|<op>",
+            description: "aot_eager with fw=/bw=<backend> (inner compilers), recompute=<op>|<op>, partitioner=default|min-cut, budget=<0..1> (bytes saved), peak=<0..1>|<bytes> (modelled peak), decompose=inductor|all|<op>|<op>",
             tags: &["debug"],
         },
         registry::FactoryEntry {

@@ -20,4 +20,7 @@ pub use mincut::{
     MinCutProblem, NodeClass, NodePolicy,
 };
 pub use ops::OpClasses;
-pub use peak::{choose_by_peak, model_peak, peak_frontier, PeakBudget, PeakModel, PeakPoint};
+pub use peak::{
+    choose_by_peak, model_peak, peak_frontier, PeakBudget, PeakModel, PeakPoint,
+    PEAK_FRONTIER_STEPS,
+};

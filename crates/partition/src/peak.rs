@@ -263,6 +263,9 @@ fn run(
     (peak, outputs)
 }
 
+/// How many saved-bytes budgets (0, 1/N, ..., 1) the peak budgets' frontier is drawn from.
+pub const PEAK_FRONTIER_STEPS: usize = 20;
+
 /// A bound on the modelled peak of a training step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PeakBudget {
