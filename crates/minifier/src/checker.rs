@@ -289,20 +289,16 @@ impl std::fmt::Display for Reliability {
 /// in at least as many of `runs` runs as the original did, so a flaky original never lets
 /// a candidate that shows the bug less often through. Runs stop as soon as the answer is
 /// known.
-pub struct Reliably<'c> {
-    inner: &'c mut dyn Checker,
+pub struct Reliably<'c, C: Checker + ?Sized = dyn Checker> {
+    inner: &'c mut C,
     reliability: Reliability,
     identity: BugIdentity,
 }
 
-impl<'c> Reliably<'c> {
+impl<'c, C: Checker + ?Sized> Reliably<'c, C> {
     /// Wraps `inner`, holding candidates to the original's `reliability` for the bug
     /// `identity` names.
-    pub fn new(
-        inner: &'c mut dyn Checker,
-        reliability: Reliability,
-        identity: BugIdentity,
-    ) -> Reliably<'c> {
+    pub fn new(inner: &'c mut C, reliability: Reliability, identity: BugIdentity) -> Self {
         Reliably {
             inner,
             reliability,
@@ -311,7 +307,7 @@ impl<'c> Reliably<'c> {
     }
 }
 
-impl Checker for Reliably<'_> {
+impl<C: Checker + ?Sized> Checker for Reliably<'_, C> {
     fn describe(&self) -> String {
         format!(
             "{}, failing at least {} of {} runs",

@@ -978,36 +978,29 @@ pub fn minify_parallel(
     if options.resume.is_none() {
         pool.prefetch(opening_guess(&original, others.len()));
     }
-    std::thread::scope(|scope| {
+    /// Closes a pool however the search ends, so the workers' threads end too.
+    struct Close<'p>(&'p Pool);
+    impl Drop for Close<'_> {
+        fn drop(&mut self) {
+            self.0.close();
+        }
+    }
+    type Opened<'o, 'g> = Result<Result<Minified, (Start<'o, 'g>, usize)>, MinifyError>;
+    let opened = std::thread::scope(|scope| -> Opened<'_, '_> {
         let original = &original;
         for checker in others.iter_mut() {
             let pool = &pool;
             scope.spawn(move || pool.serve(original, checker.as_mut()));
-        }
-        /// Closes the pool however the search ends, so the workers' threads end too.
-        struct Close<'p>(&'p Pool);
-        impl Drop for Close<'_> {
-            fn drop(&mut self) {
-                self.0.close();
-            }
         }
         let _close = Close(&pool);
         let [first, second] = checking else {
             unreachable!("split at two of at least two")
         };
         let start = Start::new(original, first.as_mut(), Some(second.as_mut()), options)?;
-        if let Some(r) = start.reliability {
-            // A flaky bug: every query runs the checker up to `runs` times, one after
-            // another, and the speculative answers the workers gave are single runs, so
-            // they are dropped and the search runs on the first checker alone.
-            pool.close();
-            let mut held = Reliably::new(first.as_mut(), r, start.identity.clone());
-            let mut m = start.search(Exec::Serial(&mut held), 0, options, sink)?;
-            m.log.insert(
-                1,
-                format!("The original is flaky, so the search ran serially on one of the {jobs} workers"),
-            );
-            return Ok(m);
+        if start.reliability.is_some() {
+            // A flaky bug: the workers' answers so far are single runs; they go.
+            let waste = pool.close();
+            return Ok(Err((start, waste)));
         }
         for checker in checking.iter_mut() {
             let pool = &pool;
@@ -1015,6 +1008,28 @@ pub fn minify_parallel(
         }
         let mut m = start.search(Exec::Pool(&pool), jobs, options, sink)?;
         m.speculative = pool.close();
+        Ok(Ok(m))
+    })?;
+    let (start, waste) = match opened {
+        Ok(m) => return Ok(m),
+        Err(flaky) => flaky,
+    };
+    // Every worker now answers a query with up to `runs` runs of its checker.
+    let r = start.reliability.expect("only a flaky original gets here");
+    let mut held: Vec<Reliably<'_, dyn Checker + Send>> = checkers
+        .iter_mut()
+        .map(|c| Reliably::new(c.as_mut(), r, start.identity.clone()))
+        .collect();
+    let pool = Pool::default();
+    std::thread::scope(|scope| {
+        let original = &original;
+        for checker in held.iter_mut() {
+            let pool = &pool;
+            scope.spawn(move || pool.serve(original, checker));
+        }
+        let _close = Close(&pool);
+        let mut m = start.search(Exec::Pool(&pool), jobs, options, sink)?;
+        m.speculative = pool.close() + waste;
         Ok(m)
     })
 }
