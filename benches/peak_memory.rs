@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use graphbug::aten::memory::measure_step_peak;
-use graphbug::aten::LibtorchSchemas;
+use graphbug::aten::memory::ObservedAliases;
 use graphbug::ir::bench::Targets;
 use graphbug::ir::{parse_graph, print_graph, Device, Graph};
 use graphbug::partition::{
@@ -35,7 +35,7 @@ fn root() -> PathBuf {
 
 /// The modelled and measured peaks of a forward/backward pair.
 fn peaks(fw: &Graph, bw: &Graph, n: usize) -> (u64, u64) {
-    let modelled = model_peak(fw, bw, n, &LibtorchSchemas).peak;
+    let modelled = model_peak(fw, bw, n, &ObservedAliases).peak;
     let metas: Vec<_> = fw
         .placeholders()
         .iter()
@@ -95,7 +95,7 @@ fn main() {
             println!("  {model}: functorch's partitions unavailable: {e}");
         }
         let problem = MinCutProblem::new(&joint, n, &MinCutOptions::default()).unwrap();
-        let frontier = peak_frontier(&problem, &LibtorchSchemas, PEAK_FRONTIER_STEPS).unwrap();
+        let frontier = peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS).unwrap();
         println!("  {model}:");
         println!(
             "    budget   functorch (saved/model/measured)     graphbug --saved-budget           graphbug --memory-budget"
@@ -117,7 +117,7 @@ fn main() {
                 let (fw, bw) = (read("fw"), read("bw"));
                 let (m, meas) = peaks(&fw, &bw, n);
                 worst_gap = worst_gap.max(m.abs_diff(meas) as f64 / meas as f64);
-                let saved = model_peak(&fw, &bw, n, &LibtorchSchemas).saved;
+                let saved = model_peak(&fw, &bw, n, &ObservedAliases).saved;
                 functorch_least = functorch_least.min(meas);
                 cells.push(format!("{saved:>8} {m:>9} {meas:>9}"));
             } else {
@@ -128,7 +128,7 @@ fn main() {
                 Ok((p, _)) => {
                     let (m, meas) = peaks(&p.forward, &p.backward, n);
                     worst_gap = worst_gap.max(m.abs_diff(meas) as f64 / meas as f64);
-                    let saved = model_peak(&p.forward, &p.backward, n, &LibtorchSchemas).saved;
+                    let saved = model_peak(&p.forward, &p.backward, n, &ObservedAliases).saved;
                     cells.push(format!("{saved:>8} {m:>9} {meas:>9}"));
                 }
                 Err(e) => cells.push(format!("{:>28}", format!("unreachable ({e})"))),

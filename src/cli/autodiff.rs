@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use graphbug::aten::io::{order_tensors, random_tensors, read_tensors};
+use graphbug::aten::memory::{measure_step_peak, ObservedAliases};
 use graphbug::aten::meta::infer_meta;
 use graphbug::aten::{LibtorchDerivatives, LibtorchSchemas};
 use graphbug::autodiff::{functionalize, joint_graph_with};
@@ -66,6 +68,15 @@ pub struct PartitionArgs {
     /// recomputation that fits is taken.
     #[arg(long, conflicts_with = "saved_budget")]
     memory_budget: Option<String>,
+    /// Also run the partitioned step (the forward, then the backward, on random primals and
+    /// tangents of ones) and measure its peak in the interpreter's tally of live storages,
+    /// beside the modelled one.
+    #[arg(long)]
+    measure_peak: bool,
+    /// With --measure-peak: the primals' values (.safetensors or .npz, keyed by the
+    /// forward's placeholder names or arg0..argN); without it, seeded random values.
+    #[arg(long, requires = "measure_peak")]
+    inputs: Option<PathBuf>,
     /// Min-cut: the knapsack solver of the memory budget (greedy, dp, exact).
     #[arg(long, default_value = "dp")]
     solver: KnapsackSolver,
@@ -235,7 +246,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--memory-budget: {e}"))?;
         let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
-        let frontier = peak_frontier(&problem, &LibtorchSchemas, PEAK_FRONTIER_STEPS)?;
+        let frontier = peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS)?;
         let (k, limit) = choose_by_peak(&frontier, b)?;
         let point = frontier[k].clone();
         let (p, choice) = problem.partition_with_budget(point.saved_budget)?;
@@ -249,12 +260,49 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     };
     let seconds = started.elapsed().as_secs_f64();
     let r = &p.report;
-    let modelled = model_peak(&p.forward, &p.backward, num_fwd_outputs, &LibtorchSchemas);
+    let modelled = model_peak(&p.forward, &p.backward, num_fwd_outputs, &ObservedAliases);
+    let measured = if args.measure_peak {
+        static_only(&p.forward, "partition --measure-peak")?;
+        let metas: Vec<_> = p
+            .forward
+            .placeholders()
+            .iter()
+            .map(|&id| {
+                p.forward.node(id).meta.tensor().cloned().with_context(|| {
+                    format!(
+                        "primal `{}` has no shape annotation",
+                        p.forward.node(id).name
+                    )
+                })
+            })
+            .collect::<Result<_>>()?;
+        let primals = match &args.inputs {
+            Some(path) => order_tensors(
+                read_tensors(path)?,
+                &p.forward.placeholder_names(),
+                "inputs",
+            )
+            .with_context(|| format!("{}", path.display()))?,
+            None => random_tensors(&metas, 0, tch::Device::Cpu)?,
+        };
+        Some(measure_step_peak(
+            &p.forward,
+            &p.backward,
+            num_fwd_outputs,
+            &primals,
+            &graphbug::ir::Device::cpu(),
+        )?)
+    } else {
+        None
+    };
     if args.json {
         // The report is deterministic; the timing rides along only here.
         let mut json = serde_json::to_value(r)?;
         json["seconds"] = seconds.into();
         json["modelled_peak"] = serde_json::to_value(&modelled)?;
+        if let Some(m) = &measured {
+            json["measured_peak"] = serde_json::to_value(m)?;
+        }
         if let Some((point, limit, frontier)) = &peak_choice {
             json["memory_budget"] = serde_json::json!({
                 "limit_bytes": limit,
@@ -302,6 +350,19 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         modelled.resident,
         modelled.saved
     );
+    if let Some(m) = &measured {
+        println!(
+            "# measured peak of the step: {} bytes (forward {}, backward {}){}",
+            m.peak,
+            m.forward_peak,
+            m.backward_peak,
+            if m.peak == modelled.peak {
+                ", as modelled"
+            } else {
+                ", NOT as modelled"
+            }
+        );
+    }
     if let Some((point, limit, frontier)) = &peak_choice {
         println!(
             "# memory budget: modelled peak {} bytes of at most {limit} (least of any cut {}, runtime-optimal cut {}); the cut of functorch's budget {:.3}",
@@ -347,7 +408,7 @@ fn pareto(
     json: bool,
 ) -> Result<ExitCode> {
     let problem = MinCutProblem::new(joint, num_fwd_outputs, options)?;
-    let curve = pareto_curve(&problem, steps, Some(&LibtorchSchemas))?;
+    let curve = pareto_curve(&problem, steps, Some(&ObservedAliases))?;
     if json {
         println!("{}", serde_json::to_string(&curve)?);
         return Ok(ExitCode::SUCCESS);

@@ -1,14 +1,14 @@
 //! The modelled peak memory of a training step (graphbug-partition's `model_peak`, from
-//! annotations and libtorch's alias schemas) against the peak measured by running it (the
+//! annotations and the aliasing libtorch's kernels show on the meta device) against the peak measured by running it (the
 //! interpreter's tally of live storages), on PyTorch's own partitions of the reference models
 //! and on every cut of the peak frontier; and the peak budget's choices.
 
-use graphbug_aten::memory::{measure_step_peak, MeasuredPeak};
-use graphbug_aten::LibtorchSchemas;
+use graphbug_aten::memory::{measure_step_peak, MeasuredPeak, ObservedAliases};
 use graphbug_ir::schema::{Schema, Schemas};
 use graphbug_ir::{parse_graph, Device, Graph, OpName};
 use graphbug_partition::{
     choose_by_peak, model_peak, peak_frontier, MinCutOptions, MinCutProblem, PeakBudget, PeakModel,
+    SchemaAliases,
 };
 use graphbug_tests::{fixtures_dir, placeholder_metas, reference_joint};
 
@@ -38,7 +38,7 @@ fn the_model_is_the_measured_peak_on_pytorchs_partitions() {
         for partitioner in ["default", "mincut"] {
             let fw = read(model, &format!("fw_{partitioner}.py"));
             let bw = read(model, &format!("bw_{partitioner}.py"));
-            let modelled = model_peak(&fw, &bw, n, &LibtorchSchemas);
+            let modelled = model_peak(&fw, &bw, n, &ObservedAliases);
             let label = format!("{model} {partitioner}");
             agree(&label, &modelled, &measure(&fw, &bw, n));
             // The step holds at least its primals, and the backward the saved values too.
@@ -64,7 +64,7 @@ impl Schemas for NoAliases {
 fn a_model_that_ignores_aliasing_is_caught_by_the_measurement() {
     let (_, n) = reference_joint("gpt4");
     let (fw, bw) = (read("gpt4", "fw_mincut.py"), read("gpt4", "bw_mincut.py"));
-    let wrong = model_peak(&fw, &bw, n, &NoAliases);
+    let wrong = model_peak(&fw, &bw, n, &SchemaAliases(&NoAliases));
     let measured = measure(&fw, &bw, n);
     // Counting every view as a new tensor overstates the peak: the comparison sees it.
     assert!(wrong.peak > measured.peak, "{wrong:?} {measured:?}");
@@ -74,7 +74,7 @@ fn a_model_that_ignores_aliasing_is_caught_by_the_measurement() {
 fn the_peak_frontier_is_monotonic_measured_and_bounds_the_budget() {
     let (joint, n) = reference_joint("gpt4");
     let problem = MinCutProblem::new(&joint, n, &MinCutOptions::default()).unwrap();
-    let frontier = peak_frontier(&problem, &LibtorchSchemas, 10).unwrap();
+    let frontier = peak_frontier(&problem, &ObservedAliases, 10).unwrap();
     assert!(!frontier.is_empty());
     for w in frontier.windows(2) {
         assert!(w[0].peak.peak < w[1].peak.peak);

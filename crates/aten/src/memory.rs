@@ -229,3 +229,84 @@ pub fn measure_step_peak(
         peak: forward_peak.max(backward_peak),
     })
 }
+
+/// Aliasing as libtorch's kernels do it, for [`graphbug_partition::model_peak`]: the graph
+/// runs on the meta device and each result's storage is compared with the earlier values'
+/// (so `_unsafe_view` shares its input's storage, as it does, though its schema says it
+/// does not; `reshape` of a non-contiguous tensor copies). A graph the meta device cannot
+/// run falls back to the schemas' declarations.
+pub struct ObservedAliases;
+
+impl graphbug_partition::Aliases for ObservedAliases {
+    fn shares(&self, graph: &graphbug_ir::Graph) -> graphbug_partition::Shares {
+        observed_aliases(graph).unwrap_or_else(|_| {
+            graphbug_partition::SchemaAliases(&crate::LibtorchSchemas).shares(graph)
+        })
+    }
+}
+
+fn observed_aliases(graph: &graphbug_ir::Graph) -> Result<graphbug_partition::Shares> {
+    let device = crate::meta::meta_device();
+    let mut inputs = Vec::new();
+    let mut constants = std::collections::HashMap::new();
+    for node in &graph.nodes {
+        let target = match &node.kind {
+            graphbug_ir::NodeKind::Placeholder => None,
+            graphbug_ir::NodeKind::GetAttr { target } => Some(target),
+            _ => continue,
+        };
+        let graphbug_ir::Meta::Tensor(m) = &node.meta else {
+            return Err(AtenError::BadInputs(format!(
+                "`{}` has no shape annotation",
+                node.name
+            )));
+        };
+        let t = crate::meta::empty(m, &device)?;
+        match target {
+            Some(name) => {
+                constants.insert(name.clone(), t);
+            }
+            None => inputs.push(t),
+        }
+    }
+    let interp = crate::Interpreter::new(graph, &device, &constants)?;
+    // Each storage's first holder: the node and result that made it.
+    let mut first: std::collections::HashMap<usize, (graphbug_ir::NodeId, usize)> =
+        std::collections::HashMap::new();
+    let mut shares = vec![Vec::new(); graph.nodes.len()];
+    // Every value is kept until the end, so no storage is freed and its address reused by a
+    // later value (meta tensors hold no data: this costs nothing).
+    let mut kept: Vec<crate::RtValue> = Vec::with_capacity(graph.nodes.len());
+    interp.run_observed(&inputs, &mut |i, value| {
+        kept.push(value.share());
+        let mut items = Vec::new();
+        match value {
+            crate::RtValue::Tuple(vs) => {
+                for v in vs {
+                    items.push(v.as_tensor().map(crate::shim::storage_ptr));
+                }
+            }
+            crate::RtValue::List(ts) => {
+                items.extend(ts.iter().map(|t| Some(crate::shim::storage_ptr(t))))
+            }
+            other => items.push(other.as_tensor().map(crate::shim::storage_ptr)),
+        }
+        shares[i] = items
+            .into_iter()
+            .enumerate()
+            .map(|(k, key)| {
+                let key = key.filter(|&key| key != 0)?;
+                match first.get(&key) {
+                    Some(&(src, item)) if src.index() != i => Some((src, item)),
+                    Some(_) => None,
+                    None => {
+                        first.insert(key, (graphbug_ir::NodeId(i as u32), k));
+                        None
+                    }
+                }
+            })
+            .collect();
+        Ok(())
+    })?;
+    Ok(shares)
+}

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use graphbug_aten::accuracy::detect;
 use graphbug_aten::dtype::meta_of;
+use graphbug_aten::memory::ObservedAliases;
 use graphbug_aten::meta::infer_meta;
 use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::{Interpreter, LibtorchDerivatives, LibtorchSchemas};
@@ -241,7 +242,7 @@ impl AotEager {
                     // The cut that recomputes least within the modelled peak.
                     Some(budget) => {
                         let frontier =
-                            peak_frontier(&problem, &LibtorchSchemas, PEAK_FRONTIER_STEPS)?;
+                            peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS)?;
                         let (k, _) = choose_by_peak(&frontier, budget)?;
                         problem.choose_saved_values(frontier[k].saved_budget)?.saved
                     }

@@ -216,7 +216,7 @@ pub struct ParetoPoint {
     pub recomputed_ops: usize,
     /// The search step that chose the saved values.
     pub stage: Option<BudgetStage>,
-    /// The step's modelled peak in bytes ([`crate::peak::model_peak`]), when schemas were
+    /// The step's modelled peak in bytes ([`crate::peak::model_peak`]), when aliases were
     /// given and the budget is reachable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_bytes: Option<u64>,
@@ -224,11 +224,11 @@ pub struct ParetoPoint {
 
 /// Partitions for `steps + 1` budgets evenly spaced over 0..=1: the memory saved against
 /// the recomputation paid, from budget 0 to budget 1, with each step's modelled peak when
-/// `schemas` are given.
+/// `aliases` are given.
 pub fn pareto_curve(
     problem: &MinCutProblem,
     steps: usize,
-    schemas: Option<&dyn graphbug_ir::schema::Schemas>,
+    aliases: Option<&dyn crate::peak::Aliases>,
 ) -> Result<Vec<ParetoPoint>, PartitionError> {
     let steps = steps.max(1);
     let mut points = Vec::with_capacity(steps + 1);
@@ -242,7 +242,7 @@ pub fn pareto_curve(
                 recompute_seconds: p.report.recompute_seconds,
                 recomputed_ops: p.report.recomputed.values().sum(),
                 stage: Some(choice.stage),
-                peak_bytes: schemas.map(|s| {
+                peak_bytes: aliases.map(|s| {
                     crate::peak::model_peak(&p.forward, &p.backward, problem.num_fwd_outputs(), s)
                         .peak
                 }),

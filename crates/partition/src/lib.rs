@@ -21,6 +21,6 @@ pub use mincut::{
 };
 pub use ops::OpClasses;
 pub use peak::{
-    choose_by_peak, model_peak, peak_frontier, PeakBudget, PeakModel, PeakPoint,
-    PEAK_FRONTIER_STEPS,
+    choose_by_peak, model_peak, peak_frontier, Aliases, PeakBudget, PeakModel, PeakPoint,
+    SchemaAliases, Shares, PEAK_FRONTIER_STEPS,
 };

@@ -8,20 +8,22 @@
 //! and gradients, and the recomputed values of the backward. This model counts them all:
 //!
 //! - A call allocates one storage per tensor it returns, of the size its annotation gives,
-//!   unless its schema says the result aliases an argument (`Tensor(a)`: views, in-place
-//!   ops), which allocates nothing and keeps the argument's storage alive.
+//!   unless the result shares another value's storage (a view, an in-place result), which
+//!   allocates nothing and keeps that storage alive. Which results share is asked of an
+//!   [`Aliases`]: the schemas' declarations ([`SchemaAliases`]), or what libtorch's kernels
+//!   do on the meta device (graphbug-aten's `ObservedAliases`).
 //! - The primals (parameters and inputs) are resident for the whole step.
 //! - The forward's outputs live to its end; then its user outputs go, and the saved values
 //!   live on into the backward until its last read of them. The backward's tangents live
 //!   from its start, its gradients to its end.
 //!
-//! An op the schemas do not know allocates a fresh storage (the model errs high); a value
-//! without a static size counts as none and is reported.
+//! A result whose sharing is unknown allocates a fresh storage (the model errs high); a
+//! value without a static size counts as none and is reported.
 
 use std::collections::HashSet;
 
 use graphbug_ir::schema::Schemas;
-use graphbug_ir::{Graph, Meta, NodeKind, Value};
+use graphbug_ir::{Graph, Meta, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::default::{Partition, PartitionError};
@@ -42,6 +44,63 @@ pub struct PeakModel {
     pub peak: u64,
     /// Values without a static size, counted as none.
     pub sizeless: usize,
+}
+
+/// For each node of a graph and each of its results, the node and result whose storage it
+/// holds (a view, an in-place result), if any.
+pub type Shares = Vec<Vec<Option<(NodeId, usize)>>>;
+
+/// Which values share another value's storage.
+pub trait Aliases {
+    /// The [`Shares`] of `graph`.
+    fn shares(&self, graph: &Graph) -> Shares;
+}
+
+/// Aliasing as the op schemas declare it (`Tensor(a) self -> Tensor(a)`, `Tensor(a)[]`).
+pub struct SchemaAliases<'s>(pub &'s dyn Schemas);
+
+impl Aliases for SchemaAliases<'_> {
+    fn shares(&self, graph: &Graph) -> Shares {
+        graph
+            .nodes
+            .iter()
+            .map(|node| {
+                let NodeKind::Call { op, args, .. } = &node.kind else {
+                    return Vec::new();
+                };
+                let Some(schema) = self.0.schema(op) else {
+                    return Vec::new();
+                };
+                let items = match &node.meta {
+                    Meta::Multi(items) => items.len(),
+                    _ => 1,
+                };
+                // One list return (`Tensor(a)[]`) covers every item.
+                let list = schema.returns.len() == 1 && items > 1;
+                (0..items)
+                    .map(|k| {
+                        let ret = schema.returns.get(if list { 0 } else { k })?;
+                        let sets: Vec<&String> = ret
+                            .alias_set
+                            .iter()
+                            .chain(&ret.contained_alias_set)
+                            .collect();
+                        if sets.is_empty() {
+                            return None;
+                        }
+                        let j = schema
+                            .arguments
+                            .iter()
+                            .position(|a| a.alias_set.iter().any(|x| sets.contains(&x)))?;
+                        match args.get(j)? {
+                            Value::Node(src) => Some((*src, 0)),
+                            _ => None,
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// The storages a run of one graph tracks.
@@ -72,7 +131,7 @@ pub fn model_peak(
     forward: &Graph,
     backward: &Graph,
     num_fwd_outputs: usize,
-    schemas: &dyn Schemas,
+    aliases: &dyn Aliases,
 ) -> PeakModel {
     let mut st = Storages {
         bytes: Vec::new(),
@@ -92,7 +151,7 @@ pub fn model_peak(
         })
         .collect();
     let resident: u64 = st.pinned.iter().map(|&s| st.bytes[s]).sum();
-    let (forward_peak, fw_out) = run(forward, &primals, resident, &mut st, schemas);
+    let (forward_peak, fw_out) = run(forward, &primals, resident, &mut st, aliases);
     // The backward's inputs: the saved values, then fresh tangents.
     let saved: Vec<Option<usize>> = fw_out.iter().skip(num_fwd_outputs).cloned().collect();
     let mut inputs = Vec::new();
@@ -112,7 +171,7 @@ pub fn model_peak(
         .filter(|s| !st.pinned.contains(s))
         .collect();
     let saved_bytes = carried.iter().map(|&s| st.bytes[s]).sum();
-    let (backward_peak, _) = run(backward, &inputs, resident, &mut st, schemas);
+    let (backward_peak, _) = run(backward, &inputs, resident, &mut st, aliases);
     PeakModel {
         resident,
         saved: saved_bytes,
@@ -131,9 +190,10 @@ fn run(
     inputs: &[Option<usize>],
     resident: u64,
     st: &mut Storages,
-    schemas: &dyn Schemas,
+    aliases: &dyn Aliases,
 ) -> (u64, Vec<Option<usize>>) {
     let n = graph.nodes.len();
+    let shares = aliases.shares(graph);
     // Each node's storages: one per item (several for a multi-output node; `None` for an
     // item that is no tensor).
     let mut of: Vec<Vec<Option<usize>>> = Vec::with_capacity(n);
@@ -154,7 +214,7 @@ fn run(
                 created[i].push(s);
                 vec![Some(s)]
             }
-            NodeKind::Call { op, args, .. } => {
+            NodeKind::Call { .. } => {
                 let items: Vec<Option<&graphbug_ir::TensorMeta>> = match &node.meta {
                     Meta::Tensor(m) => vec![Some(m)],
                     Meta::Multi(items) => items.iter().map(Option::as_ref).collect(),
@@ -168,28 +228,17 @@ fn run(
                     }
                     Meta::Sym(_) => Vec::new(),
                 };
-                let schema = schemas.schema(op);
                 let mut out = Vec::new();
                 for (k, meta) in items.into_iter().enumerate() {
                     let Some(meta) = meta else {
                         out.push(None);
                         continue;
                     };
-                    // Aliases an argument (a view, an in-place op): that argument's storage.
-                    let aliased = schema.as_ref().and_then(|s| {
-                        let set = &s.returns.get(k)?.alias_set;
-                        if set.is_empty() {
-                            return None;
-                        }
-                        let j = s
-                            .arguments
-                            .iter()
-                            .position(|a| a.alias_set.iter().any(|x| set.contains(x)))?;
-                        match args.get(j)? {
-                            Value::Node(src) => of[src.index()].iter().flatten().next().copied(),
-                            _ => None,
-                        }
-                    });
+                    // Shares another value's storage (a view, an in-place result).
+                    let aliased = shares
+                        .get(i)
+                        .and_then(|items| items.get(k).copied().flatten())
+                        .and_then(|(src, item)| of[src.index()].get(item).copied().flatten());
                     out.push(Some(match aliased {
                         Some(s) => s,
                         None => {
@@ -208,8 +257,11 @@ fn run(
     let end = n;
     let mut last: Vec<Option<usize>> = vec![None; st.bytes.len()];
     for (i, node) in graph.nodes.iter().enumerate() {
-        for &s in of[i].iter().flatten() {
-            last[s] = Some(last[s].map_or(i, |l: usize| l.max(i)));
+        // A value lives at least through the node making it; an input, until it is read.
+        if !node.is_placeholder() {
+            for &s in of[i].iter().flatten() {
+                last[s] = Some(last[s].map_or(i, |l: usize| l.max(i)));
+            }
         }
         node.for_each_input(|src| {
             for &s in of[src.index()].iter().flatten() {
@@ -241,11 +293,9 @@ fn run(
         if st.pinned.contains(&s) {
             continue;
         }
-        match l {
-            Some(l) => frees[*l].push(s),
-            // An input nothing reads is let go at once.
-            None if starting.contains(&s) => live -= st.bytes[s],
-            None => {}
+        // An input nothing reads stays, held by the caller, to the graph's end.
+        if let Some(l) = l {
+            frees[*l].push(s);
         }
     }
     let mut peak = live;
@@ -333,7 +383,7 @@ pub struct PeakPoint {
 /// recomputation than the one before. A lower peak budget can so never end at a higher peak.
 pub fn peak_frontier(
     problem: &MinCutProblem,
-    schemas: &dyn Schemas,
+    aliases: &dyn Aliases,
     steps: usize,
 ) -> Result<Vec<PeakPoint>, PartitionError> {
     let steps = steps.max(1);
@@ -345,7 +395,7 @@ pub fn peak_frontier(
             Err(PartitionError::BudgetUnreachable { .. }) => continue,
             Err(e) => return Err(e),
         };
-        points.push(point(problem, schemas, budget, &p));
+        points.push(point(problem, aliases, budget, &p));
     }
     points.sort_by(|a, b| {
         a.peak
@@ -366,11 +416,11 @@ pub fn peak_frontier(
     Ok(frontier)
 }
 
-fn point(problem: &MinCutProblem, schemas: &dyn Schemas, budget: f64, p: &Partition) -> PeakPoint {
+fn point(problem: &MinCutProblem, aliases: &dyn Aliases, budget: f64, p: &Partition) -> PeakPoint {
     PeakPoint {
         saved_budget: budget,
         saved_bytes: p.report.saved_bytes,
-        peak: model_peak(&p.forward, &p.backward, problem.num_fwd_outputs(), schemas),
+        peak: model_peak(&p.forward, &p.backward, problem.num_fwd_outputs(), aliases),
         recompute_seconds: p.report.recompute_seconds,
         recompute_flops: p.report.recompute_flops,
     }
@@ -440,7 +490,7 @@ mod tests {
     #[test]
     fn every_storage_counts_from_its_allocation_to_its_last_read() {
         let (fw, bw) = (parse_graph(FW).unwrap(), parse_graph(BW).unwrap());
-        let m = model_peak(&fw, &bw, 1, &Table);
+        let m = model_peak(&fw, &bw, 1, &SchemaAliases(&Table));
         // 64 B each: the primal; mm (viewed, saved); relu. Backward: the primal, the saved
         // storage, the tangent, then mul.
         assert_eq!(
@@ -453,6 +503,26 @@ mod tests {
                 peak: 256,
                 sizeless: 0,
             }
+        );
+    }
+
+    #[test]
+    fn an_input_nothing_reads_stays_to_the_end() {
+        // The gradient needs only the saved value: the tangent is never read, yet the caller
+        // holds it through the backward.
+        let fw = parse_graph(FW).unwrap();
+        let bw = parse_graph(
+            r#"class Bw(torch.nn.Module):
+    def forward(self, view: "f32[16]", tangents_1: "f32[16]"):
+        relu: "f32[16]" = torch.ops.aten.relu.default(view)
+        return (relu,)
+"#,
+        )
+        .unwrap();
+        // The primal, the saved storage, the tangent, then relu: 64 B each.
+        assert_eq!(
+            model_peak(&fw, &bw, 1, &SchemaAliases(&Table)).backward_peak,
+            256
         );
     }
 
