@@ -246,30 +246,7 @@ impl graphbug_partition::Aliases for ObservedAliases {
 }
 
 fn observed_aliases(graph: &graphbug_ir::Graph) -> Result<graphbug_partition::Shares> {
-    let device = crate::meta::meta_device();
-    let mut inputs = Vec::new();
-    let mut constants = std::collections::HashMap::new();
-    for node in &graph.nodes {
-        let target = match &node.kind {
-            graphbug_ir::NodeKind::Placeholder => None,
-            graphbug_ir::NodeKind::GetAttr { target } => Some(target),
-            _ => continue,
-        };
-        let graphbug_ir::Meta::Tensor(m) = &node.meta else {
-            return Err(AtenError::BadInputs(format!(
-                "`{}` has no shape annotation",
-                node.name
-            )));
-        };
-        let t = crate::meta::empty(m, &device)?;
-        match target {
-            Some(name) => {
-                constants.insert(name.clone(), t);
-            }
-            None => inputs.push(t),
-        }
-    }
-    let interp = crate::Interpreter::new(graph, &device, &constants)?;
+    let (interp, inputs) = crate::meta::on_meta(graph)?;
     // Each storage's first holder: the node and result that made it.
     let mut first: std::collections::HashMap<usize, (graphbug_ir::NodeId, usize)> =
         std::collections::HashMap::new();

@@ -81,7 +81,9 @@ impl RunHook for Recorder<'_> {
     }
 }
 
-fn infer(graph: &Graph, assume: bool) -> Result<Inferred> {
+/// The graph on the meta device: an interpreter, and meta tensors for its inputs from their
+/// annotations (constants included); an input without one is an error naming it.
+pub(crate) fn on_meta(graph: &Graph) -> Result<(Interpreter, Vec<Tensor>)> {
     let device = meta_device();
     let mut inputs = Vec::new();
     let mut constants = HashMap::new();
@@ -103,7 +105,11 @@ fn infer(graph: &Graph, assume: bool) -> Result<Inferred> {
             _ => inputs.push(t),
         }
     }
-    let interp = Interpreter::new(graph, &device, &constants)?;
+    Ok((Interpreter::new(graph, &device, &constants)?, inputs))
+}
+
+fn infer(graph: &Graph, assume: bool) -> Result<Inferred> {
+    let (interp, inputs) = on_meta(graph)?;
     let mut recorder = Recorder {
         graph,
         metas: vec![Meta::Unknown; graph.nodes.len()],
