@@ -107,44 +107,30 @@ impl Prober<'_> {
         let dir = self.scratch.path().join(format!("probe{k}"));
         std::fs::create_dir_all(&dir)?;
         let backend = format!("limit:{key}+{}", self.backend);
-        let mut cmd = Command::new(worker_exe()?);
-        for p in self.plugins {
-            cmd.arg("--plugin").arg(p);
-        }
-        cmd.arg("repro")
-            .arg(&self.case)
-            .arg("run")
-            .arg("--backend")
-            .arg(&backend);
-        if let Some(t) = self.args.timeout {
-            cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
-        }
         let log = dir.join("passes.jsonl");
         let graphs = dir.join("graphs");
-        cmd.env(PASS_LOG_ENV, &log)
-            .env(PASS_GRAPHS_ENV, &graphs)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(dir.join("stdout"))?)
-            .stderr(std::fs::File::create(dir.join("stderr"))?);
-        let mut child = spawn(cmd, true).context("starting a probe")?;
-        // The probe bounds its own run; this bounds the probe's start and its bookkeeping.
-        let limit = self.args.timeout.unwrap_or(RUN_DEFAULT) * 2 + Duration::from_secs(60);
-        let ended = wait_bounded(&mut child, limit, true)?;
-        let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap_or_default();
-        let fails = if stdout.starts_with("reproduced") {
+        let ran = run_graphbug(self.args, self.plugins, &dir, "probe", |cmd| {
+            cmd.arg("repro")
+                .arg(&self.case)
+                .arg("run")
+                .arg("--backend")
+                .arg(&backend)
+                .env(PASS_LOG_ENV, &log)
+                .env(PASS_GRAPHS_ENV, &graphs);
+        })?;
+        let fails = if ran.stdout.starts_with("reproduced") {
             true
-        } else if stdout.starts_with("does not reproduce") {
+        } else if ran.stdout.starts_with("does not reproduce") {
             false
         } else {
-            let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
-            let how = match ended {
-                Ended::TimedOut => format!("did not end within {} s", limit.as_secs()),
+            let how = match ran.ended {
+                Ended::TimedOut => format!("did not end within {} s", ran.limit.as_secs()),
                 Ended::Exited(s) => graphbug::repro::process::describe_status(&s),
             };
             bail!(
                 "the probe with `{backend}` gave no verdict ({how}): {}{}",
-                stdout.trim(),
-                stderr.trim()
+                ran.stdout.trim(),
+                ran.stderr.trim()
             );
         };
         let probe = Probe {
@@ -416,48 +402,32 @@ fn write_case(
     scratch: &Scratch,
     after_aot: bool,
 ) -> Result<bool> {
-    let mut cmd = Command::new(worker_exe()?);
-    for p in plugins {
-        cmd.arg("--plugin").arg(p);
-    }
-    cmd.arg("repro")
-        .arg(&args.file)
-        .arg("--backend")
-        .arg(&args.backend)
-        .arg("--level")
-        .arg("4")
-        .arg("--out")
-        .arg(case)
-        .arg("--seed")
-        .arg(args.seed.to_string())
-        .arg("--no-minify");
-    if after_aot {
-        cmd.arg("--after").arg("aot");
-    }
-    if let Some(i) = &args.inputs {
-        cmd.arg("--inputs").arg(i);
-    }
-    if let Some(t) = args.timeout {
-        cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
-    }
-    let (out, err) = (
-        scratch.path().join("case.out"),
-        scratch.path().join("case.err"),
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out)?)
-        .stderr(std::fs::File::create(&err)?);
-    let mut child = spawn(cmd, true).context("starting the first run")?;
-    let limit = args.timeout.unwrap_or(RUN_DEFAULT) * 2 + Duration::from_secs(60);
-    wait_bounded(&mut child, limit, true)?;
-    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    let ran = run_graphbug(args, plugins, scratch.path(), "case", |cmd| {
+        cmd.arg("repro")
+            .arg(&args.file)
+            .arg("--backend")
+            .arg(&args.backend)
+            .arg("--level")
+            .arg("4")
+            .arg("--out")
+            .arg(case)
+            .arg("--seed")
+            .arg(args.seed.to_string())
+            .arg("--no-minify");
+        if after_aot {
+            cmd.arg("--after").arg("aot");
+        }
+        if let Some(i) = &args.inputs {
+            cmd.arg("--inputs").arg(i);
+        }
+    })?;
+    let (stdout, stderr) = (ran.stdout, ran.stderr);
     if stdout.contains("repro written to") {
         return Ok(true);
     }
     if stdout.contains("no repro written: the failure is in the backward") {
         return Ok(false);
     }
-    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     if stdout.contains("no failure") {
         bail!(
             "`{}` does not fail on {}: nothing to bisect",
@@ -470,6 +440,50 @@ fn write_case(
         stdout.trim(),
         stderr.trim()
     )
+}
+
+/// What a bounded run of this binary printed, and how it ended.
+struct Ran {
+    stdout: String,
+    stderr: String,
+    ended: Ended,
+    limit: Duration,
+}
+
+/// Runs this binary (with the plugins and `--timeout`, its arguments set by `command`) in a
+/// child process that dies with this one, its output in `dir/<tag>.out|.err`. The child bounds
+/// its backend's run itself; the wait bounds its start and bookkeeping too.
+fn run_graphbug(
+    args: &BisectArgs,
+    plugins: &[PathBuf],
+    dir: &Path,
+    tag: &str,
+    command: impl FnOnce(&mut Command),
+) -> Result<Ran> {
+    let mut cmd = Command::new(worker_exe()?);
+    for p in plugins {
+        cmd.arg("--plugin").arg(p);
+    }
+    command(&mut cmd);
+    if let Some(t) = args.timeout {
+        cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
+    }
+    let (out, err) = (
+        dir.join(format!("{tag}.out")),
+        dir.join(format!("{tag}.err")),
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out)?)
+        .stderr(std::fs::File::create(&err)?);
+    let mut child = spawn(cmd, true).with_context(|| format!("starting the {tag} run"))?;
+    let limit = args.timeout.unwrap_or(RUN_DEFAULT) * 2 + Duration::from_secs(60);
+    let ended = wait_bounded(&mut child, limit, true)?;
+    Ok(Ran {
+        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
+        ended,
+        limit,
+    })
 }
 
 /// Copies the pass graphs a probe wrote (if any) to `to`.
