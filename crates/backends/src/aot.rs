@@ -236,7 +236,7 @@ impl AotEager {
                 }
                 let problem = MinCutProblem::new(joint, num_fwd_outputs, &options)?;
                 if !problem.has_backward() {
-                    return min_cut_rematerialization_partition(joint, num_fwd_outputs, &options);
+                    return problem.partition_without_backward(joint);
                 }
                 let mut saved = match self.config.peak_budget {
                     // The cut that recomputes least within the modelled peak.
@@ -316,7 +316,7 @@ impl Backend for AotEager {
             .filter_map(|name| lookup(name).ok())
             .collect();
         let inner: Vec<&dyn Backend> = inner.iter().map(|b| b.as_ref()).collect();
-        crate::fault::with_passes(&own, &inner)
+        crate::passes::with_passes(&own, &inner)
     }
 
     fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {

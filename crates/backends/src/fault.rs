@@ -356,19 +356,6 @@ impl fmt::Display for FaultSpec {
     }
 }
 
-/// `own` passes, then those of the `inner` backends not named yet, in order.
-pub fn with_passes(own: &[&str], inner: &[&dyn Backend]) -> Vec<String> {
-    let mut passes: Vec<String> = own.iter().map(|p| p.to_string()).collect();
-    for b in inner {
-        for p in b.passes() {
-            if !passes.contains(&p) {
-                passes.push(p);
-            }
-        }
-    }
-    passes
-}
-
 /// Whether a flaky fault of `percent` fires in this compile: the next draw of a fixed
 /// pseudo-random sequence (splitmix64 of a per-process count), so a process that compiles
 /// the same graphs in the same order sees the same faults.
@@ -603,7 +590,7 @@ impl Backend for FaultBackend {
     }
 
     fn passes(&self) -> Vec<String> {
-        with_passes(&["fault"], &[self.inner.as_ref()])
+        crate::passes::with_passes(&["fault"], &[self.inner.as_ref()])
     }
 
     fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {

@@ -169,6 +169,19 @@ impl PassLimits {
     }
 }
 
+/// `own` passes, then those of the `inner` backends not named yet, in order.
+pub fn with_passes(own: &[&str], inner: &[&dyn Backend]) -> Vec<String> {
+    let mut passes: Vec<String> = own.iter().map(|p| p.to_string()).collect();
+    for b in inner {
+        for p in b.passes() {
+            if !passes.contains(&p) {
+                passes.push(p);
+            }
+        }
+    }
+    passes
+}
+
 /// `limit:<pass>=<n>,...+<inner>`: compiles with `<inner>`, each pass named applied at most
 /// `<n>` times (the bisector's probe; `limit:+<inner>` only records).
 pub struct Limit {

@@ -246,16 +246,7 @@ pub fn min_cut_rematerialization_partition(
 ) -> Result<Partition, PartitionError> {
     let problem = MinCutProblem::new(joint, num_fwd_outputs, options)?;
     if !problem.has_backward() {
-        // Nothing to cut; functorch hands such graphs to the default partitioner.
-        let policy = options.must_recompute.clone();
-        let recompute = move |n: &Node| policy.as_ref().is_some_and(|p| p(n));
-        // (A dynamic-shape joint: the problem's graph holds sizes at the hints.)
-        let graph = if problem.symbolic.is_some() {
-            joint
-        } else {
-            problem.graph()
-        };
-        return default_partition_with(graph, num_fwd_outputs, &recompute, &options.hints);
+        return problem.partition_without_backward(joint);
     }
     problem.partition(&problem.saved_values()?)
 }
@@ -435,6 +426,20 @@ impl MinCutProblem {
             let banned = self.heuristic_bans(self.options.effective_bans(), None);
             Ok(self.solve(&banned)?.saved)
         }
+    }
+
+    /// The partition of a joint with nothing to cut (no backward; `joint` is the graph the
+    /// problem was made from): functorch hands such graphs to the default partitioner.
+    pub fn partition_without_backward(&self, joint: &Graph) -> Result<Partition, PartitionError> {
+        let policy = self.options.must_recompute.clone();
+        let recompute = move |n: &Node| policy.as_ref().is_some_and(|p| p(n));
+        // (A dynamic-shape joint: the problem's graph holds sizes at the hints.)
+        let graph = if self.symbolic.is_some() {
+            joint
+        } else {
+            self.graph()
+        };
+        default_partition_with(graph, self.num_fwd_outputs, &recompute, &self.options.hints)
     }
 
     /// How many of the joint's outputs are the forward's.
