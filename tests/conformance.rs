@@ -249,6 +249,28 @@ fn wrong_answers_fail_their_stage() {
         &[Stage::PartitionDefault],
     ));
 
+    // A gradient in the joint annotated larger than it is: the partitions (which never save
+    // it) are unchanged, the modelled peak is not what running the step measures.
+    let d = copy_case(cases, acos, &dir, "wrong/peak-annotation");
+    let joint_file = {
+        let j: Value =
+            serde_json::from_str(&fs::read_to_string(d.join("case.json")).unwrap()).unwrap();
+        j["aot"]["joint"].as_str().unwrap_or("joint.py").to_string()
+    };
+    let joint = fs::read_to_string(d.join(&joint_file)).unwrap();
+    let last = joint
+        .lines()
+        .rfind(|l| l.contains(": \"f32[") && l.contains(" = torch.ops."))
+        .expect("acos's joint has an annotated call");
+    let bad = joint.replacen(last, &last.replacen(": \"f32[", ": \"f32[64, ", 1), 1);
+    assert_ne!(bad, joint);
+    fs::write(d.join(&joint_file), bad).unwrap();
+    expect.push((
+        "wrong/peak-annotation",
+        Stage::Peak,
+        &[Stage::PartitionDefault, Stage::PartitionMinCut],
+    ));
+
     // A shape annotation libtorch disagrees with: parses and re-prints, fails meta.
     let d = copy_case(cases, acos, &dir, "wrong/annotation");
     let fw = fs::read_to_string(d.join("forward.py")).unwrap();

@@ -783,9 +783,96 @@ fn key(e: &TraceEntry) -> Key<'_> {
     (&e.part, &e.node, e.item)
 }
 
+/// The graph parts of a trace, in the order they first appear.
+fn parts_of(t: &Trace) -> Vec<String> {
+    let mut p: Vec<String> = Vec::new();
+    for e in &t.entries {
+        if !p.contains(&e.part) {
+            p.push(e.part.clone());
+        }
+    }
+    p
+}
+
+/// Trace `b` with its parts and placeholders named as in `a` where the two are runs of
+/// different kinds: the graph as given (`graph`, traced by eager and most backends) is an AOT
+/// pipeline's `forward` under other placeholder names (`primals_K` for `argK_1`); every other
+/// node keeps its name through functionalization, decomposition and partitioning, so values
+/// match by name, op and inputs. Entries stay in `b`'s order, one for one. Also returns a
+/// note saying how the parts were matched, when they were.
+fn aligned_with(a: &Trace, b: &Trace) -> (Vec<TraceEntry>, Option<String>) {
+    let (pa, pb) = (parts_of(a), parts_of(b));
+    let has = |p: &[String], name: &str| p.iter().any(|x| x == name);
+    let (from, to) = if has(&pa, "graph")
+        && !has(&pa, "forward")
+        && has(&pb, "forward")
+        && !has(&pb, "graph")
+    {
+        ("forward", "graph")
+    } else if has(&pb, "graph") && !has(&pb, "forward") && has(&pa, "forward") && !has(&pa, "graph")
+    {
+        ("graph", "forward")
+    } else {
+        return (b.entries.clone(), None);
+    };
+    let placeholders = |t: &'_ Trace, part: &str| -> Vec<String> {
+        t.entries
+            .iter()
+            .filter(|e| e.part == part && e.op == "placeholder" && e.item.is_none())
+            .map(|e| e.node.clone())
+            .collect()
+    };
+    let (ours, theirs) = (placeholders(b, from), placeholders(a, to));
+    let renamed: HashMap<String, String> = if ours.len() == theirs.len() {
+        ours.into_iter().zip(theirs).collect()
+    } else {
+        HashMap::new()
+    };
+    let entries = b
+        .entries
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if e.part == from {
+                e.part = to.to_string();
+                let rename = |n: &mut String| {
+                    if let Some(m) = renamed.get(n.as_str()) {
+                        *n = m.clone();
+                    }
+                };
+                rename(&mut e.node);
+                e.inputs.iter_mut().for_each(rename);
+            }
+            e
+        })
+        .collect();
+    let (ka, kb) = if from == "forward" {
+        ("A", "B")
+    } else {
+        ("B", "A")
+    };
+    let mut note = format!(
+        "trace {ka}'s `graph` is compared with trace {kb}'s `forward` (the AOT pipeline's forward graph): values match by node name, op and inputs"
+    );
+    if renamed.is_empty() {
+        note.push_str(", but the two graphs have different numbers of placeholders, so values read straight from them are not compared");
+    } else {
+        note.push_str(", placeholders by position");
+    }
+    (entries, Some(note))
+}
+
 /// Compares two traces value by value, matching values by graph part, node name and item;
-/// a node recorded twice counts by its last record. Fails when they share no value.
+/// a node recorded twice counts by its last record; a value whose op or inputs differ is
+/// not comparable. The graph an eager-like backend traces is matched with an AOT
+/// pipeline's forward graph ([`aligned_with`]). Fails when they share no value.
 pub fn diff(a: &Trace, b: &Trace, tol: &Tolerance) -> Result<TraceDiff> {
+    let (b_entries, matched_note) = aligned_with(a, b);
+    let b_aligned = Trace {
+        header: b.header.clone(),
+        entries: b_entries,
+        outcome: b.outcome.clone(),
+    };
     let last = |t: &'_ Trace| -> HashMap<(String, String, Option<usize>), usize> {
         t.entries
             .iter()
@@ -793,7 +880,7 @@ pub fn diff(a: &Trace, b: &Trace, tol: &Tolerance) -> Result<TraceDiff> {
             .map(|(i, e)| ((e.part.clone(), e.node.clone(), e.item), i))
             .collect()
     };
-    let (last_a, last_b) = (last(a), last(b));
+    let (last_a, last_b) = (last(a), last(&b_aligned));
     let owned = |k: Key<'_>| (k.0.to_string(), k.1.to_string(), k.2);
     let mut out = TraceDiff {
         tolerance: *tol,
@@ -825,9 +912,15 @@ pub fn diff(a: &Trace, b: &Trace, tol: &Tolerance) -> Result<TraceDiff> {
             out.only_in_a.push(label);
             continue;
         };
-        let eb = &b.entries[j];
+        let eb = &b_aligned.entries[j];
         let agreement = if ea.op != eb.op {
             Agreement::NotComparable(format!("op {} vs {}", ea.op, eb.op))
+        } else if ea.inputs != eb.inputs {
+            Agreement::NotComparable(format!(
+                "inputs ({}) vs ({})",
+                ea.inputs.join(", "),
+                b.entries[j].inputs.join(", ")
+            ))
         } else {
             compare_values(&ea.value, &eb.value, tol)
         };
@@ -849,7 +942,7 @@ pub fn diff(a: &Trace, b: &Trace, tol: &Tolerance) -> Result<TraceDiff> {
                 }
                 out.diverged.push(Divergence {
                     a: ea.clone(),
-                    b: eb.clone(),
+                    b: b.entries[j].clone(),
                     why: why.clone(),
                 });
             }
@@ -865,21 +958,15 @@ pub fn diff(a: &Trace, b: &Trace, tol: &Tolerance) -> Result<TraceDiff> {
             *slot = agreement;
         }
     }
-    for (j, eb) in b.entries.iter().enumerate() {
+    for (j, eb) in b_aligned.entries.iter().enumerate() {
         if last_b[&owned(key(eb))] == j && !last_a.contains_key(&owned(key(eb))) {
-            out.only_in_b.push(format!("{} `{}`", eb.part, eb.label()));
+            let original = &b.entries[j];
+            out.only_in_b
+                .push(format!("{} `{}`", original.part, original.label()));
         }
     }
-    let parts = |t: &Trace| -> Vec<String> {
-        let mut p: Vec<String> = Vec::new();
-        for e in &t.entries {
-            if !p.contains(&e.part) {
-                p.push(e.part.clone());
-            }
-        }
-        p
-    };
-    let (pa, pb) = (parts(a), parts(b));
+    out.notes.extend(matched_note);
+    let (pa, pb) = (parts_of(a), parts_of(&b_aligned));
     let only = |x: &[String], y: &[String]| -> Vec<String> {
         x.iter().filter(|p| !y.contains(p)).cloned().collect()
     };

@@ -258,3 +258,77 @@ fn bad_trace_files_are_errors_naming_the_line() {
     let missing = Trace::read(&dir.path().join("missing.jsonl")).unwrap_err();
     assert!(missing.to_string().contains("missing.jsonl"), "{missing}");
 }
+
+#[test]
+fn a_graph_is_matched_with_an_aot_forward_by_name_op_and_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = Tensor::from_slice(&[1.0f32, -2.0]);
+    let relu = "aten::relu.default";
+    // Eager traces the graph as given; an AOT pipeline its forward, whose placeholders are
+    // named primals_K.
+    let eager = TraceSink::create(&dir.path().join("e.jsonl"), TraceHeader::default()).unwrap();
+    eager.record("arg0_1", "placeholder", &[], &RtValue::Tensor(x.copy()));
+    eager.record("relu", relu, &["arg0_1"], &RtValue::Tensor(x.relu()));
+    eager.record(
+        "neg",
+        "aten::neg.default",
+        &["relu"],
+        &RtValue::Tensor(-x.relu()),
+    );
+    eager.finish("completed").unwrap();
+    let write_aot = |name: &str, neg_input: &str, neg: Tensor| {
+        let sink = TraceSink::create(&dir.path().join(name), TraceHeader::default())
+            .unwrap()
+            .part("forward");
+        sink.record("primals_1", "placeholder", &[], &RtValue::Tensor(x.copy()));
+        sink.record("relu", relu, &["primals_1"], &RtValue::Tensor(x.relu()));
+        sink.record(
+            "neg",
+            "aten::neg.default",
+            &[neg_input],
+            &RtValue::Tensor(neg),
+        );
+        sink.finish("completed").unwrap();
+        Trace::read(&dir.path().join(name)).unwrap()
+    };
+    let e = Trace::read(&dir.path().join("e.jsonl")).unwrap();
+    let same = write_aot("same.jsonl", "relu", -x.relu());
+    let d = diff(&e, &same, &Tolerance::default()).unwrap();
+    assert_eq!(
+        (d.compared, d.identical, d.diverged.len()),
+        (3, 3, 0),
+        "{d}"
+    );
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("placeholders by position")),
+        "{d}"
+    );
+    // A wrong value is caught and named as in the graph given; its input agreed.
+    let wrong = write_aot("wrong.jsonl", "relu", x.relu());
+    let d = diff(&e, &wrong, &Tolerance::default()).unwrap();
+    assert_eq!(d.diverged.len(), 1, "{d}");
+    assert_eq!(
+        (d.diverged[0].a.node.as_str(), d.diverged[0].b.part.as_str()),
+        ("neg", "forward")
+    );
+    assert_eq!(
+        d.first_inputs,
+        vec![("relu".to_string(), Some(Agreement::Identical))]
+    );
+    // The same name over a different computation (another input) is not compared.
+    let other = write_aot("other.jsonl", "primals_1", x.relu());
+    let d = diff(&e, &other, &Tolerance::default()).unwrap();
+    assert_eq!(
+        (d.compared, d.diverged.len(), d.not_comparable.len()),
+        (2, 0, 1),
+        "{d}"
+    );
+    assert!(
+        d.not_comparable[0]
+            .1
+            .contains("inputs (relu) vs (primals_1)"),
+        "{d}"
+    );
+}

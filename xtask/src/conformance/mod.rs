@@ -21,7 +21,7 @@ pub use report::Report;
 
 /// The stages, in order. Where graphbug has no `functionalize` command, the joint stage
 /// (which functionalizes first) covers that one.
-pub const STAGES: [Stage; 9] = [
+pub const STAGES: [Stage; 10] = [
     Stage::Parse,
     Stage::Meta,
     Stage::Values,
@@ -29,6 +29,7 @@ pub const STAGES: [Stage; 9] = [
     Stage::Joint,
     Stage::PartitionDefault,
     Stage::PartitionMinCut,
+    Stage::Peak,
     Stage::AotEager,
     Stage::Minify,
 ];
@@ -51,6 +52,9 @@ pub enum Stage {
     PartitionDefault,
     /// graphbug's min-cut partition of PyTorch's joint saves at most functorch's bytes.
     PartitionMinCut,
+    /// The modelled peak memory of that partition's training step equals the peak
+    /// measured by running it (`graphbug partition --measure-peak`).
+    Peak,
     /// An aot_eager training step (`graphbug run --backend aot_eager --backward`): outputs
     /// and gradients against PyTorch's, when graphbug has the flag.
     AotEager,
@@ -71,6 +75,7 @@ impl Stage {
             Stage::Joint => "joint",
             Stage::PartitionDefault => "partition-default",
             Stage::PartitionMinCut => "partition-mincut",
+            Stage::Peak => "peak",
             Stage::AotEager => "aot-eager",
             Stage::Minify => "minify",
         }
@@ -402,6 +407,7 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
                     | Stage::Joint
                     | Stage::AotEager => &[Stage::Parse],
                     Stage::Minify => &[Stage::Parse, Stage::Values],
+                    Stage::Peak => &[Stage::PartitionMinCut],
                     _ => &[],
                 };
                 match needs
@@ -555,6 +561,7 @@ impl Runner<'_> {
             Stage::Joint => self.joint(),
             Stage::PartitionDefault => self.partition(false),
             Stage::PartitionMinCut => self.partition(true),
+            Stage::Peak => self.peak(),
             Stage::AotEager if caps.run_backward => self.aot_eager(),
             Stage::AotEager => Ok(Outcome::NotAvailable(
                 "graphbug run has no --backward (aot_eager training step)".into(),
@@ -1013,6 +1020,86 @@ impl Runner<'_> {
                     .join(",")
             })
             .unwrap_or_default()
+    }
+
+    /// The modelled peak of graphbug's min-cut partition of PyTorch's joint against the
+    /// peak measured by running its step: equal, forward and backward.
+    fn peak(&self) -> Result<Outcome> {
+        let aot = &self.case.json["aot"];
+        let joint = self.file(aot["joint"].as_str().unwrap_or("joint.py"));
+        let Some(num_fwd) = aot["num_fwd_outputs"].as_u64() else {
+            bail!("case.json has no aot.num_fwd_outputs");
+        };
+        let num_fwd = num_fwd.to_string();
+        // The case's own inputs (ops such as lu_unpack or bernoulli reject random values),
+        // as the joint's primals: primals_K = the forward's K-th input.
+        let names = string_list(&self.case.json["inputs"]);
+        let mut primals = BTreeMap::new();
+        for (key, t) in safetensors::read(&self.file("inputs.safetensors"))? {
+            if let Some(k) = names.iter().position(|n| *n == key) {
+                primals.insert(format!("primals_{}", k + 1), t);
+            }
+        }
+        let inputs = self.work.join("peak_inputs.safetensors");
+        safetensors::write(&inputs, &primals)?;
+        let mut args = vec![
+            os("partition"),
+            joint.as_os_str(),
+            os("--json"),
+            os("--num-fwd-outputs"),
+            os(&num_fwd),
+            os("--partitioner"),
+            os("min-cut"),
+            os("--measure-peak"),
+            os("--no-isolate"),
+        ];
+        // A joint with primals the forward does not have (effect tokens) runs on seeded
+        // random values instead.
+        let text = fs::read_to_string(&joint)?;
+        let joint_primals = (1..)
+            .take_while(|k| text.contains(&format!("primals_{k}:")))
+            .count();
+        if primals.len() == joint_primals {
+            args.extend([os("--inputs"), inputs.as_os_str()]);
+        }
+        let exec = self.graphbug("peak", &args)?;
+        if exec.code != Some(0) {
+            return Ok(Outcome::Failed(exec.error_line("partition --measure-peak")));
+        }
+        let ours: Value = match serde_json::from_str(exec.stdout.trim()) {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(Outcome::Failed(format!(
+                    "partition --json printed bad JSON: {e}"
+                )))
+            }
+        };
+        let figures = |v: &Value| ["forward_peak", "backward_peak", "peak"].map(|k| v[k].as_u64());
+        let (modelled, measured) = (
+            figures(&ours["modelled_peak"]),
+            figures(&ours["measured_peak"]),
+        );
+        if modelled.iter().any(Option::is_none) || measured.iter().any(Option::is_none) {
+            return Ok(Outcome::Failed(
+                "partition --json has no modelled_peak or measured_peak".into(),
+            ));
+        }
+        if modelled == measured {
+            return Ok(Outcome::Passed);
+        }
+        let show = |f: [Option<u64>; 3]| {
+            format!(
+                "{} B (forward {}, backward {})",
+                f[2].unwrap_or(0),
+                f[0].unwrap_or(0),
+                f[1].unwrap_or(0)
+            )
+        };
+        Ok(Outcome::Failed(format!(
+            "modelled peak {}, measured {}",
+            show(modelled),
+            show(measured)
+        )))
     }
 
     /// graphbug's partition of PyTorch's joint against functorch's saved bytes: equal for
