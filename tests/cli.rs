@@ -1197,6 +1197,30 @@ fn traces_find_the_first_diverging_node_across_backends() {
         said.contains("first divergence: forward node `gelu_1` (aten::gelu.default)"),
         "{said}"
     );
+    // Eager against aot_eager: the graph as given is matched with the AOT forward by node
+    // name, op and inputs (placeholders by position), so a clean pipeline agrees with eager
+    // and the faulty one is caught at its gelu, named as in the graph given.
+    let out = trace_diff(&a, &c);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let said = text(&out.stdout);
+    let compared: usize = said
+        .strip_prefix("compared ")
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(compared > 300, "{said}");
+    assert!(
+        said.contains("trace B's `forward` (the AOT pipeline's forward graph)"),
+        "{said}"
+    );
+    let out = trace_diff(&a, &d);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("first divergence: graph node `gelu_1` (aten::gelu.default)"),
+        "{said}"
+    );
+    assert!(said.contains(": identical"), "{said}");
     // Without a backward the backward graph is empty; the fault still finds the forward's
     // gelu, and one no half has is an error naming both.
     let out = run("aot_eager", &d, &fault, &[]);
@@ -1334,6 +1358,72 @@ fn bisect_finds_the_pass_and_the_application_that_fail() {
         "{}",
         text(&run.stderr)
     );
+}
+
+#[test]
+fn bisect_blames_a_recomputation_for_a_failure_in_the_backward() {
+    // relu and sin are cheap to recompute from x: the min-cut partition recomputes them in
+    // the backward instead of saving them, and a backward compiler that fails on relu
+    // fails only when relu ends up in the backward.
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("g.py");
+    std::fs::write(
+        &graph,
+        r#"class G(torch.nn.Module):
+    def forward(self, x: "f32[8]", w: "f32[8]"):
+        relu: "f32[8]" = torch.ops.aten.relu.default(x)
+        sin: "f32[8]" = torch.ops.aten.sin.default(relu)
+        mul: "f32[8]" = torch.ops.aten.mul.Tensor(sin, w)
+        return (mul,)
+"#,
+    )
+    .unwrap();
+    let backend = "aot_eager:partitioner=min-cut,bw=relu_runtime_error_TESTING_ONLY";
+    let out = dir.path().join("out");
+    let run = graphbug(&[
+        "bisect",
+        graph.to_str().unwrap(),
+        "--backend",
+        backend,
+        "--check",
+        "runtime",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let said = text(&run.stdout);
+    assert!(run.status.success(), "{said}{}", text(&run.stderr));
+    assert!(
+        said.contains("the failure is in the backward: every probe runs a training step"),
+        "{said}"
+    );
+    assert!(said.contains("first failing pass: `recompute`"), "{said}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("guilty/bisect.json")).unwrap())
+            .unwrap();
+    // Recomputing relu alone changes nothing (only sin reads it, and sin is saved); the
+    // decision to recompute sin brings relu into the backward with it.
+    assert_eq!(
+        (report["pass"].as_str(), report["node"].as_str()),
+        (Some("recompute"), Some("sin")),
+        "{said}"
+    );
+    assert_eq!(report["application"].as_u64(), Some(2), "{said}");
+    // The case and the guilty repro run the training step, and reproduce.
+    for repro in ["case", "guilty"] {
+        let manifest = std::fs::read_to_string(out.join(repro).join("manifest.json")).unwrap();
+        assert!(manifest.contains("\"training\": true"), "{manifest}");
+        let again = graphbug(&["repro", out.join(repro).to_str().unwrap(), "run"]);
+        assert_eq!(again.status.code(), Some(1), "{}", text(&again.stdout));
+    }
+    // With the recomputation refused (relu saved), the training step passes.
+    let refused = graphbug(&[
+        "repro",
+        out.join("case").to_str().unwrap(),
+        "run",
+        "--backend",
+        &format!("limit:recompute=0+{backend}"),
+    ]);
+    assert_eq!(refused.status.code(), Some(0), "{}", text(&refused.stdout));
 }
 
 #[test]

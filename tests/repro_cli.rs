@@ -195,6 +195,54 @@ fn backward_graph_failures_are_dumped_after_aot_and_minify_to_the_relu() {
         );
         assert_reproduces(tmp.path(), &minified, &backend);
     }
+    // Taken after dynamo, the failure in the backward is a repro of the graph given that
+    // runs the training step; it minifies to the relu recomputed into the backward, and its
+    // Python repro runs the backward too.
+    let out_dir = tmp.path().join("dynamo");
+    let backend = "aot_eager:bw=relu_runtime_error_TESTING_ONLY,recompute=relu";
+    let out = graphbug_in(
+        tmp.path(),
+        &[
+            "repro",
+            mlp.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--inputs",
+            inputs.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    for dir in [out_dir.clone(), out_dir.join("minified")] {
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            (&manifest["after"], &manifest["training"]),
+            (&"dynamo".into(), &true.into())
+        );
+    }
+    let minified = out_dir.join("minified");
+    assert_eq!(call_nodes(&minified.join("graph.py")), ["relu"]);
+    assert_reproduces(tmp.path(), &minified, backend);
+    let py = std::fs::read_to_string(minified.join("repro.py")).unwrap();
+    assert!(py.contains("TRAINING = True"), "{py}");
+    // Without the training step (the manifest's flag off) the forward alone passes.
+    let manifest = minified.join("manifest.json");
+    let text_of = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text_of.replace("\"training\": true", "\"training\": false"),
+    )
+    .unwrap();
+    let again = graphbug_in(tmp.path(), &["repro", minified.to_str().unwrap(), "run"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stdout));
     // A whole-graph backend has no forward and backward graphs to take repros of.
     let out = graphbug_in(
         tmp.path(),

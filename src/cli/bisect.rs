@@ -82,7 +82,7 @@ struct Probe {
 /// Runs probes: the repro directory of the failure, the backend, and the probes made.
 struct Prober<'a> {
     args: &'a BisectArgs,
-    /// The backend probed: the one given, or after AOT the inner compiler that failed.
+    /// The backend probed (the one the repro recorded).
     backend: String,
     plugins: &'a [PathBuf],
     case: PathBuf,
@@ -177,16 +177,11 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let case = args.out.join("case");
-    if !write_case(args, plugins, &case, &scratch, false)? {
-        // A failure in the backward: bisect the compiler of the backward graph, on a repro
-        // of the graph it got.
-        println!("the failure is in the backward: bisecting on the repro taken after AOT");
-        if !write_case(args, plugins, &case, &scratch, true)? {
-            bail!("no repro of the failure could be written, even after AOT");
-        }
-    }
+    write_case(args, plugins, &case, &scratch)?;
     let recorded = read_repro_dir(&case)?;
-    // After AOT the repro's backend is the inner compiler that failed.
+    if recorded.manifest.training {
+        println!("the failure is in the backward: every probe runs a training step");
+    }
     let probed = recorded.manifest.backend.clone();
     let declared = lookup(&probed)?.passes();
     let failure = recorded
@@ -392,16 +387,14 @@ fn answer(
 }
 
 /// Writes the repro directory of the backend's failure to `case` (`graphbug repro FILE
-/// --no-minify` in a child process; `after_aot`: of the graph an AOT pipeline's inner
-/// compiler got). False when the failure could not be written there (a failure in the
-/// backward, taken after dynamo).
+/// --no-minify` in a child process; a failure in a training step's backward is written as
+/// a repro that runs the training step).
 fn write_case(
     args: &BisectArgs,
     plugins: &[PathBuf],
     case: &Path,
     scratch: &Scratch,
-    after_aot: bool,
-) -> Result<bool> {
+) -> Result<()> {
     let ran = run_graphbug(args, plugins, scratch.path(), "case", |cmd| {
         cmd.arg("repro")
             .arg(&args.file)
@@ -414,19 +407,13 @@ fn write_case(
             .arg("--seed")
             .arg(args.seed.to_string())
             .arg("--no-minify");
-        if after_aot {
-            cmd.arg("--after").arg("aot");
-        }
         if let Some(i) = &args.inputs {
             cmd.arg("--inputs").arg(i);
         }
     })?;
     let (stdout, stderr) = (ran.stdout, ran.stderr);
     if stdout.contains("repro written to") {
-        return Ok(true);
-    }
-    if stdout.contains("no repro written: the failure is in the backward") {
-        return Ok(false);
+        return Ok(());
     }
     if stdout.contains("no failure") {
         bail!(

@@ -203,8 +203,7 @@ fn build_checkers(
         resolved.as_ref(),
         kind,
         args.timeout,
-        run_graph,
-        inputs,
+        (run_graph, inputs, &[]),
         &workers,
     )?;
     Ok((checkers, None))

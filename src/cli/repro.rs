@@ -235,8 +235,6 @@ fn flow(
     let Some(dir) = &failure.repro else {
         if options_level == 0 {
             println!("no repro written (level 0)");
-        } else if failure.failure.message.contains("in the backward graph") {
-            println!("no repro written: the failure is in the backward, which a repro taken after dynamo does not run (it runs the forward); use --after aot for a repro of the backward graph its inner compiler got");
         } else {
             println!(
                 "no repro written: the failure could not be recorded at level {options_level}"
@@ -327,8 +325,15 @@ fn bounded_first_run(
         // The child could not report: write the repro here (or complete the launcher the
         // child wrote before compiling).
         let left = std::fs::read_link(&options.dir).ok() != before;
+        let training = run.in_backward();
         return Ok(Err(record_lost_run(
-            graph, backend, inputs, constants, &options, failure, left,
+            graph,
+            backend,
+            inputs,
+            constants,
+            &options,
+            (failure, training),
+            left,
         )));
     }
     let text = std::fs::read_to_string(&result_file).map_err(|_| {

@@ -8,13 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use graphbug_aten::accuracy::{detect, same, AccuracyMode};
-use graphbug_aten::dtype::meta_of;
 use graphbug_aten::reference::{fp64_copy, fp64_graph};
 use graphbug_aten::{Interpreter, RtValue};
 use graphbug_backends::fault::{pin_backend_name, pin_env_spec};
 use graphbug_backends::plugin::load_plugin;
 use graphbug_backends::registry::INJECT_FAULT_ENV;
-use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput, Failure, Stage, Symptom};
+use graphbug_backends::{lookup, Backend, CompileContext, Failure, Stage, Symptom};
 use graphbug_ir::{Graph, Meta, NodeKind, Value};
 use graphbug_minifier::{
     minify_parallel, BugIdentity, Checker, Minified, MinifyOptions, Reliability,
@@ -64,18 +63,8 @@ pub fn validate_backend(
     inputs: &[Tensor],
     requires_grad: &[bool],
 ) -> Result<()> {
-    let examples: Vec<ExampleInput> = inputs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| {
-            meta_of(t).map(|m| ExampleInput {
-                requires_grad: requires_grad.get(i).copied().unwrap_or(false),
-                ..ExampleInput::new(m)
-            })
-        })
-        .collect();
     backend
-        .validate(graph, &examples)
+        .validate(graph, &crate::case::examples_for(inputs, requires_grad))
         .map_err(|e| ReproError::Other(format!("backend `{}`: {e}", backend.name())))
 }
 
@@ -129,8 +118,7 @@ pub fn start_isolated_checkers(
     backend: &dyn Backend,
     kind: CheckKind,
     timeout: Option<Duration>,
-    graph: &Graph,
-    inputs: &[Tensor],
+    (graph, inputs, requires_grad): (&Graph, &[Tensor], &[bool]),
     workers: &Workers,
 ) -> Result<Vec<Box<dyn Checker + Send>>> {
     let launch = match &workers.launcher {
@@ -157,7 +145,7 @@ pub fn start_isolated_checkers(
         let _ = checker.launch_now();
     }
     started[0].start_now()?;
-    validate_backend(backend, graph, inputs, &[])?;
+    validate_backend(backend, graph, inputs, requires_grad)?;
     eprintln!("{}", started[0].limit().describe());
     Ok(started
         .into_iter()
@@ -218,10 +206,8 @@ fn run_backend(
     graph: &Graph,
 ) -> std::result::Result<Vec<Option<Tensor>>, Failure> {
     let inputs = case.input_copies();
-    let examples: Vec<ExampleInput> = inputs
-        .iter()
-        .filter_map(|t| meta_of(t).map(ExampleInput::new))
-        .collect();
+    let training = case.manifest.training;
+    let examples = crate::case::examples_for(&inputs, &case.requires_grad());
     let ctx = CompileContext {
         device: case.device().map_err(|e| {
             Failure::new(
@@ -242,7 +228,7 @@ fn run_backend(
     let mut compiled = backend.compile(graph, &examples, &ctx)?;
     crate::process::report_stage("runtime");
     crate::case::seed_random_ops();
-    compiled.run(&inputs)
+    crate::case::run_step(compiled.as_mut(), &inputs, training)
 }
 
 /// The accuracy failure of `outputs` against eager, if any: TorchDynamo's detection
@@ -303,7 +289,12 @@ impl fmt::Display for Outcome {
 /// Runs the case's backend and checks for the recorded failure.
 pub fn reproduce(case: &mut ReproCase, opts: &ActionOptions) -> Result<Outcome> {
     let backend = prepare(case, opts)?;
-    validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
+    validate_backend(
+        backend.as_ref(),
+        &case.graph,
+        &case.inputs,
+        &case.requires_grad(),
+    )?;
     let result = run_backend(backend.as_ref(), case, &case.graph);
     let failure = match result {
         Err(f) => Some(f),
@@ -461,11 +452,17 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     let mut values = None;
     let checkers: Vec<Box<dyn Checker + Send>> = if opts.in_process {
         opts.workers.allow_in_process()?;
-        validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
+        validate_backend(
+            backend.as_ref(),
+            &case.graph,
+            &case.inputs,
+            &case.requires_grad(),
+        )?;
         let recorded =
             ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
         let checker = BackendChecker::new(backend.clone(), kind, recorded.shallow_clone())
-            .with_accuracy(accuracy);
+            .with_accuracy(accuracy)
+            .with_training(case.manifest.training);
         values = Some(recorded);
         vec![Box::new(checker)]
     } else {
@@ -484,6 +481,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
                 accuracy,
                 plugins: case.manifest.plugins.clone(),
                 threads: opts.workers.threads_each(),
+                training: case.manifest.training,
                 ..WorkerCheck::new(backend.name(), kind)
             },
         )?;
@@ -493,8 +491,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             backend.as_ref(),
             kind,
             opts.timeout,
-            &case.graph,
-            &case.inputs,
+            (&case.graph, &case.inputs, &case.requires_grad()),
             &opts.workers,
         )?
     };
@@ -596,7 +593,12 @@ fn intermediates(
 /// deterministic.
 pub fn analyze(case: &mut ReproCase, opts: &ActionOptions) -> Result<Analysis> {
     let backend = prepare(case, opts)?;
-    validate_backend(backend.as_ref(), &case.graph, &case.inputs, &[])?;
+    validate_backend(
+        backend.as_ref(),
+        &case.graph,
+        &case.inputs,
+        &case.requires_grad(),
+    )?;
     // Every single-tensor node becomes an output.
     let graph = &case.graph;
     let tensor_nodes: Vec<usize> = (0..graph.nodes.len())

@@ -75,6 +75,11 @@ impl ReproCase {
         self.manifest.device.parse().map_err(ReproError::Other)
     }
 
+    /// Which inputs require grad (see [`requires_grad`]).
+    pub fn requires_grad(&self) -> Vec<bool> {
+        requires_grad(&self.inputs, self.manifest.training)
+    }
+
     /// Fresh copies of the inputs (backends may change them in place).
     pub fn input_copies(&self) -> Vec<Tensor> {
         self.inputs.iter().map(Tensor::copy).collect()
@@ -171,6 +176,51 @@ pub const RUN_SEED: i64 = 0;
 /// Seeds libtorch's default generator with [`RUN_SEED`] (see there).
 pub fn seed_random_ops() {
     tch::manual_seed(RUN_SEED);
+}
+
+/// Which of `inputs` require grad: in a training step (see [`Manifest::training`]) every
+/// floating one, as `repro GRAPH` differentiates them; otherwise none.
+pub fn requires_grad(inputs: &[Tensor], training: bool) -> Vec<bool> {
+    inputs
+        .iter()
+        .map(|t| training && t.is_floating_point())
+        .collect()
+}
+
+/// The example inputs a backend compiles `inputs` for, those marked in `requires_grad`
+/// requiring grad.
+pub fn examples_for(
+    inputs: &[Tensor],
+    requires_grad: &[bool],
+) -> Vec<graphbug_backends::ExampleInput> {
+    inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            graphbug_aten::dtype::meta_of(t).map(|m| graphbug_backends::ExampleInput {
+                requires_grad: requires_grad.get(i).copied().unwrap_or(false),
+                ..graphbug_backends::ExampleInput::new(m)
+            })
+        })
+        .collect()
+}
+
+/// Runs a compiled graph on `inputs`; in a training step, then its backward with ones as
+/// every output's gradient (as `out.sum().backward()` seeds it). Returns the outputs.
+pub fn run_step(
+    compiled: &mut dyn graphbug_backends::CompiledFn,
+    inputs: &[Tensor],
+    training: bool,
+) -> std::result::Result<Vec<Option<Tensor>>, graphbug_backends::Failure> {
+    let outputs = compiled.run(inputs)?;
+    if training {
+        let seeds: Vec<Option<Tensor>> = outputs
+            .iter()
+            .map(|o| o.as_ref().map(Tensor::ones_like))
+            .collect();
+        compiled.backward(&seeds)?;
+    }
+    Ok(outputs)
 }
 
 /// Reads a repro directory, taking the graph from `graph_text` instead of graph.py when

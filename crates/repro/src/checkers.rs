@@ -3,10 +3,9 @@
 use std::sync::Arc;
 
 use graphbug_aten::accuracy::{same, AccuracyMode, SameOptions};
-use graphbug_aten::dtype::meta_of;
 use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::Interpreter;
-use graphbug_backends::{Backend, CompileContext, ExampleInput, Failure};
+use graphbug_backends::{Backend, CompileContext, Failure};
 use graphbug_ir::{Graph, Meta, NodeId, NodeKind, Value};
 use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
 use serde::{Deserialize, Serialize};
@@ -64,6 +63,7 @@ pub struct BackendChecker {
     values: ReferenceValues,
     same: SameOptions,
     on_stage: Option<StageHook>,
+    training: bool,
 }
 
 impl BackendChecker {
@@ -75,7 +75,15 @@ impl BackendChecker {
             values,
             same: AccuracyMode::default().options(),
             on_stage: None,
+            training: false,
         }
+    }
+
+    /// Runs candidates as training steps: floating inputs require grad, and the backward
+    /// runs after the forward (see [`crate::manifest::Manifest::training`]).
+    pub fn with_training(mut self, training: bool) -> Self {
+        self.training = training;
+        self
     }
 
     /// Compares accuracy in `mode` (the default is TorchDynamo's `accuracy`, which ignores
@@ -109,10 +117,8 @@ impl BackendChecker {
         inputs: Vec<Tensor>,
         constants: std::collections::HashMap<String, Tensor>,
     ) -> Result<Option<Vec<Option<Tensor>>>, Failure> {
-        let examples: Vec<ExampleInput> = inputs
-            .iter()
-            .filter_map(|t| meta_of(t).map(ExampleInput::new))
-            .collect();
+        let examples =
+            crate::case::examples_for(&inputs, &crate::case::requires_grad(&inputs, self.training));
         let ctx = CompileContext {
             device: self.values.device().clone(),
             constants,
@@ -125,7 +131,7 @@ impl BackendChecker {
         }
         self.stage("runtime");
         crate::case::seed_random_ops();
-        compiled.run(&inputs).map(Some)
+        crate::case::run_step(compiled.as_mut(), &inputs, self.training).map(Some)
     }
 
     /// Judges the backend's `result` against eager (and float64) runs of the candidate;

@@ -171,6 +171,9 @@ INPUT_NAMES = [{names}]
 RANDOM_SEED = {seed}
 # The values of the graph's size symbols (a dynamic-shape graph).
 BINDINGS = {bindings}
+# A training step (the failure is in its backward): the floating inputs require grad, and
+# the backward runs after the forward with ones as every output's gradient.
+TRAINING = {training}
 
 _DTYPES = {{
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -237,9 +240,19 @@ def main():
     mod = Repro()
     inputs = inputs_for(mod)
     fn = torch.compile(mod, backend=args.backend) if args.backend else mod
-    with torch.no_grad():
+    if TRAINING:
+        inputs = [t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
         outs = fn(*inputs)
-    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+        diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+        if diff:
+            torch.autograd.backward(diff, [torch.ones_like(o) for o in diff])
+        print(f"backward: ran, seeded at {{len(diff)}} outputs")
+        outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outs]
+    else:
+        with torch.no_grad():
+            outs = fn(*inputs)
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     for i, t in enumerate(outs):
         print(f"out{{i}}: {{'None' if t is None else (t.dtype, tuple(t.shape))}}")
     here = os.path.dirname(os.path.abspath(__file__))
@@ -269,6 +282,7 @@ if __name__ == "__main__":
         names = names.join(", "),
         seed = seed,
         bindings = py_bindings(&m.bindings),
+        training = if m.training { "True" } else { "False" },
     );
     out
 }

@@ -123,6 +123,8 @@ pub struct Compiled {
     options: ReproOptions,
     /// After AOT: where the inner-compiler hook wrote its last repro.
     aot_repro: Option<Arc<Mutex<Option<PathBuf>>>>,
+    /// Copies of the last run's inputs, taken before it ran (a backward failure's repro).
+    last_inputs: Vec<Tensor>,
 }
 
 /// The case of `graph`, or of the graph as `written` when given (see
@@ -182,14 +184,15 @@ fn manifest_for(backend: &str, options: &ReproOptions, failure: Option<&Failure>
     m
 }
 
-/// Writes the repro for `failure` (levels 1 and up) and wraps it.
+/// Writes the repro for `failure` (levels 1 and up; `training`: of a training step's
+/// backward, see [`Manifest::training`]) and wraps it.
 fn dump(
     graph: &Graph,
     backend: &str,
     inputs: &[Tensor],
     constants: &HashMap<String, Tensor>,
     options: &ReproOptions,
-    failure: Failure,
+    (failure, training): (Failure, bool),
 ) -> ReproFailure {
     if options.level == 0 {
         return ReproFailure {
@@ -201,7 +204,10 @@ fn dump(
         graph,
         inputs,
         constants,
-        manifest_for(backend, options, Some(&failure)),
+        Manifest {
+            training,
+            ..manifest_for(backend, options, Some(&failure))
+        },
         options.written.as_ref(),
     );
     match write_repro_dir(&options.dir, &c) {
@@ -225,14 +231,15 @@ fn dump(
 /// Records `failure` of a run the process did not survive (a crash or a hang, seen by a
 /// supervisor) as `options.level` says: in the repro directory that run left at
 /// `options.dir` before compiling when `left` is true (its level-3 launcher), else in a
-/// new repro directory of `graph`.
+/// new repro directory of `graph`; `training`: the run was lost in a training step's
+/// backward (see [`Manifest::training`]).
 pub fn record_lost_run(
     graph: &Graph,
     backend: &str,
     inputs: &[Tensor],
     constants: &HashMap<String, Tensor>,
     options: &ReproOptions,
-    failure: Failure,
+    (failure, training): (Failure, bool),
     left: bool,
 ) -> ReproFailure {
     if left && options.level > 0 {
@@ -244,6 +251,7 @@ pub fn record_lost_run(
             })
             .and_then(|mut m| {
                 m.failure = Some(FailureRecord::from(&failure));
+                m.training = training;
                 crate::save::write_file_atomically(&path, m.to_json().as_bytes())
             });
         if patched.is_ok() {
@@ -253,7 +261,14 @@ pub fn record_lost_run(
             };
         }
     }
-    dump(graph, backend, inputs, constants, options, failure)
+    dump(
+        graph,
+        backend,
+        inputs,
+        constants,
+        options,
+        (failure, training),
+    )
 }
 
 /// Compiles `graph` with the named backend, dumping repros as `options.level` says.
@@ -328,10 +343,18 @@ pub fn compile(
                 .collect(),
             options,
             aot_repro,
+            last_inputs: Vec::new(),
         }),
         Err(f) => match &aot_repro {
             Some(written) => Err(aot_failure(f, written)),
-            None => Err(dump(graph, backend, example_inputs, constants, &options, f)),
+            None => Err(dump(
+                graph,
+                backend,
+                example_inputs,
+                constants,
+                &options,
+                (f, false),
+            )),
         },
     }
 }
@@ -407,6 +430,7 @@ impl Compiled {
         let name = self.backend.name().to_string();
         // Copies taken first: the run may change its inputs in place.
         let saved: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
+        self.last_inputs = saved.iter().map(Tensor::shallow_clone).collect();
         let dump_failure = |f| {
             dump(
                 &self.graph,
@@ -414,7 +438,7 @@ impl Compiled {
                 &saved,
                 &self.constants,
                 &self.options,
-                f,
+                (f, false),
             )
         };
         crate::process::report_stage("runtime");
@@ -457,20 +481,26 @@ impl Compiled {
     }
 
     /// The backward of the last run (training pipelines): one gradient per input. After
-    /// AOT, a failure of the backward graph's compiler is written as a repro of that graph.
+    /// AOT, a failure of the backward graph's compiler is written as a repro of that graph;
+    /// after dynamo, as a repro of the graph given that runs a training step (see
+    /// [`Manifest::training`]).
     pub fn backward(
         &mut self,
         grad_outputs: &[Option<Tensor>],
     ) -> std::result::Result<Vec<Option<Tensor>>, ReproFailure> {
-        crate::process::report_stage("runtime");
+        crate::process::report_stage("backward");
         self.inner
             .backward(grad_outputs)
             .map_err(|f| match &self.aot_repro {
                 Some(written) => aot_failure(f, written),
-                None => ReproFailure {
-                    failure: Box::new(f),
-                    repro: None,
-                },
+                None => dump(
+                    &self.graph,
+                    self.backend.name(),
+                    &self.last_inputs,
+                    &self.constants,
+                    &self.options,
+                    (f, true),
+                ),
             })
     }
 }

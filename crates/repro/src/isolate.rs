@@ -62,6 +62,9 @@ pub struct WorkerSpec {
     /// Threads libtorch may use in the worker (default: its own choice, one per core).
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Candidates run as training steps (see [`crate::manifest::Manifest::training`]).
+    #[serde(default)]
+    pub training: bool,
 }
 
 /// What a worker checks, besides the graph and its values.
@@ -79,6 +82,8 @@ pub struct WorkerCheck {
     pub offload: Option<PathBuf>,
     /// Threads libtorch may use in each worker (see [`crate::actions::Workers::threads_each`]).
     pub threads: Option<usize>,
+    /// Candidates run as training steps (see [`crate::manifest::Manifest::training`]).
+    pub training: bool,
 }
 
 impl WorkerCheck {
@@ -91,6 +96,7 @@ impl WorkerCheck {
             plugins: Vec::new(),
             offload: None,
             threads: None,
+            training: false,
         }
     }
 }
@@ -126,6 +132,7 @@ impl WorkerSpec {
             plugins: check.plugins,
             offload: check.offload,
             threads: check.threads,
+            training: check.training,
         };
         let spec_file = dir.join("worker.json");
         std::fs::write(
@@ -308,7 +315,8 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
         spec.offload.as_deref(),
     )?;
     let mut checker = BackendChecker::new(lookup(&spec.backend)?, spec.check, values)
-        .with_accuracy(spec.accuracy);
+        .with_accuracy(spec.accuracy)
+        .with_training(spec.training);
     checker.on_stage(Box::new(|stage| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "@stage {stage}");

@@ -137,6 +137,12 @@ pub struct Manifest {
     /// `repro DIR run` runs it as many times and checks it fails at least as often.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reliability: Option<Reliability>,
+    /// The failure is in a training step's backward: the repro runs the graph with its
+    /// floating inputs requiring grad, then the backward with ones as every output's
+    /// gradient (as `out.sum().backward()` seeds it), as TorchDynamo's repros of training
+    /// graphs run forward and backward.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub training: bool,
 }
 
 impl Manifest {
@@ -158,6 +164,7 @@ impl Manifest {
             accuracy: AccuracyMode::default(),
             bindings: Bindings::new(),
             reliability: None,
+            training: false,
         }
     }
 

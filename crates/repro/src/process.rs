@@ -251,12 +251,18 @@ impl Supervised {
         }
     }
 
+    /// Whether the run was in a training step's backward when it last reported.
+    pub fn in_backward(&self) -> bool {
+        self.stage.as_deref() == Some("backward")
+    }
+
     /// The failure of `backend` this run shows when it did not end by itself: killed by a
     /// signal (a crash) or stopped at `limit` (a timeout), at the stage it last reported.
     /// `None` when it exited with a code (its own output tells what happened).
+    /// A run lost in a training step's backward says so ([`Self::in_backward`]).
     pub fn failure(&self, backend: &str, limit: Duration) -> Option<Failure> {
         let stage = match self.stage.as_deref() {
-            Some("runtime") => Stage::Runtime,
+            Some("runtime" | "backward") => Stage::Runtime,
             _ => Stage::Compile,
         };
         match self.ended {
