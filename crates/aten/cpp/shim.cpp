@@ -451,6 +451,16 @@ char* gb_op_find(const char* name, const char* overload, void** out) {
 
 void gb_op_free(void* op) { delete static_cast<c10::OperatorHandle*>(op); }
 
+// Whether the op is a composite of other ops (a CompositeImplicitAutograd kernel and no
+// kernel of its own for CPU or Meta): `reshape` is, and may copy though its schema says it
+// aliases; `view` is not, and never copies.
+bool gb_op_is_composite(void* op) {
+  const auto& h = *static_cast<c10::OperatorHandle*>(op);
+  return h.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+         !h.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+         !h.hasKernelForDispatchKey(c10::DispatchKey::Meta);
+}
+
 char* gb_op_schema_json(void* op, char** out) {
   return guarded([&] {
     const auto& s = static_cast<c10::OperatorHandle*>(op)->schema();

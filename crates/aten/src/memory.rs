@@ -189,10 +189,11 @@ pub fn measure_step_peak(
     let mut outs = fw.run_tallied(primals, &mut tally)?;
     let forward_peak = tally.peak;
     let saved = outs.split_off(num_fwd_outputs.min(outs.len()));
-    for o in outs.iter().flatten() {
-        tally.release(o);
-    }
     let mut inputs: Vec<tch::Tensor> = Vec::new();
+    let tangents = backward.placeholders().len().saturating_sub(saved.len());
+    // Each tangent is laid out like the output it is the gradient of, as AOTAutograd
+    // coerces tangents to their outputs' memory format: a backward may view it so.
+    let mut next_output = 0;
     for (k, &id) in backward.placeholders().iter().enumerate() {
         match saved.get(k) {
             Some(Some(t)) => inputs.push(t.shallow_clone()),
@@ -209,10 +210,31 @@ pub fn measure_step_peak(
                         backward.node(id).name
                     )));
                 };
-                inputs.push(crate::meta::empty(m, device)?.fill_(1.0));
+                let like = |o: &tch::Tensor| crate::dtype::meta_of(o).as_ref() == Some(m);
+                // One tangent per output, or else the next output of its shape and dtype.
+                let output = if tangents == outs.len() {
+                    outs.get(k - saved.len()).and_then(Option::as_ref)
+                } else {
+                    let found = outs[next_output.min(outs.len())..]
+                        .iter()
+                        .position(|o| o.as_ref().is_some_and(like));
+                    found.and_then(|i| {
+                        next_output += i + 1;
+                        outs[next_output - 1].as_ref()
+                    })
+                };
+                let mut tangent = match output {
+                    Some(o) if like(o) => o.empty_like(),
+                    _ => crate::meta::empty(m, device)?,
+                };
+                inputs.push(tangent.fill_(1.0));
             }
         }
     }
+    for o in outs.iter().flatten() {
+        tally.release(o);
+    }
+    drop(outs);
     tally.restart_peak();
     // The backward takes the saved values over, and lets each go after its last use, as
     // autograd frees saved tensors.
@@ -239,35 +261,64 @@ pub struct ObservedAliases;
 
 impl graphbug_partition::Aliases for ObservedAliases {
     fn shares(&self, graph: &graphbug_ir::Graph) -> graphbug_partition::Shares {
-        observed_aliases(graph).unwrap_or_else(|_| {
-            graphbug_partition::SchemaAliases(&crate::LibtorchSchemas).shares(graph)
-        })
+        self.observe(graph).0
+    }
+
+    fn observe(
+        &self,
+        graph: &graphbug_ir::Graph,
+    ) -> (graphbug_partition::Shares, Option<Vec<graphbug_ir::Meta>>) {
+        match observed(graph) {
+            Ok((shares, metas)) => (shares, Some(metas)),
+            Err(_) => (
+                graphbug_partition::SchemaAliases(&crate::LibtorchSchemas).shares(graph),
+                None,
+            ),
+        }
     }
 }
 
-fn observed_aliases(graph: &graphbug_ir::Graph) -> Result<graphbug_partition::Shares> {
+/// The shares of `graph`'s values and the metas of its nodes' results, from a run on the
+/// meta device.
+fn observed(
+    graph: &graphbug_ir::Graph,
+) -> Result<(graphbug_partition::Shares, Vec<graphbug_ir::Meta>)> {
     let (interp, inputs) = crate::meta::on_meta(graph)?;
     // Each storage's first holder: the node and result that made it.
     let mut first: std::collections::HashMap<usize, (graphbug_ir::NodeId, usize)> =
         std::collections::HashMap::new();
     let mut shares = vec![Vec::new(); graph.nodes.len()];
+    let mut metas = vec![graphbug_ir::Meta::Unknown; graph.nodes.len()];
     // Every value is kept until the end, so no storage is freed and its address reused by a
     // later value (meta tensors hold no data: this costs nothing).
     let mut kept: Vec<crate::RtValue> = Vec::with_capacity(graph.nodes.len());
     interp.run_observed(&inputs, &mut |i, value| {
         kept.push(value.share());
-        let mut items = Vec::new();
-        match value {
+        let mut tensors: Vec<Option<&tch::Tensor>> = Vec::new();
+        let several = match value {
             crate::RtValue::Tuple(vs) => {
-                for v in vs {
-                    items.push(v.as_tensor().map(crate::shim::storage_ptr));
-                }
+                tensors.extend(vs.iter().map(|v| v.as_tensor()));
+                true
             }
             crate::RtValue::List(ts) => {
-                items.extend(ts.iter().map(|t| Some(crate::shim::storage_ptr(t))))
+                tensors.extend(ts.iter().map(Some));
+                true
             }
-            other => items.push(other.as_tensor().map(crate::shim::storage_ptr)),
-        }
+            other => {
+                tensors.push(other.as_tensor());
+                false
+            }
+        };
+        let meta = |t: Option<&tch::Tensor>| t.and_then(crate::dtype::meta_of);
+        metas[i] = if several {
+            graphbug_ir::Meta::Multi(tensors.iter().map(|&t| meta(t)).collect())
+        } else {
+            meta(tensors[0]).map_or(graphbug_ir::Meta::Unknown, graphbug_ir::Meta::Tensor)
+        };
+        let items: Vec<Option<usize>> = tensors
+            .iter()
+            .map(|t| t.map(crate::shim::storage_ptr))
+            .collect();
         shares[i] = items
             .into_iter()
             .enumerate()
@@ -285,5 +336,28 @@ fn observed_aliases(graph: &graphbug_ir::Graph) -> Result<graphbug_partition::Sh
             .collect();
         Ok(())
     })?;
-    Ok(shares)
+    // The meta device is not the device the graph runs on: its kernels may lay a result out
+    // otherwise (the C++ meta kernel of CPU flash attention returns a contiguous output, the
+    // CPU kernel a permuted one), and there a `view` no real tensor allows makes a fresh
+    // storage instead of failing. A result the schema declares an alias of its input is one
+    // on any device unless the op is a composite that may copy (`reshape`).
+    let declared = graphbug_partition::Aliases::shares(
+        &graphbug_partition::SchemaAliases(&crate::LibtorchSchemas),
+        graph,
+    );
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let graphbug_ir::NodeKind::Call { op, .. } = &node.kind else {
+            continue;
+        };
+        for (k, item) in shares[i].iter_mut().enumerate() {
+            let schema_says = declared.get(i).and_then(|d| d.get(k)).copied().flatten();
+            if item.is_none()
+                && schema_says.is_some()
+                && crate::shim::Op::find(op).is_ok_and(|o| !o.is_composite())
+            {
+                *item = schema_says;
+            }
+        }
+    }
+    Ok((shares, metas))
 }

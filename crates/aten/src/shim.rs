@@ -62,6 +62,7 @@ extern "C" {
     fn gb_register_fault_op() -> *mut c_char;
     fn gb_tensor_storage_ptr(t: *const C_tensor) -> usize;
     fn gb_tensor_storage_nbytes(t: *const C_tensor) -> usize;
+    fn gb_op_is_composite(op: *mut c_void) -> bool;
     fn gb_tensor_zeros_like(
         t: *const C_tensor,
         device: *const c_char,
@@ -185,6 +186,17 @@ impl Op {
         });
         OPS.lock().insert(name.clone(), op.clone());
         Ok(op)
+    }
+}
+
+impl Op {
+    /// Whether libtorch runs the op as a composite of other ops (its only kernel is
+    /// CompositeImplicitAutograd): such an op may copy where its schema declares an alias
+    /// (`reshape` of a tensor no view can give), where an op with kernels of its own
+    /// (`view`) never does.
+    pub fn is_composite(&self) -> bool {
+        // SAFETY: the handle is valid for the op's life.
+        unsafe { gb_op_is_composite(self.handle.as_ptr()) }
     }
 }
 

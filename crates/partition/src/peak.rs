@@ -54,6 +54,13 @@ pub type Shares = Vec<Vec<Option<(NodeId, usize)>>>;
 pub trait Aliases {
     /// The [`Shares`] of `graph`.
     fn shares(&self, graph: &Graph) -> Shares;
+
+    /// The shares, and each node's results as a run makes them, where known (a
+    /// multi-output node's results nothing reads carry no annotation, yet take memory);
+    /// `None`: the graph's annotations are all there is.
+    fn observe(&self, graph: &Graph) -> (Shares, Option<Vec<Meta>>) {
+        (self.shares(graph), None)
+    }
 }
 
 /// Aliasing as the op schemas declare it (`Tensor(a) self -> Tensor(a)`, `Tensor(a)[]`).
@@ -193,7 +200,7 @@ fn run(
     aliases: &dyn Aliases,
 ) -> (u64, Vec<Option<usize>>) {
     let n = graph.nodes.len();
-    let shares = aliases.shares(graph);
+    let (shares, observed) = aliases.observe(graph);
     // Each node's storages: one per item (several for a multi-output node; `None` for an
     // item that is no tensor).
     let mut of: Vec<Vec<Option<usize>>> = Vec::with_capacity(n);
@@ -215,7 +222,12 @@ fn run(
                 vec![Some(s)]
             }
             NodeKind::Call { .. } => {
-                let items: Vec<Option<&graphbug_ir::TensorMeta>> = match &node.meta {
+                let meta = observed
+                    .as_ref()
+                    .and_then(|m| m.get(i))
+                    .filter(|m| !matches!(m, Meta::Unknown))
+                    .unwrap_or(&node.meta);
+                let items: Vec<Option<&graphbug_ir::TensorMeta>> = match meta {
                     Meta::Tensor(m) => vec![Some(m)],
                     Meta::Multi(items) => items.iter().map(Option::as_ref).collect(),
                     Meta::Unknown => {

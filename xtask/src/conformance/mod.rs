@@ -1031,18 +1031,38 @@ impl Runner<'_> {
             bail!("case.json has no aot.num_fwd_outputs");
         };
         let num_fwd = num_fwd.to_string();
-        // The case's own inputs (ops such as lu_unpack or bernoulli reject random values),
-        // as the joint's primals: primals_K = the forward's K-th input.
+        // The case's own inputs (ops such as lu_unpack, bernoulli or cholesky reject random
+        // values) as the joint's primals. AOTAutograd puts effect tokens (empty tensors the
+        // forward does not have) first: primals_{T+K} is the forward's K-th input, after T
+        // tokens, which run as empty tensors.
+        let text = fs::read_to_string(&joint)?;
+        let joint_primals = (1..)
+            .take_while(|k| text.contains(&format!("primals_{k}:")))
+            .count();
         let names = string_list(&self.case.json["inputs"]);
+        let Some(tokens) = joint_primals.checked_sub(names.len()) else {
+            return Ok(Outcome::Failed(format!(
+                "the joint has {joint_primals} primals, fewer than the forward's {} inputs",
+                names.len()
+            )));
+        };
         let mut primals = BTreeMap::new();
+        for t in 1..=tokens {
+            let empty = safetensors::RawTensor {
+                dtype: "F32".into(),
+                shape: vec![0],
+                data: Vec::new(),
+            };
+            primals.insert(format!("primals_{t}"), empty);
+        }
         for (key, t) in safetensors::read(&self.file("inputs.safetensors"))? {
             if let Some(k) = names.iter().position(|n| *n == key) {
-                primals.insert(format!("primals_{}", k + 1), t);
+                primals.insert(format!("primals_{}", tokens + k + 1), t);
             }
         }
         let inputs = self.work.join("peak_inputs.safetensors");
         safetensors::write(&inputs, &primals)?;
-        let mut args = vec![
+        let args = vec![
             os("partition"),
             joint.as_os_str(),
             os("--json"),
@@ -1052,16 +1072,9 @@ impl Runner<'_> {
             os("min-cut"),
             os("--measure-peak"),
             os("--no-isolate"),
+            os("--inputs"),
+            inputs.as_os_str(),
         ];
-        // A joint with primals the forward does not have (effect tokens) runs on seeded
-        // random values instead.
-        let text = fs::read_to_string(&joint)?;
-        let joint_primals = (1..)
-            .take_while(|k| text.contains(&format!("primals_{k}:")))
-            .count();
-        if primals.len() == joint_primals {
-            args.extend([os("--inputs"), inputs.as_os_str()]);
-        }
         let exec = self.graphbug("peak", &args)?;
         if exec.code != Some(0) {
             return Ok(Outcome::Failed(exec.error_line("partition --measure-peak")));
