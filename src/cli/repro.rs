@@ -294,12 +294,7 @@ fn first_run(
     let mut c = compile(graph, backend, inputs, constants, options)?;
     let outputs = c.run(inputs)?;
     if training {
-        // Ones as the gradient of every output, the way `out.sum().backward()` seeds it.
-        let seeds: Vec<Option<Tensor>> = outputs
-            .iter()
-            .map(|o| o.as_ref().map(Tensor::ones_like))
-            .collect();
-        c.backward(&seeds)?;
+        c.backward(&graphbug::repro::case::ones_like_outputs(&outputs))?;
     }
     Ok(())
 }

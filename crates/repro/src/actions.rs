@@ -68,6 +68,12 @@ pub fn validate_backend(
         .map_err(|e| ReproError::Other(format!("backend `{}`: {e}", backend.name())))
 }
 
+/// [`validate_backend`] for a repro case, as it runs (a training step's inputs require
+/// grad).
+fn validate_case(backend: &dyn Backend, case: &ReproCase) -> Result<()> {
+    validate_backend(backend, &case.graph, &case.inputs, &case.requires_grad())
+}
+
 /// How many workers answer minifier queries, and how they start.
 #[derive(Clone, Debug, Default)]
 pub struct Workers {
@@ -289,12 +295,7 @@ impl fmt::Display for Outcome {
 /// Runs the case's backend and checks for the recorded failure.
 pub fn reproduce(case: &mut ReproCase, opts: &ActionOptions) -> Result<Outcome> {
     let backend = prepare(case, opts)?;
-    validate_backend(
-        backend.as_ref(),
-        &case.graph,
-        &case.inputs,
-        &case.requires_grad(),
-    )?;
+    validate_case(backend.as_ref(), case)?;
     let result = run_backend(backend.as_ref(), case, &case.graph);
     let failure = match result {
         Err(f) => Some(f),
@@ -452,12 +453,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     let mut values = None;
     let checkers: Vec<Box<dyn Checker + Send>> = if opts.in_process {
         opts.workers.allow_in_process()?;
-        validate_backend(
-            backend.as_ref(),
-            &case.graph,
-            &case.inputs,
-            &case.requires_grad(),
-        )?;
+        validate_case(backend.as_ref(), case)?;
         let recorded =
             ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
         let checker = BackendChecker::new(backend.clone(), kind, recorded.shallow_clone())
@@ -593,12 +589,7 @@ fn intermediates(
 /// deterministic.
 pub fn analyze(case: &mut ReproCase, opts: &ActionOptions) -> Result<Analysis> {
     let backend = prepare(case, opts)?;
-    validate_backend(
-        backend.as_ref(),
-        &case.graph,
-        &case.inputs,
-        &case.requires_grad(),
-    )?;
+    validate_case(backend.as_ref(), case)?;
     // Every single-tensor node becomes an output.
     let graph = &case.graph;
     let tensor_nodes: Vec<usize> = (0..graph.nodes.len())

@@ -214,13 +214,17 @@ pub fn run_step(
 ) -> std::result::Result<Vec<Option<Tensor>>, graphbug_backends::Failure> {
     let outputs = compiled.run(inputs)?;
     if training {
-        let seeds: Vec<Option<Tensor>> = outputs
-            .iter()
-            .map(|o| o.as_ref().map(Tensor::ones_like))
-            .collect();
-        compiled.backward(&seeds)?;
+        compiled.backward(&ones_like_outputs(&outputs))?;
     }
     Ok(outputs)
+}
+
+/// Ones as the gradient of every output, the way `out.sum().backward()` seeds a backward.
+pub fn ones_like_outputs(outputs: &[Option<Tensor>]) -> Vec<Option<Tensor>> {
+    outputs
+        .iter()
+        .map(|o| o.as_ref().map(Tensor::ones_like))
+        .collect()
 }
 
 /// Reads a repro directory, taking the graph from `graph_text` instead of graph.py when
