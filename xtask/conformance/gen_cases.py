@@ -58,10 +58,12 @@ CI_OPS = [
     "nn.functional.layer_norm", "nn.functional.relu", "permute", "pow", "repeat", "roll",
     "sigmoid", "softmax", "sum", "tanh", "transpose", "where",
 ]
-CI_ZOO = ["batch_norm", "mlp_small", "multihead_attention"]
+# embedding_bag's training step is one the peak model gets wrong (its CPU kernel allocates
+# more than its result holds): the peak stage's wrong answer in CI.
+CI_ZOO = ["batch_norm", "embedding_bag", "mlp_small", "multihead_attention"]
 # Captured in CI: the CI zoo, plus the modules whose dynamo-level graphs call
 # torch.nn.functional functions with their own signatures.
-CI_CAPTURE = CI_ZOO + ["embedding_bag", "instance_norm", "interpolate"]
+CI_CAPTURE = CI_ZOO + ["instance_norm", "interpolate"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 SHORT = {"float32": "f32", "float64": "f64", "bfloat16": "bf16"}
