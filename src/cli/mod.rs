@@ -356,6 +356,9 @@ pub fn check(
     for (node, why) in &check.unchecked {
         println!("meta: node `{node}` not checked, its annotation taken as given: {why}");
     }
+    for (node, why) in &check.doubtful_views {
+        println!("meta: warning: node `{node}`: {why}");
+    }
     let mismatches = check.mismatches;
     if mismatches.is_empty() {
         match check.unchecked.len() {

@@ -50,6 +50,8 @@ pub struct Inferred {
     pub graph: Graph,
     /// Nodes whose annotation stood in for inference, and why.
     pub assumed: Vec<(String, String)>,
+    /// Views the meta device made as copies (see [`doubtful_view`]), and why that matters.
+    pub doubtful_views: Vec<(String, String)>,
 }
 
 /// [`infer_meta`], except that a node libtorch cannot infer without more memory than the
@@ -64,11 +66,61 @@ struct Recorder<'g> {
     metas: Vec<Meta>,
     assume: bool,
     assumed: Vec<(String, String)>,
+    /// Which results the schemas declare aliases of which inputs.
+    declared: graphbug_partition::Shares,
+    /// Each node's results' storages (0: none).
+    storages: Vec<Vec<usize>>,
+    doubtful_views: Vec<(String, String)>,
+}
+
+/// The storages of a value's tensors, one per result (0 for a result that is no tensor).
+fn storages_of(value: &RtValue) -> Vec<usize> {
+    match value {
+        RtValue::Tuple(vs) => vs
+            .iter()
+            .map(|v| v.as_tensor().map_or(0, crate::shim::storage_ptr))
+            .collect(),
+        RtValue::List(ts) => ts.iter().map(crate::shim::storage_ptr).collect(),
+        other => vec![other.as_tensor().map_or(0, crate::shim::storage_ptr)],
+    }
+}
+
+/// Why result `k` of `node` is a doubtful view, if it is: its schema declares it an alias of
+/// an input, the op has kernels of its own (it is no composite that may copy, as `reshape`
+/// is), yet on the meta device it has a storage of its own. libtorch's meta kernels then made
+/// a copy where a real device makes a view or fails (`view` of a tensor no view can give):
+/// which, only the real device's layouts tell (a meta kernel may lay its result out
+/// otherwise than the CPU kernel does).
+fn doubtful_view(rec: &Recorder<'_>, node: usize, k: usize, storage: usize) -> Option<String> {
+    let (src, item) = rec.declared.get(node)?.get(k).copied().flatten()?;
+    let source = *rec.storages.get(src.index())?.get(item)?;
+    if storage == 0 || source == 0 || storage == source {
+        return None;
+    }
+    let NodeKind::Call { op, .. } = &rec.graph.nodes[node].kind else {
+        return None;
+    };
+    if crate::shim::Op::find(op).map_or(true, |o| o.is_composite()) {
+        return None;
+    }
+    let input = &rec.graph.nodes[src.index()];
+    Some(format!(
+        "`{op}` is a view of `{}`, but libtorch's meta kernels made it a copy: with the layout they give `{}` no view has this shape, so on a real device it fails unless that device lays `{}` out otherwise",
+        input.name, input.name, input.name
+    ))
 }
 
 impl RunHook for Recorder<'_> {
     fn after_node(&mut self, node: usize, value: &mut RtValue) -> Result<()> {
         self.metas[node] = value.meta();
+        let storages = storages_of(value);
+        for (k, &s) in storages.iter().enumerate() {
+            if let Some(why) = doubtful_view(self, node, k, s) {
+                self.doubtful_views
+                    .push((self.graph.nodes[node].name.to_string(), why));
+            }
+        }
+        self.storages[node] = storages;
         Ok(())
     }
 
@@ -115,6 +167,12 @@ fn infer(graph: &Graph, assume: bool) -> Result<Inferred> {
         metas: vec![Meta::Unknown; graph.nodes.len()],
         assume,
         assumed: Vec::new(),
+        declared: graphbug_partition::Aliases::shares(
+            &graphbug_partition::SchemaAliases(&crate::LibtorchSchemas),
+            graph,
+        ),
+        storages: vec![Vec::new(); graph.nodes.len()],
+        doubtful_views: Vec::new(),
     };
     interp.run_with_hook(&inputs, &mut recorder)?;
     let mut out = graph.clone();
@@ -124,6 +182,7 @@ fn infer(graph: &Graph, assume: bool) -> Result<Inferred> {
     Ok(Inferred {
         graph: out,
         assumed: recorder.assumed,
+        doubtful_views: recorder.doubtful_views,
     })
 }
 
@@ -160,6 +219,8 @@ pub struct MetaCheck {
     pub mismatches: Vec<MetaMismatch>,
     /// Nodes that could not be checked (their annotation was taken as given), and why.
     pub unchecked: Vec<(String, String)>,
+    /// Views the meta device made as copies, which a real device may refuse, and why.
+    pub doubtful_views: Vec<(String, String)>,
 }
 
 /// Compares every annotation of `graph` with what libtorch infers.
@@ -181,5 +242,6 @@ pub fn check_meta(graph: &Graph) -> Result<MetaCheck> {
     Ok(MetaCheck {
         mismatches,
         unchecked: inferred.assumed,
+        doubtful_views: inferred.doubtful_views,
     })
 }

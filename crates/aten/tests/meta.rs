@@ -176,3 +176,40 @@ class D(torch.nn.Module):
     assert!(err.contains("masked_select"), "{err}");
     assert!(err.contains("depends on the input values"), "{err}");
 }
+
+#[test]
+fn a_view_the_meta_device_copies_is_a_warning() {
+    // No view of a permuted [2, 2, 5, 8] tensor has shape [10, 16]: on CPU `view` fails,
+    // while libtorch's meta kernel quietly copies. The check says so instead of "fine".
+    let g = parse_graph(
+        r#"class G(torch.nn.Module):
+    def forward(self, x: "f32[2, 2, 5, 8]"):
+        permute: "f32[5, 2, 2, 8]" = torch.ops.aten.permute.default(x, [2, 0, 1, 3])
+        view: "f32[10, 16]" = torch.ops.aten.view.default(permute, [10, 16])
+        reshape: "f32[10, 16]" = torch.ops.aten.reshape.default(permute, [10, 16])
+        view_1: "f32[5, 4, 8]" = torch.ops.aten.view.default(permute, [5, 4, 8])
+        return (view, reshape, view_1)
+"#,
+    )
+    .unwrap();
+    let check = check_meta(&g).unwrap();
+    assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
+    // `reshape` may copy (a composite), and `view_1` is a true view: only `view` is doubtful.
+    let doubtful: Vec<&str> = check
+        .doubtful_views
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(doubtful, ["view"], "{:?}", check.doubtful_views);
+    assert!(
+        check.doubtful_views[0].1.contains("is a view of `permute`")
+            && check.doubtful_views[0].1.contains("made it a copy"),
+        "{:?}",
+        check.doubtful_views
+    );
+    // Every reference graph's views are views on meta too.
+    for model in ["mlp", "cnn", "gpt4"] {
+        let g = parse_graph(&fixture(model, "forward.py")).unwrap();
+        assert!(check_meta(&g).unwrap().doubtful_views.is_empty(), "{model}");
+    }
+}
