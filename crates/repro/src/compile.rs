@@ -123,7 +123,8 @@ pub struct Compiled {
     options: ReproOptions,
     /// After AOT: where the inner-compiler hook wrote its last repro.
     aot_repro: Option<Arc<Mutex<Option<PathBuf>>>>,
-    /// Copies of the last run's inputs, taken before it ran (a backward failure's repro).
+    /// In a training step, copies of the last run's inputs, taken before it ran (what a
+    /// repro of its backward's failure is written with).
     last_inputs: Vec<Tensor>,
 }
 
@@ -430,7 +431,10 @@ impl Compiled {
         let name = self.backend.name().to_string();
         // Copies taken first: the run may change its inputs in place.
         let saved: Vec<Tensor> = inputs.iter().map(Tensor::copy).collect();
-        self.last_inputs = saved.iter().map(Tensor::shallow_clone).collect();
+        if self.options.requires_grad.contains(&true) {
+            // A training step: its backward's failure is written with these inputs.
+            self.last_inputs = saved.iter().map(Tensor::shallow_clone).collect();
+        }
         let dump_failure = |f| {
             dump(
                 &self.graph,
@@ -493,6 +497,11 @@ impl Compiled {
             .backward(grad_outputs)
             .map_err(|f| match &self.aot_repro {
                 Some(written) => aot_failure(f, written),
+                // Not run as a training step (no input requires grad): no inputs were kept.
+                None if self.last_inputs.len() != self.graph.placeholders().len() => ReproFailure {
+                    failure: Box::new(f),
+                    repro: None,
+                },
                 None => dump(
                     &self.graph,
                     self.backend.name(),
