@@ -11,7 +11,7 @@ use graphbug::aten::memory::{measure_step_peak, ObservedAliases};
 use graphbug::aten::meta::infer_meta;
 use graphbug::aten::{LibtorchDerivatives, LibtorchSchemas};
 use graphbug::autodiff::{functionalize, joint_graph_with};
-use graphbug::ir::{print_graph, Graph, Meta};
+use graphbug::ir::{print_graph, Graph, Meta, NodeKind, TensorMeta};
 use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
     choose_by_peak, default::effect_tokens, default_partition_with,
@@ -263,7 +263,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     let modelled = model_peak(&p.forward, &p.backward, num_fwd_outputs, &ObservedAliases);
     let measured = if args.measure_peak {
         static_only(&p.forward, "partition --measure-peak")?;
-        let metas: Vec<_> = p
+        let metas_of_primals: Vec<_> = p
             .forward
             .placeholders()
             .iter()
@@ -276,20 +276,51 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
                 })
             })
             .collect::<Result<_>>()?;
-        let primals = match &args.inputs {
-            Some(path) => order_tensors(
-                read_tensors(path)?,
-                &p.forward.placeholder_names(),
-                "inputs",
-            )
-            .with_context(|| format!("{}", path.display()))?,
-            None => random_tensors(&metas, 0, tch::Device::Cpu)?,
+        // The constants (`self.<attr>`) either graph reads: from the inputs file by
+        // attribute name, or seeded random values of their annotations.
+        let constant_metas: Vec<(String, Option<TensorMeta>)> = joint
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.kind {
+                NodeKind::GetAttr { target } => Some((target.clone(), n.meta.tensor().cloned())),
+                _ => None,
+            })
+            .collect();
+        let (primals, constants) = match &args.inputs {
+            Some(path) => {
+                let (constants, rest): (Vec<_>, Vec<_>) = read_tensors(path)?
+                    .into_iter()
+                    .partition(|(k, _)| constant_metas.iter().any(|(c, _)| c == k));
+                let primals = order_tensors(rest, &p.forward.placeholder_names(), "inputs")
+                    .with_context(|| format!("{}", path.display()))?;
+                (primals, constants.into_iter().collect())
+            }
+            None => {
+                let metas: Vec<TensorMeta> = constant_metas
+                    .iter()
+                    .map(|(target, m)| {
+                        m.clone().with_context(|| {
+                            format!("constant `self.{target}` has no shape annotation; give it with --inputs")
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                let constants = random_tensors(&metas, 1, tch::Device::Cpu)?;
+                (
+                    random_tensors(&metas_of_primals, 0, tch::Device::Cpu)?,
+                    constant_metas
+                        .iter()
+                        .map(|(k, _)| k.clone())
+                        .zip(constants)
+                        .collect(),
+                )
+            }
         };
         Some(measure_step_peak(
             &p.forward,
             &p.backward,
             num_fwd_outputs,
             &primals,
+            &constants,
             &graphbug::ir::Device::cpu(),
         )?)
     } else {

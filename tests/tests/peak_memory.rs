@@ -19,7 +19,7 @@ fn read(model: &str, file: &str) -> Graph {
 fn measure(fw: &Graph, bw: &Graph, n: usize) -> MeasuredPeak {
     let primals =
         graphbug_aten::io::random_tensors(&placeholder_metas(fw), 0, tch::Device::Cpu).unwrap();
-    measure_step_peak(fw, bw, n, &primals, &Device::cpu()).unwrap()
+    measure_step_peak(fw, bw, n, &primals, &Default::default(), &Device::cpu()).unwrap()
 }
 
 fn agree(label: &str, model: &PeakModel, measured: &MeasuredPeak) {
@@ -125,4 +125,39 @@ fn peak_budgets_parse_as_fractions_or_bytes() {
     assert!(parse("1.5").unwrap_err().contains("outside 0..=1"));
     assert!(parse("12 parsecs").unwrap_err().contains("unknown unit"));
     assert!(parse("lots").is_err());
+}
+
+#[test]
+fn memory_a_kernel_allocates_beyond_its_result_is_measured_and_named() {
+    // On CPU mse_loss returns a 0-d view of its elementwise buffer: 80 B held for a 4 B
+    // result. No model of the results' sizes sees it; the measurement counts it and says how
+    // much of its peak it is.
+    let fw = parse_graph(
+        r#"class G(torch.nn.Module):
+    def forward(self, x: "f32[4, 5]", y: "f32[4, 5]"):
+        mse_loss: "f32[]" = torch.ops.aten.mse_loss.default(x, y)
+        return (mse_loss,)
+"#,
+    )
+    .unwrap();
+    let bw = parse_graph(
+        r#"class G(torch.nn.Module):
+    def forward(self, tangents_1: "f32[]"):
+        mul: "f32[]" = torch.ops.aten.mul.Tensor(tangents_1, 2)
+        return (mul,)
+"#,
+    )
+    .unwrap();
+    let model = model_peak(&fw, &bw, 1, &ObservedAliases);
+    let measured = measure(&fw, &bw, 1);
+    assert_eq!((model.forward_peak, measured.forward_peak), (164, 240));
+    assert_eq!(measured.kernel_slack, 76, "{measured:?}");
+    // Where every kernel's storage is its result, there is no slack.
+    let (_, n) = reference_joint("gpt4");
+    let gpt4 = measure(
+        &read("gpt4", "fw_mincut.py"),
+        &read("gpt4", "bw_mincut.py"),
+        n,
+    );
+    assert_eq!(gpt4.kernel_slack, 0, "{gpt4:?}");
 }

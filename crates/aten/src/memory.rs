@@ -103,11 +103,19 @@ mod tests {
 /// no caching allocator counts, this measures a training step's peak.
 #[derive(Debug, Default)]
 pub struct LiveBytes {
-    held: std::collections::HashMap<usize, (u64, u32)>,
+    /// Per storage: its bytes, its slack (see [`Self::slack`]) and its holders.
+    held: std::collections::HashMap<usize, (u64, u64, u32)>,
     /// Bytes held now.
     pub bytes: u64,
     /// The most bytes held since the tally started (or [`Self::restart_peak`]).
     pub peak: u64,
+    /// Of the bytes held now, those a kernel allocated beyond the result that first held
+    /// its storage (`mse_loss` on CPU returns a 0-d view of its elementwise buffer;
+    /// `_embedding_bag` allocates `offset2bag` one element long): memory a model of the
+    /// results' sizes cannot see.
+    pub slack: u64,
+    /// [`Self::slack`] when [`Self::peak`] was reached.
+    pub peak_slack: u64,
 }
 
 impl LiveBytes {
@@ -117,24 +125,32 @@ impl LiveBytes {
         if key == 0 {
             return;
         }
-        let entry = self
-            .held
-            .entry(key)
-            .or_insert_with(|| (crate::shim::storage_nbytes(t) as u64, 0));
-        if entry.1 == 0 {
+        let entry = self.held.entry(key).or_insert_with(|| {
+            let bytes = crate::shim::storage_nbytes(t) as u64;
+            let used = t
+                .f_kind()
+                .map_or(bytes, |k| (t.numel() * k.elt_size_in_bytes()) as u64);
+            (bytes, bytes.saturating_sub(used), 0)
+        });
+        if entry.2 == 0 {
             self.bytes += entry.0;
-            self.peak = self.peak.max(self.bytes);
+            self.slack += entry.1;
+            if self.bytes > self.peak {
+                self.peak = self.bytes;
+                self.peak_slack = self.slack;
+            }
         }
-        entry.1 += 1;
+        entry.2 += 1;
     }
 
     /// One holder of `t`'s storage fewer; the storage goes with its last holder.
     pub fn release(&mut self, t: &tch::Tensor) {
         let key = crate::shim::storage_ptr(t);
         if let Some(entry) = self.held.get_mut(&key) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
+            entry.2 -= 1;
+            if entry.2 == 0 {
                 self.bytes -= entry.0;
+                self.slack -= entry.1;
                 self.held.remove(&key);
             }
         }
@@ -153,6 +169,7 @@ impl LiveBytes {
     /// Starts a new peak from what is held now.
     pub fn restart_peak(&mut self) {
         self.peak = self.bytes;
+        self.peak_slack = self.slack;
     }
 }
 
@@ -165,18 +182,23 @@ pub struct MeasuredPeak {
     pub backward_peak: u64,
     /// The larger of the two.
     pub peak: u64,
+    /// Of [`Self::peak`], the bytes kernels allocated beyond their results (see
+    /// [`LiveBytes::slack`]).
+    pub kernel_slack: u64,
 }
 
 /// Runs a partition's `forward` on `primals`, drops its user outputs (the first
 /// `num_fwd_outputs`), then runs `backward` on the saved values and tangents of ones, and
 /// measures the peaks in the interpreter's tally; the primals are held throughout, as a
 /// training step holds its parameters and inputs. (The tangents are made before the peak of
-/// the backward is started, so they count in it.)
+/// the backward is started, so they count in it.) `constants` are the tensors the graphs'
+/// `self.<attr>` nodes read, by attribute name.
 pub fn measure_step_peak(
     forward: &graphbug_ir::Graph,
     backward: &graphbug_ir::Graph,
     num_fwd_outputs: usize,
     primals: &[tch::Tensor],
+    constants: &std::collections::HashMap<String, tch::Tensor>,
     device: &graphbug_ir::Device,
 ) -> Result<MeasuredPeak> {
     let mut tally = LiveBytes::default();
@@ -184,10 +206,9 @@ pub fn measure_step_peak(
         tally.hold(p);
     }
     tally.restart_peak();
-    let no_constants = std::collections::HashMap::new();
-    let fw = crate::Interpreter::new(forward, device, &no_constants)?;
+    let fw = crate::Interpreter::new(forward, device, constants)?;
     let mut outs = fw.run_tallied(primals, &mut tally)?;
-    let forward_peak = tally.peak;
+    let (forward_peak, forward_slack) = (tally.peak, tally.peak_slack);
     let saved = outs.split_off(num_fwd_outputs.min(outs.len()));
     let mut inputs: Vec<tch::Tensor> = Vec::new();
     let tangents = backward.placeholders().len().saturating_sub(saved.len());
@@ -241,14 +262,19 @@ pub fn measure_step_peak(
     for t in saved.iter().flatten() {
         tally.release(t);
     }
-    let grads = crate::Interpreter::new(backward, device, &no_constants)?
-        .run_tallied(&inputs, &mut tally)?;
+    let grads =
+        crate::Interpreter::new(backward, device, constants)?.run_tallied(&inputs, &mut tally)?;
     drop(grads);
     let backward_peak = tally.peak;
     Ok(MeasuredPeak {
         forward_peak,
         backward_peak,
         peak: forward_peak.max(backward_peak),
+        kernel_slack: if forward_peak >= backward_peak {
+            forward_slack
+        } else {
+            tally.peak_slack
+        },
     })
 }
 
