@@ -11,7 +11,7 @@ use graphbug::aten::memory::{measure_step_peak, ObservedAliases};
 use graphbug::aten::meta::infer_meta;
 use graphbug::aten::{LibtorchDerivatives, LibtorchSchemas};
 use graphbug::autodiff::{functionalize, joint_graph_with};
-use graphbug::ir::{print_graph, Graph, Meta, NodeKind, TensorMeta};
+use graphbug::ir::{print_graph, Graph, Meta, TensorMeta};
 use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
     choose_by_peak, default::effect_tokens, default_partition_with,
@@ -19,7 +19,10 @@ use graphbug::partition::{
     MinCutProblem, OpClasses, PeakBudget, PEAK_FRONTIER_STEPS,
 };
 
-use super::{load_graph, lost_in_libtorch, lower_graph, requires_grad, static_only, supervise};
+use super::{
+    constant_metas, load_graph, lost_in_libtorch, lower_graph, requires_grad, static_only,
+    supervise,
+};
 
 /// Arguments of `graphbug joint`.
 #[derive(Args)]
@@ -278,14 +281,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
             .collect::<Result<_>>()?;
         // The constants (`self.<attr>`) either graph reads: from the inputs file by
         // attribute name, or seeded random values of their annotations.
-        let constant_metas: Vec<(String, Option<TensorMeta>)> = joint
-            .nodes
-            .iter()
-            .filter_map(|n| match &n.kind {
-                NodeKind::GetAttr { target } => Some((target.clone(), n.meta.tensor().cloned())),
-                _ => None,
-            })
-            .collect();
+        let constant_metas = constant_metas(&joint);
         let (primals, constants) = match &args.inputs {
             Some(path) => {
                 let (constants, rest): (Vec<_>, Vec<_>) = read_tensors(path)?

@@ -60,6 +60,18 @@ pub fn static_only(graph: &Graph, command: &str) -> Result<()> {
     Ok(())
 }
 
+/// The constants (`self.<attr>`) `graph` reads: each attribute name and its annotation.
+pub fn constant_metas(graph: &Graph) -> Vec<(String, Option<TensorMeta>)> {
+    graph
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::GetAttr { target } => Some((target.clone(), n.meta.tensor().cloned())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The graph's inputs and constants, loaded or made up, on `device`.
 ///
 /// A dynamic-shape graph is specialized in place first: its size symbols are bound from
@@ -78,14 +90,7 @@ pub fn graph_inputs(
     lower_graph(graph)?;
     let graph: &Graph = graph;
     let placeholders = graph.placeholder_names();
-    let constant_metas: Vec<(String, Option<TensorMeta>)> = graph
-        .nodes
-        .iter()
-        .filter_map(|n| match &n.kind {
-            NodeKind::GetAttr { target } => Some((target.clone(), n.meta.tensor().cloned())),
-            _ => None,
-        })
-        .collect();
+    let constant_metas = constant_metas(graph);
     let (inputs, constants) = match inputs_file {
         Some(path) => {
             let named = named.unwrap_or_default();
