@@ -108,8 +108,9 @@ fn the_peak_frontier_is_monotonic_measured_and_bounds_the_budget() {
     // Below the least peak: an error that says it.
     let err = choose_by_peak(&frontier, PeakBudget::Bytes(least - 1)).unwrap_err();
     assert!(
-        err.to_string()
-            .contains(&format!("least peak of any cut: {least} bytes")),
+        err.to_string().contains(&format!(
+            "least peak of graphbug's cuts (at saved-bytes budgets from 0 to 1): {least} bytes"
+        )),
         "{err}"
     );
 }
@@ -152,6 +153,8 @@ fn memory_a_kernel_allocates_beyond_its_result_is_measured_and_named() {
     let measured = measure(&fw, &bw, 1);
     assert_eq!((model.forward_peak, measured.forward_peak), (164, 240));
     assert_eq!(measured.kernel_slack, 76, "{measured:?}");
+    // The results themselves peak where the model says.
+    assert_eq!(measured.results_peak, model.peak, "{measured:?}");
     // Where every kernel's storage is its result, there is no slack.
     let (_, n) = reference_joint("gpt4");
     let gpt4 = measure(
@@ -159,5 +162,9 @@ fn memory_a_kernel_allocates_beyond_its_result_is_measured_and_named() {
         &read("gpt4", "bw_mincut.py"),
         n,
     );
-    assert_eq!(gpt4.kernel_slack, 0, "{gpt4:?}");
+    assert_eq!(
+        (gpt4.kernel_slack, gpt4.results_peak),
+        (0, gpt4.peak),
+        "{gpt4:?}"
+    );
 }

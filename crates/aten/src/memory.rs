@@ -116,6 +116,9 @@ pub struct LiveBytes {
     pub slack: u64,
     /// [`Self::slack`] when [`Self::peak`] was reached.
     pub peak_slack: u64,
+    /// The most bytes held less their slack: the peak of the results themselves, which is
+    /// what a model of the results' sizes predicts (reached where slack is, perhaps, not).
+    pub results_peak: u64,
 }
 
 impl LiveBytes {
@@ -139,6 +142,7 @@ impl LiveBytes {
                 self.peak = self.bytes;
                 self.peak_slack = self.slack;
             }
+            self.results_peak = self.results_peak.max(self.bytes - self.slack);
         }
         entry.2 += 1;
     }
@@ -170,6 +174,7 @@ impl LiveBytes {
     pub fn restart_peak(&mut self) {
         self.peak = self.bytes;
         self.peak_slack = self.slack;
+        self.results_peak = self.bytes - self.slack;
     }
 }
 
@@ -185,6 +190,9 @@ pub struct MeasuredPeak {
     /// Of [`Self::peak`], the bytes kernels allocated beyond their results (see
     /// [`LiveBytes::slack`]).
     pub kernel_slack: u64,
+    /// The peak of the results themselves, less what kernels allocated beyond them (see
+    /// [`LiveBytes::results_peak`]), over the forward and the backward.
+    pub results_peak: u64,
 }
 
 /// Runs a partition's `forward` on `primals`, drops its user outputs (the first
@@ -208,7 +216,8 @@ pub fn measure_step_peak(
     tally.restart_peak();
     let fw = crate::Interpreter::new(forward, device, constants)?;
     let mut outs = fw.run_tallied(primals, &mut tally)?;
-    let (forward_peak, forward_slack) = (tally.peak, tally.peak_slack);
+    let (forward_peak, forward_slack, forward_results) =
+        (tally.peak, tally.peak_slack, tally.results_peak);
     let saved = outs.split_off(num_fwd_outputs.min(outs.len()));
     let mut inputs: Vec<tch::Tensor> = Vec::new();
     let tangents = backward.placeholders().len().saturating_sub(saved.len());
@@ -275,6 +284,7 @@ pub fn measure_step_peak(
         } else {
             tally.peak_slack
         },
+        results_peak: forward_results.max(tally.results_peak),
     })
 }
 

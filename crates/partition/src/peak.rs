@@ -333,7 +333,7 @@ pub const PEAK_FRONTIER_STEPS: usize = 20;
 pub enum PeakBudget {
     /// At most this many bytes.
     Bytes(u64),
-    /// A fraction between the least peak of any cut (0) and the runtime-optimal cut's (1).
+    /// A fraction between the least peak of graphbug's cuts (0) and the runtime-optimal cut's (1).
     Fraction(f64),
 }
 

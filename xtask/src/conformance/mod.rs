@@ -1117,10 +1117,14 @@ impl Runner<'_> {
                 f[1].unwrap_or(0)
             )
         };
-        let slack = match ours["measured_peak"]["kernel_slack"].as_u64() {
-            Some(b) if b > 0 => {
-                format!(", of which {b} B kernels allocated beyond the results they returned")
-            }
+        let measured_peak = &ours["measured_peak"];
+        let slack = match (
+            measured_peak["kernel_slack"].as_u64(),
+            measured_peak["results_peak"].as_u64(),
+        ) {
+            (Some(b), Some(results)) if b > 0 => format!(
+                ", of which {b} B kernels allocated beyond the results they returned (the results alone peak at {results} B)"
+            ),
             _ => String::new(),
         };
         Ok(Outcome::Failed(format!(
