@@ -584,7 +584,7 @@ impl Interpreter {
             hook.after_node(step.node, &mut value)?;
             self.trace(step.node, &value);
             if let Some(t) = tally.as_deref_mut() {
-                t.hold_value(&value);
+                t.hold_result_value(&value);
             }
             values[step.node] = Some(value);
             for &f in &step.free {

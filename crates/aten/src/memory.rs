@@ -105,6 +105,8 @@ mod tests {
 pub struct LiveBytes {
     /// Per storage: its bytes, its slack (see [`Self::slack`]) and its holders.
     held: std::collections::HashMap<usize, (u64, u64, u32)>,
+    /// The slack of storages handed from one graph to the next ([`Self::hand_over`]).
+    handed: std::collections::HashMap<usize, u64>,
     /// Bytes held now.
     pub bytes: u64,
     /// The most bytes held since the tally started (or [`Self::restart_peak`]).
@@ -122,18 +124,31 @@ pub struct LiveBytes {
 }
 
 impl LiveBytes {
-    /// One more holder of `t`'s storage.
+    /// One more holder of `t`'s storage (an input: a storage it brings is whole, as it was
+    /// handed over, with no slack).
     pub fn hold(&mut self, t: &tch::Tensor) {
+        self.hold_with(t, false)
+    }
+
+    /// [`Self::hold`] for a node's result: a storage it brings is its kernel's allocation,
+    /// and the bytes beyond the result are slack ([`Self::slack`]).
+    pub fn hold_result(&mut self, t: &tch::Tensor) {
+        self.hold_with(t, true)
+    }
+
+    fn hold_with(&mut self, t: &tch::Tensor, result: bool) {
         let key = crate::shim::storage_ptr(t);
         if key == 0 {
             return;
         }
+        let handed = self.handed.remove(&key);
         let entry = self.held.entry(key).or_insert_with(|| {
             let bytes = crate::shim::storage_nbytes(t) as u64;
-            let used = t
-                .f_kind()
-                .map_or(bytes, |k| (t.numel() * k.elt_size_in_bytes()) as u64);
-            (bytes, bytes.saturating_sub(used), 0)
+            let used = match t.f_kind() {
+                Ok(k) if result => (t.numel() * k.elt_size_in_bytes()) as u64,
+                _ => bytes,
+            };
+            (bytes, handed.unwrap_or(bytes.saturating_sub(used)), 0)
         });
         if entry.2 == 0 {
             self.bytes += entry.0;
@@ -160,9 +175,24 @@ impl LiveBytes {
         }
     }
 
+    /// [`Self::release`] of a storage the next graph takes as an input (a saved value): its
+    /// slack, measured when its kernel made it, is kept for that input.
+    pub fn hand_over(&mut self, t: &tch::Tensor) {
+        let key = crate::shim::storage_ptr(t);
+        if let Some(&(_, slack, _)) = self.held.get(&key) {
+            self.handed.insert(key, slack);
+        }
+        self.release(t);
+    }
+
     /// [`Self::hold`] for every tensor of a value.
     pub fn hold_value(&mut self, v: &crate::interp::RtValue) {
         v.for_each_tensor(&mut |t| self.hold(t));
+    }
+
+    /// [`Self::hold_result`] for every tensor of a node's value.
+    pub fn hold_result_value(&mut self, v: &crate::interp::RtValue) {
+        v.for_each_tensor(&mut |t| self.hold_result(t));
     }
 
     /// [`Self::release`] for every tensor of a value.
@@ -269,7 +299,7 @@ pub fn measure_step_peak(
     // The backward takes the saved values over, and lets each go after its last use, as
     // autograd frees saved tensors.
     for t in saved.iter().flatten() {
-        tally.release(t);
+        tally.hand_over(t);
     }
     let grads =
         crate::Interpreter::new(backward, device, constants)?.run_tallied(&inputs, &mut tally)?;
