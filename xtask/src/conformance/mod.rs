@@ -1084,17 +1084,9 @@ impl Runner<'_> {
             os("--inputs"),
             inputs.as_os_str(),
         ];
-        let exec = self.graphbug("peak", &args)?;
-        if exec.code != Some(0) {
-            return Ok(Outcome::Failed(exec.error_line("partition --measure-peak")));
-        }
-        let ours: Value = match serde_json::from_str(exec.stdout.trim()) {
+        let ours = match self.partition_json("peak", &args, "partition --measure-peak")? {
             Ok(v) => v,
-            Err(e) => {
-                return Ok(Outcome::Failed(format!(
-                    "partition --json printed bad JSON: {e}"
-                )))
-            }
+            Err(failed) => return Ok(failed),
         };
         let figures = |v: &Value| ["forward_peak", "backward_peak", "peak"].map(|k| v[k].as_u64());
         let (modelled, measured) = (
@@ -1132,6 +1124,22 @@ impl Runner<'_> {
             show(modelled),
             show(measured)
         )))
+    }
+
+    /// Runs `graphbug partition ... --json` (`what` names it in a failure) and reads its
+    /// report; a failed run or bad JSON is the stage's failure.
+    fn partition_json(
+        &self,
+        tag: &str,
+        args: &[&std::ffi::OsStr],
+        what: &str,
+    ) -> Result<std::result::Result<Value, Outcome>> {
+        let exec = self.graphbug(tag, args)?;
+        if exec.code != Some(0) {
+            return Ok(Err(Outcome::Failed(exec.error_line(what))));
+        }
+        Ok(serde_json::from_str(exec.stdout.trim())
+            .map_err(|e| Outcome::Failed(format!("partition --json printed bad JSON: {e}"))))
     }
 
     /// graphbug's partition of PyTorch's joint against functorch's saved bytes: equal for
@@ -1174,17 +1182,10 @@ impl Runner<'_> {
             args.extend([os("--partitioner"), os("min-cut")]);
         }
         args.push(os("--no-isolate"));
-        let exec = self.graphbug(if min_cut { "mincut" } else { "default" }, &args)?;
-        if exec.code != Some(0) {
-            return Ok(Outcome::Failed(exec.error_line("partition")));
-        }
-        let ours: Value = match serde_json::from_str(exec.stdout.trim()) {
+        let tag = if min_cut { "mincut" } else { "default" };
+        let ours = match self.partition_json(tag, &args, "partition")? {
             Ok(v) => v,
-            Err(e) => {
-                return Ok(Outcome::Failed(format!(
-                    "partition --json printed bad JSON: {e}"
-                )))
-            }
+            Err(failed) => return Ok(failed),
         };
         let Some(our_bytes) = ours["saved_bytes"].as_u64() else {
             return Ok(Outcome::Failed(
