@@ -360,36 +360,14 @@ fn observed(
     let mut kept: Vec<crate::RtValue> = Vec::with_capacity(graph.nodes.len());
     interp.run_observed(&inputs, &mut |i, value| {
         kept.push(value.share());
-        let mut tensors: Vec<Option<&tch::Tensor>> = Vec::new();
-        let several = match value {
-            crate::RtValue::Tuple(vs) => {
-                tensors.extend(vs.iter().map(|v| v.as_tensor()));
-                true
-            }
-            crate::RtValue::List(ts) => {
-                tensors.extend(ts.iter().map(Some));
-                true
-            }
-            other => {
-                tensors.push(other.as_tensor());
-                false
-            }
-        };
-        let meta = |t: Option<&tch::Tensor>| t.and_then(crate::dtype::meta_of);
-        metas[i] = if several {
-            graphbug_ir::Meta::Multi(tensors.iter().map(|&t| meta(t)).collect())
-        } else {
-            meta(tensors[0]).map_or(graphbug_ir::Meta::Unknown, graphbug_ir::Meta::Tensor)
-        };
-        let items: Vec<Option<usize>> = tensors
-            .iter()
-            .map(|t| t.map(crate::shim::storage_ptr))
-            .collect();
-        shares[i] = items
+        metas[i] = value.meta();
+        shares[i] = crate::meta::storages_of(value)
             .into_iter()
             .enumerate()
             .map(|(k, key)| {
-                let key = key.filter(|&key| key != 0)?;
+                if key == 0 {
+                    return None;
+                }
                 match first.get(&key) {
                     Some(&(src, item)) if src.index() != i => Some((src, item)),
                     Some(_) => None,
@@ -411,17 +389,10 @@ fn observed(
         &graphbug_partition::SchemaAliases(&crate::LibtorchSchemas),
         graph,
     );
-    for (i, node) in graph.nodes.iter().enumerate() {
-        let graphbug_ir::NodeKind::Call { op, .. } = &node.kind else {
-            continue;
-        };
-        for (k, item) in shares[i].iter_mut().enumerate() {
-            let schema_says = declared.get(i).and_then(|d| d.get(k)).copied().flatten();
-            if item.is_none()
-                && schema_says.is_some()
-                && crate::shim::Op::find(op).is_ok_and(|o| !o.is_composite())
-            {
-                *item = schema_says;
+    for (i, items) in shares.iter_mut().enumerate() {
+        for (k, item) in items.iter_mut().enumerate() {
+            if item.is_none() {
+                *item = crate::meta::guaranteed_alias(graph, &declared, i, k);
             }
         }
     }

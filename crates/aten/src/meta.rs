@@ -74,7 +74,7 @@ struct Recorder<'g> {
 }
 
 /// The storages of a value's tensors, one per result (0 for a result that is no tensor).
-fn storages_of(value: &RtValue) -> Vec<usize> {
+pub(crate) fn storages_of(value: &RtValue) -> Vec<usize> {
     match value {
         RtValue::Tuple(vs) => vs
             .iter()
@@ -92,22 +92,35 @@ fn storages_of(value: &RtValue) -> Vec<usize> {
 /// which, only the real device's layouts tell (a meta kernel may lay its result out
 /// otherwise than the CPU kernel does).
 fn doubtful_view(rec: &Recorder<'_>, node: usize, k: usize, storage: usize) -> Option<String> {
-    let (src, item) = rec.declared.get(node)?.get(k).copied().flatten()?;
+    let (src, item) = guaranteed_alias(rec.graph, &rec.declared, node, k)?;
     let source = *rec.storages.get(src.index())?.get(item)?;
     if storage == 0 || source == 0 || storage == source {
         return None;
     }
-    let NodeKind::Call { op, .. } = &rec.graph.nodes[node].kind else {
-        return None;
-    };
-    if crate::shim::Op::find(op).map_or(true, |o| o.is_composite()) {
-        return None;
-    }
     let input = &rec.graph.nodes[src.index()];
+    let op = crate::trace::op_label(&rec.graph.nodes[node]);
     Some(format!(
         "`{op}` is a view of `{}`, but libtorch's meta kernels made it a copy: with the layout they give `{}` no view has this shape, so on a real device it fails unless that device lays `{}` out otherwise",
         input.name, input.name, input.name
     ))
+}
+
+/// The value whose storage result `k` of `node` shares on every device: the alias its
+/// schema declares (`declared`, see [`graphbug_partition::SchemaAliases`]), unless the op is
+/// a composite that may copy instead (`reshape`); `None` when it declares none.
+pub(crate) fn guaranteed_alias(
+    graph: &Graph,
+    declared: &graphbug_partition::Shares,
+    node: usize,
+    k: usize,
+) -> Option<(graphbug_ir::NodeId, usize)> {
+    let alias = declared.get(node)?.get(k).copied().flatten()?;
+    let NodeKind::Call { op, .. } = &graph.nodes[node].kind else {
+        return None;
+    };
+    crate::shim::Op::find(op)
+        .is_ok_and(|o| !o.is_composite())
+        .then_some(alias)
 }
 
 impl RunHook for Recorder<'_> {
