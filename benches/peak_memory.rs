@@ -82,7 +82,8 @@ fn functorch(joint: &Graph, n: usize, dir: &std::path::Path) -> Result<(), Strin
     }
     let file = dir.join("joint.py");
     std::fs::write(&file, print_graph(joint)).map_err(|e| e.to_string())?;
-    let out = Command::new(python)
+    // The child dies with this process, even after kill -9.
+    let out = xtask::process::die_with_parent(&mut Command::new(python))
         .arg(root().join("crates/partition/python/functorch_partition.py"))
         .arg(&file)
         .args(["--num-fwd-outputs", &n.to_string(), "--repeat", "1"])
@@ -133,7 +134,7 @@ fn reference_steps() -> Vec<Step> {
 /// tensors).
 fn zoo_steps(dir: &std::path::Path) -> Result<Vec<Step>, String> {
     let python = root().join(".venv/bin/python");
-    let out = Command::new(&python)
+    let out = xtask::process::die_with_parent(&mut Command::new(&python))
         .arg(root().join("xtask/conformance/gen_cases.py"))
         .arg("--out")
         .arg(dir)
