@@ -492,18 +492,34 @@ fn minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result(
     let whole = started.elapsed().as_millis() as u64;
 
     let out = tmp.path().join("out");
+    let state = out.join("state.json");
+    let saved_at = || std::fs::metadata(&state).and_then(|m| m.modified()).ok();
     let mut rng = Rng::new(12);
     let mut resumed_from_state = 0;
     for round in 0..10 {
         let a = args(&out, round > 0, 1 + 2 * (round % 2));
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let before = saved_at();
         let mut child = command(&a, &[], tmp.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Anywhere from start-up to the end of an uninterrupted run.
-        std::thread::sleep(Duration::from_millis(whole / 10 + rng.below(whole)));
+        if round % 3 == 1 {
+            // Just after this run saved progress of its own (or ended): a kill that
+            // lands between saves, whatever the machine's speed.
+            let deadline = std::time::Instant::now() + LIMIT;
+            while saved_at() == before
+                && child.try_wait().unwrap().is_none()
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(whole / 5 + 1)));
+        } else {
+            // Anywhere from start-up to the end of an uninterrupted run.
+            std::thread::sleep(Duration::from_millis(whole / 10 + rng.below(whole)));
+        }
         child.kill().unwrap(); // SIGKILL
         wait_within(&mut child, LIMIT).unwrap();
         let left = survivors(&marker);
