@@ -298,8 +298,8 @@ fn report(step: &Step) -> Result<Figures, String> {
         // graphbug's cut of the peak.
         let (k, _) =
             choose_by_peak(&frontier, PeakBudget::Fraction(budget)).map_err(|e| e.to_string())?;
-        let (p, _) = problem
-            .partition_with_budget(frontier[k].saved_budget)
+        let p = problem
+            .partition(&frontier[k].saved)
             .map_err(|e| e.to_string())?;
         let (m, meas, results) = peaks(&p.forward, &p.backward, n, step)?;
         gap(m, meas, results);

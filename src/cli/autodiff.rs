@@ -252,9 +252,9 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         let frontier = peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS)?;
         let (k, limit) = choose_by_peak(&frontier, b)?;
         let point = frontier[k].clone();
-        let (p, choice) = problem.partition_with_budget(point.saved_budget)?;
+        let p = problem.partition(&point.saved)?;
         peak_choice = Some((point, limit, frontier));
-        (p, Some(choice))
+        (p, None)
     } else {
         (
             min_cut_rematerialization_partition(&joint, num_fwd_outputs, &options)?,

@@ -72,7 +72,14 @@ fn a_model_that_ignores_aliasing_is_caught_by_the_measurement() {
 
 #[test]
 fn the_peak_frontier_is_monotonic_measured_and_bounds_the_budget() {
-    let (joint, n) = reference_joint("gpt4");
+    for model in ["gpt4", "cnn", "mlp", "zoo_transformer"] {
+        frontier_of(model);
+    }
+}
+
+/// The frontier of a reference joint, checked; returned.
+fn frontier_of(model: &str) -> Vec<graphbug_partition::PeakPoint> {
+    let (joint, n) = reference_joint(model);
     let problem = MinCutProblem::new(&joint, n, &MinCutOptions::default()).unwrap();
     let frontier = peak_frontier(&problem, &ObservedAliases, 10).unwrap();
     assert!(!frontier.is_empty());
@@ -80,12 +87,29 @@ fn the_peak_frontier_is_monotonic_measured_and_bounds_the_budget() {
         assert!(w[0].peak.peak < w[1].peak.peak);
         assert!(w[0].recompute_seconds > w[1].recompute_seconds);
     }
-    // Every cut of the frontier runs at the peak the model gives.
+    // Every cut of the frontier runs at the peak the model gives, the peak priced with
+    // the joint's aliasing is the one observed on the cut's own graphs, and the peak search
+    // found a cut lower than every budget's.
     for p in &frontier {
-        let (part, _) = problem.partition_with_budget(p.saved_budget).unwrap();
-        let label = format!("gpt4 at functorch's budget {}", p.saved_budget);
+        let part = problem.partition(&p.saved).unwrap();
+        let label = format!(
+            "{model} at functorch's budget {} ({:?}, {} moves)",
+            p.saved_budget, p.family, p.moves
+        );
         agree(&label, &p.peak, &measure(&part.forward, &part.backward, n));
+        assert_eq!(
+            p.peak,
+            model_peak(&part.forward, &part.backward, n, &ObservedAliases),
+            "{label}"
+        );
     }
+    eprintln!(
+        "{:?}",
+        frontier
+            .iter()
+            .map(|p| (p.peak.peak, p.moves, p.family))
+            .collect::<Vec<_>>()
+    );
     // A lower budget never ends at a higher peak, and the peak never exceeds the limit.
     let (least, optimal) = (
         frontier.first().unwrap().peak.peak,
@@ -109,10 +133,34 @@ fn the_peak_frontier_is_monotonic_measured_and_bounds_the_budget() {
     let err = choose_by_peak(&frontier, PeakBudget::Bytes(least - 1)).unwrap_err();
     assert!(
         err.to_string().contains(&format!(
-            "least peak of graphbug's cuts (at saved-bytes budgets from 0 to 1): {least} bytes"
+            "least peak of graphbug's cuts (at saved-bytes budgets from 0 to 1, and the peak search's): {least} bytes"
         )),
         "{err}"
     );
+    frontier
+}
+
+#[test]
+fn the_peak_search_goes_below_every_budgets_cut() {
+    // zoo/transformer: the budgets' cuts (in every family) bottom out at 51,028 bytes; the
+    // search, toggling the knapsack's candidates one at a time, finds a lower peak, which
+    // the measurement confirms (`frontier_of`).
+    let frontier = frontier_of("zoo_transformer");
+    let least = &frontier[0];
+    assert!(least.moves > 0, "{least:?}");
+    let (joint, n) = reference_joint("zoo_transformer");
+    let problem = MinCutProblem::new(&joint, n, &MinCutOptions::default()).unwrap();
+    let search = graphbug_partition::BudgetSearch::new(&problem).unwrap();
+    for family in graphbug_partition::CutFamily::ALL {
+        for k in 0..=20 {
+            let Ok(choice) = search.choose(k as f64 / 20.0, family) else {
+                continue;
+            };
+            let p = problem.partition(&choice.saved).unwrap();
+            let peak = model_peak(&p.forward, &p.backward, n, &ObservedAliases).peak;
+            assert!(least.peak.peak < peak, "{family:?} budget {k}/20: {peak}");
+        }
+    }
 }
 
 #[test]

@@ -241,10 +241,10 @@ impl AotEager {
                 let mut saved = match self.config.peak_budget {
                     // The cut that recomputes least within the modelled peak.
                     Some(budget) => {
-                        let frontier =
+                        let mut frontier =
                             peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS)?;
                         let (k, _) = choose_by_peak(&frontier, budget)?;
-                        problem.choose_saved_values(frontier[k].saved_budget)?.saved
+                        frontier.swap_remove(k).saved
                     }
                     None => problem.saved_values()?,
                 };

@@ -15,6 +15,8 @@
 //! Random ops and must-save nodes are never recomputed; a budget only reachable by
 //! recomputing them is reported as unreachable.
 
+use std::cell::OnceCell;
+
 use graphbug_ir::NodeId;
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +58,323 @@ pub struct BudgetChoice {
     pub limit_bytes: u64,
     /// The step that produced the saved values.
     pub stage: BudgetStage,
+    /// The knapsack stage's candidates (flags over [`BudgetSearch::candidates`]) it let the
+    /// backward recompute; empty at the other stages.
+    pub unbanned: Vec<bool>,
+}
+
+/// How the knapsack stage prices the recomputation of a node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeEstimate {
+    /// The larger of its compute and memory time on a nominal machine ([`CostModel`]).
+    #[default]
+    Roofline,
+    /// Its FLOPs alone, functorch's default estimator: memory-bound ops recompute for free.
+    Flops,
+}
+
+impl RuntimeEstimate {
+    fn model(self) -> CostModel {
+        match self {
+            RuntimeEstimate::Roofline => CostModel::default(),
+            RuntimeEstimate::Flops => CostModel {
+                bandwidth: f64::INFINITY,
+                launch_overhead: 0.0,
+                ..CostModel::default()
+            },
+        }
+    }
+}
+
+/// One family of cuts the budget search makes: how its knapsack prices recomputation, and
+/// what the cut then minimizes. Families differ in which values they save for the same
+/// bytes, so in the peak those values make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CutFamily {
+    /// The knapsack's price of a recomputation.
+    pub runtime: RuntimeEstimate,
+    /// What the knapsack stage's cuts minimize.
+    pub objective: CutObjective,
+}
+
+impl Default for CutFamily {
+    fn default() -> Self {
+        CutFamily {
+            runtime: RuntimeEstimate::Roofline,
+            objective: CutObjective::Bytes,
+        }
+    }
+}
+
+impl CutFamily {
+    /// Every family, the default first.
+    pub const ALL: [CutFamily; 4] = [
+        CutFamily {
+            runtime: RuntimeEstimate::Roofline,
+            objective: CutObjective::Bytes,
+        },
+        CutFamily {
+            runtime: RuntimeEstimate::Flops,
+            objective: CutObjective::Bytes,
+        },
+        CutFamily {
+            runtime: RuntimeEstimate::Roofline,
+            objective: CutObjective::Heuristic,
+        },
+        CutFamily {
+            runtime: RuntimeEstimate::Flops,
+            objective: CutObjective::Heuristic,
+        },
+    ];
+}
+
+/// A cut and the bytes it saves.
+type Cut = (Vec<NodeId>, u64);
+
+/// The budget search of one problem: the cuts no budget changes are solved once, when first
+/// needed, for every budget and family asked of it.
+pub struct BudgetSearch<'p> {
+    problem: &'p MinCutProblem,
+    inputs_bytes: u64,
+    optimal: Cut,
+    more_aggressive: OnceCell<Cut>,
+    aggressive: OnceCell<(Cut, Vec<bool>)>,
+    candidates: OnceCell<Vec<NodeId>>,
+    /// The least each family's cuts can save (of [`CutFamily::ALL`]): everything
+    /// recomputable recomputed.
+    floors: [OnceCell<(Cut, Vec<bool>)>; 4],
+}
+
+/// The value in `cell`, made by `make` if it is not there yet.
+fn cached<T>(
+    cell: &OnceCell<T>,
+    make: impl FnOnce() -> Result<T, PartitionError>,
+) -> Result<&T, PartitionError> {
+    if let Some(v) = cell.get() {
+        return Ok(v);
+    }
+    let v = make()?;
+    Ok(cell.get_or_init(|| v))
+}
+
+/// functorch's "more aggressive" bans off.
+fn more_aggressive(bans: BanHeuristics) -> BanHeuristics {
+    BanHeuristics {
+        used_far_apart: false,
+        long_fusible_chains: false,
+        materialized_backward: false,
+        ..bans
+    }
+}
+
+/// Every ban heuristic off.
+fn aggressive(bans: BanHeuristics) -> BanHeuristics {
+    BanHeuristics {
+        not_in_allowlist: false,
+        ..more_aggressive(bans)
+    }
+}
+
+impl<'p> BudgetSearch<'p> {
+    /// The search of `problem`, with its runtime-optimal cut solved.
+    pub fn new(problem: &'p MinCutProblem) -> Result<Self, PartitionError> {
+        let inputs_bytes: u64 = problem
+            .graph()
+            .ids()
+            .filter(|&id| problem.is_primal(id))
+            .map(|id| problem.size_of(id).unwrap_or(0))
+            .sum();
+        let bans = problem.options().effective_bans();
+        Ok(BudgetSearch {
+            problem,
+            inputs_bytes,
+            optimal: problem.cut(&problem.heuristic_bans(bans, None), CutObjective::Heuristic)?,
+            more_aggressive: OnceCell::new(),
+            aggressive: OnceCell::new(),
+            candidates: OnceCell::new(),
+            floors: Default::default(),
+        })
+    }
+
+    /// Chooses the values to save under `budget` (0..=1; see the module docs), the
+    /// knapsack stage making cuts of `family`.
+    pub fn choose(&self, budget: f64, family: CutFamily) -> Result<BudgetChoice, PartitionError> {
+        if !(0.0..=1.0).contains(&budget) {
+            return Err(PartitionError::BadOption(format!(
+                "activation memory budget {budget} is outside 0..=1"
+            )));
+        }
+        let problem = self.problem;
+        let graph = problem.graph();
+        let inputs_bytes = self.inputs_bytes;
+        let (optimal, optimal_bytes) = self.optimal.clone();
+        let choice = |saved: Vec<NodeId>, limit: u64, stage, unbanned| BudgetChoice {
+            saved_bytes: problem.effective_saved_bytes(&saved),
+            saved,
+            inputs_bytes,
+            runtime_optimal_bytes: optimal_bytes,
+            limit_bytes: limit,
+            stage,
+            unbanned,
+        };
+        if budget >= 1.0 || optimal_bytes <= inputs_bytes {
+            return Ok(choice(
+                optimal,
+                optimal_bytes,
+                BudgetStage::RuntimeOptimal,
+                Vec::new(),
+            ));
+        }
+        let span = (optimal_bytes - inputs_bytes) as f64;
+        let limit = inputs_bytes + (budget * span).floor() as u64;
+        if optimal_bytes <= limit {
+            return Ok(choice(
+                optimal,
+                limit,
+                BudgetStage::RuntimeOptimal,
+                Vec::new(),
+            ));
+        }
+        let bans = problem.options().effective_bans();
+        let (cut, bytes) = cached(&self.more_aggressive, || {
+            problem.cut(
+                &problem.heuristic_bans(more_aggressive(bans), None),
+                CutObjective::Heuristic,
+            )
+        })?;
+        if *bytes <= limit {
+            return Ok(choice(
+                cut.clone(),
+                limit,
+                BudgetStage::MoreAggressive,
+                Vec::new(),
+            ));
+        }
+        let (cut, bytes) = &self.aggressive()?.0;
+        if *bytes <= limit {
+            return Ok(choice(
+                cut.clone(),
+                limit,
+                BudgetStage::Aggressive,
+                Vec::new(),
+            ));
+        }
+        let candidates = self.candidates()?;
+        let model = family.runtime.model();
+        let items: Vec<KnapsackItem> = candidates
+            .iter()
+            .map(|&id| KnapsackItem {
+                memory: problem.size_of(id).unwrap_or(0),
+                runtime: model.estimate_runtime(graph, id),
+            })
+            .collect();
+        let solver = problem.options().knapsack_solver;
+        // The cut when the knapsack keeps `capacity` bytes of candidates banned.
+        let cut_for = |capacity: u64| -> Result<(Cut, Vec<bool>), PartitionError> {
+            let solution = knapsack::solve(solver, &items, capacity)?;
+            let mut unbanned = vec![false; candidates.len()];
+            for &k in &solution.recomputed {
+                unbanned[k] = true;
+            }
+            Ok((self.cut_unbanning(&unbanned, family.objective)?, unbanned))
+        };
+        // Everything recomputable recomputed: the least the forward can save.
+        let k = CutFamily::ALL
+            .iter()
+            .position(|f| *f == family)
+            .unwrap_or(0);
+        let ((floor, floor_bytes), floor_unbanned) = cached(&self.floors[k], || cut_for(0))?;
+        if *floor_bytes > limit {
+            return Err(PartitionError::BudgetUnreachable {
+                budget,
+                min_budget: (floor_bytes.saturating_sub(inputs_bytes)) as f64 / span,
+                min_bytes: *floor_bytes,
+            });
+        }
+        let capacity = limit - inputs_bytes.min(limit);
+        let ((saved, bytes), unbanned) = cut_for(capacity)?;
+        if bytes <= limit {
+            return Ok(choice(saved, limit, BudgetStage::Knapsack, unbanned));
+        }
+        // The knapsack's estimate overshot (the cut saves other values than the banned
+        // ones it priced): bisect on the capacity for the largest one whose cut fits.
+        let (mut lo, mut hi) = (0u64, capacity);
+        let mut best = (floor.clone(), floor_unbanned.clone());
+        for _ in 0..MAX_BISECTIONS {
+            if hi - lo <= 1 {
+                break;
+            }
+            let mid = lo + (hi - lo) / 2;
+            let ((saved, bytes), unbanned) = cut_for(mid)?;
+            if bytes <= limit {
+                lo = mid;
+                best = (saved, unbanned);
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(choice(best.0, limit, BudgetStage::Knapsack, best.1))
+    }
+
+    /// The cut with every ban heuristic off, and its bans.
+    fn aggressive(&self) -> Result<&(Cut, Vec<bool>), PartitionError> {
+        let problem = self.problem;
+        cached(&self.aggressive, || {
+            let bans = aggressive(problem.options().effective_bans());
+            let banned = problem.heuristic_bans(bans, None);
+            Ok((problem.cut(&banned, CutObjective::Heuristic)?, banned))
+        })
+    }
+
+    /// The nodes the knapsack stage chooses among: those still banned with every ban
+    /// heuristic off that could be recomputed (forward nodes on the way to the backward,
+    /// neither inputs, random, nor pinned by `must_save`).
+    pub fn candidates(&self) -> Result<&[NodeId], PartitionError> {
+        let problem = self.problem;
+        let banned = &self.aggressive()?.1;
+        cached(&self.candidates, || {
+            Ok(problem
+                .graph()
+                .ids()
+                .filter(|&id| {
+                    banned[id.index()]
+                        && problem.is_fw(id)
+                        && !problem.is_primal(id)
+                        && !problem.is_must_save(id)
+                        && problem.op_class(id) & class::RANDOM == 0
+                        && problem.dist_from_bw(id) != crate::mincut::UNREACHABLE_FROM_BW
+                })
+                .collect())
+        })
+        .map(Vec::as_slice)
+    }
+
+    /// The cut for `objective` with every ban heuristic off and the `unbanned` candidates
+    /// (flags over [`Self::candidates`]) free to be recomputed, and the bytes it saves.
+    pub fn cut_unbanning(
+        &self,
+        unbanned: &[bool],
+        objective: CutObjective,
+    ) -> Result<(Vec<NodeId>, u64), PartitionError> {
+        let problem = self.problem;
+        let mut dont_ban = vec![false; problem.graph().nodes.len()];
+        for (&id, _) in self.candidates()?.iter().zip(unbanned).filter(|(_, &u)| u) {
+            dont_ban[id.index()] = true;
+        }
+        let bans = aggressive(problem.options().effective_bans());
+        problem.cut(&problem.heuristic_bans(bans, Some(&dont_ban)), objective)
+    }
+
+    /// The partition for a memory budget and family, with the choice that led to it.
+    pub fn partition(
+        &self,
+        budget: f64,
+        family: CutFamily,
+    ) -> Result<(Partition, BudgetChoice), PartitionError> {
+        let choice = self.choose(budget, family)?;
+        Ok((self.problem.partition(&choice.saved)?, choice))
+    }
 }
 
 impl MinCutProblem {
@@ -69,126 +388,16 @@ impl MinCutProblem {
             .sum()
     }
 
+    /// The cut under `banned` for `objective`, and the bytes it saves.
+    fn cut(&self, banned: &[bool], objective: CutObjective) -> Result<Cut, PartitionError> {
+        let saved = self.solve_for(banned, objective)?.saved;
+        let bytes = self.effective_saved_bytes(&saved);
+        Ok((saved, bytes))
+    }
+
     /// Chooses the values to save under `budget` (0..=1; see the module docs).
     pub fn choose_saved_values(&self, budget: f64) -> Result<BudgetChoice, PartitionError> {
-        if !(0.0..=1.0).contains(&budget) {
-            return Err(PartitionError::BadOption(format!(
-                "activation memory budget {budget} is outside 0..=1"
-            )));
-        }
-        let graph = self.graph();
-        let inputs_bytes: u64 = graph
-            .ids()
-            .filter(|&id| self.is_primal(id))
-            .map(|id| self.size_of(id).unwrap_or(0))
-            .sum();
-        let bans = self.options().effective_bans();
-        let optimal = self.solve(&self.heuristic_bans(bans, None))?.saved;
-        let optimal_bytes = self.effective_saved_bytes(&optimal);
-        let choice = |saved: Vec<NodeId>, limit: u64, stage| BudgetChoice {
-            saved_bytes: self.effective_saved_bytes(&saved),
-            saved,
-            inputs_bytes,
-            runtime_optimal_bytes: optimal_bytes,
-            limit_bytes: limit,
-            stage,
-        };
-        if budget >= 1.0 || optimal_bytes <= inputs_bytes {
-            return Ok(choice(optimal, optimal_bytes, BudgetStage::RuntimeOptimal));
-        }
-        let span = (optimal_bytes - inputs_bytes) as f64;
-        let limit = inputs_bytes + (budget * span).floor() as u64;
-        if optimal_bytes <= limit {
-            return Ok(choice(optimal, limit, BudgetStage::RuntimeOptimal));
-        }
-        let more_aggressive = BanHeuristics {
-            used_far_apart: false,
-            long_fusible_chains: false,
-            materialized_backward: false,
-            ..bans
-        };
-        let cut = self
-            .solve(&self.heuristic_bans(more_aggressive, None))?
-            .saved;
-        if self.effective_saved_bytes(&cut) <= limit {
-            return Ok(choice(cut, limit, BudgetStage::MoreAggressive));
-        }
-        let aggressive = BanHeuristics {
-            not_in_allowlist: false,
-            ..more_aggressive
-        };
-        let banned = self.heuristic_bans(aggressive, None);
-        let cut = self.solve(&banned)?.saved;
-        if self.effective_saved_bytes(&cut) <= limit {
-            return Ok(choice(cut, limit, BudgetStage::Aggressive));
-        }
-
-        // The still-banned nodes that could be recomputed: forward nodes on the way to the
-        // backward, neither inputs, random, nor pinned by `must_save`.
-        let candidates: Vec<NodeId> = graph
-            .ids()
-            .filter(|&id| {
-                banned[id.index()]
-                    && self.is_fw(id)
-                    && !self.is_primal(id)
-                    && !self.is_must_save(id)
-                    && self.op_class(id) & class::RANDOM == 0
-                    && self.dist_from_bw(id) != crate::mincut::UNREACHABLE_FROM_BW
-            })
-            .collect();
-        let model = CostModel::default();
-        let items: Vec<KnapsackItem> = candidates
-            .iter()
-            .map(|&id| KnapsackItem {
-                memory: self.size_of(id).unwrap_or(0),
-                runtime: model.estimate_runtime(graph, id),
-            })
-            .collect();
-        let solver = self.options().knapsack_solver;
-        // The cut when the knapsack keeps `capacity` bytes of candidates banned.
-        let cut_for = |capacity: u64| -> Result<(Vec<NodeId>, u64), PartitionError> {
-            let solution = knapsack::solve(solver, &items, capacity)?;
-            let mut dont_ban = vec![false; graph.nodes.len()];
-            for &k in &solution.recomputed {
-                dont_ban[candidates[k].index()] = true;
-            }
-            let bans = self.heuristic_bans(aggressive, Some(&dont_ban));
-            let saved = self.solve_for(&bans, CutObjective::Bytes)?.saved;
-            let bytes = self.effective_saved_bytes(&saved);
-            Ok((saved, bytes))
-        };
-        // Everything recomputable recomputed: the least the forward can save.
-        let (floor, floor_bytes) = cut_for(0)?;
-        if floor_bytes > limit {
-            return Err(PartitionError::BudgetUnreachable {
-                budget,
-                min_budget: (floor_bytes.saturating_sub(inputs_bytes)) as f64 / span,
-                min_bytes: floor_bytes,
-            });
-        }
-        let capacity = limit - inputs_bytes.min(limit);
-        let (saved, bytes) = cut_for(capacity)?;
-        if bytes <= limit {
-            return Ok(choice(saved, limit, BudgetStage::Knapsack));
-        }
-        // The knapsack's estimate overshot (the cut saves other values than the banned
-        // ones it priced): bisect on the capacity for the largest one whose cut fits.
-        let (mut lo, mut hi) = (0u64, capacity);
-        let mut best = floor;
-        for _ in 0..MAX_BISECTIONS {
-            if hi - lo <= 1 {
-                break;
-            }
-            let mid = lo + (hi - lo) / 2;
-            let (saved, bytes) = cut_for(mid)?;
-            if bytes <= limit {
-                lo = mid;
-                best = saved;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(choice(best, limit, BudgetStage::Knapsack))
+        BudgetSearch::new(self)?.choose(budget, CutFamily::default())
     }
 
     /// The partition for a memory budget, with the choice that led to it.
@@ -196,8 +405,7 @@ impl MinCutProblem {
         &self,
         budget: f64,
     ) -> Result<(Partition, BudgetChoice), PartitionError> {
-        let choice = self.choose_saved_values(budget)?;
-        Ok((self.partition(&choice.saved)?, choice))
+        BudgetSearch::new(self)?.partition(budget, CutFamily::default())
     }
 }
 
@@ -231,10 +439,11 @@ pub fn pareto_curve(
     aliases: Option<&dyn crate::peak::Aliases>,
 ) -> Result<Vec<ParetoPoint>, PartitionError> {
     let steps = steps.max(1);
+    let search = BudgetSearch::new(problem)?;
     let mut points = Vec::with_capacity(steps + 1);
     for k in 0..=steps {
         let budget = k as f64 / steps as f64;
-        match problem.partition_with_budget(budget) {
+        match search.partition(budget, CutFamily::default()) {
             Ok((p, choice)) => points.push(ParetoPoint {
                 budget,
                 saved_bytes: Some(p.report.saved_bytes),

@@ -43,7 +43,7 @@ pub enum PartitionError {
     /// No partition's modelled peak fits the peak budget.
     #[error(
         "peak budget {limit} bytes is below the least peak of graphbug's cuts (at saved-bytes \
-         budgets from 0 to 1): {least} bytes (the primals alone hold {resident})"
+         budgets from 0 to 1, and the peak search's): {least} bytes (the primals alone hold {resident})"
     )]
     PeakUnreachable {
         /// The byte limit asked for.

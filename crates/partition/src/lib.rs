@@ -11,7 +11,9 @@ pub mod ops;
 pub mod peak;
 pub mod reorder;
 
-pub use budget::{pareto_curve, BudgetChoice, BudgetStage, ParetoPoint};
+pub use budget::{
+    pareto_curve, BudgetChoice, BudgetSearch, BudgetStage, CutFamily, ParetoPoint, RuntimeEstimate,
+};
 pub use default::{
     default_partition, default_partition_with, Partition, PartitionError, PartitionReport,
 };
@@ -21,6 +23,6 @@ pub use mincut::{
 };
 pub use ops::OpClasses;
 pub use peak::{
-    choose_by_peak, model_peak, peak_frontier, Aliases, PeakBudget, PeakModel, PeakPoint,
-    SchemaAliases, Shares, PEAK_FRONTIER_STEPS,
+    choose_by_peak, model_peak, peak_frontier, Aliases, JointAliases, PeakBudget, PeakModel,
+    PeakPoint, SchemaAliases, Shares, PEAK_FRONTIER_STEPS,
 };

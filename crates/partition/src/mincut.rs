@@ -219,7 +219,8 @@ impl fmt::Debug for MinCutProblem {
 }
 
 /// What the capacities of a cut measure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CutObjective {
     /// functorch's weights ([`MinCutProblem::weight`]): the runtime-optimal cut.
     Heuristic,

@@ -26,7 +26,8 @@ use graphbug_ir::schema::Schemas;
 use graphbug_ir::{Graph, Meta, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::default::{Partition, PartitionError};
+use crate::budget::{BudgetSearch, BudgetStage, CutFamily};
+use crate::default::PartitionError;
 use crate::mincut::MinCutProblem;
 
 /// What [`model_peak`] found, in bytes.
@@ -107,6 +108,104 @@ impl Aliases for SchemaAliases<'_> {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// Aliasing observed once on a joint graph, for the graphs partitioned from it: their nodes
+/// keep the joint's names, ops and inputs, so each call's results share what they shared in
+/// the joint, re-rooted at the inputs the graph has (a saved value is the backward's own
+/// placeholder). Pricing a cut so needs no run of its graphs. A graph with a node the joint
+/// does not have, or a joint whose run found no metas, is asked of the underlying
+/// [`Aliases`] as it is.
+pub struct JointAliases<'a> {
+    joint: &'a Graph,
+    names: std::collections::HashMap<&'a str, NodeId>,
+    shares: Shares,
+    metas: Option<Vec<Meta>>,
+    underlying: &'a dyn Aliases,
+}
+
+impl<'a> JointAliases<'a> {
+    /// Observes `joint` once through `underlying`.
+    pub fn new(joint: &'a Graph, underlying: &'a dyn Aliases) -> Self {
+        let (shares, metas) = underlying.observe(joint);
+        JointAliases {
+            joint,
+            names: joint.name_map(),
+            shares,
+            metas,
+            underlying,
+        }
+    }
+
+    /// The joint's storage root of `(node, item)`: the first holder of its storage.
+    fn root(&self, j: NodeId, item: usize) -> (NodeId, usize) {
+        self.shares
+            .get(j.index())
+            .and_then(|items| items.get(item).copied().flatten())
+            .unwrap_or((j, item))
+    }
+
+    /// `graph`'s shares and metas from the joint's, or `None` where they do not carry over.
+    fn carry(&self, graph: &Graph) -> Option<(Shares, Vec<Meta>)> {
+        let metas = self.metas.as_ref()?;
+        let mut shares: Shares = Vec::with_capacity(graph.nodes.len());
+        let mut out_metas = Vec::with_capacity(graph.nodes.len());
+        // The joint node of each of `graph`'s nodes.
+        let mut joint_of = Vec::with_capacity(graph.nodes.len());
+        for node in &graph.nodes {
+            let j = *self.names.get(node.name.as_str())?;
+            joint_of.push(j);
+            let NodeKind::Call { op, .. } = &node.kind else {
+                shares.push(Vec::new());
+                out_metas.push(Meta::Unknown);
+                continue;
+            };
+            if self.joint.node(j).op() != Some(op) {
+                return None;
+            }
+            let items = self.shares.get(j.index()).map_or(0, Vec::len);
+            let mut mine = Vec::with_capacity(items);
+            for k in 0..items {
+                let Some(root) = self.shares[j.index()][k] else {
+                    mine.push(None);
+                    continue;
+                };
+                // The input holding the same storage, and its own holder in `graph`.
+                let mut held = None;
+                node.for_each_input(|p| {
+                    if held.is_some() {
+                        return;
+                    }
+                    let jp = joint_of[p.index()];
+                    let width = self.shares.get(jp.index()).map_or(1, |v| v.len().max(1));
+                    if let Some(item) = (0..width).find(|&t| self.root(jp, t) == root) {
+                        let own = shares
+                            .get(p.index())
+                            .and_then(|v: &Vec<Option<(NodeId, usize)>>| v.get(item).copied())
+                            .flatten();
+                        held = Some(own.unwrap_or((p, item)));
+                    }
+                });
+                mine.push(Some(held?));
+            }
+            shares.push(mine);
+            out_metas.push(metas.get(j.index()).cloned().unwrap_or(Meta::Unknown));
+        }
+        Some((shares, out_metas))
+    }
+}
+
+impl Aliases for JointAliases<'_> {
+    fn shares(&self, graph: &Graph) -> Shares {
+        self.observe(graph).0
+    }
+
+    fn observe(&self, graph: &Graph) -> (Shares, Option<Vec<Meta>>) {
+        match self.carry(graph) {
+            Some((shares, metas)) => (shares, Some(metas)),
+            None => self.underlying.observe(graph),
+        }
     }
 }
 
@@ -375,11 +474,23 @@ impl std::str::FromStr for PeakBudget {
     }
 }
 
-/// One cut: the saved-bytes budget (functorch's) that produced it, and what it costs.
+/// One cut: the saved-bytes budget (functorch's) and family that produced it, and what it
+/// costs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeakPoint {
-    /// functorch's activation memory budget that produced the cut.
+    /// functorch's activation memory budget that produced the cut (or the cut the peak
+    /// search started from).
     pub saved_budget: f64,
+    /// The family of cuts the budget search made it in.
+    #[serde(default)]
+    pub family: CutFamily,
+    /// Knapsack candidates whose ban the peak search toggled, from the budget's cut to this
+    /// one (0: the budget's cut as it is).
+    #[serde(default)]
+    pub moves: usize,
+    /// The values saved (ids of [`MinCutProblem::graph`]).
+    #[serde(skip)]
+    pub saved: Vec<NodeId>,
     /// Bytes the forward saves for the backward.
     pub saved_bytes: u64,
     /// The step's modelled peak.
@@ -390,25 +501,126 @@ pub struct PeakPoint {
     pub recompute_flops: u64,
 }
 
-/// The cuts of `steps + 1` saved-bytes budgets from 0 to 1 with their modelled peaks, less
-/// those another cut beats on both peak and recomputation: ordered by peak, each costs less
-/// recomputation than the one before. A lower peak budget can so never end at a higher peak.
+/// Cuts the peak search prices at most: a bound on its time that no graph lifts.
+pub const MAX_PEAK_SEARCH_CUTS: usize = 256;
+
+/// The cuts priced so far, each once.
+struct Priced<'a> {
+    problem: &'a MinCutProblem,
+    aliases: JointAliases<'a>,
+    seen: HashSet<Vec<NodeId>>,
+    points: Vec<PeakPoint>,
+}
+
+impl Priced<'_> {
+    /// Prices the cut saving `saved`, unless it was priced before: its index in `points`.
+    fn price(
+        &mut self,
+        saved: Vec<NodeId>,
+        saved_budget: f64,
+        family: CutFamily,
+        moves: usize,
+    ) -> Result<Option<usize>, PartitionError> {
+        if !self.seen.insert(saved.clone()) {
+            return Ok(None);
+        }
+        let problem = self.problem;
+        let p = problem.partition(&saved)?;
+        let peak = model_peak(
+            &p.forward,
+            &p.backward,
+            problem.num_fwd_outputs(),
+            &self.aliases,
+        );
+        self.points.push(PeakPoint {
+            saved_budget,
+            family,
+            moves,
+            saved,
+            saved_bytes: p.report.saved_bytes,
+            peak,
+            recompute_seconds: p.report.recompute_seconds,
+            recompute_flops: p.report.recompute_flops,
+        });
+        Ok(Some(self.points.len() - 1))
+    }
+}
+
+/// The cuts of `steps + 1` saved-bytes budgets from 0 to 1, in every [`CutFamily`], and
+/// those a search for a lower peak finds next to the least-peak one, with their modelled
+/// peaks, less those another cut beats on both peak and recomputation: ordered by peak,
+/// each costs less recomputation than the one before. A lower peak budget can so never end
+/// at a higher peak. Aliasing is observed once, on the joint ([`JointAliases`]).
+///
+/// The search starts at the least-peak cut of the knapsack stage and toggles one candidate's
+/// ban at a time (recompute it, or not), keeping a toggle that lowers the modelled peak,
+/// until a pass over the candidates keeps none or [`MAX_PEAK_SEARCH_CUTS`] cuts were
+/// priced. The budgets' cuts bound a proxy (saved bytes); the search reads the peak itself.
 pub fn peak_frontier(
     problem: &MinCutProblem,
     aliases: &dyn Aliases,
     steps: usize,
 ) -> Result<Vec<PeakPoint>, PartitionError> {
     let steps = steps.max(1);
-    let mut points = Vec::new();
-    for k in 0..=steps {
-        let budget = k as f64 / steps as f64;
-        let p = match problem.partition_with_budget(budget) {
-            Ok((p, _)) => p,
-            Err(PartitionError::BudgetUnreachable { .. }) => continue,
-            Err(e) => return Err(e),
-        };
-        points.push(point(problem, aliases, budget, &p));
+    let search = BudgetSearch::new(problem)?;
+    let mut priced = Priced {
+        problem,
+        aliases: JointAliases::new(problem.graph(), aliases),
+        seen: HashSet::new(),
+        points: Vec::new(),
+    };
+    // The knapsack-stage cut of least peak, and the candidates it unbanned.
+    let mut start: Option<(usize, Vec<bool>)> = None;
+    for family in CutFamily::ALL {
+        for k in 0..=steps {
+            let budget = k as f64 / steps as f64;
+            let choice = match search.choose(budget, family) {
+                Ok(c) => c,
+                Err(PartitionError::BudgetUnreachable { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            let Some(i) = priced.price(choice.saved, budget, family, 0)? else {
+                continue;
+            };
+            let peak = priced.points[i].peak.peak;
+            if choice.stage == BudgetStage::Knapsack
+                && start
+                    .as_ref()
+                    .is_none_or(|(s, _)| peak < priced.points[*s].peak.peak)
+            {
+                start = Some((i, choice.unbanned));
+            }
+        }
     }
+    if let Some((mut best, mut unbanned)) = start {
+        let (budget, family) = (priced.points[best].saved_budget, priced.points[best].family);
+        let mut moves = 0;
+        let mut tried = 0;
+        let mut improved = true;
+        while improved && tried < MAX_PEAK_SEARCH_CUTS {
+            improved = false;
+            for c in 0..unbanned.len() {
+                if tried >= MAX_PEAK_SEARCH_CUTS {
+                    break;
+                }
+                unbanned[c] = !unbanned[c];
+                let (saved, _) = search.cut_unbanning(&unbanned, family.objective)?;
+                let Some(i) = priced.price(saved, budget, family, moves + 1)? else {
+                    unbanned[c] = !unbanned[c];
+                    continue;
+                };
+                tried += 1;
+                if priced.points[i].peak.peak < priced.points[best].peak.peak {
+                    best = i;
+                    moves += 1;
+                    improved = true;
+                } else {
+                    unbanned[c] = !unbanned[c];
+                }
+            }
+        }
+    }
+    let mut points = priced.points;
     points.sort_by(|a, b| {
         a.peak
             .peak
@@ -426,16 +638,6 @@ pub fn peak_frontier(
         }
     }
     Ok(frontier)
-}
-
-fn point(problem: &MinCutProblem, aliases: &dyn Aliases, budget: f64, p: &Partition) -> PeakPoint {
-    PeakPoint {
-        saved_budget: budget,
-        saved_bytes: p.report.saved_bytes,
-        peak: model_peak(&p.forward, &p.backward, problem.num_fwd_outputs(), aliases),
-        recompute_seconds: p.report.recompute_seconds,
-        recompute_flops: p.report.recompute_flops,
-    }
 }
 
 /// The cut with the least recomputation whose modelled peak fits `budget`, and the byte
@@ -542,6 +744,9 @@ mod tests {
     fn a_choice_is_the_highest_frontier_point_within_the_limit() {
         let point = |peak: u64, secs: f64| PeakPoint {
             saved_budget: 0.0,
+            family: CutFamily::default(),
+            moves: 0,
+            saved: Vec::new(),
             saved_bytes: 0,
             peak: PeakModel {
                 peak,
