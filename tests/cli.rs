@@ -1539,6 +1539,30 @@ fn partition_models_the_peak_and_bounds_it() {
         "{}",
         text(&out.stderr)
     );
+    // Where no budget's cut reaches the least peak, the peak search's cut is taken, and said.
+    let zoo = fixture("zoo_transformer/joint.py");
+    let out = graphbug(&[
+        "partition",
+        zoo.to_str().unwrap(),
+        "--partitioner",
+        "min-cut",
+        "--num-fwd-outputs",
+        "1",
+        "--memory-budget",
+        "0.0",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let chosen = &report["memory_budget"];
+    assert!(
+        chosen["peak_search_moves"].as_u64().unwrap() > 0,
+        "{chosen}"
+    );
+    assert_eq!(
+        report["modelled_peak"]["peak"], chosen["least_peak"],
+        "{report}"
+    );
     // The Pareto curve shows the modelled peak beside the saved bytes.
     let out = graphbug(&["partition", j, "--partitioner", "min-cut", "--pareto", "4"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -336,6 +336,8 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
                 "least_peak": frontier.first().map(|p| p.peak.peak),
                 "runtime_optimal_peak": frontier.last().map(|p| p.peak.peak),
                 "saved_budget": point.saved_budget,
+                "family": point.family,
+                "peak_search_moves": point.moves,
             });
         }
         if let Some(c) = budget.as_ref().filter(|_| args.saved_budget.is_some()) {
@@ -392,11 +394,16 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     }
     if let Some((point, limit, frontier)) = &peak_choice {
         println!(
-            "# memory budget: modelled peak {} bytes of at most {limit} (least of any cut {}, runtime-optimal cut {}); the cut of functorch's budget {:.3}",
+            "# memory budget: modelled peak {} bytes of at most {limit} (least of any cut {}, runtime-optimal cut {}); the cut of functorch's budget {:.3} ({}){}",
             point.peak.peak,
             frontier.first().map_or(0, |p| p.peak.peak),
             frontier.last().map_or(0, |p| p.peak.peak),
-            point.saved_budget
+            point.saved_budget,
+            point.family,
+            match point.moves {
+                0 => String::new(),
+                m => format!(", then {m} moves of the peak search"),
+            }
         );
     }
     if let (Some(c), Some(b)) = (&budget, args.saved_budget) {

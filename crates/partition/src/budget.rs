@@ -107,6 +107,20 @@ impl Default for CutFamily {
     }
 }
 
+impl std::fmt::Display for CutFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let prices = match self.runtime {
+            RuntimeEstimate::Roofline => "roofline prices",
+            RuntimeEstimate::Flops => "FLOP prices",
+        };
+        let cut = match self.objective {
+            CutObjective::Bytes => "least bytes",
+            CutObjective::Heuristic => "functorch's weights",
+        };
+        write!(f, "{prices}, {cut}")
+    }
+}
+
 impl CutFamily {
     /// Every family, the default first.
     pub const ALL: [CutFamily; 4] = [
