@@ -37,7 +37,7 @@ use graphbug::partition::{
     PEAK_FRONTIER_STEPS,
 };
 
-const BUDGETS: [&str; 6] = ["0.05", "0.1", "0.15", "0.2", "0.35", "1.0"];
+const BUDGETS: [&str; 7] = ["0.0", "0.05", "0.1", "0.15", "0.2", "0.35", "1.0"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -143,8 +143,8 @@ fn frontier_of(model: &str) -> Vec<graphbug_partition::PeakPoint> {
 #[test]
 fn the_peak_search_goes_below_every_budgets_cut() {
     // zoo/transformer: the budgets' cuts (in every family) bottom out at 51,028 bytes; the
-    // search, toggling the knapsack's candidates one at a time, finds a lower peak, which
-    // the measurement confirms (`frontier_of`).
+    // search, toggling one node's ban at a time, finds a lower peak, which the measurement
+    // confirms (`frontier_of`).
     let frontier = frontier_of("zoo_transformer");
     let least = &frontier[0];
     assert!(least.moves > 0, "{least:?}");

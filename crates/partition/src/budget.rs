@@ -58,9 +58,10 @@ pub struct BudgetChoice {
     pub limit_bytes: u64,
     /// The step that produced the saved values.
     pub stage: BudgetStage,
-    /// The knapsack stage's candidates (flags over [`BudgetSearch::candidates`]) it let the
-    /// backward recompute; empty at the other stages.
-    pub unbanned: Vec<bool>,
+    /// The bans the cut was solved under (flags over [`MinCutProblem::graph`]'s nodes).
+    pub bans: Vec<bool>,
+    /// What the cut minimized.
+    pub objective: CutObjective,
 }
 
 /// How the knapsack stage prices the recomputation of a node.
@@ -146,18 +147,27 @@ impl CutFamily {
 /// A cut and the bytes it saves.
 type Cut = (Vec<NodeId>, u64);
 
+/// A cut, the bytes it saves, the bans it was solved under and what it minimized.
+#[derive(Clone)]
+struct Solved {
+    saved: Vec<NodeId>,
+    bytes: u64,
+    bans: Vec<bool>,
+    objective: CutObjective,
+}
+
 /// The budget search of one problem: the cuts no budget changes are solved once, when first
 /// needed, for every budget and family asked of it.
 pub struct BudgetSearch<'p> {
     problem: &'p MinCutProblem,
     inputs_bytes: u64,
-    optimal: Cut,
-    more_aggressive: OnceCell<Cut>,
-    aggressive: OnceCell<(Cut, Vec<bool>)>,
+    optimal: Solved,
+    more_aggressive: OnceCell<Solved>,
+    aggressive: OnceCell<Solved>,
     candidates: OnceCell<Vec<NodeId>>,
     /// The least each family's cuts can save (of [`CutFamily::ALL`]): everything
     /// recomputable recomputed.
-    floors: [OnceCell<(Cut, Vec<bool>)>; 4],
+    floors: [OnceCell<Solved>; 4],
 }
 
 /// The value in `cell`, made by `make` if it is not there yet.
@@ -203,7 +213,7 @@ impl<'p> BudgetSearch<'p> {
         Ok(BudgetSearch {
             problem,
             inputs_bytes,
-            optimal: problem.cut(&problem.heuristic_bans(bans, None), CutObjective::Heuristic)?,
+            optimal: problem.solved(problem.heuristic_bans(bans, None), CutObjective::Heuristic)?,
             more_aggressive: OnceCell::new(),
             aggressive: OnceCell::new(),
             candidates: OnceCell::new(),
@@ -222,57 +232,42 @@ impl<'p> BudgetSearch<'p> {
         let problem = self.problem;
         let graph = problem.graph();
         let inputs_bytes = self.inputs_bytes;
-        let (optimal, optimal_bytes) = self.optimal.clone();
-        let choice = |saved: Vec<NodeId>, limit: u64, stage, unbanned| BudgetChoice {
-            saved_bytes: problem.effective_saved_bytes(&saved),
-            saved,
+        let optimal_bytes = self.optimal.bytes;
+        let choice = |cut: &Solved, limit: u64, stage| BudgetChoice {
+            saved_bytes: problem.effective_saved_bytes(&cut.saved),
+            saved: cut.saved.clone(),
             inputs_bytes,
             runtime_optimal_bytes: optimal_bytes,
             limit_bytes: limit,
             stage,
-            unbanned,
+            bans: cut.bans.clone(),
+            objective: cut.objective,
         };
         if budget >= 1.0 || optimal_bytes <= inputs_bytes {
             return Ok(choice(
-                optimal,
+                &self.optimal,
                 optimal_bytes,
                 BudgetStage::RuntimeOptimal,
-                Vec::new(),
             ));
         }
         let span = (optimal_bytes - inputs_bytes) as f64;
         let limit = inputs_bytes + (budget * span).floor() as u64;
         if optimal_bytes <= limit {
-            return Ok(choice(
-                optimal,
-                limit,
-                BudgetStage::RuntimeOptimal,
-                Vec::new(),
-            ));
+            return Ok(choice(&self.optimal, limit, BudgetStage::RuntimeOptimal));
         }
         let bans = problem.options().effective_bans();
-        let (cut, bytes) = cached(&self.more_aggressive, || {
-            problem.cut(
-                &problem.heuristic_bans(more_aggressive(bans), None),
+        let cut = cached(&self.more_aggressive, || {
+            problem.solved(
+                problem.heuristic_bans(more_aggressive(bans), None),
                 CutObjective::Heuristic,
             )
         })?;
-        if *bytes <= limit {
-            return Ok(choice(
-                cut.clone(),
-                limit,
-                BudgetStage::MoreAggressive,
-                Vec::new(),
-            ));
+        if cut.bytes <= limit {
+            return Ok(choice(cut, limit, BudgetStage::MoreAggressive));
         }
-        let (cut, bytes) = &self.aggressive()?.0;
-        if *bytes <= limit {
-            return Ok(choice(
-                cut.clone(),
-                limit,
-                BudgetStage::Aggressive,
-                Vec::new(),
-            ));
+        let cut = self.aggressive()?;
+        if cut.bytes <= limit {
+            return Ok(choice(cut, limit, BudgetStage::Aggressive));
         }
         let candidates = self.candidates()?;
         let model = family.runtime.model();
@@ -285,68 +280,68 @@ impl<'p> BudgetSearch<'p> {
             .collect();
         let solver = problem.options().knapsack_solver;
         // The cut when the knapsack keeps `capacity` bytes of candidates banned.
-        let cut_for = |capacity: u64| -> Result<(Cut, Vec<bool>), PartitionError> {
+        let cut_for = |capacity: u64| -> Result<Solved, PartitionError> {
             let solution = knapsack::solve(solver, &items, capacity)?;
-            let mut unbanned = vec![false; candidates.len()];
+            let mut dont_ban = vec![false; graph.nodes.len()];
             for &k in &solution.recomputed {
-                unbanned[k] = true;
+                dont_ban[candidates[k].index()] = true;
             }
-            Ok((self.cut_unbanning(&unbanned, family.objective)?, unbanned))
+            let bans = problem.heuristic_bans(aggressive(bans), Some(&dont_ban));
+            problem.solved(bans, family.objective)
         };
         // Everything recomputable recomputed: the least the forward can save.
         let k = CutFamily::ALL
             .iter()
             .position(|f| *f == family)
             .unwrap_or(0);
-        let ((floor, floor_bytes), floor_unbanned) = cached(&self.floors[k], || cut_for(0))?;
-        if *floor_bytes > limit {
+        let floor = cached(&self.floors[k], || cut_for(0))?;
+        if floor.bytes > limit {
             return Err(PartitionError::BudgetUnreachable {
                 budget,
-                min_budget: (floor_bytes.saturating_sub(inputs_bytes)) as f64 / span,
-                min_bytes: *floor_bytes,
+                min_budget: (floor.bytes.saturating_sub(inputs_bytes)) as f64 / span,
+                min_bytes: floor.bytes,
             });
         }
         let capacity = limit - inputs_bytes.min(limit);
-        let ((saved, bytes), unbanned) = cut_for(capacity)?;
-        if bytes <= limit {
-            return Ok(choice(saved, limit, BudgetStage::Knapsack, unbanned));
+        let cut = cut_for(capacity)?;
+        if cut.bytes <= limit {
+            return Ok(choice(&cut, limit, BudgetStage::Knapsack));
         }
         // The knapsack's estimate overshot (the cut saves other values than the banned
         // ones it priced): bisect on the capacity for the largest one whose cut fits.
         let (mut lo, mut hi) = (0u64, capacity);
-        let mut best = (floor.clone(), floor_unbanned.clone());
+        let mut best = floor.clone();
         for _ in 0..MAX_BISECTIONS {
             if hi - lo <= 1 {
                 break;
             }
             let mid = lo + (hi - lo) / 2;
-            let ((saved, bytes), unbanned) = cut_for(mid)?;
-            if bytes <= limit {
+            let cut = cut_for(mid)?;
+            if cut.bytes <= limit {
                 lo = mid;
-                best = (saved, unbanned);
+                best = cut;
             } else {
                 hi = mid;
             }
         }
-        Ok(choice(best.0, limit, BudgetStage::Knapsack, best.1))
+        Ok(choice(&best, limit, BudgetStage::Knapsack))
     }
 
-    /// The cut with every ban heuristic off, and its bans.
-    fn aggressive(&self) -> Result<&(Cut, Vec<bool>), PartitionError> {
+    /// The cut with every ban heuristic off.
+    fn aggressive(&self) -> Result<&Solved, PartitionError> {
         let problem = self.problem;
         cached(&self.aggressive, || {
             let bans = aggressive(problem.options().effective_bans());
-            let banned = problem.heuristic_bans(bans, None);
-            Ok((problem.cut(&banned, CutObjective::Heuristic)?, banned))
+            problem.solved(problem.heuristic_bans(bans, None), CutObjective::Heuristic)
         })
     }
 
     /// The nodes the knapsack stage chooses among: those still banned with every ban
     /// heuristic off that could be recomputed (forward nodes on the way to the backward,
     /// neither inputs, random, nor pinned by `must_save`).
-    pub fn candidates(&self) -> Result<&[NodeId], PartitionError> {
+    fn candidates(&self) -> Result<&[NodeId], PartitionError> {
         let problem = self.problem;
-        let banned = &self.aggressive()?.1;
+        let banned = &self.aggressive()?.bans;
         cached(&self.candidates, || {
             Ok(problem
                 .graph()
@@ -364,20 +359,22 @@ impl<'p> BudgetSearch<'p> {
         .map(Vec::as_slice)
     }
 
-    /// The cut for `objective` with every ban heuristic off and the `unbanned` candidates
-    /// (flags over [`Self::candidates`]) free to be recomputed, and the bytes it saves.
-    pub fn cut_unbanning(
-        &self,
-        unbanned: &[bool],
-        objective: CutObjective,
-    ) -> Result<(Vec<NodeId>, u64), PartitionError> {
+    /// The nodes whose ban a search may toggle: forward nodes on the way to the backward,
+    /// neither inputs, views, random, nor pinned by a policy.
+    pub fn movable(&self) -> Vec<NodeId> {
         let problem = self.problem;
-        let mut dont_ban = vec![false; problem.graph().nodes.len()];
-        for (&id, _) in self.candidates()?.iter().zip(unbanned).filter(|(_, &u)| u) {
-            dont_ban[id.index()] = true;
-        }
-        let bans = aggressive(problem.options().effective_bans());
-        problem.cut(&problem.heuristic_bans(bans, Some(&dont_ban)), objective)
+        problem
+            .graph()
+            .ids()
+            .filter(|&id| {
+                problem.is_fw(id)
+                    && !problem.is_primal(id)
+                    && !problem.is_must_save(id)
+                    && !problem.is_must_recompute(id)
+                    && problem.op_class(id) & (class::RANDOM | class::VIEW) == 0
+                    && problem.dist_from_bw(id) != crate::mincut::UNREACHABLE_FROM_BW
+            })
+            .collect()
     }
 
     /// The partition for a memory budget and family, with the choice that led to it.
@@ -402,8 +399,23 @@ impl MinCutProblem {
             .sum()
     }
 
+    /// The cut under `bans` for `objective`, with what it was solved under.
+    fn solved(&self, bans: Vec<bool>, objective: CutObjective) -> Result<Solved, PartitionError> {
+        let (saved, bytes) = self.cut(&bans, objective)?;
+        Ok(Solved {
+            saved,
+            bytes,
+            bans,
+            objective,
+        })
+    }
+
     /// The cut under `banned` for `objective`, and the bytes it saves.
-    fn cut(&self, banned: &[bool], objective: CutObjective) -> Result<Cut, PartitionError> {
+    pub(crate) fn cut(
+        &self,
+        banned: &[bool],
+        objective: CutObjective,
+    ) -> Result<Cut, PartitionError> {
         let saved = self.solve_for(banned, objective)?.saved;
         let bytes = self.effective_saved_bytes(&saved);
         Ok((saved, bytes))
@@ -454,6 +466,8 @@ pub fn pareto_curve(
 ) -> Result<Vec<ParetoPoint>, PartitionError> {
     let steps = steps.max(1);
     let search = BudgetSearch::new(problem)?;
+    // Aliasing observed once, on the joint.
+    let aliases = aliases.map(|a| crate::peak::JointAliases::new(problem.graph(), a));
     let mut points = Vec::with_capacity(steps + 1);
     for k in 0..=steps {
         let budget = k as f64 / steps as f64;
@@ -465,7 +479,7 @@ pub fn pareto_curve(
                 recompute_seconds: p.report.recompute_seconds,
                 recomputed_ops: p.report.recomputed.values().sum(),
                 stage: Some(choice.stage),
-                peak_bytes: aliases.map(|s| {
+                peak_bytes: aliases.as_ref().map(|s| {
                     crate::peak::model_peak(&p.forward, &p.backward, problem.num_fwd_outputs(), s)
                         .peak
                 }),

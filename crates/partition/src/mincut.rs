@@ -501,6 +501,11 @@ impl MinCutProblem {
         self.primal[id.index()]
     }
 
+    /// Selected by the `must_recompute` policy.
+    pub(crate) fn is_must_recompute(&self, id: NodeId) -> bool {
+        self.must_recompute[id.index()]
+    }
+
     /// Selected by the `must_save` policy.
     pub(crate) fn is_must_save(&self, id: NodeId) -> bool {
         self.must_save[id.index()]

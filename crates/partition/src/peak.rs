@@ -26,9 +26,9 @@ use graphbug_ir::schema::Schemas;
 use graphbug_ir::{Graph, Meta, NodeId, NodeKind, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::budget::{BudgetSearch, BudgetStage, CutFamily};
+use crate::budget::{BudgetSearch, CutFamily};
 use crate::default::PartitionError;
-use crate::mincut::MinCutProblem;
+use crate::mincut::{CutObjective, MinCutProblem};
 
 /// What [`model_peak`] found, in bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -484,8 +484,8 @@ pub struct PeakPoint {
     /// The family of cuts the budget search made it in.
     #[serde(default)]
     pub family: CutFamily,
-    /// Knapsack candidates whose ban the peak search toggled, from the budget's cut to this
-    /// one (0: the budget's cut as it is).
+    /// Bans the peak search toggled, from the budget's cut to this one (0: the budget's
+    /// cut as it is).
     #[serde(default)]
     pub moves: usize,
     /// The values saved (ids of [`MinCutProblem::graph`]).
@@ -501,8 +501,8 @@ pub struct PeakPoint {
     pub recompute_flops: u64,
 }
 
-/// Cuts the peak search prices at most: a bound on its time that no graph lifts.
-pub const MAX_PEAK_SEARCH_CUTS: usize = 256;
+/// Cuts the peak search solves at most: a bound on its time that no graph lifts.
+pub const MAX_PEAK_SEARCH_CUTS: usize = 1024;
 
 /// The cuts priced so far, each once.
 struct Priced<'a> {
@@ -552,10 +552,11 @@ impl Priced<'_> {
 /// each costs less recomputation than the one before. A lower peak budget can so never end
 /// at a higher peak. Aliasing is observed once, on the joint ([`JointAliases`]).
 ///
-/// The search starts at the least-peak cut of the knapsack stage and toggles one candidate's
-/// ban at a time (recompute it, or not), keeping a toggle that lowers the modelled peak,
-/// until a pass over the candidates keeps none or [`MAX_PEAK_SEARCH_CUTS`] cuts were
-/// priced. The budgets' cuts bound a proxy (saved bytes); the search reads the peak itself.
+/// The search starts at the least-peak cut of the budgets and toggles the ban of one
+/// movable node at a time ([`BudgetSearch::movable`]: may the backward recompute it, or
+/// not), solving the cut again and keeping a toggle that lowers the modelled peak, until a
+/// pass over the nodes keeps none or [`MAX_PEAK_SEARCH_CUTS`] cuts were solved. The
+/// budgets' cuts bound a proxy (saved bytes); the search reads the peak itself.
 pub fn peak_frontier(
     problem: &MinCutProblem,
     aliases: &dyn Aliases,
@@ -569,8 +570,8 @@ pub fn peak_frontier(
         seen: HashSet::new(),
         points: Vec::new(),
     };
-    // The knapsack-stage cut of least peak, and the candidates it unbanned.
-    let mut start: Option<(usize, Vec<bool>)> = None;
+    // The cut of least peak, and the bans and objective it was solved with.
+    let mut start: Option<(usize, Vec<bool>, CutObjective)> = None;
     for family in CutFamily::ALL {
         for k in 0..=steps {
             let budget = k as f64 / steps as f64;
@@ -583,39 +584,40 @@ pub fn peak_frontier(
                 continue;
             };
             let peak = priced.points[i].peak.peak;
-            if choice.stage == BudgetStage::Knapsack
-                && start
-                    .as_ref()
-                    .is_none_or(|(s, _)| peak < priced.points[*s].peak.peak)
+            if start
+                .as_ref()
+                .is_none_or(|(s, _, _)| peak < priced.points[*s].peak.peak)
             {
-                start = Some((i, choice.unbanned));
+                start = Some((i, choice.bans, choice.objective));
             }
         }
     }
-    if let Some((mut best, mut unbanned)) = start {
+    if let Some((mut best, mut bans, objective)) = start {
         let (budget, family) = (priced.points[best].saved_budget, priced.points[best].family);
-        let mut moves = 0;
-        let mut tried = 0;
+        let movable = search.movable();
+        let (mut moves, mut solves) = (0, 0);
         let mut improved = true;
-        while improved && tried < MAX_PEAK_SEARCH_CUTS {
+        while improved {
             improved = false;
-            for c in 0..unbanned.len() {
-                if tried >= MAX_PEAK_SEARCH_CUTS {
+            for &m in &movable {
+                if solves >= MAX_PEAK_SEARCH_CUTS {
                     break;
                 }
-                unbanned[c] = !unbanned[c];
-                let (saved, _) = search.cut_unbanning(&unbanned, family.objective)?;
-                let Some(i) = priced.price(saved, budget, family, moves + 1)? else {
-                    unbanned[c] = !unbanned[c];
-                    continue;
+                bans[m.index()] = !bans[m.index()];
+                solves += 1;
+                let (saved, _) = problem.cut(&bans, objective)?;
+                let better = match priced.price(saved, budget, family, moves + 1)? {
+                    Some(i) if priced.points[i].peak.peak < priced.points[best].peak.peak => {
+                        best = i;
+                        true
+                    }
+                    _ => false,
                 };
-                tried += 1;
-                if priced.points[i].peak.peak < priced.points[best].peak.peak {
-                    best = i;
+                if better {
                     moves += 1;
                     improved = true;
                 } else {
-                    unbanned[c] = !unbanned[c];
+                    bans[m.index()] = !bans[m.index()];
                 }
             }
         }
