@@ -14,6 +14,11 @@
 //! capacity (a bisection) until the cut fits, so a reachable budget is never overshot.
 //! Random ops and must-save nodes are never recomputed; a budget only reachable by
 //! recomputing them is reported as unreachable.
+//!
+//! The knapsack stage makes cuts of a [`CutFamily`]: it prices recomputation by the
+//! roofline or by FLOPs alone (functorch's default), and solves the cut for least bytes or
+//! by functorch's weights. One [`BudgetSearch`] answers every budget and family of a
+//! problem, solving the cuts no budget changes once.
 
 use std::cell::OnceCell;
 
