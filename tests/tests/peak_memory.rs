@@ -90,6 +90,15 @@ fn frontier_of(model: &str) -> Vec<graphbug_partition::PeakPoint> {
     // Every cut of the frontier runs at the peak the model gives, the peak priced with
     // the joint's aliasing is the one observed on the cut's own graphs, and the peak search
     // found a cut lower than every budget's.
+    let random: Vec<&str> = problem
+        .graph()
+        .ids()
+        .filter(|&id| problem.op_class(id) & graphbug_partition::ops::class::RANDOM != 0)
+        .map(|id| problem.graph().node(id).name.as_str())
+        .collect();
+    if model == "zoo_transformer" {
+        assert_eq!(random.len(), 10, "{random:?}");
+    }
     for p in &frontier {
         let part = problem.partition(&p.saved).unwrap();
         let label = format!(
@@ -102,14 +111,15 @@ fn frontier_of(model: &str) -> Vec<graphbug_partition::PeakPoint> {
             model_peak(&part.forward, &part.backward, n, &ObservedAliases),
             "{label}"
         );
+        // No cut buys memory by drawing new random values in the backward.
+        for node in part.backward.nodes.iter().filter(|n| !n.is_placeholder()) {
+            assert!(
+                !random.contains(&node.name.as_str()),
+                "{label}: the backward recomputes the random op `{}`",
+                node.name
+            );
+        }
     }
-    eprintln!(
-        "{:?}",
-        frontier
-            .iter()
-            .map(|p| (p.peak.peak, p.moves, p.family))
-            .collect::<Vec<_>>()
-    );
     // A lower budget never ends at a higher peak, and the peak never exceeds the limit.
     let (least, optimal) = (
         frontier.first().unwrap().peak.peak,
