@@ -34,9 +34,8 @@ use graphbug::ir::bench::Targets;
 use graphbug::ir::{parse_graph, print_graph, Device, Graph, NodeKind};
 use tch::Tensor;
 
-use graphbug::partition::ops::class;
 use graphbug::partition::{
-    choose_by_peak, model_peak, peak_frontier, MinCutOptions, MinCutProblem, PeakBudget,
+    choose_by_peak, model_peak, peak_frontier, MinCutOptions, MinCutProblem, PeakBudget, PeakModel,
     PEAK_FRONTIER_STEPS,
 };
 
@@ -46,12 +45,12 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The modelled and measured peaks of a forward/backward pair, run on the step's primals
-/// (seeded random values when it has none) and constants, and the measured peak of the
-/// results themselves, less the bytes kernels allocated beyond them (which no model of the
-/// results' sizes sees).
-fn peaks(fw: &Graph, bw: &Graph, n: usize, step: &Step) -> Result<(u64, u64, u64), String> {
-    let modelled = model_peak(fw, bw, n, &ObservedAliases).peak;
+/// The modelled peak of a forward/backward pair, the measured one (run on the step's
+/// primals, seeded random values when it has none, and constants), and the measured peak of
+/// the results themselves, less the bytes kernels allocated beyond them (which no model of
+/// the results' sizes sees).
+fn peaks(fw: &Graph, bw: &Graph, n: usize, step: &Step) -> Result<(PeakModel, u64, u64), String> {
+    let modelled = model_peak(fw, bw, n, &ObservedAliases);
     let random;
     let primals = match step.primals.as_deref() {
         Some(p) => p,
@@ -266,14 +265,6 @@ fn report(step: &Step) -> Result<Figures, String> {
         fig.worst_gap = fig.worst_gap.max(of(m.abs_diff(meas)));
         fig.worst_unexplained = fig.worst_unexplained.max(of(m.abs_diff(results)));
     };
-    // The joint's random ops: a backward that recomputes one draws new random values, so
-    // its gradients are not the step's (functorch's budget cuts do it; graphbug's never).
-    let random: std::collections::HashSet<&str> = problem
-        .graph()
-        .ids()
-        .filter(|&id| problem.op_class(id) & class::RANDOM != 0)
-        .map(|id| problem.graph().node(id).name.as_str())
-        .collect();
     let mut wrong_budgets = Vec::new();
     let mut last_peak = 0u64;
     let (mut functorch_least, mut ours_least) = (u64::MAX, u64::MAX);
@@ -289,14 +280,12 @@ fn report(step: &Step) -> Result<Figures, String> {
                 parse_graph(&text).map_err(|e| e.to_string())
             };
             let (fw, bw) = (read("fw")?, read("bw")?);
-            let (m, meas, results) = peaks(&fw, &bw, n, step)?;
+            let (model, meas, results) = peaks(&fw, &bw, n, step)?;
+            let (saved, m) = (model.saved, model.peak);
             gap(m, meas, results);
-            let saved = model_peak(&fw, &bw, n, &ObservedAliases).saved;
-            let redrawn = bw
-                .nodes
-                .iter()
-                .filter(|node| !node.is_placeholder() && random.contains(node.name.as_str()))
-                .count();
+            // A backward that recomputes a random op draws new random values, so its
+            // gradients are not the step's (functorch's budget cuts do it; graphbug's never).
+            let redrawn = problem.recomputed_random_ops(&bw).len();
             if redrawn == 0 {
                 functorch_least = functorch_least.min(meas);
                 cells.push(format!("{saved:>8} {m:>9} {meas:>9}"));
@@ -311,9 +300,9 @@ fn report(step: &Step) -> Result<Figures, String> {
         // graphbug's cut of the same proxy.
         match problem.partition_with_budget(budget) {
             Ok((p, _)) => {
-                let (m, meas, results) = peaks(&p.forward, &p.backward, n, step)?;
+                let (model, meas, results) = peaks(&p.forward, &p.backward, n, step)?;
+                let (saved, m) = (model.saved, model.peak);
                 gap(m, meas, results);
-                let saved = model_peak(&p.forward, &p.backward, n, &ObservedAliases).saved;
                 cells.push(format!("{saved:>8} {m:>9} {meas:>9}"));
             }
             Err(e) => cells.push(format!("{:>28}", format!("unreachable ({e})"))),
@@ -324,7 +313,8 @@ fn report(step: &Step) -> Result<Figures, String> {
         let p = problem
             .partition(&frontier[k].saved)
             .map_err(|e| e.to_string())?;
-        let (m, meas, results) = peaks(&p.forward, &p.backward, n, step)?;
+        let (model, meas, results) = peaks(&p.forward, &p.backward, n, step)?;
+        let m = model.peak;
         gap(m, meas, results);
         if meas < last_peak {
             not_monotonic += 1;
@@ -411,7 +401,10 @@ fn main() {
                 if zoo_failed.is_empty() { "none".to_string() } else { zoo_failed.join(", ") },
             );
         }
-        Err(e) => println!("the zoo could not be generated: {e}"),
+        Err(e) => {
+            println!("the zoo could not be generated: {e}");
+            zoo_failed.push("the zoo (not generated)".into());
+        }
     }
     let mut targets = Targets::new("peak_memory");
     targets.at_most(

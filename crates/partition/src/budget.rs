@@ -341,31 +341,21 @@ impl<'p> BudgetSearch<'p> {
         })
     }
 
-    /// The nodes the knapsack stage chooses among: those still banned with every ban
-    /// heuristic off that could be recomputed (forward nodes on the way to the backward,
-    /// neither inputs, random, nor pinned by `must_save`).
+    /// The nodes the knapsack stage chooses among: the movable ones ([`Self::movable`])
+    /// still banned with every ban heuristic off.
     fn candidates(&self) -> Result<&[NodeId], PartitionError> {
-        let problem = self.problem;
         let banned = &self.aggressive()?.bans;
         cached(&self.candidates, || {
-            Ok(problem
-                .graph()
-                .ids()
-                .filter(|&id| {
-                    banned[id.index()]
-                        && problem.is_fw(id)
-                        && !problem.is_primal(id)
-                        && !problem.is_must_save(id)
-                        && problem.op_class(id) & class::RANDOM == 0
-                        && problem.dist_from_bw(id) != crate::mincut::UNREACHABLE_FROM_BW
-                })
-                .collect())
+            let mut movable = self.movable();
+            movable.retain(|id| banned[id.index()]);
+            Ok(movable)
         })
         .map(Vec::as_slice)
     }
 
     /// The nodes whose ban a search may toggle: forward nodes on the way to the backward,
-    /// neither inputs, views, random, nor pinned by a policy.
+    /// neither inputs, views, random, nor pinned by a policy (a ban never holds a view or a
+    /// `must_recompute` node, so the banned ones are all the knapsack's candidates).
     pub fn movable(&self) -> Vec<NodeId> {
         let problem = self.problem;
         problem
@@ -416,11 +406,7 @@ impl MinCutProblem {
     }
 
     /// The cut under `banned` for `objective`, and the bytes it saves.
-    pub(crate) fn cut(
-        &self,
-        banned: &[bool],
-        objective: CutObjective,
-    ) -> Result<Cut, PartitionError> {
+    fn cut(&self, banned: &[bool], objective: CutObjective) -> Result<Cut, PartitionError> {
         let saved = self.solve_for(banned, objective)?.saved;
         let bytes = self.effective_saved_bytes(&saved);
         Ok((saved, bytes))

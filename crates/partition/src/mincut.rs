@@ -501,6 +501,24 @@ impl MinCutProblem {
         self.primal[id.index()]
     }
 
+    /// The nodes of `backward` (a graph partitioned from this joint) that compute one of
+    /// the joint's random ops again (`native_dropout`, `rand_like`): such a backward draws
+    /// new random values, so its gradients are not the step's.
+    pub fn recomputed_random_ops<'b>(&self, backward: &'b Graph) -> Vec<&'b str> {
+        let random: std::collections::HashSet<&str> = self
+            .graph
+            .ids()
+            .filter(|&id| self.has(id, class::RANDOM))
+            .map(|id| self.graph.node(id).name.as_str())
+            .collect();
+        backward
+            .nodes
+            .iter()
+            .filter(|n| !n.is_placeholder() && random.contains(n.name.as_str()))
+            .map(|n| n.name.as_str())
+            .collect()
+    }
+
     /// Selected by the `must_recompute` policy.
     pub(crate) fn is_must_recompute(&self, id: NodeId) -> bool {
         self.must_recompute[id.index()]

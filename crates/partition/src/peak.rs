@@ -605,7 +605,7 @@ pub fn peak_frontier(
                 }
                 bans[m.index()] = !bans[m.index()];
                 solves += 1;
-                let (saved, _) = problem.cut(&bans, objective)?;
+                let saved = problem.solve_for(&bans, objective)?.saved;
                 let better = match priced.price(saved, budget, family, moves + 1)? {
                     Some(i) if priced.points[i].peak.peak < priced.points[best].peak.peak => {
                         best = i;
