@@ -32,6 +32,7 @@ use graphbug::aten::memory::measure_step_peak;
 use graphbug::aten::memory::ObservedAliases;
 use graphbug::ir::bench::Targets;
 use graphbug::ir::{parse_graph, print_graph, Device, Graph, NodeKind};
+use graphbug::repro::scratch::Scratch;
 use tch::Tensor;
 
 use graphbug::partition::{
@@ -239,7 +240,8 @@ struct Figures {
 /// at each of [`BUDGETS`].
 fn report(step: &Step) -> Result<Figures, String> {
     let (joint, n) = (&step.joint, step.num_fwd_outputs);
-    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+    // Gone with this process, even after kill -9 (the next graphbug run sweeps it).
+    let scratch = Scratch::new("peak-bench").map_err(|e| e.to_string())?;
     let reference = functorch(joint, n, scratch.path());
     if let Err(e) = &reference {
         let first = e
@@ -362,7 +364,7 @@ fn main() {
     let mut zoo_unexplained: f64 = 0.0;
     let mut zoo_failed: Vec<String> = Vec::new();
     let mut zoo_compared = 0usize;
-    let zoo_dir = tempfile::tempdir().unwrap();
+    let zoo_dir = Scratch::new("peak-bench-zoo").unwrap();
     let zoo = if std::env::var("GRAPHBUG_PEAK_ZOO").as_deref() == Ok("0") {
         Ok(Vec::new())
     } else {
