@@ -74,13 +74,15 @@ pub fn sweep_stale_siblings(path: &Path) {
             (Ok(pid), Ok(_)) if SIBLING_TAGS.contains(tag) => pid,
             _ => continue,
         };
-        if pid == std::process::id()
-            || crate::process::alive(pid)
-            || live.as_deref() == Some(Path::new(&file))
-        {
+        let stale = entry.path();
+        // The writer may still be at work if a process with its pid started before the
+        // entry was last touched; a zombie or a later process with the same pid is not it.
+        let writer_alive = std::fs::symlink_metadata(&stale)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| crate::process::alive_since(pid, at));
+        if pid == std::process::id() || writer_alive || live.as_deref() == Some(Path::new(&file)) {
             continue;
         }
-        let stale = entry.path();
         // Best effort: another sweeper may have removed it first.
         let _ = match std::fs::symlink_metadata(&stale) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&stale),
@@ -187,15 +189,31 @@ mod tests {
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
         // What a killed writer left (its process is gone) is removed by the next write;
         // a live process's is not, nor anything else hidden.
+        // So is one whose writer is a zombie (an orphan nobody reaps), and one whose pid now
+        // belongs to a process started after it was written.
         let dead = u32::MAX - 7;
+        let mut zombie = std::process::Command::new("true").spawn().unwrap();
+        while !std::fs::read_to_string(format!("/proc/{}/stat", zombie.id()))
+            .map_or(true, |s| s.contains(") Z "))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let reused = std::os::unix::process::parent_id();
         let left = [
             format!(".minified.v.{dead}.0"),
             format!(".minified.link.{dead}.3"),
             format!(".minified.tmp.{dead}.1"),
+            format!(".minified.v.{}.5", zombie.id()),
+            format!(".minified.tmp.{reused}.6"),
         ];
         std::fs::create_dir(tmp.path().join(&left[0])).unwrap();
         std::os::unix::fs::symlink("nowhere", tmp.path().join(&left[1])).unwrap();
         std::fs::write(tmp.path().join(&left[2]), "x").unwrap();
+        std::fs::create_dir(tmp.path().join(&left[3])).unwrap();
+        std::fs::File::create(tmp.path().join(&left[4]))
+            .unwrap()
+            .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
+            .unwrap();
         // The version the link points at stays even though its writer is gone.
         let target = std::fs::read_link(&link).unwrap();
         assert!(tmp.path().join(&target).exists());
@@ -213,6 +231,7 @@ mod tests {
                 "{l}"
             );
         }
+        zombie.wait().unwrap();
         assert!(tmp.path().join(&live).exists());
         assert!(tmp.path().join(".other.v.1.0").exists());
         std::fs::remove_dir(tmp.path().join(&live)).unwrap();
