@@ -545,11 +545,28 @@ impl Interpreter {
                                             }
                                         }
                                         (Err(_), Ok(v)) | (Ok(v), Err(_)) => v,
-                                        (Err(m), Err(_)) => run(Fill::Eye).map_err(|_| {
-                                            failed(format!(
-                                            "{m} (run on CPU stand-ins: the op has no meta kernel)"
-                                        ))
-                                        })?,
+                                        (Err(m), Err(_)) => match run(Fill::Eye) {
+                                            Ok(v) => v,
+                                            // Stand-ins the kernel rejects (segment_reduce's
+                                            // lengths must sum to the data's size): only a run
+                                            // with data can tell; take the annotation where
+                                            // asked, as for a data-dependent shape.
+                                            Err(_) => {
+                                                let why = format!(
+                                                    "{m} (run on CPU stand-ins: the op has no meta kernel, and its kernel rejects zeros, ones and the identity)"
+                                                );
+                                                match annotated_value(&node.meta) {
+                                                    Some(v)
+                                                        if hook.assume_annotation(
+                                                            step.node, &why,
+                                                        )? =>
+                                                    {
+                                                        v
+                                                    }
+                                                    _ => return Err(failed(why)),
+                                                }
+                                            }
+                                        },
                                     }
                                 }
                                 Some(why) => match annotated_value(&node.meta) {

@@ -142,28 +142,37 @@ fn huge_inputs_are_not_allocated_for_ops_without_meta_kernels() {
 
 /// Ops without a meta kernel run on CPU stand-ins: ops that reject zeros (cholesky,
 /// multinomial) are still checked, and a data-dependent output shape (masked_select,
-/// nonzero) is reported as unchecked, never as a disagreement or a silent guess.
+/// nonzero) or a kernel that rejects every stand-in (segment_reduce, whose lengths must sum
+/// to the data's size) is reported as unchecked, never as a disagreement or a silent guess.
 #[test]
 fn stand_ins_check_what_they_can_and_say_what_they_cannot() {
     let text = |chol: &str| {
         format!(
             r#"
 class D(torch.nn.Module):
-    def forward(self, x: "f32[4, 4]", m: "b8[4, 4]", p: "f32[3, 5]"):
+    def forward(self, x: "f32[4, 4]", m: "b8[4, 4]", p: "f32[3, 5]", d: "f32[5]", l: "i64[4]"):
         masked_select: "f32[7]" = torch.ops.aten.masked_select.default(x, m)
         mm: "f32[4, 4]" = torch.ops.aten.mm.default(x, x)
         cholesky: "{chol}" = torch.ops.aten.cholesky.default(mm)
         multinomial: "i64[3, 2]" = torch.ops.aten.multinomial.default(p, 2)
         nonzero: "i64[5, 2]" = torch.ops.aten.nonzero.default(m)
-        return (masked_select, cholesky, multinomial, nonzero)
+        segment_reduce: "f32[4]" = torch.ops.aten.segment_reduce.default(d, 'max', lengths = l, initial = 1)
+        return (masked_select, cholesky, multinomial, nonzero, segment_reduce)
 "#
         )
     };
     let check = check_meta(&parse_graph(&text("f32[4, 4]")).unwrap()).unwrap();
     assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
     let unchecked: Vec<&str> = check.unchecked.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(unchecked, ["masked_select", "nonzero"]);
+    assert_eq!(unchecked, ["masked_select", "nonzero", "segment_reduce"]);
     assert!(check.unchecked[0].1.contains("depends on the input values"));
+    assert!(
+        check.unchecked[2]
+            .1
+            .contains("its kernel rejects zeros, ones and the identity"),
+        "{}",
+        check.unchecked[2].1
+    );
     // A wrong annotation of an op without a meta kernel is still caught.
     let check = check_meta(&parse_graph(&text("f32[4, 2]")).unwrap()).unwrap();
     assert_eq!(check.mismatches.len(), 1, "{:?}", check.mismatches);
@@ -175,6 +184,21 @@ class D(torch.nn.Module):
         .to_string();
     assert!(err.contains("masked_select"), "{err}");
     assert!(err.contains("depends on the input values"), "{err}");
+    // Inference (which takes no annotation on trust) names the op its stand-ins fail.
+    let segments = parse_graph(
+        r#"
+class S(torch.nn.Module):
+    def forward(self, d: "f32[5]", l: "i64[4]"):
+        segment_reduce: "f32[4]" = torch.ops.aten.segment_reduce.default(d, 'max', lengths = l, initial = 1)
+        return (segment_reduce,)
+"#,
+    )
+    .unwrap();
+    let err = infer_meta(&segments).unwrap_err().to_string();
+    assert!(
+        err.contains("segment_reduce") && err.contains("rejects zeros, ones and the identity"),
+        "{err}"
+    );
 }
 
 #[test]
