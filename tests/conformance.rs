@@ -24,6 +24,7 @@ const PASSING: &[&str] = &[
     "opinfo/add/f32/0",
     "opinfo/addmm/f32/0",
     "opinfo/amax/f32/0",
+    "opinfo/as_strided_scatter/f32/0",
     "opinfo/bmm/f32/0",
     "opinfo/cat/f32/0",
     "opinfo/clamp/f32/0",
@@ -247,6 +248,38 @@ fn wrong_answers_fail_their_stage() {
         "wrong/mincut-bytes",
         Stage::PartitionMinCut,
         &[Stage::PartitionDefault],
+    ));
+
+    // PyTorch's own gradient of as_strided_scatter is wrong: its OpInfo entry expects
+    // gradcheck to fail, and the case holds float64 central differences beside it, which
+    // graphbug's gradient matches (the CI subset passes it). Finite differences as wrong
+    // as PyTorch's fail it, and so does a case without OpInfo's word.
+    let scatter = "opinfo/as_strided_scatter/f32/0";
+    let d = copy_case(cases, scatter, &dir, "wrong/finite-differences");
+    let case: Value =
+        serde_json::from_str(&fs::read_to_string(d.join("case.json")).unwrap()).unwrap();
+    assert!(
+        case["grads"]["finite_differences"].is_string(),
+        "{scatter}: PyTorch's gradient is no longer judged by finite differences: {}",
+        case["grads"]
+    );
+    fs::copy(
+        d.join("grads.safetensors"),
+        d.join("grads_numeric.safetensors"),
+    )
+    .unwrap();
+    expect.push(("wrong/finite-differences", Stage::Joint, &[Stage::Values]));
+    let d = copy_case(cases, scatter, &dir, "wrong/gradcheck-not-expected-to-fail");
+    edit_json(&d, |j| {
+        j["grads"]
+            .as_object_mut()
+            .unwrap()
+            .remove("finite_differences");
+    });
+    expect.push((
+        "wrong/gradcheck-not-expected-to-fail",
+        Stage::AotEager,
+        &[Stage::Values],
     ));
 
     // A training step the peak model gets wrong: `_embedding_bag`'s CPU kernel allocates
