@@ -65,8 +65,8 @@ CI_OPS = [
     "nn.functional.layer_norm", "nn.functional.relu", "permute", "pow", "repeat", "roll",
     "sigmoid", "softmax", "sum", "tanh", "transpose", "where",
 ]
-# embedding_bag's training step is one the peak model gets wrong (its CPU kernel allocates
-# more than its result holds): the peak stage's wrong answer in CI.
+# embedding_bag's training step holds a storage its CPU kernel makes larger than the result
+# it returns: the peak model sees it in its CPU run, and misses it without (CI's wrong answer).
 CI_ZOO = ["batch_norm", "embedding_bag", "mlp_small", "multihead_attention"]
 # Captured in CI: the CI zoo, plus the modules whose dynamo-level graphs call
 # torch.nn.functional functions with their own signatures.

@@ -598,6 +598,7 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         filter,
         timeout: std::time::Duration::from_secs(args.timeout),
         progress: true,
+        env: Vec::new(),
     };
     let report = conformance::run(&opts)?;
     print!("{}", report.table());

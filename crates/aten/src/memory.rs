@@ -322,26 +322,153 @@ pub fn measure_step_peak(
 /// runs on the meta device and each result's storage is compared with the earlier values'
 /// (so `_unsafe_view` shares its input's storage, as it does, though its schema says it
 /// does not; `reshape` of a non-contiguous tensor copies). A graph the meta device cannot
-/// run falls back to the schemas' declarations.
+/// run falls back to the schemas' declarations. Where the graph's values fit in
+/// [`CPU_OBSERVATION_BYTES`], one more run on the CPU shows the storages its kernels allocate
+/// beyond their results (see [`allocated_on_cpu`]).
 pub struct ObservedAliases;
 
 impl graphbug_partition::Aliases for ObservedAliases {
     fn shares(&self, graph: &graphbug_ir::Graph) -> graphbug_partition::Shares {
-        self.observe(graph).0
+        self.observe(graph).shares
     }
 
-    fn observe(
-        &self,
-        graph: &graphbug_ir::Graph,
-    ) -> (graphbug_partition::Shares, Option<Vec<graphbug_ir::Meta>>) {
+    fn observe(&self, graph: &graphbug_ir::Graph) -> graphbug_partition::Observation {
         match observed(graph) {
-            Ok((shares, metas)) => (shares, Some(metas)),
-            Err(_) => (
-                graphbug_partition::SchemaAliases(&crate::LibtorchSchemas).shares(graph),
-                None,
-            ),
+            Ok((shares, metas)) => graphbug_partition::Observation {
+                allocated: allocated_on_cpu(graph, &metas),
+                shares,
+                metas: Some(metas),
+            },
+            Err(_) => graphbug_partition::Observation {
+                shares: graphbug_partition::SchemaAliases(&crate::LibtorchSchemas).shares(graph),
+                ..Default::default()
+            },
         }
     }
+}
+
+/// The most bytes of a graph's values [`allocated_on_cpu`] holds at once (every value is
+/// kept to the end of its run), unless [`CPU_OBSERVATION_ENV`] says otherwise.
+pub const CPU_OBSERVATION_BYTES: u64 = 256 << 20;
+
+/// Environment variable replacing [`CPU_OBSERVATION_BYTES`]: a byte count; `0` models the
+/// results' own bytes only, as the meta device shows them.
+pub const CPU_OBSERVATION_ENV: &str = "GRAPHBUG_CPU_OBSERVATION_BYTES";
+
+/// [`CPU_OBSERVATION_BYTES`] or what [`CPU_OBSERVATION_ENV`] sets (a value that is no byte
+/// count is said once on stderr, and the default taken).
+fn cpu_observation_bytes() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| match std::env::var(CPU_OBSERVATION_ENV) {
+        Err(_) => CPU_OBSERVATION_BYTES,
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            eprintln!(
+                "warning: {CPU_OBSERVATION_ENV}=`{v}` is not a byte count; using {}",
+                human(CPU_OBSERVATION_BYTES)
+            );
+            CPU_OBSERVATION_BYTES
+        }),
+    })
+}
+
+/// Per node and result, the bytes of the storage a CPU kernel allocated for it where that
+/// is more than the result holds (`mse_loss` returns a 0-d view of its elementwise buffer,
+/// `_embedding_bag` an empty `offset2bag` with a one-element storage): what no meta kernel
+/// shows. From one run on zero-filled stand-ins of the inputs, every value kept to the end
+/// (so no storage's address is reused). Only where a result's shape and dtype are those
+/// the meta run gave (`metas`): a size that depends on the zeros says nothing. `None` when
+/// the values would take more than [`cpu_observation_bytes`] or a quarter of the memory
+/// available, or the run fails (a kernel that rejects zeros): the results' own bytes are
+/// then all the model counts.
+pub fn allocated_on_cpu(
+    graph: &graphbug_ir::Graph,
+    metas: &[graphbug_ir::Meta],
+) -> Option<Vec<Vec<Option<u64>>>> {
+    use graphbug_ir::{Meta, NodeKind};
+    let bytes = |m: &Meta| -> Option<u64> {
+        match m {
+            Meta::Tensor(t) => t.checked_nbytes(),
+            Meta::Multi(items) => items
+                .iter()
+                .flatten()
+                .try_fold(0u64, |a, t| a.checked_add(t.checked_nbytes()?)),
+            _ => Some(0),
+        }
+    };
+    let mut total = 0u64;
+    for (node, meta) in graph.nodes.iter().zip(metas) {
+        let m = match node.kind {
+            NodeKind::Placeholder | NodeKind::GetAttr { .. } => &node.meta,
+            _ => meta,
+        };
+        total = total.checked_add(bytes(m)?)?;
+    }
+    let limit = cpu_observation_bytes();
+    let limit = available_bytes().map_or(limit, |a| (a / 4).min(limit));
+    if total > limit || limit == 0 {
+        return None;
+    }
+    let cpu = graphbug_ir::Device::cpu();
+    let mut inputs = Vec::new();
+    let mut constants = std::collections::HashMap::new();
+    for node in &graph.nodes {
+        if !matches!(node.kind, NodeKind::Placeholder | NodeKind::GetAttr { .. }) {
+            continue;
+        }
+        let Meta::Tensor(m) = &node.meta else {
+            return None;
+        };
+        let mut t = crate::meta::empty(m, &cpu).ok()?;
+        let _ = t.f_zero_().ok()?;
+        match &node.kind {
+            NodeKind::GetAttr { target } => {
+                constants.insert(target.clone(), t);
+            }
+            _ => inputs.push(t),
+        }
+    }
+    let interp = crate::Interpreter::new(graph, &cpu, &constants).ok()?;
+    let mut seen: std::collections::HashSet<usize> = inputs
+        .iter()
+        .chain(constants.values())
+        .map(crate::shim::storage_ptr)
+        .collect();
+    let mut allocated = vec![Vec::new(); graph.nodes.len()];
+    let mut kept: Vec<crate::RtValue> = Vec::with_capacity(graph.nodes.len());
+    interp
+        .run_observed(&inputs, &mut |i, value| {
+            kept.push(value.share());
+            let expected: Vec<Option<&graphbug_ir::TensorMeta>> = match &metas[i] {
+                Meta::Tensor(m) => vec![Some(m)],
+                Meta::Multi(items) => items.iter().map(Option::as_ref).collect(),
+                _ => Vec::new(),
+            };
+            let tensors: Vec<Option<&tch::Tensor>> = match value {
+                crate::RtValue::Tuple(vs) => vs.iter().map(crate::RtValue::as_tensor).collect(),
+                crate::RtValue::List(ts) => ts.iter().map(Some).collect(),
+                other => vec![other.as_tensor()],
+            };
+            allocated[i] = tensors
+                .iter()
+                .enumerate()
+                .map(|(k, t)| {
+                    let t = (*t)?;
+                    let key = crate::shim::storage_ptr(t);
+                    if key == 0 || !seen.insert(key) {
+                        return None;
+                    }
+                    let meta = crate::dtype::meta_of(t)?;
+                    if expected.get(k).copied().flatten() != Some(&meta) {
+                        return None;
+                    }
+                    let storage = crate::shim::storage_nbytes(t) as u64;
+                    (storage > meta.checked_nbytes()?).then_some(storage)
+                })
+                .collect();
+            Ok(())
+        })
+        .ok()?;
+    Some(allocated)
 }
 
 /// The shares of `graph`'s values and the metas of its nodes' results, from a run on the

@@ -23,6 +23,6 @@ pub use mincut::{
 };
 pub use ops::OpClasses;
 pub use peak::{
-    choose_by_peak, model_peak, peak_frontier, Aliases, JointAliases, PeakBudget, PeakModel,
-    PeakPoint, SchemaAliases, Shares, PEAK_FRONTIER_STEPS,
+    choose_by_peak, model_peak, peak_frontier, Aliases, JointAliases, Observation, PeakBudget,
+    PeakModel, PeakPoint, SchemaAliases, Shares, PEAK_FRONTIER_STEPS,
 };

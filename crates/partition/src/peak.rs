@@ -51,16 +51,33 @@ pub struct PeakModel {
 /// holds (a view, an in-place result), if any.
 pub type Shares = Vec<Vec<Option<(NodeId, usize)>>>;
 
+/// What a run of a graph shows of its results' memory, for [`model_peak`].
+#[derive(Clone, Debug, Default)]
+pub struct Observation {
+    /// Which results share another's storage.
+    pub shares: Shares,
+    /// Each node's results as a run makes them, where known (a multi-output node's results
+    /// nothing reads carry no annotation, yet take memory); `None`: the graph's annotations
+    /// are all there is.
+    pub metas: Option<Vec<Meta>>,
+    /// Per node and result, where a run on the device showed it: the bytes of the storage
+    /// its kernel allocated, when more than the result holds (CPU `mse_loss` returns a 0-d
+    /// view of its elementwise buffer); `None`: the result's own bytes.
+    pub allocated: Option<Vec<Vec<Option<u64>>>>,
+}
+
 /// Which values share another value's storage.
 pub trait Aliases {
     /// The [`Shares`] of `graph`.
     fn shares(&self, graph: &Graph) -> Shares;
 
-    /// The shares, and each node's results as a run makes them, where known (a
-    /// multi-output node's results nothing reads carry no annotation, yet take memory);
-    /// `None`: the graph's annotations are all there is.
-    fn observe(&self, graph: &Graph) -> (Shares, Option<Vec<Meta>>) {
-        (self.shares(graph), None)
+    /// The shares and what else a run shows (see [`Observation`]); by default the shares
+    /// alone.
+    fn observe(&self, graph: &Graph) -> Observation {
+        Observation {
+            shares: self.shares(graph),
+            ..Observation::default()
+        }
     }
 }
 
@@ -122,18 +139,24 @@ pub struct JointAliases<'a> {
     names: std::collections::HashMap<&'a str, NodeId>,
     shares: Shares,
     metas: Option<Vec<Meta>>,
+    allocated: Option<Vec<Vec<Option<u64>>>>,
     underlying: &'a dyn Aliases,
 }
 
 impl<'a> JointAliases<'a> {
     /// Observes `joint` once through `underlying`.
     pub fn new(joint: &'a Graph, underlying: &'a dyn Aliases) -> Self {
-        let (shares, metas) = underlying.observe(joint);
+        let Observation {
+            shares,
+            metas,
+            allocated,
+        } = underlying.observe(joint);
         JointAliases {
             joint,
             names: joint.name_map(),
             shares,
             metas,
+            allocated,
             underlying,
         }
     }
@@ -146,11 +169,12 @@ impl<'a> JointAliases<'a> {
             .unwrap_or((j, item))
     }
 
-    /// `graph`'s shares and metas from the joint's, or `None` where they do not carry over.
-    fn carry(&self, graph: &Graph) -> Option<(Shares, Vec<Meta>)> {
+    /// `graph`'s observation from the joint's, or `None` where it does not carry over.
+    fn carry(&self, graph: &Graph) -> Option<Observation> {
         let metas = self.metas.as_ref()?;
         let mut shares: Shares = Vec::with_capacity(graph.nodes.len());
         let mut out_metas = Vec::with_capacity(graph.nodes.len());
+        let mut allocated = Vec::with_capacity(graph.nodes.len());
         // The joint node of each of `graph`'s nodes.
         let mut joint_of = Vec::with_capacity(graph.nodes.len());
         for node in &graph.nodes {
@@ -159,6 +183,7 @@ impl<'a> JointAliases<'a> {
             let NodeKind::Call { op, .. } = &node.kind else {
                 shares.push(Vec::new());
                 out_metas.push(Meta::Unknown);
+                allocated.push(Vec::new());
                 continue;
             };
             if self.joint.node(j).op() != Some(op) {
@@ -191,21 +216,26 @@ impl<'a> JointAliases<'a> {
             }
             shares.push(mine);
             out_metas.push(metas.get(j.index()).cloned().unwrap_or(Meta::Unknown));
+            if let Some(a) = &self.allocated {
+                allocated.push(a.get(j.index()).cloned().unwrap_or_default());
+            }
         }
-        Some((shares, out_metas))
+        Some(Observation {
+            shares,
+            metas: Some(out_metas),
+            allocated: self.allocated.as_ref().map(|_| allocated),
+        })
     }
 }
 
 impl Aliases for JointAliases<'_> {
     fn shares(&self, graph: &Graph) -> Shares {
-        self.observe(graph).0
+        self.observe(graph).shares
     }
 
-    fn observe(&self, graph: &Graph) -> (Shares, Option<Vec<Meta>>) {
-        match self.carry(graph) {
-            Some((shares, metas)) => (shares, Some(metas)),
-            None => self.underlying.observe(graph),
-        }
+    fn observe(&self, graph: &Graph) -> Observation {
+        self.carry(graph)
+            .unwrap_or_else(|| self.underlying.observe(graph))
     }
 }
 
@@ -219,8 +249,18 @@ struct Storages {
 
 impl Storages {
     fn fresh(&mut self, meta: Option<&graphbug_ir::TensorMeta>) -> usize {
+        self.allocate(meta, None)
+    }
+
+    /// A new storage for a result of `meta` whose kernel allocated `allocated` bytes for it
+    /// (more than the result holds), if a run showed that.
+    fn allocate(
+        &mut self,
+        meta: Option<&graphbug_ir::TensorMeta>,
+        allocated: Option<u64>,
+    ) -> usize {
         match meta.and_then(|m| m.checked_nbytes()) {
-            Some(b) => self.bytes.push(b),
+            Some(b) => self.bytes.push(allocated.map_or(b, |a| a.max(b))),
             None => {
                 self.sizeless += 1;
                 self.bytes.push(0);
@@ -299,7 +339,11 @@ fn run(
     aliases: &dyn Aliases,
 ) -> (u64, Vec<Option<usize>>) {
     let n = graph.nodes.len();
-    let (shares, observed) = aliases.observe(graph);
+    let Observation {
+        shares,
+        metas: observed,
+        allocated,
+    } = aliases.observe(graph);
     // Each node's storages: one per item (several for a multi-output node; `None` for an
     // item that is no tensor).
     let mut of: Vec<Vec<Option<usize>>> = Vec::with_capacity(n);
@@ -353,7 +397,10 @@ fn run(
                     out.push(Some(match aliased {
                         Some(s) => s,
                         None => {
-                            let s = st.fresh(Some(meta));
+                            let bytes = allocated
+                                .as_ref()
+                                .and_then(|a| a.get(i)?.get(k).copied().flatten());
+                            let s = st.allocate(Some(meta), bytes);
                             created[i].push(s);
                             s
                         }

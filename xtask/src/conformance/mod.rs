@@ -226,6 +226,8 @@ pub struct Options {
     pub timeout: Duration,
     /// Print progress on stderr.
     pub progress: bool,
+    /// More environment of every graphbug command (`GRAPHBUG_CPU_OBSERVATION_BYTES=0`).
+    pub env: Vec<(String, String)>,
 }
 
 /// The result of one case.
@@ -512,6 +514,7 @@ impl Runner<'_> {
             // across threads sums in another order, which deep train-mode networks
             // (densenet121's first conv weight gradient) amplify past the tolerance.
             .env("OMP_NUM_THREADS", "1")
+            .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
