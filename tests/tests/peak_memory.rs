@@ -246,3 +246,29 @@ fn memory_a_kernel_allocates_beyond_its_result_is_modelled_measured_and_named() 
         "{gpt4:?}"
     );
 }
+
+#[test]
+fn the_models_cpu_run_leaves_the_random_generator_as_it_was() {
+    // Dropout runs on the stand-ins; numbers drawn after the model are those drawn without it.
+    let g = parse_graph(
+        r#"class G(torch.nn.Module):
+    def forward(self, x: "f32[64]"):
+        native_dropout = torch.ops.aten.native_dropout.default(x, 0.5, True)
+        getitem: "f32[64]" = native_dropout[0]
+        return (getitem,)
+"#,
+    )
+    .unwrap();
+    let metas: Vec<_> = infer_meta(&g)
+        .unwrap()
+        .nodes
+        .into_iter()
+        .map(|n| n.meta)
+        .collect();
+    tch::manual_seed(7);
+    let without = tch::Tensor::rand([8], (tch::Kind::Float, tch::Device::Cpu));
+    tch::manual_seed(7);
+    assert!(allocated_on_cpu(&g, &metas).is_some());
+    let with = tch::Tensor::rand([8], (tch::Kind::Float, tch::Device::Cpu));
+    assert!(with.equal(&without));
+}

@@ -7,6 +7,7 @@
 // (nullptr on success); nothing throws across the FFI boundary.
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -724,6 +726,24 @@ char* gb_tensor_zeros_like(const at::Tensor* t, const char* device, at::Tensor**
 // `t` moved to `device` (for a meta target: a meta tensor with the same sizes and strides).
 char* gb_tensor_to(const at::Tensor* t, const char* device, at::Tensor** out) {
   return guarded([&] { *out = new at::Tensor(t->to(c10::Device(std::string(device)))); });
+}
+
+// The state of libtorch's default CPU generator, and the state put back: a run between the
+// two draws no number that a later run would otherwise have drawn.
+char* gb_cpu_rng_state(at::Tensor** out) {
+  return guarded([&] {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    *out = new at::Tensor(gen.get_state());
+  });
+}
+
+char* gb_cpu_rng_set_state(const at::Tensor* state) {
+  return guarded([&] {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*state);
+  });
 }
 
 // The device of a tensor as torch spells it ("cpu", "cuda:0", "meta"); tch cannot tell meta.

@@ -375,7 +375,7 @@ fn cpu_observation_bytes() -> u64 {
 /// is more than the result holds (`mse_loss` returns a 0-d view of its elementwise buffer,
 /// `_embedding_bag` an empty `offset2bag` with a one-element storage): what no meta kernel
 /// shows. From one run on zero-filled stand-ins of the inputs, every value kept to the end
-/// (so no storage's address is reused). Only where a result's shape and dtype are those
+/// (so no storage's address is reused), libtorch's CPU generator put back after it. Only where a result's shape and dtype are those
 /// the meta run gave (`metas`): a size that depends on the zeros says nothing. `None` when
 /// the values would take more than [`cpu_observation_bytes`] or a quarter of the memory
 /// available, or the run fails (a kernel that rejects zeros): the results' own bytes are
@@ -428,6 +428,8 @@ pub fn allocated_on_cpu(
         }
     }
     let interp = crate::Interpreter::new(graph, &cpu, &constants).ok()?;
+    // Random ops (dropout) run on the stand-ins: a later run draws what it would have.
+    let _rng = crate::shim::CpuRngGuard::new().ok()?;
     let mut seen: std::collections::HashSet<usize> = inputs
         .iter()
         .chain(constants.values())

@@ -74,6 +74,8 @@ extern "C" {
         out: *mut *mut C_tensor,
     ) -> *mut c_char;
     fn gb_tensor_scalar_type(t: *const C_tensor) -> i32;
+    fn gb_cpu_rng_state(out: *mut *mut C_tensor) -> *mut c_char;
+    fn gb_cpu_rng_set_state(state: *const C_tensor) -> *mut c_char;
     fn gb_tensor_to_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_tensor_view_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_op_overloads(qualified: *const c_char, out: *mut *mut c_char) -> *mut c_char;
@@ -519,6 +521,28 @@ pub fn zeros_like_on(t: &Tensor, device: &str) -> std::result::Result<Tensor, St
 /// `t` moved to `device`; to `meta` it keeps only sizes, strides and dtype.
 pub fn tensor_to(t: &Tensor, device: &str) -> std::result::Result<Tensor, String> {
     tensor_op(t, device, gb_tensor_to)
+}
+
+/// libtorch's default CPU generator's state, put back when this is dropped: random ops run
+/// meanwhile (dropout in a run on stand-ins) draw no number a later run would have drawn.
+pub struct CpuRngGuard(Tensor);
+
+impl CpuRngGuard {
+    /// Saves the state.
+    pub fn new() -> std::result::Result<CpuRngGuard, String> {
+        let mut out: *mut C_tensor = std::ptr::null_mut();
+        // SAFETY: the shim writes a new tensor to `out` when it returns no error.
+        status(unsafe { gb_cpu_rng_state(&mut out) })?;
+        // SAFETY: `out` is a tensor the shim allocated, now owned here.
+        Ok(CpuRngGuard(unsafe { Tensor::from_ptr(out) }))
+    }
+}
+
+impl Drop for CpuRngGuard {
+    fn drop(&mut self) {
+        // SAFETY: the saved state is a tensor the generator made.
+        let _ = status(unsafe { gb_cpu_rng_set_state(self.0.as_ptr()) });
+    }
 }
 
 static FAULT_OP: Lazy<std::result::Result<(), String>> =
