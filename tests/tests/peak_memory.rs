@@ -18,6 +18,16 @@ fn read(model: &str, file: &str) -> Graph {
     parse_graph(&std::fs::read_to_string(fixtures_dir().join(model).join(file)).unwrap()).unwrap()
 }
 
+/// Each node's meta as libtorch infers it.
+fn inferred_metas(g: &Graph) -> Vec<graphbug_ir::Meta> {
+    infer_meta(g)
+        .unwrap()
+        .nodes
+        .into_iter()
+        .map(|n| n.meta)
+        .collect()
+}
+
 fn measure(fw: &Graph, bw: &Graph, n: usize) -> MeasuredPeak {
     let primals =
         graphbug_aten::io::random_tensors(&placeholder_metas(fw), 0, tch::Device::Cpu).unwrap();
@@ -206,12 +216,7 @@ fn memory_a_kernel_allocates_beyond_its_result_is_modelled_measured_and_named() 
     let measured = measure(&fw, &bw, 1);
     assert_eq!((model.forward_peak, measured.forward_peak), (240, 240));
     assert_eq!(measured.kernel_slack, 76, "{measured:?}");
-    let metas: Vec<_> = infer_meta(&fw)
-        .unwrap()
-        .nodes
-        .into_iter()
-        .map(|n| n.meta)
-        .collect();
+    let metas = inferred_metas(&fw);
     // Node 2 is mse_loss.
     assert_eq!(
         allocated_on_cpu(&fw, &metas).map(|a| a[2].clone()),
@@ -259,12 +264,7 @@ fn the_models_cpu_run_leaves_the_random_generator_as_it_was() {
 "#,
     )
     .unwrap();
-    let metas: Vec<_> = infer_meta(&g)
-        .unwrap()
-        .nodes
-        .into_iter()
-        .map(|n| n.meta)
-        .collect();
+    let metas = inferred_metas(&g);
     tch::manual_seed(7);
     let without = tch::Tensor::rand([8], (tch::Kind::Float, tch::Device::Cpu));
     tch::manual_seed(7);
