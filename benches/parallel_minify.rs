@@ -51,7 +51,9 @@ fn main() {
             return;
         }
     }
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    // Gone with this process, even after kill -9 (the next graphbug run sweeps it).
+    let dir = graphbug::repro::scratch::Scratch::new("parallel-minify-bench")
+        .expect("a scratch directory");
     let file = dir.path().join("gpt48.py");
     let graph = gpt_forward(&GptConfig::gpt4_layers(48));
     std::fs::write(&file, graphbug::ir::print_graph(&graph)).expect("graph written");
