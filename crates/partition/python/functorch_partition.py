@@ -51,6 +51,7 @@ def load(path):
     calls that take no tensor inputs into constants)."""
     src = open(path).read()
     graph = torch.fx.Graph()
+    root = torch.nn.Module()
     env = {"torch": torch, "device": torch.device, "inf": float("inf"), "nan": float("nan")}
     sig = re.search(r"def forward\(self, (.*)\):", src).group(1)
     for m in re.finditer(r'(\w+): "[^"]*"', sig):
@@ -64,10 +65,16 @@ def load(path):
         if line.startswith("return "):
             graph.output(eval(line[len("return "):], env))
             break
-        m = re.match(r'(\w+)(?:: "[^"]*")? = (.*)$', line)
-        name, rhs = m.group(1), m.group(2)
+        m = re.match(r'(\w+)(?:: "([^"]*)")? = (.*)$', line)
+        name, annotation, rhs = m.group(1), m.group(2), m.group(3)
         item = re.match(r"(\w+)\[(\d+)\]$", rhs)
-        if item:
+        attr = re.match(r"self\.(\w+)$", rhs)
+        if attr:
+            # A constant (`self.<attr>`): its annotation's shape and dtype are all a
+            # partitioner reads.
+            root.register_buffer(attr.group(1), tensor_of(annotation))
+            node = graph.create_node("get_attr", attr.group(1), name=name)
+        elif item:
             node = graph.create_node(
                 "call_function", operator.getitem, (env[item.group(1)], int(item.group(2))), name=name
             )
@@ -77,16 +84,24 @@ def load(path):
             args, kwargs = eval(f"{capture}({call.group(2)})", env)
             node = graph.create_node("call_function", target, args, kwargs, name=name)
         env[name] = node
-    return torch.fx.GraphModule(torch.nn.Module(), graph), src
+    return torch.fx.GraphModule(root, graph), src
+
+
+def tensor_of(annotation):
+    """Zeros of an annotation's dtype and shape (`i64[4]`)."""
+    m = re.match(r"(\w+)\[([^\]]*)\]$", annotation or "")
+    if m is None:
+        raise SystemExit(f"a constant's annotation `{annotation}` has no dtype and shape")
+    shape = [int(d) for d in m.group(2).split(",") if d.strip()]
+    return torch.zeros(shape, dtype=DTYPES[m.group(1)])
 
 
 def fake_inputs(src, mode):
     sig = re.search(r"def forward\(self, (.*)\):", src).group(1)
     out = []
-    for m in re.finditer(r'(\w+): "(\w+)\[([^\]]*)\]"', sig):
-        shape = [int(d) for d in m.group(3).split(",") if d.strip()]
+    for m in re.finditer(r'(\w+): "(\w+\[[^\]]*\])"', sig):
         with mode:
-            out.append(torch.empty(shape, dtype=DTYPES[m.group(2)]))
+            out.append(mode.from_tensor(tensor_of(m.group(2))))
     return out
 
 
