@@ -243,6 +243,9 @@ pub struct CaseResult {
     pub stages: Vec<(Stage, Outcome)>,
     /// Wall time of the case.
     pub seconds: f64,
+    /// What a reader should know of how a stage passed (gradients judged by finite
+    /// differences where PyTorch's own are known wrong).
+    pub notes: Vec<String>,
 }
 
 impl CaseResult {
@@ -394,6 +397,7 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
         opts,
         case,
         work: &work,
+        notes: std::cell::RefCell::new(Vec::new()),
     };
     for stage in STAGES {
         let outcome = match &prepared {
@@ -430,6 +434,7 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
         op: case.op().to_string(),
         stages,
         seconds: started.elapsed().as_secs_f64(),
+        notes: runner.notes.into_inner(),
     }
 }
 
@@ -438,6 +443,8 @@ struct Runner<'a> {
     opts: &'a Options,
     case: &'a Case,
     work: &'a Path,
+    /// See [`CaseResult::notes`].
+    notes: std::cell::RefCell<Vec<String>>,
 }
 
 /// A finished (or killed) graphbug command.
@@ -980,7 +987,14 @@ impl Runner<'_> {
             return Ok(against_pytorch);
         };
         Ok(match check("grads_numeric.safetensors")? {
-            Outcome::Passed => Outcome::Passed,
+            Outcome::Passed => {
+                let note = format!("gradients judged by float64 finite differences: {why}");
+                let mut notes = self.notes.borrow_mut();
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+                Outcome::Passed
+            }
             Outcome::Failed(numeric) => {
                 Outcome::Failed(format!("{line}; {why}, and against those: {numeric}"))
             }

@@ -169,6 +169,19 @@ impl Report {
                     top_ops(&c.failing_ops, 6)
                 );
             }
+            let judged: Vec<&str> = self
+                .results
+                .iter()
+                .filter(|r| r.source == source && !r.notes.is_empty())
+                .map(|r| r.op.as_str())
+                .collect();
+            if !judged.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "gradients judged by float64 finite differences, PyTorch's own being known wrong: {}",
+                    judged.join(", ")
+                );
+            }
             if let Some(t) = self.targets().into_iter().find(|t| t.source == source) {
                 let _ = writeln!(
                     s,
@@ -208,8 +221,12 @@ impl Report {
                         (stage.name().to_string(), v)
                     })
                     .collect();
-                json!({"id": r.id, "source": r.source, "op": r.op, "passed": r.passed(),
-                       "seconds": (r.seconds * 1000.0).round() / 1000.0, "stages": stages})
+                let mut v = json!({"id": r.id, "source": r.source, "op": r.op, "passed": r.passed(),
+                       "seconds": (r.seconds * 1000.0).round() / 1000.0, "stages": stages});
+                if !r.notes.is_empty() {
+                    v["notes"] = json!(r.notes);
+                }
+                v
             })
             .collect();
         let mut summary = serde_json::Map::new();
@@ -322,6 +339,7 @@ mod tests {
                 })
                 .collect(),
             seconds: 0.0,
+            notes: Vec::new(),
         }
     }
 
