@@ -322,9 +322,9 @@ pub fn measure_step_peak(
 /// runs on the meta device and each result's storage is compared with the earlier values'
 /// (so `_unsafe_view` shares its input's storage, as it does, though its schema says it
 /// does not; `reshape` of a non-contiguous tensor copies). A graph the meta device cannot
-/// run falls back to the schemas' declarations. Where the graph's values fit in
-/// [`CPU_OBSERVATION_BYTES`], one more run on the CPU shows the storages its kernels allocate
-/// beyond their results (see [`allocated_on_cpu`]).
+/// run falls back to the schemas' declarations. Where the graph's values are small enough,
+/// one more run on the CPU shows the storages its kernels allocate beyond their results
+/// (see [`allocated_on_cpu`]).
 pub struct ObservedAliases;
 
 impl graphbug_partition::Aliases for ObservedAliases {
@@ -375,11 +375,12 @@ fn cpu_observation_bytes() -> u64 {
 /// is more than the result holds (`mse_loss` returns a 0-d view of its elementwise buffer,
 /// `_embedding_bag` an empty `offset2bag` with a one-element storage): what no meta kernel
 /// shows. From one run on zero-filled stand-ins of the inputs, every value kept to the end
-/// (so no storage's address is reused), libtorch's CPU generator put back after it. Only where a result's shape and dtype are those
-/// the meta run gave (`metas`): a size that depends on the zeros says nothing. `None` when
-/// the values would take more than [`cpu_observation_bytes`] or a quarter of the memory
-/// available, or the run fails (a kernel that rejects zeros): the results' own bytes are
-/// then all the model counts.
+/// (so no storage's address is reused), libtorch's CPU generator put back after it. Only
+/// where a result's shape and dtype are those the meta run gave (`metas`): a size that
+/// depends on the zeros says nothing. `None` when the values would take more than
+/// [`CPU_OBSERVATION_BYTES`] (or what [`CPU_OBSERVATION_ENV`] sets) or a quarter of the
+/// memory available, or the run fails (a kernel that rejects zeros): the results' own bytes
+/// are then all the model counts.
 pub fn allocated_on_cpu(
     graph: &graphbug_ir::Graph,
     metas: &[graphbug_ir::Meta],

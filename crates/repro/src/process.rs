@@ -330,7 +330,7 @@ struct ProcStat {
 }
 
 /// Reads `/proc/<pid>/stat`; `None` when there is no `/proc` (the process may still
-/// exist), and a zombie when the process is gone between the calls.
+/// exist); a process that does not exist reads as a zombie (one that holds nothing).
 fn proc_stat(pid: u32) -> Option<ProcStat> {
     if !Path::new("/proc/self/stat").exists() {
         return None;
