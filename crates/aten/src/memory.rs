@@ -410,24 +410,9 @@ pub fn allocated_on_cpu(
         return None;
     }
     let cpu = graphbug_ir::Device::cpu();
-    let mut inputs = Vec::new();
-    let mut constants = std::collections::HashMap::new();
-    for node in &graph.nodes {
-        if !matches!(node.kind, NodeKind::Placeholder | NodeKind::GetAttr { .. }) {
-            continue;
-        }
-        let Meta::Tensor(m) = &node.meta else {
-            return None;
-        };
-        let mut t = crate::meta::empty(m, &cpu).ok()?;
-        let _ = t.f_zero_().ok()?;
-        match &node.kind {
-            NodeKind::GetAttr { target } => {
-                constants.insert(target.clone(), t);
-            }
-            _ => inputs.push(t),
-        }
-    }
+    let (inputs, constants) =
+        crate::meta::annotated_inputs(graph, |m| Ok(crate::meta::empty(m, &cpu)?.f_zero_()?))
+            .ok()?;
     let interp = crate::Interpreter::new(graph, &cpu, &constants).ok()?;
     // Random ops (dropout) run on the stand-ins: a later run draws what it would have.
     let _rng = crate::shim::CpuRngGuard::new().ok()?;

@@ -150,6 +150,16 @@ impl RunHook for Recorder<'_> {
 /// annotations (constants included); an input without one is an error naming it.
 pub(crate) fn on_meta(graph: &Graph) -> Result<(Interpreter, Vec<Tensor>)> {
     let device = meta_device();
+    let (inputs, constants) = annotated_inputs(graph, |m| empty(m, &device))?;
+    Ok((Interpreter::new(graph, &device, &constants)?, inputs))
+}
+
+/// Tensors `make` builds from the annotations of `graph`'s inputs (in placeholder order) and
+/// constants (by attribute name); an input or constant without one is an error naming it.
+pub(crate) fn annotated_inputs(
+    graph: &Graph,
+    make: impl Fn(&TensorMeta) -> Result<Tensor>,
+) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
     let mut inputs = Vec::new();
     let mut constants = HashMap::new();
     for node in &graph.nodes {
@@ -162,7 +172,7 @@ pub(crate) fn on_meta(graph: &Graph) -> Result<(Interpreter, Vec<Tensor>)> {
                 node.name
             )));
         };
-        let t = empty(m, &device)?;
+        let t = make(m)?;
         match &node.kind {
             NodeKind::GetAttr { target } => {
                 constants.insert(target.clone(), t);
@@ -170,7 +180,7 @@ pub(crate) fn on_meta(graph: &Graph) -> Result<(Interpreter, Vec<Tensor>)> {
             _ => inputs.push(t),
         }
     }
-    Ok((Interpreter::new(graph, &device, &constants)?, inputs))
+    Ok((inputs, constants))
 }
 
 fn infer(graph: &Graph, assume: bool) -> Result<Inferred> {

@@ -457,6 +457,15 @@ struct Exec {
 }
 
 impl Exec {
+    /// Passed when the command exited 0, else failed with [`Self::error_line`].
+    fn outcome(&self, what: &str) -> Outcome {
+        if self.code == Some(0) {
+            Outcome::Passed
+        } else {
+            Outcome::Failed(self.error_line(what))
+        }
+    }
+
     /// The first line that explains a failure.
     fn error_line(&self, what: &str) -> String {
         if self.timed_out {
@@ -718,11 +727,7 @@ impl Runner<'_> {
                 os("--no-isolate"),
             ],
         )?;
-        Ok(if exec.code == Some(0) {
-            Outcome::Passed
-        } else {
-            Outcome::Failed(exec.error_line("check --meta"))
-        })
+        Ok(exec.outcome("check --meta"))
     }
 
     fn random(&self) -> Option<Outcome> {
@@ -754,11 +759,7 @@ impl Runner<'_> {
             &self.file("outputs.safetensors"),
             &extra,
         )?;
-        Ok(if exec.code == Some(0) {
-            Outcome::Passed
-        } else {
-            Outcome::Failed(exec.error_line("run --compare"))
-        })
+        Ok(exec.outcome("run --compare"))
     }
 
     /// `graphbug functionalize`: the mutated inputs PyTorch's eager run changed, and the
@@ -826,11 +827,7 @@ impl Runner<'_> {
             &expected_path,
             &[],
         )?;
-        Ok(if exec.code == Some(0) {
-            Outcome::Passed
-        } else {
-            Outcome::Failed(exec.error_line("run functional --compare"))
-        })
+        Ok(exec.outcome("run functional --compare"))
     }
 
     /// Why the gradient stages have nothing to check, if they have not: PyTorch gave no
@@ -950,11 +947,11 @@ impl Runner<'_> {
                 &expected_path,
                 &[],
             )?;
-            Ok(if exec.code == Some(0) {
-                Outcome::Passed
-            } else {
-                let line = exec.error_line("run joint --compare");
-                Outcome::Failed(name_joint_output(line, num_fwd, num_mutated, &names))
+            Ok(match exec.outcome("run joint --compare") {
+                Outcome::Failed(line) => {
+                    Outcome::Failed(name_joint_output(line, num_fwd, num_mutated, &names))
+                }
+                passed => passed,
             })
         })
     }
@@ -1049,11 +1046,7 @@ impl Runner<'_> {
                     tangents_path.as_os_str(),
                 ],
             )?;
-            Ok(if exec.code == Some(0) {
-                Outcome::Passed
-            } else {
-                Outcome::Failed(exec.error_line("run --backend aot_eager --backward --compare"))
-            })
+            Ok(exec.outcome("run --backend aot_eager --backward --compare"))
         })
     }
 
