@@ -94,6 +94,9 @@ enum Command {
     },
 }
 
+/// How long graphbug waits, before it exits, for the workers it is ending.
+const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = cli::load_plugins(&cli.plugin).and_then(|()| match cli.command {
@@ -125,6 +128,9 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),
     });
+    // Workers being ended (input closed, then SIGTERM, then SIGKILL) get their grace
+    // periods; any still under way get their death signal as this process exits.
+    graphbug::repro::process::wait_for_endings(ENDING_WAIT);
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -400,8 +400,8 @@ fn workers_started_by_a_launcher_survive_one_being_killed() {
     let log = dir.path().join("launches");
     // Starts each worker as a local process, as `srun {cmd}` would on a node. One worker
     // (the one whose `mkdir` wins; they start side by side) is lost mid-query, as on a node
-    // that fails: after its first line of output (`@ready`) its pipe closes, and it dies as
-    // it answers its first query. Every worker has one: with two workers, both check the
+    // that fails: after its first two lines of output (`@hello`, `@ready`) its pipe
+    // closes, and it dies as it answers its first query. Every worker has one: with two workers, both check the
     // original (how many queries each answers after that depends on the timing).
     let wrapper = dir.path().join("launch.sh");
     let lost = dir.path().join("lost");
@@ -409,7 +409,7 @@ fn workers_started_by_a_launcher_survive_one_being_killed() {
         &wrapper,
         format!(
             "#!/bin/sh\necho \"$*\" >> '{log}'\n\
-             if mkdir '{lost}' 2>/dev/null; then\n  \"$@\" | {{ i=0; while IFS= read -r l; do printf '%s\\n' \"$l\"; i=$((i+1)); [ $i -ge 1 ] && exit 0; done; }}\n  exit 137\nfi\nexec \"$@\"\n",
+             if mkdir '{lost}' 2>/dev/null; then\n  \"$@\" | {{ i=0; while IFS= read -r l; do printf '%s\\n' \"$l\"; i=$((i+1)); [ $i -ge 2 ] && exit 0; done; }}\n  exit 137\nfi\nexec \"$@\"\n",
             log = log.display(),
             lost = lost.display()
         ),

@@ -108,8 +108,7 @@ fn offload_path(args: &MinifyArgs, scratch: &Scratch) -> Option<PathBuf> {
 fn build_checkers(
     args: &MinifyArgs,
     backend: Option<&str>,
-    graph: &Graph,
-    run_graph: &Graph,
+    (graph, run_graph, bindings): (&Graph, &Graph, &graphbug::ir::Bindings),
     inputs: &[Tensor],
     constants: &std::collections::HashMap<String, Tensor>,
     device: &Device,
@@ -194,6 +193,7 @@ fn build_checkers(
             offload: args
                 .offload_to_disk
                 .then(|| scratch.path().join("values-worker")),
+            bindings: bindings.clone(),
             ..WorkerCheck::new(backend, kind)
         },
     )?;
@@ -248,23 +248,30 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
     let (checkers, recorded) = build_checkers(
         args,
         backend.as_deref(),
-        &graph,
-        &run_graph,
+        (&graph, &run_graph, &bindings),
         &inputs,
         &constants,
         &device,
         plugins,
         &scratch,
     )?;
-    let mut checkers: Vec<Box<dyn Checker + Send>> = if args.check_command.is_some() {
-        // The command is given repro directories, which hold the graph as written.
-        checkers
-    } else {
-        checkers
-            .into_iter()
-            .map(|c| AsRunnable::wrap_for(&graph, c, &bindings))
-            .collect()
-    };
+    // The command is given repro directories, which hold the graph as written; workers
+    // make the runnable form of their candidates themselves.
+    let isolated_backend = !args.no_isolate
+        && args.check_command.is_none()
+        && !args
+            .check
+            .as_deref()
+            .is_some_and(|c| c.starts_with("contains:"));
+    let mut checkers: Vec<Box<dyn Checker + Send>> =
+        if args.check_command.is_some() || isolated_backend {
+            checkers
+        } else {
+            checkers
+                .into_iter()
+                .map(|c| AsRunnable::wrap_for(&graph, c, &bindings))
+                .collect()
+        };
     // The values saved repros are made of: from one eager run in this process (after a
     // worker survived the same run), the one the checkers hold if they needed it.
     let values = match recorded {

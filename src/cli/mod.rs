@@ -397,6 +397,11 @@ pub struct WorkerArgs {
     /// once more.
     #[arg(long, value_name = "TEMPLATE")]
     pub worker_launcher: Option<String>,
+    /// Seconds a worker may take to be started before it is given up (default 600): a
+    /// worker whose job waits in an engine's queue holds up no query meanwhile (the others
+    /// go on; it joins when it starts), and the run fails only when the first cannot start.
+    #[arg(long, value_name = "SECS", value_parser = graphbug::repro::limits::parse_timeout)]
+    pub worker_startup: Option<std::time::Duration>,
 }
 
 impl WorkerArgs {
@@ -409,6 +414,7 @@ impl WorkerArgs {
                 .as_deref()
                 .map(graphbug::repro::isolate::Launcher::new)
                 .transpose()?,
+            startup: self.worker_startup,
         })
     }
 }

@@ -39,6 +39,23 @@ pub struct Candidate {
     pub kept: Vec<u32>,
     /// The positions of the original's outputs it returns as the original does, ascending.
     pub retained: Vec<usize>,
+    /// How it was cut, with `kept` and `retained`: what another process holding the same
+    /// original needs to cut it again ([`Original::recut`]).
+    pub cut: Cut,
+}
+
+/// How a candidate was cut from its original, besides its kept nodes and retained outputs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cut {
+    /// The original exactly as given (its inputs, outputs and constants).
+    #[default]
+    AsGiven,
+    /// Cut by [`Original::candidate_retaining`]; `merged` pairs each input that reads
+    /// another's placeholder (equal values) with that other input.
+    Kept {
+        /// (input, the input whose placeholder it reads), in input order.
+        merged: Vec<(Origin, Origin)>,
+    },
 }
 
 impl Candidate {
@@ -183,6 +200,19 @@ impl<'g> Original<'g> {
             inputs: (0..self.placeholders.len()).map(Origin::Input).collect(),
             kept: self.removable.clone(),
             retained: self.all_outputs(),
+            cut: Cut::AsGiven,
+        }
+    }
+
+    /// The candidate another process cut as `cut` with `kept` and `retained` (from its
+    /// [`Candidate`]), cut again from this original: the same candidate when this original
+    /// is the same graph, whatever its value fingerprints.
+    pub fn recut(&self, kept: &[u32], retained: &[usize], cut: &Cut) -> Candidate {
+        match cut {
+            Cut::AsGiven => self.as_given(),
+            Cut::Kept { merged } => self.cut(kept, retained, |o, _, _| {
+                merged.iter().find(|(m, _)| *m == o).map(|(_, into)| *into)
+            }),
         }
     }
 
@@ -210,6 +240,36 @@ impl<'g> Original<'g> {
         kept: &[u32],
         retained: &[usize],
         consolidate: bool,
+    ) -> Candidate {
+        if !consolidate {
+            return self.cut(kept, retained, |_, _, _| None);
+        }
+        let mutated = self.mutated_by(&self.normalize(kept));
+        // The first input of each value (fingerprint and meta) takes the placeholder.
+        let mut first: HashMap<(u64, Meta), Origin> = HashMap::new();
+        self.cut(kept, retained, |o, src, meta| {
+            if mutated.contains(&src.0) {
+                return None;
+            }
+            let key = *self.value_keys.get(&o)?;
+            match first.entry((key, meta.clone())) {
+                std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(o);
+                    None
+                }
+            }
+        })
+    }
+
+    /// The candidate keeping `kept` (normalized first) and returning the outputs
+    /// `retained`, whose inputs are asked in order whether they read the placeholder of an
+    /// earlier input (`merge_into(input, its node, its meta)`).
+    fn cut(
+        &self,
+        kept: &[u32],
+        retained: &[usize],
+        mut merge_into: impl FnMut(Origin, NodeId, &Meta) -> Option<Origin>,
     ) -> Candidate {
         let kept = self.normalize(kept);
         let original_outputs = self.graph.outputs();
@@ -270,24 +330,16 @@ impl<'g> Original<'g> {
             |new_id: &[NodeId], src: NodeId| Some(new_id[src.index()]).filter(|&m| m != NONE);
         let mut nodes: Vec<Node> = Vec::with_capacity(origins.len() + kept.len());
         // Merged inputs: a later origin with the same value reads the first one's placeholder.
-        let mut merged: HashMap<(u64, Meta), NodeId> = HashMap::new();
-        let mutated = if consolidate {
-            self.mutated_by(&kept)
-        } else {
-            Vec::new()
-        };
+        let mut merged = Vec::new();
         let mut distinct = Vec::with_capacity(origins.len());
         for &o in &origins {
             let src = src_of(o);
             let node = g.node(src);
-            if consolidate && !mutated.contains(&src.0) {
-                if let Some(&key) = self.value_keys.get(&o) {
-                    let slot = (key, node.meta.clone());
-                    if let Some(&existing) = merged.get(&slot) {
-                        new_id[src.index()] = existing;
-                        continue;
-                    }
-                    merged.insert(slot, NodeId(nodes.len() as u32));
+            if let Some(into) = merge_into(o, src, &node.meta) {
+                if let Some(existing) = mapped(&new_id, src_of(into)) {
+                    new_id[src.index()] = existing;
+                    merged.push((o, into));
+                    continue;
                 }
             }
             distinct.push(o);
@@ -347,6 +399,7 @@ impl<'g> Original<'g> {
             inputs: distinct,
             kept,
             retained,
+            cut: Cut::Kept { merged },
         }
     }
 
@@ -527,6 +580,33 @@ class G(torch.nn.Module):
         assert!(c.graph.outputs().is_empty());
         let c = o.candidate(&[2, 3]);
         assert_eq!(c.graph.outputs().len(), 1);
+    }
+
+    #[test]
+    fn a_candidate_cut_again_from_its_recipe_is_the_same() {
+        // relu's and cos's values are equal (same fingerprint): consolidated, cos reads
+        // relu's placeholder.
+        let keys = HashMap::from([(Origin::Node(4), 7), (Origin::Node(6), 7)]);
+        let o = original().with_value_keys(keys);
+        let merged = o.candidate_retaining(&[5, 7], &[], true);
+        assert_eq!(merged.inputs, [Origin::Node(4)]);
+        assert_eq!(
+            merged.cut,
+            Cut::Kept {
+                merged: vec![(Origin::Node(6), Origin::Node(4))]
+            }
+        );
+        // Another process holding the same graph, without the fingerprints, cuts the same
+        // candidates again from (kept, retained, cut).
+        let elsewhere = original();
+        for c in [
+            merged,
+            o.as_given(),
+            o.candidate_retaining(&[5, 7], &[0], false),
+            o.candidate(&[2, 3]),
+        ] {
+            assert_eq!(elsewhere.recut(&c.kept, &c.retained, &c.cut), c);
+        }
     }
 
     #[test]

@@ -40,6 +40,17 @@ pub enum Verdict {
     Unresolved(String),
 }
 
+/// Whether a checker can take queries yet (see [`Checker::await_start`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Startup {
+    /// It can.
+    Started,
+    /// Not yet (a worker whose job still waits in an engine's queue); ask again.
+    Waiting,
+    /// It never will (its start-up limit passed, or its launcher failed): why.
+    Failed(String),
+}
+
 /// Decides whether candidates fail.
 pub trait Checker {
     /// What is checked, for logs (e.g. `runtime error of backend eager`).
@@ -47,6 +58,14 @@ pub trait Checker {
 
     /// Runs the check on one candidate.
     fn check(&mut self, candidate: &Candidate) -> Verdict;
+
+    /// Waits at most `limit` for the checker to be able to take queries: a parallel search
+    /// gives a checker nothing to answer before, so one whose worker still waits in a queue
+    /// holds up no candidate. A checker with nothing to start is always started.
+    fn await_start(&mut self, limit: std::time::Duration) -> Startup {
+        let _ = limit;
+        Startup::Started
+    }
 }
 
 /// How far beyond its tolerance a wrong result must be to count as clear of the edge: a
@@ -315,6 +334,10 @@ impl<C: Checker + ?Sized> Checker for Reliably<'_, C> {
             self.reliability.failures,
             self.reliability.runs
         )
+    }
+
+    fn await_start(&mut self, limit: std::time::Duration) -> Startup {
+        self.inner.await_start(limit)
     }
 
     fn check(&mut self, candidate: &Candidate) -> Verdict {

@@ -13,9 +13,9 @@ pub mod checker;
 pub mod minify;
 mod pool;
 
-pub use candidate::{Candidate, Origin, Original};
+pub use candidate::{Candidate, Cut, Origin, Original};
 pub use checker::{
-    similar, BugIdentity, Checker, Contains, Reliability, Reliably, Signature, Verdict,
+    similar, BugIdentity, Checker, Contains, Reliability, Reliably, Signature, Startup, Verdict,
     CLEAR_MARGIN,
 };
 pub use minify::{

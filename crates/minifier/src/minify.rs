@@ -13,9 +13,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, Original};
 use crate::checker::{
-    BugIdentity, Checker, Reliability, Reliably, Signature, Verdict, CLEAR_MARGIN,
+    BugIdentity, Checker, Reliability, Reliably, Signature, Startup, Verdict, CLEAR_MARGIN,
 };
 use crate::pool::{Key, Peek, Pool};
+
+/// How long the original's check waits for the second checker to start before the first
+/// checks it twice.
+const SECOND_START_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Knobs of a minification run.
 #[derive(Clone, Debug, Default)]
@@ -996,7 +1000,14 @@ pub fn minify_parallel(
         let [first, second] = checking else {
             unreachable!("split at two of at least two")
         };
-        let start = Start::new(original, first.as_mut(), Some(second.as_mut()), options)?;
+        // The second check of the original goes to the second checker when it has started
+        // (workers launched side by side start together); otherwise the first checks twice
+        // rather than wait for a worker still in a queue.
+        let start = if second.await_start(SECOND_START_WAIT) == Startup::Started {
+            Start::new(original, first.as_mut(), Some(second.as_mut()), options)?
+        } else {
+            Start::new(original, first.as_mut(), None, options)?
+        };
         if start.reliability.is_some() {
             // A flaky bug: the workers' answers so far are single runs; they go.
             let waste = pool.close();

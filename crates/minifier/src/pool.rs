@@ -15,7 +15,10 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::candidate::{Candidate, Original};
-use crate::checker::{Checker, Verdict};
+use crate::checker::{Checker, Startup, Verdict};
+
+/// How often a worker waiting for its checker to start looks whether the pool closed.
+const START_POLL: Duration = Duration::from_millis(200);
 
 /// A candidate as the search names it: kept nodes, retained outputs, consolidated inputs.
 pub(crate) type Key = (Vec<u32>, Vec<usize>, bool);
@@ -94,8 +97,20 @@ impl Pool {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Serves queries with `checker` until the pool closes (one call per worker thread).
+    /// Serves queries with `checker` until the pool closes (one call per worker thread),
+    /// once the checker has started: one still waiting (its worker queued by an engine)
+    /// takes no candidate meanwhile, and one that never starts serves none.
     pub(crate) fn serve(&self, original: &Original<'_>, checker: &mut (dyn Checker + Send)) {
+        loop {
+            if self.lock().closed {
+                return;
+            }
+            match checker.await_start(START_POLL) {
+                Startup::Started => break,
+                Startup::Waiting => continue,
+                Startup::Failed(_) => return,
+            }
+        }
         loop {
             let key = {
                 let mut st = self.lock();

@@ -23,7 +23,7 @@ use tch::Tensor;
 use crate::case::{read_repro_dir_with_graph, ReproCase};
 use crate::checkers::{describe_check, signature_of, AsRunnable, BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
-use crate::isolate::{IsolatedChecker, Launcher, WorkerCheck, WorkerSpec};
+use crate::isolate::{IsolatedChecker, Launcher, WorkerCheck, WorkerSpec, DEFAULT_WORKER_STARTUP};
 use crate::manifest::{FailureRecord, Manifest};
 use crate::progress::MinifyDir;
 use crate::scratch::Scratch;
@@ -81,6 +81,9 @@ pub struct Workers {
     pub jobs: usize,
     /// Starts them through a launcher (Slurm, Kubernetes, ssh) instead of as children.
     pub launcher: Option<Launcher>,
+    /// How long a worker may take to be started (an engine's queue may hold its job)
+    /// before it is given up (default [`crate::isolate::DEFAULT_WORKER_STARTUP`]).
+    pub startup: Option<Duration>,
 }
 
 impl Workers {
@@ -131,26 +134,32 @@ pub fn start_isolated_checkers(
         Some(l) => Some((l.clone(), IsolatedChecker::bundle(&spec)?)),
         None => None,
     };
-    let make = || {
+    let count = workers.count();
+    let make = |k: usize| {
         let checker = IsolatedChecker::new(
             exe.clone(),
             spec.clone(),
             describe_check(kind, backend.name()),
             timeout,
+        )
+        .with_startup(
+            workers.startup.unwrap_or(DEFAULT_WORKER_STARTUP),
+            if count > 1 { k + 1 } else { 0 },
         );
         match &launch {
             Some((l, bundle)) => checker.with_launcher(l.clone(), bundle.clone()),
             None => checker,
         }
     };
-    // All workers are launched side by side, and only the first is waited for here: the
-    // others go on starting meanwhile, and their failures show in their first checks.
-    let mut started: Vec<IsolatedChecker> = (0..workers.count()).map(|_| make()).collect();
-    for checker in &mut started[1..] {
-        // One that cannot be launched tries again at its first check, which reports it.
+    // All workers are launched side by side, and only the first to be ready is waited for
+    // here: the others go on starting meanwhile (an engine may queue their jobs), and
+    // each joins the search when it is ready.
+    let mut started: Vec<IsolatedChecker> = (0..count).map(make).collect();
+    for checker in &mut started {
+        // One that cannot be launched is left out by start_first, which reports it.
         let _ = checker.launch_now();
     }
-    started[0].start_now()?;
+    IsolatedChecker::start_first(&mut started)?;
     validate_backend(backend, graph, inputs, requires_grad)?;
     eprintln!("{}", started[0].limit().describe());
     Ok(started
@@ -460,7 +469,11 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             .with_accuracy(accuracy)
             .with_training(case.manifest.training);
         values = Some(recorded);
-        vec![Box::new(checker)]
+        vec![AsRunnable::wrap_for(
+            written,
+            Box::new(checker),
+            &case.manifest.bindings,
+        )]
     } else {
         let exe = opts.worker_exe.clone().ok_or_else(|| {
             ReproError::Other(
@@ -478,6 +491,8 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
                 plugins: case.manifest.plugins.clone(),
                 threads: opts.workers.threads_each(),
                 training: case.manifest.training,
+                // Workers cut candidates themselves and make their runnable form.
+                bindings: case.manifest.bindings.clone(),
                 ..WorkerCheck::new(backend.name(), kind)
             },
         )?;
@@ -491,10 +506,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             &opts.workers,
         )?
     };
-    let mut checkers: Vec<Box<dyn Checker + Send>> = checkers
-        .into_iter()
-        .map(|c| AsRunnable::wrap_for(written, c, &case.manifest.bindings))
-        .collect();
+    let mut checkers = checkers;
     let values = match values {
         Some(v) => v,
         None => ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?,

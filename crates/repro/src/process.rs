@@ -27,7 +27,25 @@ type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 /// Starts `cmd` as a child that is killed when this process dies (even by `kill -9`);
 /// with `own_group`, the child also leads a new process group (see [`kill`]). Children are
 /// started by one thread that lives as long as the process (see the module's notes).
-pub fn spawn(mut cmd: Command, own_group: bool) -> io::Result<Child> {
+pub fn spawn(cmd: Command, own_group: bool) -> io::Result<Child> {
+    spawn_guarded(cmd, own_group, libc::SIGKILL)
+}
+
+/// Starts an engine's launcher (`srun`, `ssh`, `kubectl exec`) leading a process group of
+/// its own, told to terminate (SIGTERM) when this process dies, even by `kill -9`: a
+/// launcher ends its remote work when it is terminated or its input ends, whereas SIGKILL
+/// would leave it running (srun killed with its helper leaves its job step for good).
+pub fn spawn_launcher(cmd: Command) -> io::Result<Child> {
+    spawn_guarded(cmd, true, libc::SIGTERM)
+}
+
+/// Starts `cmd` through the spawning thread; the child gets `death_signal` when this
+/// process dies.
+fn spawn_guarded(
+    mut cmd: Command,
+    own_group: bool,
+    death_signal: libc::c_int,
+) -> io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
@@ -41,7 +59,7 @@ pub fn spawn(mut cmd: Command, own_group: bool) -> io::Result<Child> {
             .expect("the spawning thread starts");
         Mutex::new(tx)
     });
-    guard(&mut cmd, own_group);
+    guard(&mut cmd, own_group, death_signal);
     let (tx, rx) = mpsc::channel();
     spawner
         .lock()
@@ -52,9 +70,9 @@ pub fn spawn(mut cmd: Command, own_group: bool) -> io::Result<Child> {
         .map_err(|_| io::Error::other("the spawning thread is gone"))?
 }
 
-/// Makes `cmd` start a child that is killed when the thread that starts it ends; with
-/// `own_group`, the child also leads a new process group.
-fn guard(cmd: &mut Command, own_group: bool) -> &mut Command {
+/// Makes `cmd` start a child that gets `death_signal` when the thread that starts it ends;
+/// with `own_group`, the child also leads a new process group.
+fn guard(cmd: &mut Command, own_group: bool, death_signal: libc::c_int) -> &mut Command {
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and calls only
     // async-signal-safe functions (prctl, getppid, setpgid, _exit).
@@ -62,7 +80,7 @@ fn guard(cmd: &mut Command, own_group: bool) -> &mut Command {
         cmd.pre_exec(move || {
             #[cfg(target_os = "linux")]
             {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, death_signal) != 0 {
                     return Err(io::Error::last_os_error());
                 }
                 // The parent may have died before prctl took effect.
@@ -71,7 +89,7 @@ fn guard(cmd: &mut Command, own_group: bool) -> &mut Command {
                 }
             }
             #[cfg(not(target_os = "linux"))]
-            let _ = parent;
+            let _ = (parent, death_signal);
             if own_group && libc::setpgid(0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -94,6 +112,95 @@ pub fn kill(child: &mut Child, own_group: bool) {
     let _ = child.wait();
 }
 
+/// How long each step of [`end_gracefully`] waits for the child before the next.
+pub const GRACE: Duration = Duration::from_secs(1);
+
+/// Ends `child` the way engines expect a worker to end: its input must already be closed
+/// (the caller dropped every handle on it), which ends a worker and, through the engine,
+/// its job; after `grace`, SIGTERM (to its group with `own_group`), which `srun`, `ssh` and
+/// `kubectl` pass on as the end of their remote work; after another `grace`, SIGKILL to the
+/// child and its group. Then reaps it. Returns how it ended.
+pub fn end_gracefully(child: &mut Child, own_group: bool, grace: Duration) -> Option<ExitStatus> {
+    let pid = child.id() as libc::pid_t;
+    let signal = |sig: libc::c_int| {
+        // SAFETY: kill/killpg with the unreaped child's pid (it leads its group with
+        // `own_group`), which cannot have been reused yet.
+        unsafe {
+            if own_group {
+                libc::killpg(pid, sig);
+            } else {
+                libc::kill(pid, sig);
+            }
+        }
+    };
+    for sig in [libc::SIGTERM, libc::SIGKILL] {
+        if let Ok(Ended::Exited(status)) = wait_until(child, Instant::now() + grace) {
+            return Some(status);
+        }
+        signal(sig);
+    }
+    child.wait().ok()
+}
+
+/// Children being ended on threads of their own (see [`end_in_background`]).
+static ENDING: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
+
+/// [`end_gracefully`] on a thread of its own, so that the caller goes on at once (a
+/// timed-out worker's end takes up to two grace periods); [`wait_for_endings`] waits for
+/// the ends still under way.
+pub fn end_in_background(mut child: Child, own_group: bool) {
+    *ENDING.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    let ended = std::thread::Builder::new()
+        .name("graphbug-end-child".into())
+        .spawn(move || {
+            end_gracefully(&mut child, own_group, GRACE);
+            let mut left = ENDING.0.lock().unwrap_or_else(|e| e.into_inner());
+            *left -= 1;
+            ENDING.1.notify_all();
+        });
+    if ended.is_err() {
+        // No thread to spare (the child went with the closure, and its input with it):
+        // it gets its death signal when this process exits.
+        *ENDING.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+    }
+}
+
+/// Waits at most `limit` for the children [`end_in_background`] is ending; returns how
+/// many are still under way (they get their death signal when this process exits).
+pub fn wait_for_endings(limit: Duration) -> usize {
+    let deadline = Instant::now() + limit;
+    let mut left = ENDING.0.lock().unwrap_or_else(|e| e.into_inner());
+    while *left > 0 {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        left = ENDING
+            .1
+            .wait_timeout(left, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    *left
+}
+
+/// Waits for `child` until `deadline`; `TimedOut` when it is still running then (it is
+/// not killed).
+fn wait_until(child: &mut Child, deadline: Instant) -> io::Result<Ended> {
+    let mut nap = Duration::from_millis(1);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Ended::Exited(status));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(Ended::TimedOut);
+        }
+        std::thread::sleep(nap.min(deadline - now));
+        nap = (nap * 2).min(Duration::from_millis(50));
+    }
+}
+
 /// How a bounded wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
@@ -106,20 +213,11 @@ pub enum Ended {
 /// Waits for `child` at most `limit`, killing it (and its group with `own_group`) when the
 /// limit passes.
 pub fn wait_bounded(child: &mut Child, limit: Duration, own_group: bool) -> io::Result<Ended> {
-    let deadline = Instant::now() + limit;
-    let mut nap = Duration::from_millis(1);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Ended::Exited(status));
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            kill(child, own_group);
-            return Ok(Ended::TimedOut);
-        }
-        std::thread::sleep(nap.min(deadline - now));
-        nap = (nap * 2).min(Duration::from_millis(50));
+    let ended = wait_until(child, Instant::now() + limit)?;
+    if ended == Ended::TimedOut {
+        kill(child, own_group);
     }
+    Ok(ended)
 }
 
 /// `signal 6 (SIGABRT)` for a status ended by a signal, `exit code 3` otherwise.
@@ -412,6 +510,44 @@ mod tests {
             std::process::id(),
             std::time::SystemTime::now()
         ));
+    }
+
+    #[test]
+    fn children_end_as_engines_expect_input_then_sigterm_then_sigkill() {
+        let start = |script: &str| {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", script]).stdin(Stdio::piped());
+            let mut child = spawn(cmd, true).unwrap();
+            // Its input closes, as a caller ending a worker closes it first.
+            drop(child.stdin.take());
+            child
+        };
+        let grace = Duration::from_millis(300);
+        // A child that ends with its input goes at once.
+        let mut child = start("cat > /dev/null");
+        let started = Instant::now();
+        let status = end_gracefully(&mut child, true, grace).unwrap();
+        assert!(status.success(), "{status:?}");
+        assert!(started.elapsed() < grace, "{:?}", started.elapsed());
+        // One that ignores its input gets SIGTERM after one grace period.
+        let mut child = start("sleep 100");
+        let started = Instant::now();
+        let status = end_gracefully(&mut child, true, grace).unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGTERM));
+        assert!(started.elapsed() >= grace && started.elapsed() < 2 * grace);
+        // One that ignores SIGTERM too gets SIGKILL after another.
+        let mut child = start("trap '' TERM; while :; do sleep 0.05; done");
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        let status = end_gracefully(&mut child, true, grace).unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(started.elapsed() >= 2 * grace, "{:?}", started.elapsed());
+        // Ended in the background, waited for before exit.
+        for _ in 0..3 {
+            end_in_background(start("sleep 100"), true);
+        }
+        assert!(wait_for_endings(Duration::ZERO) > 0);
+        assert_eq!(wait_for_endings(Duration::from_secs(10)), 0);
     }
 
     #[test]
