@@ -167,8 +167,83 @@ fn setup(root: &Path) -> Result<()> {
         ensure_python_package(&venv, package, None)?;
     }
     ensure_capture_package(root, &venv)?;
+    ensure_engines();
     println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
     Ok(())
+}
+
+/// Programs of the engines the worker-launcher tests start (`tests/cluster.rs`): a
+/// single-node Slurm and an sshd on localhost, with the Debian packages that carry them.
+const ENGINE_PROGRAMS: [(&str, &str); 7] = [
+    ("munged", "munge"),
+    ("slurmctld", "slurmctld"),
+    ("slurmd", "slurmd"),
+    ("srun", "slurm-client"),
+    ("sshd", "openssh-server"),
+    ("ssh", "openssh-client"),
+    ("ssh-keygen", "openssh-client"),
+];
+
+/// Installs the engines' Debian packages where they are missing and this is a Debian
+/// machine where setup runs as root (CI's); elsewhere it says what the tests will skip.
+/// Never an error: the tests skip an engine that is not installed, with a notice.
+fn ensure_engines() {
+    let missing = |programs: &[(&str, &'static str)]| -> Vec<&'static str> {
+        let mut packages: Vec<&'static str> = programs
+            .iter()
+            .filter(|(program, _)| {
+                find_in_path(program).is_none()
+                    && !["/usr/sbin", "/sbin"]
+                        .iter()
+                        .any(|d| Path::new(d).join(program).is_file())
+            })
+            .map(|&(_, package)| package)
+            .collect();
+        packages.dedup();
+        packages
+    };
+    let packages = missing(&ENGINE_PROGRAMS);
+    if packages.is_empty() {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || find_in_path("apt-get").is_none() {
+        eprintln!(
+            "setup: the Slurm and ssh launcher tests will be skipped: {} not installed (run `apt-get install {}` as root)",
+            packages.join(", "),
+            packages.join(" ")
+        );
+        return;
+    }
+    eprintln!(
+        "setup: installing {} (the launcher tests' engines)",
+        packages.join(" ")
+    );
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    // Stale package lists are refreshed once.
+    let installed = install()
+        || (Command::new("apt-get")
+            .args(["update", "-q"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+            && install());
+    let still = missing(&ENGINE_PROGRAMS);
+    if !installed || !still.is_empty() {
+        eprintln!(
+            "setup: could not install {}; the launcher tests will be skipped",
+            still.join(", ")
+        );
+    }
 }
 
 /// The version of `python/` (graphbug_capture), as its pyproject.toml gives it.
