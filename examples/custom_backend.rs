@@ -19,7 +19,7 @@ impl Backend for LoggingEager {
     fn name(&self) -> &str { "logging_eager" }
     fn description(&self) -> &str { "prints each graph's size, then runs it eagerly" }
     fn compile(&self, g: &Graph, _: &[ExampleInput], ctx: &CompileContext) -> Result<Box<dyn CompiledFn>, Failure> {
-        println!("{}: compiling `{}` ({} nodes)", self.name(), g.name, g.num_call_function_nodes());
+        println!("{}: compiling a graph of {} nodes and {} inputs", self.name(), g.num_call_function_nodes(), g.placeholders().len());
         Ok(Box::new(EagerFn::new(self.name(), g, ctx)?))
     }
 }

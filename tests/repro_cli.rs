@@ -321,9 +321,19 @@ fn the_demo_runs_the_whole_flow() {
     );
     assert!(stdout.contains("minified 19 nodes to 1"), "{stdout}");
     assert!(stdout.contains("cargo xtask repro"), "{stdout}");
+    assert_eq!(stdout.matches("graphbug demo:").count(), 1, "{stdout}");
     assert_eq!(
         call_nodes(&tmp.path().join("repro_out/minified/graph.py")),
         ["relu"]
+    );
+    // Repros name the module as PyTorch's do, whatever the source (make_fx's `<lambda>`).
+    for graph in ["repro_out/graph.py", "repro_out/minified/graph.py"] {
+        let text = std::fs::read_to_string(tmp.path().join(graph)).unwrap();
+        assert!(text.starts_with("class Repro(torch.nn.Module):"), "{graph}: {text}");
+    }
+    assert!(
+        stdout.contains("class Repro(torch.nn.Module):") && !stdout.contains("<lambda>"),
+        "{stdout}"
     );
     let manifest = std::fs::read_to_string(tmp.path().join("repro_out/manifest.json")).unwrap();
     assert!(

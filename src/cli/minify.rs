@@ -9,7 +9,7 @@ use clap::Args;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
 use graphbug::backends::lookup;
-use graphbug::ir::{print_graph, Device, Graph};
+use graphbug::ir::{Device, Graph};
 use graphbug::minifier::{minify_parallel, Checker, Contains, MinifyOptions, NoSink};
 use graphbug::repro::actions::{start_isolated_checkers, validate_backend};
 use graphbug::repro::checkers::AsRunnable;
@@ -341,7 +341,7 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
         d.finish(&m)?;
     }
     let seconds = started.elapsed().as_secs_f64();
-    print!("{}", print_graph(m.graph()));
+    print!("{}", graphbug::repro::save::repro_text(m.graph()));
     println!(
         "minified {} nodes to {} in {} queries ({} cache hits), {seconds:.2} s; failure: {}: {}",
         m.stats.start_nodes,

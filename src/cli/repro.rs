@@ -114,7 +114,10 @@ pub fn repro(args: &ReproArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
     match &args.target {
         None => {
             let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cnn");
-            println!("graphbug demo: the CNN reference graph (examples/cnn) through relu_accuracy_error_TESTING_ONLY at level 4");
+            // (Once: the supervised re-run of this command line says nothing of it.)
+            if !graphbug::repro::process::is_supervised() {
+                println!("graphbug demo: the CNN reference graph (examples/cnn) through relu_accuracy_error_TESTING_ONLY at level 4");
+            }
             flow(
                 &demo.join("forward.py"),
                 Some(&demo.join("inputs.npz")),
@@ -259,7 +262,7 @@ fn flow(
     };
     let m = minify_repro(dir, &mut case, &opts)?;
     println!("{}", minified_summary(&m, dir));
-    print!("{}", graphbug::ir::print_graph(m.graph()));
+    print!("{}", graphbug::repro::save::repro_text(m.graph()));
     let minified = shown.join("minified");
     let minified = minified.display();
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
@@ -442,7 +445,7 @@ fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
         }
         "minify" => {
             let m = minify_repro(dir, &mut case, &opts)?;
-            print!("{}", graphbug::ir::print_graph(m.graph()));
+            print!("{}", graphbug::repro::save::repro_text(m.graph()));
             println!("{}", minified_summary(&m, dir));
             Ok(ExitCode::SUCCESS)
         }

@@ -26,7 +26,7 @@ pub use error::{IrError, ParseError};
 pub use graph::{Graph, Node, NodeId, NodeKind, NodeName, Users};
 pub use naming::Namespace;
 pub use sym::{Bindings, SymExpr};
-pub use text::{parse_graph, print_graph};
+pub use text::{parse_graph, print_graph, print_graph_as};
 pub use types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, OpNameParts, TensorMeta};
 pub use value::Value;
 

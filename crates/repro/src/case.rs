@@ -115,7 +115,7 @@ pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
     replace_dir_atomically(link, |d| {
         let m = &case.manifest;
         let written = case.written();
-        write_text(d, GRAPH_FILE, &graphbug_ir::print_graph(written))?;
+        write_text(d, GRAPH_FILE, &crate::save::repro_text(written))?;
         if m.inputs == InputsRecord::Real {
             write_tensors(&d.join(INPUTS_FILE), &named(written, &case.inputs))?;
         }

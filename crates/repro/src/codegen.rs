@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use graphbug_ir::{print_graph, Graph};
+use graphbug_ir::Graph;
+
+use crate::save::repro_text;
 
 use crate::manifest::{InputsRecord, Manifest};
 
@@ -59,7 +61,7 @@ fn main() -> ExitCode {{
         what = failure_line(m),
         version = m.graphbug_version,
         libtorch = m.libtorch_version,
-        graph = raw_string(&print_graph(graph)),
+        graph = raw_string(&repro_text(graph)),
     )
 }
 
@@ -131,10 +133,7 @@ pub fn repro_py(graph: &Graph, m: &Manifest) -> String {
         .iter()
         .map(|&i| py_str(&graph.node(i).name))
         .collect();
-    let mut module = print_graph(graph);
-    if let Some(end) = module.find("(torch.nn.Module):") {
-        module.replace_range(..end, "class Repro");
-    }
+    let module = repro_text(graph);
     let seed = match m.inputs {
         InputsRecord::Random { seed } => format!("{seed}"),
         InputsRecord::Real => "None".into(),

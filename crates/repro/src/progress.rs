@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use graphbug_ir::{print_graph, Graph};
+use graphbug_ir::Graph;
 use graphbug_minifier::{Candidate, ResumePoint, Signature, Sink, Stats};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -111,9 +111,9 @@ fn fnv(bytes: impl IntoIterator<Item = u8>) -> String {
     format!("{h:016x}")
 }
 
-/// FNV-1a fingerprint of a graph's canonical text.
+/// FNV-1a fingerprint of a graph's text as repros hold it (its class name aside).
 pub fn fingerprint(graph: &Graph) -> String {
-    fnv(print_graph(graph).bytes())
+    fnv(crate::save::repro_text(graph).bytes())
 }
 
 /// Fingerprint of the input values of a recording (in input order).

@@ -4,13 +4,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
-use graphbug_ir::{parse_graph, print_graph, Graph};
+use graphbug_ir::{parse_graph, Graph};
 use tch::Tensor;
 
 use crate::error::{ReproError, Result};
 
 /// The graph file of a repro directory.
 pub const GRAPH_FILE: &str = "graph.py";
+
+/// The class name of the module in a repro's graph, as in PyTorch's repro scripts.
+pub const REPRO_CLASS: &str = "Repro";
+
+/// A graph's text as repros hold it: the module is `class Repro`, whatever the source
+/// named it (`<lambda>` for make_fx's graphs).
+pub fn repro_text(graph: &Graph) -> String {
+    graphbug_ir::print_graph_as(graph, REPRO_CLASS)
+}
 /// The inputs file of a repro directory (keys are the placeholder names).
 pub const INPUTS_FILE: &str = "inputs.safetensors";
 
@@ -144,7 +153,7 @@ pub fn write_graph_and_inputs(dir: &Path, graph: &Graph, inputs: &[Tensor]) -> R
             inputs.len(),
         )));
     }
-    write_file_atomically(&dir.join(GRAPH_FILE), print_graph(graph).as_bytes())?;
+    write_file_atomically(&dir.join(GRAPH_FILE), repro_text(graph).as_bytes())?;
     write_tensors(&dir.join(INPUTS_FILE), &crate::case::named(graph, inputs))?;
     Ok(())
 }

@@ -5,4 +5,4 @@ mod parser;
 mod printer;
 
 pub use parser::parse_graph;
-pub use printer::print_graph;
+pub use printer::{print_graph, print_graph_as};

@@ -9,6 +9,12 @@ use crate::value::Value;
 /// Prints `graph` as PyTorch's `print_readable()` does for a flat graph, including the
 /// `;  a = b = None` tails that free each value after its last use.
 pub fn print_graph(graph: &Graph) -> String {
+    print_graph_as(graph, &graph.name)
+}
+
+/// [`print_graph`] with another class name (`class Repro(torch.nn.Module):`, as
+/// PyTorch's repro scripts name the module).
+pub fn print_graph_as(graph: &Graph, class_name: &str) -> String {
     let names: Vec<&str> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
     let name_of = |id: NodeId| -> String {
         names
@@ -17,7 +23,7 @@ pub fn print_graph(graph: &Graph) -> String {
     };
     let frees = liveness_tails(graph);
     let mut out = String::with_capacity(graph.nodes.len() * 96 + 256);
-    let _ = writeln!(out, "class {}(torch.nn.Module):", graph.name);
+    let _ = writeln!(out, "class {class_name}(torch.nn.Module):");
     out.push_str("    def forward(self");
     let param = |node: &crate::graph::Node| -> Option<&str> {
         graph
