@@ -459,3 +459,27 @@ fn a_missing_case_file_is_a_failure_naming_it() {
     }
     assert_eq!(*r.outcome(Stage::Values), Outcome::Passed);
 }
+
+#[test]
+fn setup_installs_what_the_documented_commands_import() {
+    // `cargo xtask conformance` and `cargo xtask bench` (the peak-memory bench's zoo)
+    // generate models with torchvision; the minifier tests import numpy and expecttest.
+    let python = root().join(".venv/bin/python");
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import torch, torchvision, numpy, expecttest; print(torchvision.__version__)",
+        ])
+        .output()
+        .expect("the venv's python runs (cargo xtask setup makes it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("0.28.0"),
+        "torchvision must match torch 2.13.0: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -162,10 +162,12 @@ fn setup(root: &Path) -> Result<()> {
     link_libtorch(root, &torch)?;
     write_doctest_config(root)?;
     // The conformance suite (also in `cargo test`) needs OpInfo's op_db, which imports
-    // expecttest and numpy; torch's own wheel pulls in neither.
+    // expecttest and numpy; torch's own wheel pulls in neither. The zoo (the conformance
+    // suite's and the peak-memory bench's) needs torchvision.
     for package in ["numpy", "expecttest"] {
         ensure_python_package(&venv, package, None)?;
     }
+    ensure_python_package(&venv, "torchvision", Some(TORCHVISION_VERSION))?;
     ensure_capture_package(root, &venv)?;
     ensure_engines();
     println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
@@ -611,7 +613,6 @@ fn python_package_present(venv: &Path, package: &str, version: Option<&str>) -> 
 fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
     setup(root)?;
     let venv = root.join(".venv");
-    ensure_python_package(&venv, "torchvision", Some(TORCHVISION_VERSION))?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .args(["build", "-p", "graphbug"])
