@@ -536,3 +536,33 @@ fn a_flaky_check_is_measured_and_held_to_its_rate() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_structural_check_runs_nothing() {
+    // Inputs no machine holds, and an op whose eager run fails: a contains: check reads
+    // only the graph, so neither matters (no inputs made, no worker, no eager run).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge.py");
+    std::fs::write(
+        &file,
+        r#"class Repro(torch.nn.Module):
+    def forward(self, x: "f32[1000000000000]", y: "f32[3]"):
+        relu: "f32[1000000000000]" = torch.ops.aten.relu.default(x);  x = None
+        sin: "f32[1000000000000]" = torch.ops.aten.sin.default(relu);  relu = None
+        mm: "f32[3]" = torch.ops.aten.mm.default(y, y);  y = None
+        return (sin, mm)
+"#,
+    )
+    .unwrap();
+    let out = graphbug(&[
+        "minify",
+        file.to_str().unwrap(),
+        "--check",
+        "contains:aten.sin.default",
+        "--json",
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(summary(&out)["end_nodes"], 1, "{stderr}");
+    assert!(!stderr.contains("eager run"), "{stderr}");
+}

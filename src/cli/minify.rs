@@ -209,12 +209,105 @@ fn build_checkers(
     Ok((checkers, None))
 }
 
+/// The ops a `contains:` check looks for, when the check reads only the graph as written
+/// and nothing needs the graph's values: no `--out` (a repro directory holds inputs) and a
+/// graph that runs as written (a dynamo-level or symbolic graph is checked in its aten,
+/// runnable form).
+fn structural_check(args: &MinifyArgs, graph: &Graph) -> Result<Option<Contains>> {
+    let Some(ops) = args.check.as_deref().and_then(|c| c.strip_prefix("contains:")) else {
+        return Ok(None);
+    };
+    if args.out.is_some() || graphbug::aten::dynamic::needs_runnable_form(graph) {
+        return Ok(None);
+    }
+    Contains::parse(ops).map(Some).map_err(|e| anyhow!(e))
+}
+
+/// `graphbug minify` with a check that reads only the graph: nothing runs (no worker, no
+/// inputs, no eager run), only the search.
+fn minify_structurally(
+    args: &MinifyArgs,
+    graph: &Graph,
+    contains: Contains,
+    started: Instant,
+) -> Result<ExitCode> {
+    if args.workers.worker_launcher.is_some() {
+        bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
+    }
+    let mut checkers: Checkers = (0..args.workers.workers()?.count())
+        .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
+        .collect();
+    let options = MinifyOptions {
+        check_str: args.check_str.clone(),
+        verbose: true,
+        progress: true,
+        max_queries: args.max_queries,
+        ..MinifyOptions::default()
+    };
+    let m = minify_parallel(graph, &mut checkers, &options, &mut NoSink).map_err(|e| anyhow!(e))?;
+    report(args, &m, started, None, checkers.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the result of a minification: the graph, the counts, and with `--json` a line
+/// of them.
+fn report(
+    args: &MinifyArgs,
+    m: &graphbug::minifier::Minified,
+    started: Instant,
+    saved: Option<&std::path::Path>,
+    jobs: usize,
+) {
+    let seconds = started.elapsed().as_secs_f64();
+    print!("{}", graphbug::repro::save::repro_text(m.graph()));
+    println!(
+        "minified {} nodes to {} in {} queries ({} cache hits), {seconds:.2} s; failure: {}: {}",
+        m.stats.start_nodes,
+        m.stats.end_nodes,
+        m.stats.queries,
+        m.stats.cache_hits,
+        m.signature.kind,
+        m.signature.message
+    );
+    if let Some(r) = m.stats.reliability {
+        println!("the original fails in {r}; the result failed at least as often in as many runs");
+    }
+    if let Some(d) = saved {
+        println!("smallest failing graph: {}", d.display());
+    }
+    if jobs > 1 {
+        println!(
+            "{jobs} workers; speculation: {} queries run that the search did not need",
+            m.speculative
+        );
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "start_nodes": m.stats.start_nodes,
+                "end_nodes": m.stats.end_nodes,
+                "queries": m.stats.queries,
+                "cache_hits": m.stats.cache_hits,
+                "jobs": jobs,
+                "speculative": m.speculative,
+                "original_failures": m.stats.reliability.map(|r| r.failures),
+                "original_runs": m.stats.reliability.map(|r| r.runs),
+                "seconds": (seconds * 1000.0).round() / 1000.0,
+            })
+        );
+    }
+}
+
 /// `graphbug minify`.
 pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
     let started = Instant::now();
     // Candidates are cut from the graph as written (symbolic sizes and dynamo-level calls
     // kept) and run in its runnable form, `run_graph`.
     let graph = load_graph(&args.file)?;
+    if let Some(contains) = structural_check(args, &graph)? {
+        return minify_structurally(args, &graph, contains, started);
+    }
     let mut run_graph = graph.clone();
     let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
     ensure_device(&device)?;
@@ -340,45 +433,12 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
     if let Some(d) = dir.as_mut() {
         d.finish(&m)?;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    print!("{}", graphbug::repro::save::repro_text(m.graph()));
-    println!(
-        "minified {} nodes to {} in {} queries ({} cache hits), {seconds:.2} s; failure: {}: {}",
-        m.stats.start_nodes,
-        m.stats.end_nodes,
-        m.stats.queries,
-        m.stats.cache_hits,
-        m.signature.kind,
-        m.signature.message
+    report(
+        args,
+        &m,
+        started,
+        dir.as_ref().map(|d| d.minified()).as_deref(),
+        checkers.len(),
     );
-    if let Some(r) = m.stats.reliability {
-        println!("the original fails in {r}; the result failed at least as often in as many runs");
-    }
-    if let Some(d) = &dir {
-        println!("smallest failing graph: {}", d.minified().display());
-    }
-    if checkers.len() > 1 {
-        println!(
-            "{} workers; speculation: {} queries run that the search did not need",
-            checkers.len(),
-            m.speculative
-        );
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "start_nodes": m.stats.start_nodes,
-                "end_nodes": m.stats.end_nodes,
-                "queries": m.stats.queries,
-                "cache_hits": m.stats.cache_hits,
-                "jobs": checkers.len(),
-                "speculative": m.speculative,
-                "original_failures": m.stats.reliability.map(|r| r.failures),
-                "original_runs": m.stats.reliability.map(|r| r.runs),
-                "seconds": (seconds * 1000.0).round() / 1000.0,
-            })
-        );
-    }
     Ok(ExitCode::SUCCESS)
 }
