@@ -522,7 +522,8 @@ fn dynamo_test_after_aot() {
 
 /// test_input_returned through `--check-command`, as a user would write it: a script that
 /// reads the candidate's graph.py. The original as given is the first query, so a check on
-/// the outputs sees them as the original has them.
+/// the outputs sees them as the original has them. The graph saved under `--out` is the
+/// result too (it once kept the first success: 4 inputs, as only shrinking nodes saved).
 #[test]
 fn a_check_command_on_the_outputs_sees_the_original_first() {
     let tmp = tempfile::tempdir().unwrap();
@@ -549,6 +550,8 @@ fn a_check_command_on_the_outputs_sees_the_original_first() {
                 "--check-command",
                 &format!("python3 {}", script.display()),
                 "--json",
+                "--out",
+                tmp.path().join("out").to_str().unwrap(),
             ],
             &[],
             tmp.path(),
@@ -566,4 +569,10 @@ fn a_check_command_on_the_outputs_sees_the_original_first() {
         .join("\n");
     let g = parse_graph(&shown).unwrap();
     assert_eq!((fx_nodes(&g), g.placeholders().len()), (2, 1), "{shown}");
+    let saved = std::fs::read_to_string(tmp.path().join("out/minified/graph.py")).unwrap();
+    assert_eq!(
+        saved,
+        shown.clone() + "\n",
+        "the saved result differs from the printed one"
+    );
 }

@@ -329,7 +329,10 @@ fn the_demo_runs_the_whole_flow() {
     // Repros name the module as PyTorch's do, whatever the source (make_fx's `<lambda>`).
     for graph in ["repro_out/graph.py", "repro_out/minified/graph.py"] {
         let text = std::fs::read_to_string(tmp.path().join(graph)).unwrap();
-        assert!(text.starts_with("class Repro(torch.nn.Module):"), "{graph}: {text}");
+        assert!(
+            text.starts_with("class Repro(torch.nn.Module):"),
+            "{graph}: {text}"
+        );
     }
     assert!(
         stdout.contains("class Repro(torch.nn.Module):") && !stdout.contains("<lambda>"),

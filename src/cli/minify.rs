@@ -214,7 +214,11 @@ fn build_checkers(
 /// graph that runs as written (a dynamo-level or symbolic graph is checked in its aten,
 /// runnable form).
 fn structural_check(args: &MinifyArgs, graph: &Graph) -> Result<Option<Contains>> {
-    let Some(ops) = args.check.as_deref().and_then(|c| c.strip_prefix("contains:")) else {
+    let Some(ops) = args
+        .check
+        .as_deref()
+        .and_then(|c| c.strip_prefix("contains:"))
+    else {
         return Ok(None);
     };
     if args.out.is_some() || graphbug::aten::dynamic::needs_runnable_form(graph) {

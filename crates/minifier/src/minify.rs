@@ -274,7 +274,21 @@ struct Session<'a> {
     bar: Option<ProgressBar>,
     max_queries: Option<usize>,
     best_size: usize,
+    /// How good the best candidate so far is ([`rank`]).
+    best_rank: (usize, usize, usize),
+    /// What the sink last got: (kept, retained, cut).
+    saved: Option<(Vec<u32>, Vec<usize>, crate::candidate::Cut)>,
     sink_error: Option<String>,
+}
+
+/// How good a failing candidate is, the smaller the better: its nodes, then its inputs,
+/// then its outputs (a bug in the outputs shrinks only the last two).
+fn rank(candidate: &Candidate) -> (usize, usize, usize) {
+    (
+        candidate.size(),
+        candidate.inputs.len(),
+        candidate.graph.outputs().len(),
+    )
 }
 
 impl Session<'_> {
@@ -502,7 +516,8 @@ impl Session<'_> {
             *all += 1;
         }
         self.cache.insert(key, interesting);
-        if interesting && candidate.size() < self.best_size {
+        if interesting && rank(&candidate) < self.best_rank {
+            self.best_rank = rank(&candidate);
             self.best_size = candidate.size();
             self.stats.end_nodes = self.best_size;
             self.save(&candidate);
@@ -584,6 +599,11 @@ impl Session<'_> {
 
     /// Hands a new best candidate to the sink (an error is kept for the end).
     fn save(&mut self, candidate: &Candidate) {
+        self.saved = Some((
+            candidate.kept.clone(),
+            candidate.retained.clone(),
+            candidate.cut.clone(),
+        ));
         if let Err(e) = self
             .sink
             .improved(candidate, self.identity.original(), &self.stats)
@@ -1296,6 +1316,8 @@ impl<'o, 'g> Start<'o, 'g> {
             bar,
             max_queries: options.max_queries,
             best_size: start_size,
+            best_rank: (start_size, usize::MAX, usize::MAX),
+            saved: None,
             sink_error: None,
         };
         session.note(format!(
@@ -1334,6 +1356,15 @@ impl<'o, 'g> Start<'o, 'g> {
         }
         s = session.one_minimal(s);
         let candidate = session.candidate(&s);
+        // The sink holds the result, whatever the last improvement it saw was.
+        let result = (
+            candidate.kept.clone(),
+            candidate.retained.clone(),
+            candidate.cut.clone(),
+        );
+        if session.saved.as_ref() != Some(&result) {
+            session.save(&candidate);
+        }
         session.finish(candidate, signature)
     }
 }

@@ -474,19 +474,80 @@ pub fn worker_main(spec_path: &Path) -> Result<()> {
 }
 
 /// The stage a worker's query is in (`compile`, `runtime`), reported on its output only
-/// once the stage has lasted [`STAGE_QUIET`]: what a timeout needs to say where it hung.
+/// once the stage has lasted [`STAGE_QUIET`] (what a timeout needs to say where it hung)
+/// or when the worker crashes (a fatal signal's handler writes it before the worker dies).
 /// A query quicker than that writes one line, its verdict: through an engine's launcher,
 /// a small write that follows another unacknowledged one waits for the delayed
 /// acknowledgement (40 ms a query through `srun`).
 #[derive(Clone)]
 struct StageReports(Arc<Mutex<Option<(String, Instant, bool)>>>);
 
+/// The `@stage` line of the current stage, for the fatal-signal handler: its bytes and
+/// length (0: no query running).
+static CRASH_LINE: [std::sync::atomic::AtomicU8; 64] =
+    [const { std::sync::atomic::AtomicU8::new(0) }; 64];
+static CRASH_LINE_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Publishes the `@stage` line a crash now reports (`None`: nothing).
+fn set_crash_line(stage: Option<&str>) {
+    use std::sync::atomic::Ordering;
+    CRASH_LINE_LEN.store(0, Ordering::SeqCst);
+    let Some(stage) = stage else { return };
+    let line = format!("@stage {stage}\n");
+    if line.len() > CRASH_LINE.len() {
+        return;
+    }
+    for (slot, b) in CRASH_LINE.iter().zip(line.bytes()) {
+        slot.store(b, Ordering::SeqCst);
+    }
+    CRASH_LINE_LEN.store(line.len(), Ordering::SeqCst);
+}
+
+/// On a fatal signal: writes the current `@stage` line to standard output, then dies of
+/// the signal (the handler is reset to the default before it runs).
+extern "C" fn report_stage_and_die(sig: libc::c_int) {
+    use std::sync::atomic::Ordering;
+    let len = CRASH_LINE_LEN.load(Ordering::SeqCst);
+    let mut buf = [0u8; 64];
+    for (b, slot) in buf.iter_mut().zip(CRASH_LINE.iter()).take(len) {
+        *b = slot.load(Ordering::SeqCst);
+    }
+    // SAFETY: write(2) and raise(3) are async-signal-safe; `buf` outlives the call.
+    unsafe {
+        libc::write(1, buf.as_ptr().cast(), len);
+        libc::raise(sig);
+    }
+}
+
+/// Installs [`report_stage_and_die`] for the signals a crashing backend dies of.
+fn report_stage_on_crash() {
+    for sig in [
+        libc::SIGABRT,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGILL,
+    ] {
+        // SAFETY: a plain sigaction with a handler that only calls async-signal-safe
+        // functions; SA_RESETHAND restores the default action before it runs, so raising
+        // the signal again ends the process as the crash would have.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = report_stage_and_die as *const () as usize;
+            action.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
 /// How long a stage lasts before it is reported.
 const STAGE_QUIET: Duration = Duration::from_millis(50);
 
 impl StageReports {
-    /// Reports with a thread of their own.
+    /// Reports with a thread of their own (and a crash's fatal-signal handler).
     fn start() -> StageReports {
+        report_stage_on_crash();
         let reports = StageReports(Arc::new(Mutex::new(None)));
         let watched = reports.clone();
         std::thread::spawn(move || loop {
@@ -505,14 +566,16 @@ impl StageReports {
 
     /// The query entered `stage`.
     fn entered(&self, stage: &str) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((stage.to_string(), Instant::now(), false));
+        let mut current = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        set_crash_line(Some(stage));
+        *current = Some((stage.to_string(), Instant::now(), false));
     }
 
     /// The query is answered: no stage of it is reported from now on (while the guard
     /// lives, the verdict is written).
     fn answered(&self) -> std::sync::MutexGuard<'_, Option<(String, Instant, bool)>> {
         let mut current = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        set_crash_line(None);
         *current = None;
         current
     }
@@ -1201,7 +1264,12 @@ mod tests {
 
     #[test]
     fn node_ranges_round_trip() {
-        for ids in [vec![], vec![3], vec![0, 1, 2, 5, 7, 8, 9, 12], (0..3000).collect()] {
+        for ids in [
+            vec![],
+            vec![3],
+            vec![0, 1, 2, 5, 7, 8, 9, 12],
+            (0..3000).collect(),
+        ] {
             let text = ranges(&ids);
             assert_eq!(parse_ranges(&text).unwrap(), ids, "{text}");
         }
