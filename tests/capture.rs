@@ -106,6 +106,39 @@ fn an_unmodified_script_is_captured_and_its_aot_graphs_minify() {
             1,
             "{tag}: not minimal:\n{minified}"
         );
+        // A backend that computes wrong numbers: `run` shows it, and `minify` finds it
+        // without being told (the directory records no failure), or with --check.
+        let wrong = "relu_accuracy_error_TESTING_ONLY";
+        let run = graphbug(&["repro", fw.to_str().unwrap(), "run", "--backend", wrong]);
+        assert!(
+            text(&run.stdout).starts_with("reproduced: accuracy"),
+            "{tag}: {}{}",
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+        for check in [&[][..], &["--check", "accuracy"][..]] {
+            let mut args = vec!["repro", fw.to_str().unwrap(), "minify", "--backend", wrong];
+            args.extend_from_slice(check);
+            let min = graphbug(&args);
+            assert!(
+                min.status.success(),
+                "{tag} {check:?}: {}{}",
+                text(&min.stdout),
+                text(&min.stderr)
+            );
+            let minified = std::fs::read_to_string(fw.join("minified/graph.py")).unwrap();
+            assert_eq!(
+                minified.matches("torch.ops.").count(),
+                1,
+                "{tag} {check:?}: not minimal:\n{minified}"
+            );
+            assert!(
+                minified.contains("torch.ops.aten.relu.default"),
+                "{minified}"
+            );
+            let manifest = std::fs::read_to_string(fw.join("minified/manifest.json")).unwrap();
+            assert!(manifest.contains("\"stage\": \"accuracy\""), "{manifest}");
+        }
         // The dynamo-level graph minifies to its relu and stays dynamo-level (and
         // symbolic, with the symbol's value in the manifest).
         let dynamo = out.join("dynamo_000");

@@ -16,7 +16,7 @@ use graphbug::ir::Graph;
 use graphbug::minifier::Minified;
 use graphbug::repro::actions::{
     analyze, classify, minify_repro, reproduce, reproduce_rate, validate_backend, ActionOptions,
-    Outcome,
+    Outcome, ReproCheck,
 };
 use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
@@ -91,8 +91,19 @@ pub struct ReproArgs {
     /// For a graph file: write the repro directory and stop, without minifying.
     #[arg(long)]
     no_minify: bool,
+    /// For `minify` of a repro directory: what counts as failing, as `graphbug minify`
+    /// takes it (compile, runtime, accuracy, contains:OP[,OP...]). Default: the failure
+    /// the directory records; for one that records none (a captured graph), any failure
+    /// of the backend, wrong results included (compared with eager, as level 4 does).
+    #[arg(long, value_parser = parse_check)]
+    check: Option<ReproCheck>,
     #[command(flatten)]
     workers: super::WorkerArgs,
+}
+
+/// A `--check` value.
+fn parse_check(text: &str) -> std::result::Result<ReproCheck, String> {
+    text.parse()
 }
 
 fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
@@ -106,6 +117,7 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
         workers: args.workers.workers()?,
         repeat: args.repeat.map(|k| k as usize),
+        check: args.check.clone(),
     })
 }
 
@@ -139,6 +151,9 @@ pub fn repro(args: &ReproArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
         Some(t) => {
             if let Some(a) = &args.action {
                 bail!("{} is not a repro directory, so `{a}` does not apply; give a graph file alone to run the whole flow", t.display());
+            }
+            if args.check.is_some() {
+                bail!("--check says what `repro DIR minify` looks for; the whole flow on a graph file detects the failure by --level (or use `graphbug minify {} --check ...`)", t.display());
             }
             let backend = args
                 .backend
@@ -419,6 +434,9 @@ fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<
 
 /// run / minify / analyze on a repro directory.
 fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
+    if args.check.is_some() && action != "minify" {
+        bail!("--check says what `minify` looks for; `{action}` checks the failure the directory records (or any, where it records none)");
+    }
     let mut case = read_repro_dir(dir)?;
     if matches!(action, "run" | "analyze") {
         if let Some(code) = supervise_action(&case, action, args)? {

@@ -53,6 +53,32 @@ pub struct ActionOptions {
     /// Runs per check for a flaky failure (`--repeat`): `minify` measures the original
     /// over this many runs; `run` checks a recorded rate over this many.
     pub repeat: Option<usize>,
+    /// What `minify` looks for (`--check`) instead of the recorded failure; for a directory
+    /// that records none (a captured graph), by default any failure of the backend, wrong
+    /// results included.
+    pub check: Option<ReproCheck>,
+}
+
+/// What `repro DIR minify --check` looks for.
+#[derive(Clone, Debug)]
+pub enum ReproCheck {
+    /// A failure of the backend of this kind.
+    Backend(CheckKind),
+    /// The candidate calls every op listed (no backend runs).
+    Contains(graphbug_minifier::Contains),
+}
+
+impl std::str::FromStr for ReproCheck {
+    type Err = String;
+
+    /// `compile`, `runtime`, `accuracy` or `contains:OP[,OP...]`, as `graphbug minify`
+    /// takes them.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.strip_prefix("contains:") {
+            Some(ops) => graphbug_minifier::Contains::parse(ops).map(ReproCheck::Contains),
+            None => s.parse().map(ReproCheck::Backend),
+        }
+    }
 }
 
 /// Checks before any work that `backend`'s parameters make sense for `graph` and its
@@ -436,12 +462,14 @@ pub fn reproduce_main(graph_text: &str, dir: &Path) -> ExitCode {
     }
 }
 
-/// The checker kind that finds the recorded failure.
+/// The checker kind that finds the recorded failure; for a directory that records none (a
+/// captured graph), the accuracy check, which also finds compile and runtime failures (the
+/// first the backend shows is the bug minified), as repro level 4 does.
 fn check_kind(case: &ReproCase) -> CheckKind {
     match case.manifest.failure.as_ref().map(|f| f.stage) {
         Some(Stage::Compile) => CheckKind::Compile,
-        Some(Stage::Accuracy) => CheckKind::Accuracy,
-        Some(Stage::Runtime) | None => CheckKind::Runtime,
+        Some(Stage::Runtime) => CheckKind::Runtime,
+        Some(Stage::Accuracy) | None => CheckKind::Accuracy,
     }
 }
 
@@ -451,7 +479,10 @@ fn check_kind(case: &ReproCase) -> CheckKind {
 pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> Result<Minified> {
     let backend = prepare(case, opts)?;
     let device = case.device()?;
-    let kind = check_kind(case);
+    let kind = match &opts.check {
+        Some(ReproCheck::Backend(kind)) => *kind,
+        Some(ReproCheck::Contains(_)) | None => check_kind(case),
+    };
     let accuracy = opts.accuracy.unwrap_or(case.manifest.accuracy);
     let scratch = Scratch::new("minify")?;
     // Candidates are cut from the graph as written (symbolic sizes and dynamo-level calls
@@ -460,7 +491,20 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     // The reference values of one eager run in this process: the in-process checker's,
     // and what saved repros are made of (isolated, only after a worker survived the run).
     let mut values = None;
-    let checkers: Vec<Box<dyn Checker + Send>> = if opts.in_process {
+    let checkers: Vec<Box<dyn Checker + Send>> = if let Some(ReproCheck::Contains(contains)) =
+        &opts.check
+    {
+        if opts.workers.launcher.is_some() {
+            return Err(ReproError::Other(
+                "--worker-launcher starts workers that run a backend; a contains: check runs no backend".into(),
+            ));
+        }
+        (0..opts.workers.count())
+            .map(|_| {
+                AsRunnable::wrap_for(written, Box::new(contains.clone()), &case.manifest.bindings)
+            })
+            .collect()
+    } else if opts.in_process {
         opts.workers.allow_in_process()?;
         validate_case(backend.as_ref(), case)?;
         let recorded =
