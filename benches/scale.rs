@@ -3,18 +3,19 @@
 //! 10k, 100k and 1M nodes (the last about 6,000 layers), go through every stage a user
 //! runs on a captured graph: print, parse, verify, meta check (`graphbug check --meta`,
 //! libtorch's meta kernels), default and min-cut partition, and minification with a
-//! `contains:` check. Each stage is reported in µs per node at each size.
+//! `contains:` check. Each stage is reported in µs per node at each size (the median of
+//! three rounds), each round at a larger size interleaved with the same stage at 10k.
 //!
 //! Targets: each stage's time per node at 1M at most 2x its time per node at 10k (linear
-//! time), min-cut's at most 1.25x (no worse, within noise), and the process's peak
-//! resident memory within 4 GiB.
+//! time), min-cut's at most 1.25x (no worse, within noise), as the median of the rounds'
+//! ratios (with their spread); and the process's peak resident memory within 4 GiB.
 //!
 //! `[GRAPHBUG_SCALE_MAX_NODES=N] cargo bench --bench scale`
 
 use std::time::Instant;
 
 use graphbug::autodiff::Joint;
-use graphbug::ir::bench::Targets;
+use graphbug::ir::bench::{Ratio, Targets};
 use graphbug::ir::{parse_graph, print_graph};
 use graphbug::minifier::{minify, Contains, MinifyOptions, NoSink};
 use graphbug::partition::{default_partition, min_cut_rematerialization_partition, MinCutOptions};
@@ -42,22 +43,80 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-/// Microseconds per node that `f` takes on a graph of `nodes` nodes (the best of three
-/// runs at every size, so that every size is measured alike), its result, and the peak
-/// resident memory of the process while it ran (what holds the joint graph too, as the CLI
-/// holds the graph it works on).
-fn per_node<T>(nodes: usize, f: impl Fn() -> T) -> (f64, T, u64) {
-    let mut best = f64::INFINITY;
-    let mut out = None;
-    reset_peak();
-    for _ in 0..3 {
-        drop(out.take());
-        let t = Instant::now();
-        out = Some(f());
-        best = best.min(t.elapsed().as_secs_f64() * 1e6 / nodes as f64);
-    }
-    (best, out.expect("ran at least once"), peak_rss())
+/// A joint graph with what its stages start from: its text and the parsed graph.
+struct Prepared {
+    joint: Joint,
+    text: String,
+    parsed: graphbug::ir::Graph,
 }
+
+impl Prepared {
+    /// The joint graph of `layers` layers, printed and parsed once.
+    fn new(layers: usize) -> Prepared {
+        let joint = gpt_joint(layers);
+        let text = print_graph(&joint.graph);
+        let parsed = parse_graph(&text).expect("parses");
+        Prepared {
+            joint,
+            text,
+            parsed,
+        }
+    }
+
+    /// Nodes of the joint graph.
+    fn nodes(&self) -> usize {
+        self.joint.graph.nodes.len()
+    }
+
+    /// Runs `stage` (of [`STAGES`]) once: its seconds, and what the run says of itself
+    /// (minify's queries, the partitions' saved bytes).
+    fn run(&self, stage: &str) -> (f64, String) {
+        let (graph, n_out) = (&self.joint.graph, self.joint.num_fwd_outputs);
+        let t = Instant::now();
+        match stage {
+            "print" => drop(print_graph(graph)),
+            "parse" => drop(parse_graph(&self.text).expect("parses")),
+            "verify" => self.parsed.verify().expect("verifies"),
+            "meta check" => {
+                let check = graphbug::aten::meta::check_meta(graph).expect("meta check");
+                assert!(check.mismatches.is_empty(), "meta mismatches");
+            }
+            "default partition" => {
+                let d = default_partition(graph, n_out).expect("default partition");
+                return (
+                    elapsed(t),
+                    format!("default saves {} B", d.report.saved_bytes),
+                );
+            }
+            "min-cut partition" => {
+                let m =
+                    min_cut_rematerialization_partition(graph, n_out, &MinCutOptions::default())
+                        .expect("min-cut partition");
+                return (
+                    elapsed(t),
+                    format!("min-cut saves {} B", m.report.saved_bytes),
+                );
+            }
+            "minify contains" => {
+                let mut contains = Contains::parse("aten.gelu_backward.default").expect("op list");
+                let m = minify(graph, &mut contains, &MinifyOptions::default(), &mut NoSink)
+                    .expect("minifies");
+                assert_eq!(m.stats.end_nodes, 1);
+                return (elapsed(t), format!("minify: {} queries", m.stats.queries));
+            }
+            other => unreachable!("stage {other}"),
+        }
+        (elapsed(t), String::new())
+    }
+}
+
+/// Seconds since `t`.
+fn elapsed(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64()
+}
+
+/// Rounds of each stage at each size.
+const ROUNDS: usize = 3;
 
 const STAGES: [&str; 7] = [
     "print",
@@ -86,98 +145,87 @@ fn main() {
         gpt_joint(4).graph.nodes.len(),
     );
     let per_layer = (big - small) / 2;
+    let layers_for = |target: usize| (target / per_layer).max(1);
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    let mut rows: Vec<(usize, Vec<f64>)> = Vec::new();
+    // The smallest size stays, so that each stage at a larger size is timed in rounds
+    // interleaved with the same stage at the smallest (both meet the same machine).
+    let smallest = Prepared::new(layers_for(10_000));
+    let mut largest: Option<(usize, Vec<Ratio>)> = None;
     // The largest peak of any stage, and the stage.
     let mut peak = (0u64, "");
     for target in [10_000usize, 100_000, 1_000_000] {
         if target > max_nodes {
             break;
         }
-        let layers = (target / per_layer).max(1);
         let started = Instant::now();
-        let joint = gpt_joint(layers);
-        let (graph, n_out) = (&joint.graph, joint.num_fwd_outputs);
-        let nodes = graph.nodes.len();
+        let owned = (target > 10_000).then(|| Prepared::new(layers_for(target)));
+        let here = owned.as_ref().unwrap_or(&smallest);
+        let nodes = here.nodes();
         let built = started.elapsed().as_secs_f64();
         reset_peak();
         let holding = peak_rss();
-        let mut us = Vec::new();
-        let mut note = |k: usize, (t, peak_bytes): (f64, u64)| {
-            us.push(t);
-            if peak_bytes > peak.0 {
-                peak = (peak_bytes, STAGES[k]);
+        let (mut us, mut ratios, mut notes) = (Vec::new(), Vec::new(), Vec::new());
+        for stage in STAGES {
+            reset_peak();
+            let (mut times, mut per_round) = (Vec::new(), Vec::new());
+            for round in 0..ROUNDS {
+                let at = |p: &Prepared| {
+                    let (t, note) = p.run(stage);
+                    (t * 1e6 / p.nodes() as f64, note)
+                };
+                let ((t, note), (t0, _)) = if round % 2 == 0 {
+                    let a = at(here);
+                    (a, at(&smallest))
+                } else {
+                    let b = at(&smallest);
+                    (at(here), b)
+                };
+                times.push(t);
+                per_round.push(t / t0);
+                if round == 0 && !note.is_empty() {
+                    notes.push(note);
+                }
             }
-        };
-        let (t, text, p) = per_node(nodes, || print_graph(graph));
-        note(0, (t, p));
-        let (t, parsed, p) = per_node(nodes, || parse_graph(&text).expect("parses"));
-        note(1, (t, p));
-        assert_eq!(parsed.nodes.len(), nodes);
-        drop(text);
-        let (t, (), p) = per_node(nodes, || parsed.verify().expect("verifies"));
-        note(2, (t, p));
-        drop(parsed);
-        let (t, check, p) = per_node(nodes, || {
-            graphbug::aten::meta::check_meta(graph).expect("meta check")
-        });
-        note(3, (t, p));
-        assert!(
-            check.mismatches.is_empty(),
-            "meta mismatches at {nodes} nodes"
-        );
-        drop(check);
-        let (t, d, p) = per_node(nodes, || {
-            default_partition(graph, n_out).expect("default partition")
-        });
-        note(4, (t, p));
-        let (t, m, p) = per_node(nodes, || {
-            min_cut_rematerialization_partition(graph, n_out, &MinCutOptions::default())
-                .expect("min-cut partition")
-        });
-        note(5, (t, p));
-        // A CLI run holds only the graph it works on: the partitions go before minify.
-        let saved = (d.report.saved_bytes, m.report.saved_bytes);
-        drop((d, m));
-        let (t, minified, p) = per_node(nodes, || {
-            let mut contains = Contains::parse("aten.gelu_backward.default").expect("op list");
-            minify(graph, &mut contains, &MinifyOptions::default(), &mut NoSink).expect("minifies")
-        });
-        note(6, (t, p));
-        assert_eq!(minified.stats.end_nodes, 1);
+            let p = peak_rss();
+            if p > peak.0 {
+                peak = (p, stage);
+            }
+            times.sort_by(f64::total_cmp);
+            us.push(times[ROUNDS / 2]);
+            ratios.push(Ratio::of(&mut per_round));
+        }
         let shown: Vec<String> = STAGES
             .iter()
             .zip(&us)
             .map(|(stage, t)| format!("{stage} {t:.3}"))
             .collect();
         println!(
-            "{layers:>5} layers, {nodes:>8} nodes (built in {built:.1} s; the process holding it: {:.2} GiB), µs/node: {}; minify: {} queries; saved {} B (default) / {} B (min-cut); largest peak memory {:.2} GiB ({})",
+            "{:>5} layers, {nodes:>8} nodes (built in {built:.1} s; the process holding it: {:.2} GiB), µs/node (median of {ROUNDS} rounds): {}; {}; largest peak memory {:.2} GiB ({})",
+            layers_for(target),
             gib(holding),
             shown.join(", "),
-            minified.stats.queries,
-            saved.0,
-            saved.1,
+            notes.join(", "),
             gib(peak.0),
             peak.1,
         );
-        rows.push((nodes, us));
+        if target > 10_000 {
+            largest = Some((nodes, ratios));
+        }
     }
     let mut targets = Targets::new("scale");
-    if let (Some((n0, first)), Some((n1, last))) = (rows.first(), rows.last()) {
-        if n1 > n0 {
-            for (k, stage) in STAGES.iter().enumerate() {
-                let limit = if *stage == "min-cut partition" {
-                    1.25
-                } else {
-                    2.0
-                };
-                targets.at_most(
-                    &format!("{stage}: µs/node at {n1} nodes / at {n0}"),
-                    last[k] / first[k],
-                    limit,
-                    "x",
-                );
-            }
+    if let Some((n1, ratios)) = largest {
+        let n0 = smallest.nodes();
+        for (stage, ratio) in STAGES.iter().zip(&ratios) {
+            let limit = if *stage == "min-cut partition" {
+                1.25
+            } else {
+                2.0
+            };
+            targets.ratio_at_most(
+                &format!("{stage}: µs/node at {n1} nodes / at {n0}"),
+                ratio,
+                limit,
+            );
         }
     }
     targets.at_most(

@@ -5,11 +5,13 @@ as a torch.fx.GraphModule. Tensors travel as .safetensors, read and written here
 any dependency beyond torch (no numpy, no safetensors package).
 
   python torch_graph.py GRAPH.py --inputs IN.safetensors [--outputs OUT.safetensors]
-                        [--mutated-inputs M.safetensors] [--time N] [--threads T]
+                        [--mutated-inputs M.safetensors] [--time N] [--threads T] [--serve]
 
 Input keys are arg0..argN (or any prefix + index); outputs are written as out0..outN and
 the inputs after the run (in-place updates visible) as arg0..argN. With --time N it prints
-{"seconds_per_call": median} over N calls.
+{"seconds_per_call": median} over N calls. With --serve it prints "ready", then for each
+line N on its input the median seconds per call over N calls, one line each, so that a
+benchmark can time PyTorch in rounds interleaved with its own.
 """
 
 import argparse
@@ -82,6 +84,19 @@ def load_graph_module(path):
     return torch.fx.symbolic_trace(ns["Repro"]())
 
 
+def median_call(gm, inputs, n):
+    """The median seconds of `n` calls of `gm`, after a warm-up of a tenth of them."""
+    for _ in range(max(3, n // 10)):
+        gm(*inputs)
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        gm(*inputs)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("graph")
@@ -90,23 +105,23 @@ def main():
     ap.add_argument("--mutated-inputs")
     ap.add_argument("--time", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--serve", action="store_true")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     gm = load_graph_module(args.graph)
     inputs = read_safetensors(args.inputs)
     with torch.no_grad():
+        if args.serve:
+            clones = [t.clone() for t in inputs]
+            gm(*clones)
+            print("ready", flush=True)
+            for line in sys.stdin:
+                print(median_call(gm, clones, int(line)), flush=True)
+            return
         if args.time:
             clones = [t.clone() for t in inputs]
-            for _ in range(max(3, args.time // 10)):
-                gm(*clones)
-            times = []
-            for _ in range(args.time):
-                t0 = time.perf_counter()
-                gm(*clones)
-                times.append(time.perf_counter() - t0)
-            times.sort()
-            print(json.dumps({"seconds_per_call": times[len(times) // 2]}))
+            print(json.dumps({"seconds_per_call": median_call(gm, clones, args.time)}))
             return
         outs = gm(*inputs)
     if not isinstance(outs, (tuple, list)):
