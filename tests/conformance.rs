@@ -229,7 +229,7 @@ fn edit_json(dir: &Path, f: impl FnOnce(&mut Value)) {
 fn corrupt(file: &Path, key: &str, delta: f32) {
     let mut tensors = safetensors::read(file).unwrap();
     let t = tensors.get_mut(key).unwrap();
-    assert_eq!(t.dtype, "F32");
+    assert_eq!(t.dtype, graphbug::ir::Dtype::Float32);
     let mut x = [0u8; 4];
     x.copy_from_slice(&t.data[..4]);
     let v = f32::from_le_bytes(x) + delta;

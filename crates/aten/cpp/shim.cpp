@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -776,6 +777,29 @@ char* gb_op_overloads(const char* qualified, char** out) {
     std::sort(names.begin(), names.end());
     std::ostringstream o;
     json_list(o, names, [&](const std::string& n) { json_str(o, n); });
+    *out = dup_str(o.str());
+  });
+}
+
+// Every registered op carrying tag `tag` (`nondeterministic_seeded`, `pointwise`), as a
+// JSON list of "namespace::name" (overload packets, sorted, each once).
+char* gb_ops_with_tag(const char* tag, char** out) {
+  return guarded([&] {
+    static const std::map<std::string, at::Tag> known = {
+        {"nondeterministic_seeded", at::Tag::nondeterministic_seeded},
+        {"pointwise", at::Tag::pointwise},
+    };
+    auto it = known.find(tag);
+    TORCH_CHECK(it != known.end(), "unknown op tag `", tag, "`");
+    std::set<std::string> names;
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const auto& op : dispatcher.getAllOpNames()) {
+      auto handle = dispatcher.findOp(op);
+      if (handle && handle->hasTag(it->second)) names.insert(op.name);
+    }
+    std::vector<std::string> sorted(names.begin(), names.end());
+    std::ostringstream o;
+    json_list(o, sorted, [&](const std::string& n) { json_str(o, n); });
     *out = dup_str(o.str());
   });
 }

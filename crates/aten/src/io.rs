@@ -1,18 +1,13 @@
-//! Tensor files (`.npz`, `.safetensors`), input ordering and deterministic random inputs.
+//! Tensor files as libtorch tensors, input ordering and deterministic random inputs.
 //!
-//! Both formats are read and written here rather than through tch's helpers: tch's npz
-//! writer stamps the current time into the zip (so two writes differ) and cannot store
-//! bool or complex tensors, its npz reader panics on a damaged zip entry and trusts the
-//! npy header's size, and its safetensors reader returns tensors in hash-map order.
-//! Reading keeps the file's order (zip entry order for npz, data-offset order for
-//! safetensors); writing is atomic and byte-for-byte deterministic.
+//! The files themselves (`.npz`, `.safetensors`: their formats, atomic durable writes,
+//! file order, strides in metadata) are `graphbug-files`'s, on host tensors; this module
+//! copies libtorch's tensors to and from them.
 
-use std::collections::{HashMap, HashSet};
-use std::fs;
-use std::io::{Cursor, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::path::Path;
 
+use graphbug_files::{HostTensor, TensorFileError};
 use graphbug_ir::{Dtype, TensorMeta};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -22,12 +17,7 @@ use tch::Tensor;
 use crate::dtype::{bits_dtype, bits_kind, describe, tensor_dtype, to_dtype, view_bits};
 use crate::error::AtenError;
 
-/// The two tensor file formats, chosen by file extension.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Npz,
-    Safetensors,
-}
+pub use graphbug_files::STRIDES_METADATA;
 
 fn file_error(path: &Path, message: impl Into<String>) -> AtenError {
     AtenError::TensorFile {
@@ -36,514 +26,96 @@ fn file_error(path: &Path, message: impl Into<String>) -> AtenError {
     }
 }
 
-fn format_of(path: &Path) -> crate::Result<Format> {
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("npz") => Ok(Format::Npz),
-        Some("safetensors") => Ok(Format::Safetensors),
-        Some(other) => Err(file_error(
-            path,
-            format!("unknown extension `.{other}` (expected .npz or .safetensors)"),
-        )),
-        None => Err(file_error(
-            path,
-            "no file extension (expected .npz or .safetensors)",
-        )),
+impl From<TensorFileError> for AtenError {
+    fn from(e: TensorFileError) -> Self {
+        AtenError::TensorFile {
+            path: e.path,
+            message: e.message,
+        }
     }
 }
 
-/// Reads every tensor of a `.npz` or `.safetensors` file, in the file's order, on CPU.
+/// Reads every tensor of a `.npz` or `.safetensors` file, in the file's order, on CPU
+/// (laid out with the strides the file records).
 pub fn read_tensors(path: &Path) -> crate::Result<Vec<(String, Tensor)>> {
-    let format = format_of(path)?;
-    let bytes = fs::read(path).map_err(|e| file_error(path, format!("cannot read: {e}")))?;
-    match format {
-        Format::Npz => read_npz(path, &bytes),
-        Format::Safetensors => read_safetensors(path, &bytes),
-    }
-}
-
-/// Writes tensors to a `.npz` or `.safetensors` file, atomically and deterministically.
-///
-/// Tensors are moved to CPU and made contiguous first. The file appears complete or not
-/// at all (a temporary file in the same directory is renamed over it). Identical input
-/// gives identical bytes: npz entries keep the given order with a fixed timestamp;
-/// safetensors orders entries by dtype, then name, as the format's writer does.
-/// `.npz` cannot hold bf16 (numpy has no such type); `.safetensors` cannot hold complex.
-pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> crate::Result<()> {
-    let format = format_of(path)?;
-    let mut seen = HashSet::new();
-    for (name, _) in tensors {
-        if !seen.insert(name.as_str()) {
-            return Err(file_error(path, format!("duplicate tensor name `{name}`")));
-        }
-    }
-    let mut entries = Vec::with_capacity(tensors.len());
-    for (name, tensor) in tensors {
-        entries.push(HostTensor::new(path, name, tensor)?);
-    }
-    let bytes = match format {
-        Format::Npz => npz_bytes(path, &entries)?,
-        Format::Safetensors => safetensors_bytes(path, &entries)?,
-    };
-    write_atomically(path, &bytes)
-}
-
-/// A tensor's dtype, shape and raw little-endian C-order bytes, copied to the host.
-struct HostTensor<'a> {
-    name: &'a str,
-    dtype: Dtype,
-    shape: Vec<usize>,
-    data: Vec<u8>,
-    /// The tensor's strides when they are not the contiguous ones of its shape.
-    strides: Option<Vec<i64>>,
-}
-
-impl<'a> HostTensor<'a> {
-    fn new(path: &Path, name: &'a str, tensor: &Tensor) -> crate::Result<Self> {
-        if !tensor.defined() {
-            return Err(file_error(path, format!("tensor `{name}` is undefined")));
-        }
-        let dtype = tensor_dtype(tensor).ok_or_else(|| {
-            file_error(
-                path,
-                format!(
-                    "tensor `{name}` ({}) has an unsupported dtype",
-                    describe(tensor)
-                ),
-            )
-        })?;
-        let strides = (!tensor.is_contiguous() && tensor.numel() > 1).then(|| tensor.stride());
-        // uint16/32/64 are read through the signed kind of their width (tch lacks them).
-        let host = view_bits(tensor, bits_dtype(dtype))
-            .map_err(tch::TchError::Torch)
-            .and_then(|t| t.f_to_device(tch::Device::Cpu))
-            .and_then(|t| t.f_contiguous())
-            .map_err(|e| {
-                file_error(
-                    path,
-                    format!(
-                        "cannot copy tensor `{name}` ({}) to the CPU: {e}",
-                        describe(tensor)
-                    ),
-                )
-            })?;
-        let shape = host
-            .size()
-            .iter()
-            .map(|&d| usize::try_from(d).unwrap_or(0))
-            .collect();
-        let numel = host.numel();
-        let mut data = vec![0u8; numel * dtype.itemsize()];
-        host.f_copy_data_u8(&mut data, numel).map_err(|e| {
-            file_error(
-                path,
-                format!("cannot read the data of tensor `{name}`: {e}"),
-            )
-        })?;
-        Ok(HostTensor {
-            name,
-            dtype,
-            shape,
-            data,
-            strides,
+    graphbug_files::read(path)?
+        .into_iter()
+        .map(|(name, host)| {
+            let t =
+                tensor_of(&host).map_err(|e| file_error(path, format!("tensor `{name}`: {e}")))?;
+            Ok((name, t))
         })
-    }
+        .collect()
 }
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes `bytes` to a fresh temporary file beside `path`, syncs it and renames it over
-/// `path`; on any failure the temporary file is removed.
-fn write_atomically(path: &Path, bytes: &[u8]) -> crate::Result<()> {
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| file_error(path, "the path names no file"))?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !dir.is_dir() {
-        return Err(file_error(
-            path,
-            format!("directory {} does not exist", dir.display()),
+/// Writes tensors to a `.npz` or `.safetensors` file, atomically, durably and
+/// deterministically (see [`graphbug_files::write`]). Tensors are copied to the host
+/// first (contiguous; a non-contiguous one's strides are recorded). `.npz` cannot hold
+/// bf16 (numpy has no such type); `.safetensors` cannot hold complex.
+pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> crate::Result<()> {
+    let mut hosts = Vec::with_capacity(tensors.len());
+    for (name, tensor) in tensors {
+        hosts.push((
+            name.as_str(),
+            host_of(name, tensor).map_err(|e| file_error(path, e))?,
         ));
     }
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        file_name.to_string_lossy(),
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        file_error(path, format!("cannot write: {e}"))
-    })
+    Ok(graphbug_files::write(path, &hosts)?)
 }
 
-// ---------------------------------------------------------------- npz / npy
-
-const NPY_MAGIC: &[u8] = b"\x93NUMPY";
-
-/// The npy `descr` of a dtype; `None` for bf16, which numpy cannot represent.
-fn npy_descr(dtype: Dtype) -> Option<&'static str> {
-    Some(match dtype {
-        Dtype::Float32 => "<f4",
-        Dtype::Float64 => "<f8",
-        Dtype::Float16 => "<f2",
-        Dtype::BFloat16 => return None,
-        Dtype::Int64 => "<i8",
-        Dtype::Int32 => "<i4",
-        Dtype::Int16 => "<i2",
-        Dtype::Int8 => "|i1",
-        Dtype::UInt8 => "|u1",
-        Dtype::Bool => "|b1",
-        Dtype::Complex64 => "<c8",
-        Dtype::Complex128 => "<c16",
-        Dtype::UInt16 => "<u2",
-        Dtype::UInt32 => "<u4",
-        Dtype::UInt64 => "<u8",
-    })
-}
-
-/// The dtype of an npy `descr` such as `<f4`; big-endian multi-byte types are refused.
-fn dtype_of_descr(descr: &str) -> Result<Dtype, String> {
-    let (order, body) = match descr.chars().next() {
-        Some(c @ ('<' | '>' | '|' | '=')) => (c, &descr[1..]),
-        _ => ('=', descr),
-    };
-    let dtype = match body {
-        "f4" | "f" => Dtype::Float32,
-        "f8" | "d" => Dtype::Float64,
-        "f2" | "e" => Dtype::Float16,
-        "i8" | "q" => Dtype::Int64,
-        "i4" | "i" => Dtype::Int32,
-        "i2" | "h" => Dtype::Int16,
-        "i1" | "b" => Dtype::Int8,
-        "u1" | "B" => Dtype::UInt8,
-        "u2" | "H" => Dtype::UInt16,
-        "u4" | "I" => Dtype::UInt32,
-        "u8" | "Q" => Dtype::UInt64,
-        "b1" | "?" => Dtype::Bool,
-        "c8" | "F" => Dtype::Complex64,
-        "c16" | "D" => Dtype::Complex128,
-        _ => return Err(format!("unsupported npy dtype `{descr}`")),
-    };
-    if order == '>' && dtype.itemsize() > 1 {
-        return Err(format!("big-endian npy dtype `{descr}` is not supported"));
+/// Tensor `name` copied to the host: dtype, shape, contiguous bytes, and its strides when
+/// they are not the contiguous ones.
+pub fn host_of(name: &str, tensor: &Tensor) -> Result<HostTensor, String> {
+    if !tensor.defined() {
+        return Err(format!("tensor `{name}` is undefined"));
     }
-    Ok(dtype)
-}
-
-/// One npy file: header (version 1.0, 64-byte aligned as numpy writes it) and data.
-fn npy_bytes(path: &Path, t: &HostTensor) -> crate::Result<Vec<u8>> {
-    let descr = npy_descr(t.dtype).ok_or_else(|| {
-        file_error(
-            path,
-            format!(
-                "tensor `{}` is {}, which .npz cannot hold (numpy has no bfloat16); use .safetensors",
-                t.name,
-                t.dtype.short_name()
-            ),
+    let dtype = tensor_dtype(tensor).ok_or_else(|| {
+        format!(
+            "tensor `{name}` ({}) has an unsupported dtype",
+            describe(tensor)
         )
     })?;
-    let shape = match t.shape.as_slice() {
-        [] => "()".to_string(),
-        [d] => format!("({d},)"),
-        dims => format!(
-            "({})",
-            dims.iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    // magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
-    let unpadded = NPY_MAGIC.len() + 4 + header.len() + 1;
-    header.extend(std::iter::repeat_n(' ', (64 - unpadded % 64) % 64));
-    header.push('\n');
-    let header_len = u16::try_from(header.len())
-        .map_err(|_| file_error(path, format!("npy header of `{}` is too long", t.name)))?;
-    let mut out = Vec::with_capacity(NPY_MAGIC.len() + 4 + header.len() + t.data.len());
-    out.extend_from_slice(NPY_MAGIC);
-    out.extend_from_slice(&[1, 0]);
-    out.extend_from_slice(&header_len.to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&t.data);
-    Ok(out)
-}
-
-fn npz_bytes(path: &Path, tensors: &[HostTensor]) -> crate::Result<Vec<u8>> {
-    let zip_err = |e: zip::result::ZipError| file_error(path, format!("zip: {e}"));
-    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
-    for t in tensors {
-        let npy = npy_bytes(path, t)?;
-        let options = zip::write::FileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored)
-            // A fixed timestamp (1980-01-01, the zip epoch) keeps the bytes reproducible.
-            .last_modified_time(zip::DateTime::default())
-            .unix_permissions(0o644)
-            .large_file(npy.len() as u64 >= u64::from(u32::MAX));
-        zip.start_file(format!("{}.npy", t.name), options)
-            .map_err(zip_err)?;
-        zip.write_all(&npy)
-            .map_err(|e| file_error(path, format!("zip: {e}")))?;
-    }
-    Ok(zip.finish().map_err(zip_err)?.into_inner())
-}
-
-/// The parsed dictionary of an npy header.
-#[derive(Debug)]
-struct NpyHeader {
-    dtype: Dtype,
-    fortran_order: bool,
-    shape: Vec<i64>,
-}
-
-/// The text after `'key':` in an npy header dict.
-fn header_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
-    for quote in ['\'', '"'] {
-        let needle = format!("{quote}{key}{quote}");
-        if let Some(pos) = header.find(&needle) {
-            let rest = header[pos + needle.len()..].trim_start();
-            return rest.strip_prefix(':').map(str::trim_start);
-        }
-    }
-    None
-}
-
-fn parse_npy_header(header: &str) -> Result<NpyHeader, String> {
-    let descr_text = header_value(header, "descr").ok_or("npy header has no `descr`")?;
-    let quote = descr_text
-        .chars()
-        .next()
-        .filter(|c| *c == '\'' || *c == '"')
-        .ok_or("npy `descr` is not a string (structured dtypes are not supported)")?;
-    let descr = descr_text[1..]
-        .split(quote)
-        .next()
-        .ok_or("npy `descr` is not terminated")?;
-    let dtype = dtype_of_descr(descr)?;
-    let fortran_text = header_value(header, "fortran_order").unwrap_or("False");
-    let fortran_order = if fortran_text.starts_with("True") {
-        true
-    } else if fortran_text.starts_with("False") {
-        false
-    } else {
-        return Err("npy `fortran_order` is neither True nor False".into());
-    };
-    let shape_text = header_value(header, "shape").ok_or("npy header has no `shape`")?;
-    let body = shape_text
-        .strip_prefix('(')
-        .and_then(|r| r.split(')').next())
-        .ok_or("npy `shape` is not a tuple")?;
-    let shape = body
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .map(|d| {
-            d.trim_end_matches('L')
-                .parse::<i64>()
-                .ok()
-                .filter(|v| *v >= 0)
-                .ok_or_else(|| format!("bad npy dimension `{d}`"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(NpyHeader {
-        dtype,
-        fortran_order,
-        shape,
-    })
-}
-
-/// Builds a CPU tensor from little-endian C-order (or Fortran-order) bytes, checking
-/// that their length fits the dtype and shape exactly.
-fn tensor_from_bytes(
-    data: &[u8],
-    dtype: Dtype,
-    shape: &[i64],
-    fortran_order: bool,
-) -> Result<Tensor, String> {
-    let numel = shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
-        .ok_or_else(|| format!("shape {shape:?} is too large"))?;
-    let expected = numel
-        .checked_mul(dtype.itemsize())
-        .ok_or_else(|| format!("shape {shape:?} is too large"))?;
-    if data.len() != expected {
-        return Err(format!(
-            "{}{shape:?} needs {expected} bytes of data, found {}",
-            dtype.short_name(),
-            data.len()
-        ));
-    }
-    let stored: Vec<i64> = if fortran_order {
-        shape.iter().rev().copied().collect()
-    } else {
-        shape.to_vec()
-    };
-    let t = Tensor::f_from_data_size(data, &stored, bits_kind(dtype))
-        .map_err(|e| e.to_string())
-        .and_then(|t| view_bits(&t, dtype))?;
-    if fortran_order && shape.len() > 1 {
-        let dims: Vec<i64> = (0..shape.len() as i64).rev().collect();
-        t.f_permute(dims.as_slice())
-            .and_then(|p| p.f_contiguous())
-            .map_err(|e| e.to_string())
-    } else {
-        Ok(t)
-    }
-}
-
-/// Parses one npy file: magic, version 1/2/3 header, data.
-fn parse_npy(bytes: &[u8]) -> Result<Tensor, String> {
-    let rest = bytes
-        .strip_prefix(NPY_MAGIC)
-        .ok_or("not an npy array (bad magic)")?;
-    let (header_len, rest) = match rest {
-        [1, _, a, b, rest @ ..] => (u16::from_le_bytes([*a, *b]) as usize, rest),
-        [2 | 3, _, a, b, c, d, rest @ ..] => (u32::from_le_bytes([*a, *b, *c, *d]) as usize, rest),
-        [v, ..] => return Err(format!("unsupported npy version {v}")),
-        [] => return Err("truncated npy header".into()),
-    };
-    if rest.len() < header_len {
-        return Err("truncated npy header".into());
-    }
-    let header = std::str::from_utf8(&rest[..header_len]).map_err(|_| "npy header is not text")?;
-    let h = parse_npy_header(header)?;
-    tensor_from_bytes(&rest[header_len..], h.dtype, &h.shape, h.fortran_order)
-}
-
-fn read_npz(path: &Path, bytes: &[u8]) -> crate::Result<Vec<(String, Tensor)>> {
-    let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
-        .map_err(|e| file_error(path, format!("not a valid .npz (zip) file: {e}")))?;
-    let mut out = Vec::with_capacity(zip.len());
-    for i in 0..zip.len() {
-        let mut entry = zip
-            .by_index(i)
-            .map_err(|e| file_error(path, format!("zip entry {i}: {e}")))?;
-        let entry_name = entry.name().to_string();
-        let mut data = Vec::new();
-        entry
-            .read_to_end(&mut data)
-            .map_err(|e| file_error(path, format!("entry `{entry_name}`: {e}")))?;
-        let tensor =
-            parse_npy(&data).map_err(|e| file_error(path, format!("entry `{entry_name}`: {e}")))?;
-        let name = entry_name
-            .strip_suffix(".npy")
-            .unwrap_or(&entry_name)
-            .to_string();
-        out.push((name, tensor));
-    }
-    Ok(out)
-}
-
-// ---------------------------------------------------------------- safetensors
-
-fn safetensors_dtype(dtype: Dtype) -> Option<safetensors::Dtype> {
-    use safetensors::Dtype as S;
-    Some(match dtype {
-        Dtype::Float32 => S::F32,
-        Dtype::Float64 => S::F64,
-        Dtype::Float16 => S::F16,
-        Dtype::BFloat16 => S::BF16,
-        Dtype::Int64 => S::I64,
-        Dtype::Int32 => S::I32,
-        Dtype::Int16 => S::I16,
-        Dtype::Int8 => S::I8,
-        Dtype::UInt8 => S::U8,
-        Dtype::Bool => S::BOOL,
-        Dtype::UInt16 => S::U16,
-        Dtype::UInt32 => S::U32,
-        Dtype::UInt64 => S::U64,
-        Dtype::Complex64 | Dtype::Complex128 => return None,
-    })
-}
-
-fn dtype_of_safetensors(dtype: safetensors::Dtype) -> Option<Dtype> {
-    Dtype::ALL
-        .into_iter()
-        .find(|d| safetensors_dtype(*d) == Some(dtype))
-}
-
-/// A [`safetensors::View`] over host bytes.
-struct SafeView<'t> {
-    dtype: safetensors::Dtype,
-    shape: &'t [usize],
-    data: &'t [u8],
-}
-
-impl safetensors::View for SafeView<'_> {
-    fn dtype(&self) -> safetensors::Dtype {
-        self.dtype
-    }
-    fn shape(&self) -> &[usize] {
-        self.shape
-    }
-    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
-        std::borrow::Cow::Borrowed(self.data)
-    }
-    fn data_len(&self) -> usize {
-        self.data.len()
-    }
-}
-
-fn safetensors_bytes(path: &Path, tensors: &[HostTensor]) -> crate::Result<Vec<u8>> {
-    let mut views = Vec::with_capacity(tensors.len());
-    for t in tensors {
-        let dtype = safetensors_dtype(t.dtype).ok_or_else(|| {
-            file_error(
-                path,
-                format!(
-                    "tensor `{}` is {}, which .safetensors cannot hold; use .npz",
-                    t.name,
-                    t.dtype.short_name()
-                ),
+    let strides = (!tensor.is_contiguous() && tensor.numel() > 1).then(|| tensor.stride());
+    // uint16/32/64 are read through the signed kind of their width (tch lacks them).
+    let host = view_bits(tensor, bits_dtype(dtype))
+        .map_err(tch::TchError::Torch)
+        .and_then(|t| t.f_to_device(tch::Device::Cpu))
+        .and_then(|t| t.f_contiguous())
+        .map_err(|e| {
+            format!(
+                "cannot copy tensor `{name}` ({}) to the CPU: {e}",
+                describe(tensor)
             )
         })?;
-        views.push((
-            t.name,
-            SafeView {
-                dtype,
-                shape: &t.shape,
-                data: &t.data,
-            },
-        ));
-    }
-    // Strides that are not the contiguous ones ride in the header's metadata, so a
-    // reader gets the layout back (AOT graphs `view` their inputs as they were laid out).
-    let strides: std::collections::BTreeMap<&str, &Vec<i64>> = tensors
+    let shape = host
+        .size()
         .iter()
-        .filter_map(|t| t.strides.as_ref().map(|s| (t.name, s)))
+        .map(|&d| usize::try_from(d).unwrap_or(0))
         .collect();
-    let metadata = (!strides.is_empty()).then(|| {
-        std::collections::HashMap::from([(
-            STRIDES_METADATA.to_string(),
-            serde_json::to_string(&strides).expect("strides serialize"),
-        )])
-    });
-    // The writer sorts by (dtype alignment, name) and serialises the header from a Vec,
-    // so the output does not depend on hash-map order (the metadata has one key).
-    safetensors::serialize(views, &metadata)
-        .map_err(|e| file_error(path, format!("safetensors: {e:?}")))
+    let numel = host.numel();
+    let mut data = vec![0u8; numel * dtype.itemsize()];
+    host.f_copy_data_u8(&mut data, numel)
+        .map_err(|e| format!("cannot read the data of tensor `{name}`: {e}"))?;
+    let mut out = HostTensor::new(dtype, shape, data)?;
+    out.strides = strides;
+    Ok(out)
 }
 
-/// The safetensors metadata key holding the strides of tensors that were not contiguous:
-/// a JSON object from tensor name to strides (graphbug_capture writes it too).
-pub const STRIDES_METADATA: &str = "strides";
+/// A CPU tensor holding a host tensor's values, laid out with its strides if it has any.
+pub fn tensor_of(host: &HostTensor) -> Result<Tensor, String> {
+    let shape: Vec<i64> = host
+        .shape
+        .iter()
+        .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
+        .collect();
+    let t = Tensor::f_from_data_size(&host.data, &shape, bits_kind(host.dtype))
+        .map_err(|e| e.to_string())
+        .and_then(|t| view_bits(&t, host.dtype))?;
+    match &host.strides {
+        Some(s) => with_strides(&t, s),
+        None => Ok(t),
+    }
+}
 
 /// `t` (contiguous) laid out with `strides`: the same values in a fresh buffer with that
 /// layout; stride-0 (broadcast) dimensions are expanded from their first element.
@@ -579,54 +151,6 @@ fn with_strides(t: &Tensor, strides: &[i64]) -> Result<Tensor, String> {
     let mut dst = laid.shallow_clone();
     dst.f_copy_(&base).map_err(|e| e.to_string())?;
     laid.f_expand(&shape, false).map_err(|e| e.to_string())
-}
-
-fn read_safetensors(path: &Path, bytes: &[u8]) -> crate::Result<Vec<(String, Tensor)>> {
-    let st = safetensors::SafeTensors::deserialize(bytes)
-        .map_err(|e| file_error(path, format!("not a valid .safetensors file: {e:?}")))?;
-    let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
-        .map_err(|e| file_error(path, format!("not a valid .safetensors file: {e:?}")))?;
-    // File order: by data offset (zero-size tensors may share an offset; name breaks ties).
-    let mut names: Vec<(String, (usize, usize))> = metadata
-        .tensors()
-        .into_iter()
-        .map(|(name, info)| (name, info.data_offsets))
-        .collect();
-    names.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-    let strides: HashMap<String, Vec<i64>> = match metadata
-        .metadata()
-        .as_ref()
-        .and_then(|m| m.get(STRIDES_METADATA))
-    {
-        Some(text) => serde_json::from_str(text)
-            .map_err(|e| file_error(path, format!("bad `{STRIDES_METADATA}` metadata: {e}")))?,
-        None => HashMap::new(),
-    };
-    let mut out = Vec::with_capacity(names.len());
-    for (name, _) in names {
-        let view = st
-            .tensor(&name)
-            .map_err(|e| file_error(path, format!("tensor `{name}`: {e:?}")))?;
-        let dtype = dtype_of_safetensors(view.dtype()).ok_or_else(|| {
-            file_error(
-                path,
-                format!("tensor `{name}` has unsupported dtype {:?}", view.dtype()),
-            )
-        })?;
-        let shape: Vec<i64> = view
-            .shape()
-            .iter()
-            .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
-            .collect();
-        let mut tensor = tensor_from_bytes(view.data(), dtype, &shape, false)
-            .map_err(|e| file_error(path, format!("tensor `{name}`: {e}")))?;
-        if let Some(s) = strides.get(&name) {
-            tensor = with_strides(&tensor, s)
-                .map_err(|e| file_error(path, format!("tensor `{name}`: {e}")))?;
-        }
-        out.push((name, tensor));
-    }
-    Ok(out)
 }
 
 // ---------------------------------------------------------------- ordering
@@ -867,6 +391,7 @@ pub fn random_tensors(
 mod tests {
     use super::*;
     use crate::dtype::meta_of;
+    use std::fs;
     use tch::Kind;
 
     const MLP_INPUTS: &str = concat!(
@@ -1298,54 +823,6 @@ mod tests {
                 assert!(e.to_string().contains("c.npz"), "{e}");
             }
         }
-        // Truncated data inside the npy entry is caught by the size check.
-        let npy = npy_bytes(
-            &path,
-            &HostTensor {
-                name: "w",
-                dtype: Dtype::Float32,
-                shape: vec![3],
-                data: vec![0; 12],
-                strides: None,
-            },
-        )
-        .unwrap();
-        let e = parse_npy(&npy[..npy.len() - 4]).unwrap_err();
-        assert!(e.contains("needs 12 bytes of data, found 8"), "{e}");
-    }
-
-    #[test]
-    fn npy_headers() {
-        let h = parse_npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (128,), }")
-            .unwrap();
-        assert_eq!(
-            (h.dtype, h.fortran_order, h.shape),
-            (Dtype::Float64, false, vec![128])
-        );
-        let h = parse_npy_header("{'descr': '|b1', 'fortran_order': True, 'shape': (), }").unwrap();
-        assert_eq!(
-            (h.dtype, h.fortran_order, h.shape),
-            (Dtype::Bool, true, vec![])
-        );
-        assert!(
-            parse_npy_header("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }")
-                .unwrap_err()
-                .contains("big-endian")
-        );
-        assert!(
-            parse_npy_header("{'descr': '<U3', 'fortran_order': False, 'shape': (1,), }")
-                .unwrap_err()
-                .contains("unsupported npy dtype `<U3`")
-        );
-        assert!(parse_npy_header("{'descr': '<f4', 'shape': (-1,), }").is_err());
-        // Fortran order is transposed into C order.
-        let data: Vec<u8> = [1.0f32, 4.0, 2.0, 5.0, 3.0, 6.0]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        let t = tensor_from_bytes(&data, Dtype::Float32, &[2, 3], true).unwrap();
-        let expected = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).reshape([2, 3]);
-        assert!(bits_equal(&t, &expected));
     }
 
     #[test]

@@ -79,6 +79,7 @@ extern "C" {
     fn gb_tensor_to_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_tensor_view_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_op_overloads(qualified: *const c_char, out: *mut *mut c_char) -> *mut c_char;
+    fn gb_ops_with_tag(tag: *const c_char, out: *mut *mut c_char) -> *mut c_char;
     fn gb_recorder_new(out: *mut *mut c_void) -> *mut c_char;
     fn gb_recorder_free(r: *mut c_void);
     fn gb_recorder_set(r: *mut c_void, on: u8, phase: i32);
@@ -228,6 +229,22 @@ pub fn overloads(namespace: &str, name: &str) -> Vec<String> {
     names.sort();
     OVERLOADS.lock().insert(qualified, names.clone());
     names
+}
+
+/// Every op registered with the dispatcher that carries libtorch's op tag `tag`
+/// (`nondeterministic_seeded`, `pointwise`), as `namespace.name` (overload packets),
+/// sorted: what `graphbug_ir::op_tags` holds for the pure crates.
+pub fn ops_with_tag(tag: &str) -> std::result::Result<Vec<String>, String> {
+    let c = c_string(tag)?;
+    let mut out: *mut c_char = std::ptr::null_mut();
+    // SAFETY: a valid C string; the JSON is owned by us afterwards.
+    status(unsafe { gb_ops_with_tag(c.as_ptr(), &mut out) })?;
+    let names: Vec<String> =
+        serde_json::from_str(&take_string(out)).map_err(|e| format!("bad op list: {e}"))?;
+    Ok(names
+        .into_iter()
+        .map(|n| n.replacen("::", ".", 1))
+        .collect())
 }
 
 /// A prepared call of one op: constant arguments converted once, tensor arguments as holes.

@@ -2130,41 +2130,10 @@ const CONTIGUOUS_OUTPUT: [&str; 19] = [
     "masked_select",
 ];
 
-/// Pointwise ops: the output takes the layout of its full-size inputs.
-const POINTWISE: [&str; 45] = [
-    "add",
-    "sub",
-    "rsub",
-    "mul",
-    "div",
-    "neg",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "pow",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "relu",
-    "abs",
-    "sgn",
-    "sin",
-    "cos",
-    "sign",
-    "floor",
-    "ceil",
-    "round",
-    "trunc",
-    "where",
-    "masked_fill",
-    "threshold_backward",
-    "gelu_backward",
-    "silu_backward",
-    "sigmoid_backward",
-    "tanh_backward",
-    "native_dropout_backward",
+/// Ops libtorch does not tag `pointwise` whose output still takes the layout of its
+/// full-size inputs, as a pointwise op's does (TensorIterator's rule: `empty_like` of the
+/// input, or an elementwise kernel behind a wrapper).
+const LAYOUT_OF_INPUTS: [&str; 11] = [
     "zeros_like",
     "ones_like",
     "full_like",
@@ -2175,10 +2144,8 @@ const POINTWISE: [&str; 45] = [
     "_log_softmax_backward_data",
     "tril",
     "triu",
-    "bitwise_not",
     "native_dropout",
 ];
-
 /// The strides of a call's (single) output, as far as the model knows them.
 pub(crate) fn call_strides(
     ctx: &Ctx<'_>,
@@ -2300,7 +2267,7 @@ pub(crate) fn call_strides(
             for id in tensors {
                 layouts.push((ctx.meta(id)?.shape.to_vec(), ctx.strides(id)?.to_vec()));
             }
-            if POINTWISE.contains(&name) {
+            if op.is_pointwise() || LAYOUT_OF_INPUTS.contains(&name) {
                 Some(pointwise_strides(shape, &layouts))
             } else {
                 layouts

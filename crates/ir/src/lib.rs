@@ -13,6 +13,7 @@ pub mod graph;
 pub mod lower;
 pub mod models;
 pub mod naming;
+pub mod op_tags;
 pub mod passes;
 pub mod schema;
 pub mod specialize;
@@ -27,7 +28,7 @@ pub use graph::{Graph, Node, NodeId, NodeKind, NodeName, Users};
 pub use naming::Namespace;
 pub use sym::{Bindings, SymExpr};
 pub use text::{parse_graph, print_graph, print_graph_as};
-pub use types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, OpNameParts, TensorMeta};
+pub use types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, OpNameParts, Tag, TensorMeta};
 pub use value::Value;
 
 impl std::str::FromStr for Graph {

@@ -917,32 +917,22 @@ impl OpName {
         n.ends_with('_') || self.overload == "out" || self.overload.ends_with("_out")
     }
 
-    /// True for ops that draw random numbers (never merged by CSE, never dropped as dead).
+    /// True for ops that draw random numbers (never merged by CSE, never dropped as dead):
+    /// libtorch's `nondeterministic_seeded` tag ([`crate::op_tags`]).
     pub fn is_random(&self) -> bool {
-        const RANDOM: [&str; 17] = [
-            "dropout",
-            "_fused_dropout",
-            "native_dropout",
-            "feature_dropout",
-            "alpha_dropout",
-            "bernoulli",
-            "multinomial",
-            "normal",
-            "poisson",
-            "binomial",
-            "rrelu",
-            "rand",
-            "rand_like",
-            "randn",
-            "randn_like",
-            "randint",
-            "randperm",
-        ];
-        let base = self.name.trim_end_matches('_');
-        RANDOM.contains(&base)
-            || base == "randint_like"
-            || base == "uniform"
-            || base == "exponential"
+        self.has_tag(Tag::NondeterministicSeeded)
+    }
+
+    /// True for elementwise ops: libtorch's `pointwise` tag ([`crate::op_tags`]).
+    pub fn is_pointwise(&self) -> bool {
+        self.has_tag(Tag::Pointwise)
+    }
+
+    /// Whether libtorch tags this op's overload packet with `tag`.
+    pub fn has_tag(&self, tag: Tag) -> bool {
+        tag.ops()
+            .get(self.namespace.as_str())
+            .is_some_and(|names| names.contains(self.name.as_str()))
     }
 
     /// True when the op must neither be merged (CSE) nor dropped (DCE) by pure-IR passes:
@@ -976,6 +966,40 @@ impl FromStr for OpName {
 
     fn from_str(s: &str) -> Result<Self, String> {
         OpName::parse(s)
+    }
+}
+
+/// libtorch's op tags the pure crates know ([`crate::op_tags`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tag {
+    /// `nondeterministic_seeded`: the op draws random numbers.
+    NondeterministicSeeded,
+    /// `pointwise`: the op is elementwise.
+    Pointwise,
+}
+
+impl Tag {
+    /// The ops with this tag, by namespace then name.
+    fn ops(
+        self,
+    ) -> &'static rustc_hash::FxHashMap<&'static str, rustc_hash::FxHashSet<&'static str>> {
+        type ByNamespace = rustc_hash::FxHashMap<&'static str, rustc_hash::FxHashSet<&'static str>>;
+        fn index(list: &'static [&'static str]) -> ByNamespace {
+            let mut out = ByNamespace::default();
+            for op in list {
+                let (ns, name) = op.split_once('.').expect("op tags list `namespace.name`");
+                out.entry(ns).or_default().insert(name);
+            }
+            out
+        }
+        static SEEDED: std::sync::OnceLock<ByNamespace> = std::sync::OnceLock::new();
+        static POINTWISE: std::sync::OnceLock<ByNamespace> = std::sync::OnceLock::new();
+        match self {
+            Tag::NondeterministicSeeded => {
+                SEEDED.get_or_init(|| index(crate::op_tags::NONDETERMINISTIC_SEEDED))
+            }
+            Tag::Pointwise => POINTWISE.get_or_init(|| index(crate::op_tags::POINTWISE)),
+        }
     }
 }
 

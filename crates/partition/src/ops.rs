@@ -2,9 +2,11 @@
 //! backward, which are views, which draw random numbers, which are compute-intensive.
 //!
 //! The lists are written out by op name (`namespace.name`, the overload packet) after
-//! functorch's `get_default_op_list`; PyTorch's "every op tagged `pointwise`" is spelled out
-//! as [`POINTWISE`]. Every op of the reference joints in `tests/fixtures` is in one of the
-//! lists ([`OTHER`] holds those deliberately left out of the recomputable set).
+//! functorch's `get_default_op_list`. As functorch does, every op libtorch tags `pointwise`
+//! is recomputable and fusible, and every op it tags `nondeterministic_seeded` is random
+//! (never recomputed): those come from libtorch's tags ([`graphbug_ir::op_tags`]), not a
+//! list here. Every op of the reference joints in `tests/fixtures` is in a class
+//! ([`OTHER`] holds those deliberately left out of the recomputable set).
 
 use std::collections::HashSet;
 
@@ -25,7 +27,7 @@ pub enum OpClasses {
     Inductor,
 }
 
-/// functorch's base recomputable ops (besides [`POINTWISE`] and the views).
+/// functorch's base recomputable ops (besides the pointwise ones and the views).
 pub const BASE_RECOMPUTABLE: &[&str] = &[
     "aten.add",
     "aten.sub",
@@ -102,161 +104,6 @@ pub const BASE_RECOMPUTABLE: &[&str] = &[
     "aten.zeros_like",
 ];
 
-/// Elementwise aten ops (PyTorch's `pointwise` tag), all cheap to recompute and fusible.
-pub const POINTWISE: &[&str] = &[
-    "aten.abs",
-    "aten.absolute",
-    "aten.acos",
-    "aten.acosh",
-    "aten.add",
-    "aten.addcdiv",
-    "aten.addcmul",
-    "aten.angle",
-    "aten.arccos",
-    "aten.arccosh",
-    "aten.arcsin",
-    "aten.arcsinh",
-    "aten.arctan",
-    "aten.arctan2",
-    "aten.arctanh",
-    "aten.asin",
-    "aten.asinh",
-    "aten.atan",
-    "aten.atan2",
-    "aten.atanh",
-    "aten.bitwise_and",
-    "aten.bitwise_left_shift",
-    "aten.bitwise_not",
-    "aten.bitwise_or",
-    "aten.bitwise_right_shift",
-    "aten.bitwise_xor",
-    "aten.ceil",
-    "aten.clamp",
-    "aten.clamp_max",
-    "aten.clamp_min",
-    "aten.clip",
-    "aten.conj_physical",
-    "aten.copysign",
-    "aten.cos",
-    "aten.cosh",
-    "aten.deg2rad",
-    "aten.digamma",
-    "aten.div",
-    "aten.divide",
-    "aten.elu",
-    "aten.elu_backward",
-    "aten.eq",
-    "aten.erf",
-    "aten.erfc",
-    "aten.erfinv",
-    "aten.exp",
-    "aten.exp2",
-    "aten.expm1",
-    "aten.fix",
-    "aten.float_power",
-    "aten.floor",
-    "aten.floor_divide",
-    "aten.fmax",
-    "aten.fmin",
-    "aten.fmod",
-    "aten.frac",
-    "aten.gcd",
-    "aten.ge",
-    "aten.gelu",
-    "aten.gelu_backward",
-    "aten.greater",
-    "aten.greater_equal",
-    "aten.gt",
-    "aten.hardsigmoid",
-    "aten.hardsigmoid_backward",
-    "aten.hardswish",
-    "aten.hardswish_backward",
-    "aten.hardtanh",
-    "aten.hardtanh_backward",
-    "aten.heaviside",
-    "aten.hypot",
-    "aten.i0",
-    "aten.igamma",
-    "aten.igammac",
-    "aten.isfinite",
-    "aten.isinf",
-    "aten.isnan",
-    "aten.isneginf",
-    "aten.isposinf",
-    "aten.lcm",
-    "aten.ldexp",
-    "aten.le",
-    "aten.leaky_relu",
-    "aten.leaky_relu_backward",
-    "aten.lerp",
-    "aten.less",
-    "aten.less_equal",
-    "aten.lgamma",
-    "aten.log",
-    "aten.log10",
-    "aten.log1p",
-    "aten.log2",
-    "aten.logaddexp",
-    "aten.logaddexp2",
-    "aten.logical_and",
-    "aten.logical_not",
-    "aten.logical_or",
-    "aten.logical_xor",
-    "aten.logit",
-    "aten.logit_backward",
-    "aten.lt",
-    "aten.masked_fill",
-    "aten.maximum",
-    "aten.minimum",
-    "aten.mish",
-    "aten.mish_backward",
-    "aten.mul",
-    "aten.multiply",
-    "aten.mvlgamma",
-    "aten.nan_to_num",
-    "aten.native_dropout_backward",
-    "aten.ne",
-    "aten.neg",
-    "aten.negative",
-    "aten.nextafter",
-    "aten.not_equal",
-    "aten.polygamma",
-    "aten.positive",
-    "aten.pow",
-    "aten.rad2deg",
-    "aten.reciprocal",
-    "aten.relu",
-    "aten.remainder",
-    "aten.round",
-    "aten.rsqrt",
-    "aten.rsub",
-    "aten.sgn",
-    "aten.sigmoid",
-    "aten.sigmoid_backward",
-    "aten.sign",
-    "aten.signbit",
-    "aten.silu",
-    "aten.silu_backward",
-    "aten.sin",
-    "aten.sinc",
-    "aten.sinh",
-    "aten.softplus",
-    "aten.softplus_backward",
-    "aten.sqrt",
-    "aten.square",
-    "aten.sub",
-    "aten.subtract",
-    "aten.tan",
-    "aten.tanh",
-    "aten.tanh_backward",
-    "aten.threshold",
-    "aten.threshold_backward",
-    "aten.true_divide",
-    "aten.trunc",
-    "aten.where",
-    "aten.xlogy",
-];
-
 /// Views in the base sets: free to recompute, never banned.
 ///
 /// functorch lists `squeeze`, `unsqueeze` and `alias`; `detach` and `lift_fresh` are aliases
@@ -328,32 +175,6 @@ pub const INDUCTOR_RECOMPUTABLE: &[&str] = &[
     "prims._low_memory_max_pool_offsets_to_indices",
     "aten.index",
     "aten.gather",
-];
-
-/// Ops that draw random numbers: never recomputed (the backward would draw other numbers),
-/// but fusible.
-pub const RANDOM: &[&str] = &[
-    "aten.native_dropout",
-    "aten.dropout",
-    "aten._fused_dropout",
-    "aten.feature_dropout",
-    "aten.alpha_dropout",
-    "aten.rand_like",
-    "aten.randn_like",
-    "aten.randint_like",
-    "aten.rand",
-    "aten.randn",
-    "aten.randint",
-    "aten.randperm",
-    "aten.bernoulli",
-    "aten.normal",
-    "aten.uniform",
-    "aten.exponential",
-    "aten.multinomial",
-    "aten.poisson",
-    "aten.binomial",
-    "aten.rrelu",
-    "aten.rrelu_with_noise",
 ];
 
 /// Ops too expensive to recompute: matrix products, convolutions, attention, normalizations,
@@ -476,7 +297,7 @@ impl OpTypes {
         let mut t = OpTypes::default();
         let mut views: Vec<&str> = BASE_VIEWS.to_vec();
         let mut recomp: Vec<&str> = BASE_RECOMPUTABLE.to_vec();
-        recomp.extend(POINTWISE);
+        recomp.extend(graphbug_ir::op_tags::POINTWISE);
         if family == OpClasses::Inductor {
             views.extend(INDUCTOR_VIEWS);
             recomp.extend(INDUCTOR_RECOMPUTABLE);
@@ -497,7 +318,7 @@ impl OpTypes {
                 }
             }
         }
-        for op in RANDOM {
+        for op in graphbug_ir::op_tags::NONDETERMINISTIC_SEEDED {
             t.add(op, class::RANDOM | class::FUSIBLE);
         }
         for op in COMPUTE_INTENSIVE {
@@ -523,19 +344,13 @@ impl OpTypes {
             .or_default() |= bits;
     }
 
-    /// The class bits of an op (see [`class`]); random ops by naming convention included.
+    /// The class bits of an op (see [`class`]).
     pub fn of_op(&self, op: &OpName) -> u8 {
-        let bits = self
-            .by_namespace
+        self.by_namespace
             .get(op.namespace.as_str())
             .and_then(|m| m.get(op.name.as_str()))
             .copied()
-            .unwrap_or(0);
-        if op.is_random() {
-            bits | class::RANDOM | class::FUSIBLE
-        } else {
-            bits
-        }
+            .unwrap_or(0)
     }
 
     /// The class bits of a node: its op's, recomputable and fusible for getitems, none for
@@ -563,11 +378,11 @@ impl OpTypes {
 pub fn known_ops() -> HashSet<&'static str> {
     [
         BASE_RECOMPUTABLE,
-        POINTWISE,
+        graphbug_ir::op_tags::POINTWISE,
         BASE_VIEWS,
         INDUCTOR_VIEWS,
         INDUCTOR_RECOMPUTABLE,
-        RANDOM,
+        graphbug_ir::op_tags::NONDETERMINISTIC_SEEDED,
         COMPUTE_INTENSIVE,
         OTHER,
         LIFT_FRESH,

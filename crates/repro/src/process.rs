@@ -396,81 +396,7 @@ fn no_answer(limit: Duration, during: &str) -> String {
     )
 }
 
-/// Whether process `pid` is running and was started by `at` (give or take the second the
-/// kernel's boot time is rounded to): the process that wrote a file stamped `at` may still
-/// be at work; a process with its pid started later is another one (the pid was reused),
-/// and a zombie holds nothing (an orphan whose parent was killed stays one for good where
-/// PID 1 does not reap, as in containers).
-pub fn alive_since(pid: u32, at: std::time::SystemTime) -> bool {
-    match proc_stat(pid) {
-        Some(stat) => {
-            !stat.zombie
-                && stat
-                    .started
-                    .is_none_or(|s| s <= at + Duration::from_secs(2))
-        }
-        None => signalable(pid),
-    }
-}
-
-/// Whether a signal could be sent to `pid`: true for zombies too (the fallback where
-/// `/proc` is not mounted).
-fn signalable(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// What `/proc/<pid>/stat` says of a process: whether it is a zombie, and when it started.
-struct ProcStat {
-    zombie: bool,
-    started: Option<std::time::SystemTime>,
-}
-
-/// Reads `/proc/<pid>/stat`; `None` when there is no `/proc` (the process may still
-/// exist); a process that does not exist reads as a zombie (one that holds nothing).
-fn proc_stat(pid: u32) -> Option<ProcStat> {
-    if !Path::new("/proc/self/stat").exists() {
-        return None;
-    }
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return Some(ProcStat {
-            zombie: true,
-            started: None,
-        });
-    };
-    // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
-    let fields: Vec<&str> = text
-        .rsplit_once(')')
-        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    let zombie = matches!(fields.first(), Some(&"Z" | &"X"));
-    // Field 22, `starttime`, in clock ticks since boot.
-    let started = fields
-        .get(19)
-        .and_then(|t| t.parse::<u64>().ok())
-        .zip(boot_time())
-        .map(|(ticks, boot)| {
-            // SAFETY: sysconf has no preconditions.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-            boot + Duration::from_millis(ticks * 1000 / hz)
-        });
-    Some(ProcStat { zombie, started })
-}
-
-/// When the machine booted (`btime` of `/proc/stat`, to the second).
-fn boot_time() -> Option<std::time::SystemTime> {
-    static BOOT: OnceLock<Option<std::time::SystemTime>> = OnceLock::new();
-    *BOOT.get_or_init(|| {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let secs = stat
-            .lines()
-            .find_map(|l| l.strip_prefix("btime "))?
-            .trim()
-            .parse::<u64>()
-            .ok()?;
-        Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
-    })
-}
+pub use graphbug_files::alive_since;
 
 #[cfg(test)]
 mod tests {
@@ -548,32 +474,5 @@ mod tests {
         }
         assert!(wait_for_endings(Duration::ZERO) > 0);
         assert_eq!(wait_for_endings(Duration::from_secs(10)), 0);
-    }
-
-    #[test]
-    fn zombies_and_reused_pids_are_not_alive() {
-        // A child that exited and was not reaped is a zombie: it holds nothing.
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "exit 0"]);
-        let mut child = spawn(cmd, false).unwrap();
-        let pid = child.id();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| !s.contains(") Z "))
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(signalable(pid), "the zombie is still there to be signalled");
-        assert!(
-            !alive_since(pid, std::time::SystemTime::now()),
-            "a zombie counts as alive"
-        );
-        child.wait().unwrap();
-        // This process is alive now, but did not exist long before it started.
-        let me = std::process::id();
-        assert!(alive_since(me, std::time::SystemTime::now()));
-        let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        assert!(!alive_since(me, long_ago), "a reused pid counts as alive");
     }
 }

@@ -1,7 +1,8 @@
 //! Repro directories on disk: the graph as text and its inputs, written atomically.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
+
+use graphbug_files::{sibling, sweep_stale_siblings, sync_dir};
 
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_ir::{parse_graph, Graph};
@@ -23,82 +24,10 @@ pub fn repro_text(graph: &Graph) -> String {
 /// The inputs file of a repro directory (keys are the placeholder names).
 pub const INPUTS_FILE: &str = "inputs.safetensors";
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes a file atomically: to a temporary sibling first, then renamed into place.
+/// Writes a file atomically and durably (see [`graphbug_files::write_file_atomically`]):
+/// a repro directory survives a power cut as its inputs file does.
 pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    sweep_stale_siblings(path);
-    let tmp = sibling(path, "tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| ReproError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        ReproError::io(path, e)
-    })
-}
-
-/// A hidden, unique sibling path of `path` with a tag.
-fn sibling(path: &Path, tag: &str) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.{tag}.{}.{n}", std::process::id()))
-}
-
-/// The tags of [`sibling`] paths.
-const SIBLING_TAGS: [&str; 3] = ["tmp", "v", "link"];
-
-/// Removes the hidden siblings of `path` (temporary files, version directories, links
-/// being swapped) that a killed graphbug process left: those whose process is gone.
-pub fn sweep_stale_siblings(path: &Path) {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    let parent = if parent.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        parent
-    };
-    let prefix = format!(".{}.", name.to_string_lossy());
-    // The version `path` links to is live, whoever wrote it.
-    let live = std::fs::read_link(path).ok();
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let Some(rest) = file
-            .to_string_lossy()
-            .strip_prefix(&prefix)
-            .map(str::to_owned)
-        else {
-            continue;
-        };
-        // `<tag>.<pid>.<n>`
-        let parts: Vec<&str> = rest.split('.').collect();
-        let [tag, pid, n] = parts.as_slice() else {
-            continue;
-        };
-        let pid = match (pid.parse::<u32>(), n.parse::<u64>()) {
-            (Ok(pid), Ok(_)) if SIBLING_TAGS.contains(tag) => pid,
-            _ => continue,
-        };
-        let stale = entry.path();
-        // The writer may still be at work if a process with its pid started before the
-        // entry was last touched; a zombie or a later process with the same pid is not it.
-        let writer_alive = std::fs::symlink_metadata(&stale)
-            .and_then(|m| m.modified())
-            .is_ok_and(|at| crate::process::alive_since(pid, at));
-        if pid == std::process::id() || writer_alive || live.as_deref() == Some(Path::new(&file)) {
-            continue;
-        }
-        // Best effort: another sweeper may have removed it first.
-        let _ = match std::fs::symlink_metadata(&stale) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&stale),
-            Ok(_) => std::fs::remove_file(&stale),
-            Err(e) => Err(e),
-        };
-    }
+    graphbug_files::write_file_atomically(path, bytes).map_err(|e| ReproError::io(path, e))
 }
 
 /// Fills a fresh directory with `fill`, then makes `link` (a symlink) point at it in one
@@ -137,7 +66,11 @@ pub fn replace_dir_atomically(link: &Path, fill: impl FnOnce(&Path) -> Result<()
     let tmp_link = sibling(link, "link");
     let target = dir.file_name().expect("sibling paths have a file name");
     std::os::unix::fs::symlink(target, &tmp_link).map_err(|e| ReproError::io(&tmp_link, e))?;
-    std::fs::rename(&tmp_link, link).map_err(|e| ReproError::io(link, e))?;
+    // The new version's names, then the link's, are made durable before the old goes.
+    sync_dir(&dir)
+        .and_then(|()| std::fs::rename(&tmp_link, link))
+        .and_then(|()| sync_dir(parent))
+        .map_err(|e| ReproError::io(link, e))?;
     if let Some(old) = old {
         let _ = std::fs::remove_dir_all(old);
     }

@@ -1097,11 +1097,9 @@ impl Runner<'_> {
         };
         let mut primals = BTreeMap::new();
         for t in 1..=tokens {
-            let empty = safetensors::RawTensor {
-                dtype: "F32".into(),
-                shape: vec![0],
-                data: Vec::new(),
-            };
+            let empty =
+                safetensors::RawTensor::new(graphbug_ir::Dtype::Float32, vec![0], Vec::new())
+                    .map_err(anyhow::Error::msg)?;
             primals.insert(format!("primals_{t}"), empty);
         }
         for (key, t) in safetensors::read(&self.file("inputs.safetensors"))? {
