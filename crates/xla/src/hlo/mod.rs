@@ -1,0 +1,4 @@
+//! HLO: XLA's own program text.
+
+pub mod shape;
+pub mod text;
