@@ -1,4 +1,5 @@
 //! HLO: XLA's own program text.
 
+pub mod check;
 pub mod shape;
 pub mod text;

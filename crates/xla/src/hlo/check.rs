@@ -1,0 +1,438 @@
+//! `graphbug check` of an HLO module: what XLA's parser and verifier would refuse for
+//! reasons a reader can see in the text, each named with its line, column and instruction.
+//!
+//! Checked: names unique; every operand defined in its computation, with no cycle; one
+//! `ROOT`; parameters numbered 0..n without gaps; operand shapes written in the text equal
+//! to their definitions'; a computation's signature equal to its parameters and root; the
+//! entry computation's layout (`entry_computation_layout`) equal to the entry's; every
+//! computation an attribute calls defined; `get-tuple-element` indices within the tuple and
+//! `tuple` shapes made of their operands'. What needs an op's semantics (a shape an op
+//! computes) is the compiler's to say: `graphbug run` compiles.
+
+use std::collections::{HashMap, HashSet};
+
+use super::shape::{parse_shape_all, Shape};
+use super::text::{HloError, Instruction, Module, Operands};
+
+/// What a module holds, once it checks: instructions (all computations), the entry's
+/// parameters and outputs (a tuple root's elements, or one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// Instructions over every computation.
+    pub instructions: usize,
+    /// The entry computation's parameters.
+    pub parameters: usize,
+    /// The entry computation's outputs.
+    pub outputs: usize,
+}
+
+/// Checks `module` (see the module docs).
+pub fn check(module: &Module) -> Result<Counts, HloError> {
+    let entries: Vec<usize> = module
+        .computations
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.is_entry)
+        .map(|(k, _)| k)
+        .collect();
+    let entry = match entries.as_slice() {
+        [k] => *k,
+        [] => {
+            let c = module
+                .computations
+                .last()
+                .expect("a module has a computation");
+            return Err(at_line(
+                c.line,
+                format!("module `{}` has no ENTRY computation", module.name),
+            ));
+        }
+        [_, second, ..] => {
+            return Err(at_line(
+                module.computations[*second].line,
+                format!(
+                    "a second ENTRY computation, `{}`",
+                    module.computations[*second].name
+                ),
+            ))
+        }
+    };
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for c in &module.computations {
+        if let Some(line) = names.insert(&c.name, c.line) {
+            return Err(at_line(
+                c.line,
+                format!(
+                    "computation `{}` is defined twice (first on line {line})",
+                    c.name
+                ),
+            ));
+        }
+    }
+    let mut instruction_names: HashMap<&str, usize> = HashMap::new();
+    for c in &module.computations {
+        let mut by_name: HashMap<&str, &Instruction> = HashMap::new();
+        for i in &c.instructions {
+            if let Some(line) = instruction_names.insert(&i.name, i.line) {
+                return Err(on(
+                    i,
+                    1,
+                    format!(
+                        "instruction `{}` is defined twice (first on line {line})",
+                        i.name
+                    ),
+                ));
+            }
+            by_name.insert(&i.name, i);
+        }
+        let roots: Vec<&Instruction> = c.instructions.iter().filter(|i| i.is_root).collect();
+        if roots.len() > 1 {
+            return Err(on(
+                roots[1],
+                1,
+                format!("computation `{}` has a second ROOT", c.name),
+            ));
+        }
+        if c.instructions.is_empty() {
+            return Err(at_line(
+                c.line,
+                format!("computation `{}` has no instruction", c.name),
+            ));
+        }
+        // Parameters 0..n.
+        let params = c.parameters();
+        for (k, p) in params.iter().enumerate() {
+            if let Operands::Parameter(n) = p.operands {
+                if n != k as u64 {
+                    return Err(on(p, 1, format!("parameter({n}) in computation `{}`, which has {} parameters (numbers must be 0..{})", c.name, params.len(), params.len())));
+                }
+            }
+        }
+        for i in &c.instructions {
+            if let Operands::Values(ops) = &i.operands {
+                for o in ops {
+                    let Some(def) = by_name.get(o.name.as_str()) else {
+                        return Err(on(
+                            i,
+                            o.column,
+                            format!(
+                                "operand `{}` is not defined in computation `{}`",
+                                o.name, c.name
+                            ),
+                        ));
+                    };
+                    if let Some(written) = &o.shape {
+                        if *written != def.shape {
+                            return Err(on(i, o.column, format!("operand `{}` is written as {written}, but is defined as {} on line {}", o.name, def.shape, def.line)));
+                        }
+                    }
+                }
+            }
+            for called in i.called() {
+                if !names.contains_key(called.as_str()) {
+                    return Err(on(
+                        i,
+                        1,
+                        format!("calls computation `{called}`, which is not defined"),
+                    ));
+                }
+            }
+            check_tuples(i, &by_name)?;
+        }
+        no_cycle(c.instructions.as_slice(), &by_name)?;
+        if let Some((sig_params, result)) = &c.signature {
+            if sig_params.len() != params.len() {
+                return Err(at_line(
+                    c.line,
+                    format!(
+                        "computation `{}` declares {} parameters and has {}",
+                        c.name,
+                        sig_params.len(),
+                        params.len()
+                    ),
+                ));
+            }
+            for ((name, shape), p) in sig_params.iter().zip(&params) {
+                if shape.without_layout() != p.shape.without_layout() {
+                    return Err(on(
+                        p,
+                        1,
+                        format!(
+                            "parameter `{}` is {}, but computation `{}` declares `{name}: {shape}`",
+                            p.name, p.shape, c.name
+                        ),
+                    ));
+                }
+            }
+            let root = c.root().expect("not empty");
+            if result.without_layout() != root.shape.without_layout() {
+                return Err(on(
+                    root,
+                    1,
+                    format!(
+                        "ROOT `{}` is {}, but computation `{}` declares it returns {result}",
+                        root.name, root.shape, c.name
+                    ),
+                ));
+            }
+        }
+    }
+    let e = &module.computations[entry];
+    let params = e.parameters();
+    let root = e.root().expect("not empty");
+    if let Some(layout) = module.attr("entry_computation_layout") {
+        let text = layout
+            .trim()
+            .strip_prefix('{')
+            .and_then(|l| l.strip_suffix('}'))
+            .unwrap_or(layout);
+        let (args, result) = text.rsplit_once("->").ok_or_else(|| {
+            at_line(
+                1,
+                format!("entry_computation_layout `{layout}` has no `->`"),
+            )
+        })?;
+        let args = parse_shape_all(args.trim())
+            .map_err(|m| at_line(1, format!("entry_computation_layout: {m}")))?;
+        let result = parse_shape_all(result.trim())
+            .map_err(|m| at_line(1, format!("entry_computation_layout: {m}")))?;
+        let declared = args.tuple().unwrap_or(&[]);
+        if declared.len() != params.len() {
+            return Err(at_line(
+                1,
+                format!(
+                    "entry_computation_layout declares {} parameters; ENTRY `{}` has {}",
+                    declared.len(),
+                    e.name,
+                    params.len()
+                ),
+            ));
+        }
+        for (shape, p) in declared.iter().zip(&params) {
+            if shape.without_layout() != p.shape.without_layout() {
+                return Err(on(
+                    p,
+                    1,
+                    format!(
+                        "parameter `{}` is {}, but entry_computation_layout declares {shape}",
+                        p.name, p.shape
+                    ),
+                ));
+            }
+        }
+        if result.without_layout() != root.shape.without_layout() {
+            return Err(on(
+                root,
+                1,
+                format!(
+                    "ROOT `{}` is {}, but entry_computation_layout declares {result}",
+                    root.name, root.shape
+                ),
+            ));
+        }
+    }
+    Ok(Counts {
+        instructions: module.num_instructions(),
+        parameters: params.len(),
+        outputs: match &root.shape {
+            Shape::Tuple(e) => e.len(),
+            Shape::Array { .. } => 1,
+        },
+    })
+}
+
+/// `get-tuple-element` within its tuple and of its element's shape; `tuple` made of its
+/// operands' shapes.
+fn check_tuples(i: &Instruction, by_name: &HashMap<&str, &Instruction>) -> Result<(), HloError> {
+    let operand = |k: usize| -> Option<&Instruction> {
+        i.operand_names()
+            .get(k)
+            .and_then(|n| by_name.get(n).copied())
+    };
+    match i.opcode.as_str() {
+        "get-tuple-element" => {
+            let Some(src) = operand(0) else { return Ok(()) };
+            let index: usize = i
+                .attr("index")
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| on(i, 1, "get-tuple-element has no `index=N`".into()))?;
+            let Some(elements) = src.shape.tuple() else {
+                return Err(on(
+                    i,
+                    1,
+                    format!(
+                        "get-tuple-element of `{}`, which is not a tuple ({})",
+                        src.name, src.shape
+                    ),
+                ));
+            };
+            let Some(e) = elements.get(index) else {
+                return Err(on(
+                    i,
+                    1,
+                    format!(
+                        "index={index} of `{}`, a tuple of {}",
+                        src.name,
+                        elements.len()
+                    ),
+                ));
+            };
+            if e.without_layout() != i.shape.without_layout() {
+                return Err(on(
+                    i,
+                    1,
+                    format!(
+                        "is {}, but element {index} of `{}` is {e}",
+                        i.shape, src.name
+                    ),
+                ));
+            }
+        }
+        "tuple" => {
+            let ops: Vec<&Instruction> = (0..i.operand_names().len()).filter_map(operand).collect();
+            let made = Shape::Tuple(ops.iter().map(|o| o.shape.without_layout()).collect());
+            if made != i.shape.without_layout() {
+                return Err(on(
+                    i,
+                    1,
+                    format!("is {}, but its operands make {made}", i.shape),
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// No instruction reads itself through its operands.
+fn no_cycle(
+    instructions: &[Instruction],
+    by_name: &HashMap<&str, &Instruction>,
+) -> Result<(), HloError> {
+    let mut done: HashSet<&str> = HashSet::new();
+    let mut on_path: HashSet<&str> = HashSet::new();
+    for start in instructions {
+        // Iterative depth-first search: (instruction, next operand to visit).
+        let mut stack: Vec<(&Instruction, usize)> = vec![(start, 0)];
+        while let Some((i, k)) = stack.pop() {
+            if k == 0 {
+                if done.contains(i.name.as_str()) {
+                    continue;
+                }
+                on_path.insert(&i.name);
+            }
+            let ops = i.operand_names();
+            if let Some(name) = ops.get(k) {
+                stack.push((i, k + 1));
+                if on_path.contains(name) {
+                    return Err(on(
+                        i,
+                        1,
+                        format!("reads `{name}`, which reads it back (a cycle)"),
+                    ));
+                }
+                if let Some(def) = by_name.get(name) {
+                    if !done.contains(name) {
+                        stack.push((def, 0));
+                    }
+                }
+            } else {
+                on_path.remove(i.name.as_str());
+                done.insert(&i.name);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An error on a line, with no instruction.
+fn at_line(line: usize, message: String) -> HloError {
+    HloError {
+        line,
+        column: 1,
+        message,
+        instruction: None,
+    }
+}
+
+/// An error at `column` of instruction `i`.
+fn on(i: &Instruction, column: usize, message: String) -> HloError {
+    HloError {
+        line: i.line,
+        column,
+        message,
+        instruction: Some(i.name.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::text::parse_module;
+
+    const GOOD: &str =
+        "HloModule m, entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[3]{0}, f32[])}
+
+add.0 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[3]{0} parameter(0)
+  y = f32[3]{0} parameter(1)
+  z = f32[3]{0} add(x, y)
+  c = f32[] constant(0)
+  r = f32[] reduce(z, c), dimensions={0}, to_apply=add.0
+  ROOT t = (f32[3]{0}, f32[]) tuple(z, r)
+}
+";
+
+    #[test]
+    fn a_good_module_checks_and_counts() {
+        let m = parse_module(GOOD).unwrap();
+        assert_eq!(
+            check(&m).unwrap(),
+            Counts {
+                instructions: 9,
+                parameters: 2,
+                outputs: 2
+            }
+        );
+    }
+
+    #[test]
+    fn what_xla_would_refuse_is_named() {
+        let cases = [
+            ("z = f32[3]{0} add(x, y)", "z = f32[3]{0} add(x, w)", "12:24: instruction `z`: operand `w` is not defined in computation `e`"),
+            ("to_apply=add.0", "to_apply=mul.0", "instruction `r`: calls computation `mul.0`, which is not defined"),
+            ("y = f32[3]{0} parameter(1)", "y = f32[3]{0} parameter(2)", "instruction `y`: parameter(2) in computation `e`, which has 2 parameters"),
+            ("->(f32[3]{0}, f32[])}", "->(f32[3]{0}, f32[2])}", "ROOT `t` is (f32[3]{0}, f32[]), but entry_computation_layout declares (f32[3]{0}, f32[2])"),
+            ("ENTRY e {", "e {", "module `m` has no ENTRY computation"),
+            ("  c = f32[] constant(0)\n", "  c = f32[] constant(0)\n  c = f32[] constant(1)\n", "instruction `c`: instruction `c` is defined twice"),
+            ("z = f32[3]{0} add(x, y)", "z = f32[3]{0} add(x, z)", "instruction `z`: reads `z`, which reads it back"),
+            ("ROOT t = (f32[3]{0}, f32[]) tuple(z, r)", "ROOT t = (f32[3]{0}, f32[]) tuple(z, z)", "instruction `t`: is (f32[3]{0}, f32[]), but its operands make (f32[3], f32[3])"),
+        ];
+        for (from, to, want) in cases {
+            let text = GOOD.replacen(from, to, 1);
+            assert_ne!(text, GOOD, "{from}");
+            let e = parse_module(&text)
+                .and_then(|m| check(&m).map(|_| ()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{to}: {e}");
+        }
+        let old = "HloModule m\n\nENTRY %e (x: f32[3]) -> f32[3] {\n  %x = f32[3]{0} parameter(0)\n  ROOT %n = f32[3]{0} negate(f32[2]{0} %x)\n}\n";
+        let e = check(&parse_module(old).unwrap()).unwrap_err().to_string();
+        assert!(e.contains("instruction `n`: operand `x` is written as f32[2]{0}, but is defined as f32[3]{0} on line 4"), "{e}");
+        let sig = old
+            .replace("(x: f32[3])", "(x: f32[4])")
+            .replace("f32[2]{0} %x", "f32[3]{0} %x");
+        let e = check(&parse_module(&sig).unwrap()).unwrap_err().to_string();
+        assert!(
+            e.contains("parameter `x` is f32[3]{0}, but computation `e` declares `x: f32[4]`"),
+            "{e}"
+        );
+    }
+}
