@@ -171,6 +171,7 @@ fn call_graph(call: &ForwardCall<'_>) -> Graph {
         _ => vec![Value::Node(source)],
     };
     Graph {
+        dialect: graphbug_ir::Dialect::Aten,
         param_names: Default::default(),
         name: "Call".into(),
         nodes,
@@ -617,6 +618,7 @@ impl<'a> Build<'a> {
             .map(|v| v.map_nodes(&mut |id| Value::Node(new_id[id.index()])))
             .collect();
         let graph = Graph {
+            dialect: graphbug_ir::Dialect::Aten,
             param_names: Default::default(),
             name: "Backward".into(),
             nodes,

@@ -342,6 +342,7 @@ pub fn decompose_with(
         }
     }
     let out = Graph {
+        dialect: graphbug_ir::Dialect::Aten,
         param_names: Default::default(),
         name: graph.name.clone(),
         nodes: rw.nodes,

@@ -1711,6 +1711,7 @@ impl<'a> Functionalizer<'a> {
             }));
         }
         let graph = Graph {
+            dialect: graphbug_ir::Dialect::Aten,
             param_names: Default::default(),
             name: self.old.name.clone(),
             nodes: self.nodes,

@@ -108,6 +108,7 @@ pub fn joint_graph_with(
         });
     }
     let graph = Graph {
+        dialect: graphbug_ir::Dialect::Aten,
         param_names: Default::default(),
         name: forward.name.clone(),
         nodes: ctx.nodes,

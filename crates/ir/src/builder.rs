@@ -224,6 +224,7 @@ impl GraphBuilder {
             None => None,
         };
         let graph = Graph {
+            dialect: crate::graph::Dialect::Aten,
             param_names: Default::default(),
             name: self.name,
             nodes,

@@ -189,6 +189,42 @@ impl std::ops::Index<usize> for Readers {
     }
 }
 
+/// The text a graph is written in: it decides how node names are spelled and which
+/// printer writes the graph. The minifier, the checks and the repro layout work the same on
+/// every dialect; only reading, printing and running differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dialect {
+    /// aten graphs in PyTorch's `print_readable()` text: names are Python identifiers.
+    #[default]
+    Aten,
+    /// An HLO computation: names as XLA writes them (`add.13`, `get-tuple-element.4`).
+    Hlo,
+    /// A StableHLO function: SSA value names without `%` (`0`, `cst`, `arg0`, `1#2`).
+    StableHlo,
+}
+
+impl Dialect {
+    /// Whether `name` is a node name in this dialect.
+    pub fn is_valid_name(self, name: &str) -> bool {
+        match self {
+            Dialect::Aten => is_valid_name(name),
+            Dialect::Hlo => {
+                let mut chars = name.chars();
+                chars
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+            }
+            Dialect::StableHlo => {
+                !name.is_empty()
+                    && name.chars().all(|c| {
+                        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '-' | '#')
+                    })
+            }
+        }
+    }
+}
+
 /// An FX-like graph of aten ops: nodes in program order, then the output values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Graph {
@@ -203,12 +239,21 @@ pub struct Graph {
     /// `l_x_ = L_x_` first.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub param_names: BTreeMap<String, String>,
+    /// The text the graph is written in.
+    #[serde(default)]
+    pub dialect: Dialect,
 }
 
 impl Graph {
     /// An empty graph with the given class name.
     pub fn new(name: &str) -> Self {
+        Graph::new_in(name, Dialect::Aten)
+    }
+
+    /// An empty graph written in `dialect`.
+    pub fn new_in(name: &str, dialect: Dialect) -> Self {
         Graph {
+            dialect,
             param_names: Default::default(),
             name: name.to_string(),
             nodes: Vec::new(),
@@ -317,7 +362,7 @@ impl Graph {
             hashbrown::HashTable::with_capacity(self.nodes.len());
         let mut body_started: Option<usize> = None;
         for (i, node) in self.nodes.iter().enumerate() {
-            if !is_valid_name(&node.name) {
+            if !self.dialect.is_valid_name(&node.name) {
                 return Err(IrError::InvalidName {
                     name: node.name.to_string(),
                 });
@@ -426,6 +471,7 @@ impl Graph {
             })
             .collect::<Result<_, IrError>>()?;
         Ok(Graph {
+            dialect: self.dialect,
             param_names: self.param_names.clone(),
             name: self.name.clone(),
             output: self.renumbered_output(&new_id)?,
@@ -458,6 +504,7 @@ impl Graph {
             })
             .collect::<Result<_, IrError>>()?;
         Ok(Graph {
+            dialect: self.dialect,
             param_names: self.param_names,
             name: self.name,
             nodes,
@@ -558,6 +605,7 @@ impl Graph {
         });
         (
             Graph {
+                dialect: self.dialect,
                 param_names: self.param_names.clone(),
                 name: self.name.clone(),
                 nodes,

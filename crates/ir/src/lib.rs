@@ -24,7 +24,7 @@ pub mod value;
 
 pub use builder::{GraphBuilder, MultiRef, TensorRef};
 pub use error::{IrError, ParseError};
-pub use graph::{Graph, Node, NodeId, NodeKind, NodeName, Users};
+pub use graph::{Dialect, Graph, Node, NodeId, NodeKind, NodeName, Users};
 pub use naming::Namespace;
 pub use sym::{Bindings, SymExpr};
 pub use text::{parse_graph, print_graph, print_graph_as};

@@ -132,6 +132,7 @@ pub fn eliminate_common_subexpressions(
             .collect()
     });
     Graph {
+        dialect: graph.dialect,
         param_names: graph.param_names.clone(),
         name: graph.name.clone(),
         nodes,
@@ -264,6 +265,7 @@ pub fn extract_subgraph(
         })
         .collect();
     let extracted = Graph {
+        dialect: graph.dialect,
         param_names: graph.param_names.clone(),
         name: graph.name.clone(),
         nodes,

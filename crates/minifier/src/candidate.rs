@@ -391,6 +391,7 @@ impl<'g> Original<'g> {
         );
         Candidate {
             graph: Graph {
+                dialect: g.dialect,
                 param_names: g.param_names.clone(),
                 name: g.name.clone(),
                 nodes,

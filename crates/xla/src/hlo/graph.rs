@@ -1,0 +1,581 @@
+//! An HLO module's entry computation as a graphbug graph, and graphs cut from it printed
+//! back as HLO: what lets the minifier, the checks and the repro layout serve HLO as they
+//! serve aten graphs.
+//!
+//! Each instruction is a node named as XLA names it (`add.13`): parameters are the graph's
+//! inputs, in parameter order; `get-tuple-element` of a tuple is a getitem of its source;
+//! every other instruction is a call of `hlo.<opcode>` on its operands, its result's dtype
+//! and sizes as the node's meta. A `tuple` at the root gives the graph's outputs (its
+//! operands); any other root is the one output. Printing a graph cut from the original
+//! keeps every kept instruction's line as written (attributes, metadata, called
+//! computations), writes a `parameter(k)` line for each input (an original parameter or a
+//! value the cut leaves out, with that value's shape), marks the new root (a `tuple` of
+//! several outputs), keeps the computations kept instructions call, and writes the header's
+//! `entry_computation_layout` for the new parameters and result.
+
+use std::collections::{BTreeSet, HashMap};
+
+use graphbug_ir::{Dialect, Graph, Meta, Node, NodeId, NodeKind, OpName, TensorMeta, Value};
+
+use super::shape::{dtype_of, Shape};
+use super::text::{HloError, Instruction, Module, Operands};
+
+/// The entry computation of `module` as a graph, with what printing its cuts needs.
+#[derive(Clone, Debug)]
+pub struct HloGraph {
+    /// The graph.
+    pub graph: Graph,
+    module: Module,
+    entry: usize,
+    /// The instruction (index in the entry computation) of each node, by name.
+    instruction: HashMap<String, usize>,
+}
+
+/// The op of an HLO instruction's node: `hlo.<opcode>`.
+pub fn op_of(opcode: &str) -> OpName {
+    OpName::new("hlo", opcode, "default")
+}
+
+/// The meta of a value of `shape`: a tensor for an array graphbug can hold, several for a
+/// tuple (an element graphbug cannot hold, or a nested tuple, has none).
+pub fn meta_of(shape: &Shape) -> Result<Meta, String> {
+    let tensor = |s: &Shape| -> Result<TensorMeta, String> {
+        match s {
+            Shape::Array {
+                ty, dims, dynamic, ..
+            } => {
+                if dynamic.iter().any(|d| *d) {
+                    return Err(format!("dynamic sizes ({s}) are not supported yet"));
+                }
+                let dtype = dtype_of(ty)
+                    .ok_or_else(|| format!("element type `{ty}` ({s}) is not supported yet"))?;
+                Ok(TensorMeta::new(dtype, dims.clone()))
+            }
+            Shape::Tuple(_) => Err(format!("a nested tuple ({s}) is not supported yet")),
+        }
+    };
+    match shape {
+        Shape::Array { .. } => tensor(shape).map(Meta::Tensor),
+        Shape::Tuple(elements) => Ok(Meta::Multi(
+            elements.iter().map(|e| tensor(e).ok()).collect(),
+        )),
+    }
+}
+
+impl HloGraph {
+    /// The entry computation of `module` (which should check: see [`super::check`]).
+    pub fn new(module: &Module) -> Result<HloGraph, HloError> {
+        let entry = module.entry().ok_or_else(|| HloError {
+            line: 1,
+            column: 1,
+            message: format!("module `{}` has no ENTRY computation", module.name),
+            instruction: None,
+        })?;
+        let comp = &module.computations[entry];
+        let by_name: HashMap<&str, usize> = comp
+            .instructions
+            .iter()
+            .enumerate()
+            .map(|(k, i)| (i.name.as_str(), k))
+            .collect();
+        let err = |i: &Instruction, message: String| HloError {
+            line: i.line,
+            column: 1,
+            message,
+            instruction: Some(i.name.clone()),
+        };
+        // Parameters first, by number; then the rest in an order where operands come
+        // first (text order where the text already has it).
+        let mut order: Vec<usize> = comp
+            .parameters()
+            .iter()
+            .map(|p| by_name[p.name.as_str()])
+            .collect();
+        let mut placed = vec![false; comp.instructions.len()];
+        for &k in &order {
+            placed[k] = true;
+        }
+        for start in 0..comp.instructions.len() {
+            let mut stack = vec![(start, false)];
+            while let Some((k, expanded)) = stack.pop() {
+                if placed[k] {
+                    continue;
+                }
+                if expanded {
+                    placed[k] = true;
+                    order.push(k);
+                    continue;
+                }
+                stack.push((k, true));
+                for name in comp.instructions[k].operand_names().into_iter().rev() {
+                    let Some(&j) = by_name.get(name) else {
+                        return Err(err(
+                            &comp.instructions[k],
+                            format!("operand `{name}` is not defined"),
+                        ));
+                    };
+                    if !placed[j] {
+                        stack.push((j, false));
+                    }
+                }
+            }
+        }
+        let root = comp.root().expect("a computation has instructions");
+        let root_k = by_name[root.name.as_str()];
+        let tuple_root = root.opcode == "tuple";
+        // A tuple root nothing else reads is only the graph's outputs.
+        let root_read = comp
+            .instructions
+            .iter()
+            .any(|i| i.operand_names().contains(&root.name.as_str()));
+        let skip_root = tuple_root && !root_read;
+        let mut graph = Graph::new_in(&comp.name, Dialect::Hlo);
+        let mut id_of: HashMap<&str, NodeId> = HashMap::new();
+        let mut instruction = HashMap::new();
+        for &k in &order {
+            let i = &comp.instructions[k];
+            if skip_root && k == root_k {
+                continue;
+            }
+            let meta = meta_of(&i.shape).map_err(|m| err(i, m))?;
+            let args: Vec<Value> = i
+                .operand_names()
+                .iter()
+                .map(|n| Value::Node(id_of[n]))
+                .collect();
+            let kind = match (&i.operands, i.opcode.as_str()) {
+                (Operands::Parameter(_), _) => {
+                    if !matches!(meta, Meta::Tensor(_)) {
+                        return Err(err(
+                            i,
+                            format!(
+                                "a parameter of tuple shape ({}) is not supported yet",
+                                i.shape
+                            ),
+                        ));
+                    }
+                    NodeKind::Placeholder
+                }
+                (_, "get-tuple-element")
+                    if matches!(
+                        args.first().map(|a| graph.node(node_of(a)).meta.clone()),
+                        Some(Meta::Multi(_))
+                    ) =>
+                {
+                    let index = i
+                        .attr("index")
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| err(i, "get-tuple-element has no `index=N`".into()))?;
+                    NodeKind::GetItem {
+                        source: node_of(&args[0]),
+                        index,
+                    }
+                }
+                _ => NodeKind::Call {
+                    op: op_of(&i.opcode),
+                    args,
+                    kwargs: Vec::new(),
+                },
+            };
+            id_of.insert(&i.name, NodeId(graph.nodes.len() as u32));
+            instruction.insert(i.name.clone(), k);
+            graph.nodes.push(Node {
+                name: i.name.as_str().into(),
+                kind,
+                meta,
+            });
+        }
+        graph.output = Some(if skip_root {
+            root.operand_names()
+                .iter()
+                .map(|n| Value::Node(id_of[n]))
+                .collect()
+        } else {
+            vec![Value::Node(id_of[root.name.as_str()])]
+        });
+        graph.verify().map_err(|e| HloError {
+            line: comp.line,
+            column: 1,
+            message: format!("the entry computation as a graph: {e}"),
+            instruction: None,
+        })?;
+        Ok(HloGraph {
+            graph,
+            module: module.clone(),
+            entry,
+            instruction,
+        })
+    }
+
+    /// The module the graph was read from.
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// The instruction a node of this graph (or of a graph cut from it) stands for.
+    pub fn instruction_of(&self, name: &str) -> Option<&Instruction> {
+        let k = self.instruction.get(name)?;
+        self.module.computations[self.entry].instructions.get(*k)
+    }
+
+    /// `cut` (a graph cut from [`HloGraph::graph`]: its nodes named as the original's)
+    /// printed as an HLO module (see the module docs).
+    pub fn print(&self, cut: &Graph) -> Result<String, String> {
+        let comp = &self.module.computations[self.entry];
+        let style = style_of(comp);
+        let instr = |n: &Node| -> Result<&Instruction, String> {
+            self.instruction_of(&n.name)
+                .ok_or_else(|| format!("node `{}` is no instruction of the original", n.name))
+        };
+        let shape_of = |v: &Value| -> Result<Shape, String> {
+            match v {
+                Value::Node(id) => Ok(instr(cut.node(*id))?.shape.clone()),
+                other => Err(format!("an output that is no value ({other:?})")),
+            }
+        };
+        let outputs = cut.outputs();
+        // The root: the one kept instruction returned, or a tuple of the outputs.
+        let single_root = match outputs {
+            [Value::Node(id)] if !cut.node(*id).is_placeholder() => Some(*id),
+            _ => None,
+        };
+        let root_shapes: Vec<Shape> = outputs.iter().map(shape_of).collect::<Result<_, _>>()?;
+        let result = match single_root {
+            Some(id) => instr(cut.node(id))?.shape.clone(),
+            None => Shape::Tuple(root_shapes.clone()),
+        };
+        let mut body = String::new();
+        let mut params = Vec::new();
+        let mut called = BTreeSet::new();
+        for (id, node) in cut.ids().zip(&cut.nodes) {
+            let i = instr(node)?;
+            if node.is_placeholder() {
+                let k = params.len();
+                params.push((node.name.to_string(), i.shape.clone()));
+                body.push_str(&style.parameter_line(&node.name, &i.shape, k));
+                continue;
+            }
+            called.extend(i.called());
+            body.push_str(&with_root(&i.text, single_root == Some(id)));
+        }
+        if single_root.is_none() {
+            let names: Vec<String> = outputs
+                .iter()
+                .map(|v| match v {
+                    Value::Node(id) => cut.node(*id).name.to_string(),
+                    _ => String::new(),
+                })
+                .collect();
+            let root_name = match comp.root() {
+                Some(r) if r.opcode == "tuple" => r.name.clone(),
+                _ => "tuple.graphbug".into(),
+            };
+            body.push_str(&style.tuple_line(&root_name, &names, &root_shapes));
+        }
+        // The computations kept instructions call, and those they call in turn.
+        let mut needed = called;
+        loop {
+            let more: BTreeSet<String> = self
+                .module
+                .computations
+                .iter()
+                .filter(|c| needed.contains(&c.name))
+                .flat_map(|c| c.instructions.iter().flat_map(Instruction::called))
+                .filter(|n| !needed.contains(n))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            needed.extend(more);
+        }
+        let mut out = String::new();
+        out.push_str(&self.module.leading);
+        out.push_str(&self.header(&params, &result));
+        for (k, c) in self.module.computations.iter().enumerate() {
+            if k == self.entry {
+                out.push_str(&c.leading);
+                out.push_str(&style.entry_header(&c.header_line, &c.name, &params, &result));
+                out.push_str(&body);
+                out.push_str(&c.closing_line);
+            } else if needed.contains(&c.name) {
+                out.push_str(&c.leading);
+                out.push_str(&c.header_line);
+                for i in &c.instructions {
+                    out.push_str(&i.text);
+                }
+                out.push_str(&c.closing_line);
+            }
+        }
+        out.push_str(&self.module.trailing);
+        Ok(out)
+    }
+
+    /// The module's header line for a cut with `params` and `result`: the layout of the new
+    /// entry, the other attributes as written (but `is_scheduled`: a cut has no schedule).
+    fn header(&self, params: &[(String, Shape)], result: &Shape) -> String {
+        let args: Vec<String> = params
+            .iter()
+            .map(|(_, s)| s.with_default_layout().to_string())
+            .collect();
+        let mut line = format!(
+            "HloModule {}, entry_computation_layout={{({})->{}}}",
+            self.module.name,
+            args.join(", "),
+            result.with_default_layout()
+        );
+        for a in &self.module.attrs {
+            if a.key != "entry_computation_layout" && a.key != "is_scheduled" {
+                line.push_str(&format!(", {}={}", a.key, a.value));
+            }
+        }
+        let newline = if self.module.header_line.ends_with("\r\n") {
+            "\r\n"
+        } else {
+            "\n"
+        };
+        line + newline
+    }
+}
+
+/// The value's node.
+fn node_of(v: &Value) -> NodeId {
+    match v {
+        Value::Node(id) => *id,
+        _ => unreachable!("operands are node references"),
+    }
+}
+
+/// `text` (an instruction's line) with its `ROOT ` marker added or removed.
+fn with_root(text: &str, root: bool) -> String {
+    let indent = text.len() - text.trim_start().len();
+    let (lead, rest) = text.split_at(indent);
+    let rest = rest.strip_prefix("ROOT ").unwrap_or(rest);
+    if root {
+        format!("{lead}ROOT {rest}")
+    } else {
+        format!("{lead}{rest}")
+    }
+}
+
+/// How a computation writes its lines: indentation, `%` sigils, operand shapes, signatures.
+struct Style {
+    indent: String,
+    percent: bool,
+    operand_shapes: bool,
+    newline: &'static str,
+}
+
+/// The style of `comp`'s text.
+fn style_of(comp: &super::text::Computation) -> Style {
+    let first = comp.instructions.first();
+    Style {
+        indent: first
+            .map(|i| {
+                let t = i.text.trim_start_matches(['\n', '\r']);
+                t[..t.len() - t.trim_start().len()].to_string()
+            })
+            .unwrap_or_else(|| "  ".into()),
+        percent: first.is_some_and(|i| i.percent),
+        operand_shapes: comp.instructions.iter().any(|i| match &i.operands {
+            Operands::Values(v) => v.iter().any(|o| o.shape.is_some()),
+            _ => false,
+        }),
+        newline: if comp.header_line.ends_with("\r\n") {
+            "\r\n"
+        } else {
+            "\n"
+        },
+    }
+}
+
+impl Style {
+    fn sigil(&self) -> &'static str {
+        if self.percent {
+            "%"
+        } else {
+            ""
+        }
+    }
+
+    /// `name = shape parameter(k)`.
+    fn parameter_line(&self, name: &str, shape: &Shape, k: usize) -> String {
+        format!(
+            "{}{}{name} = {shape} parameter({k}){}",
+            self.indent,
+            self.sigil(),
+            self.newline
+        )
+    }
+
+    /// `ROOT name = (shapes) tuple(values)`.
+    fn tuple_line(&self, name: &str, values: &[String], shapes: &[Shape]) -> String {
+        let operands: Vec<String> = values
+            .iter()
+            .zip(shapes)
+            .map(|(v, s)| {
+                if self.operand_shapes {
+                    format!("{s} {}{v}", self.sigil())
+                } else {
+                    format!("{}{v}", self.sigil())
+                }
+            })
+            .collect();
+        format!(
+            "{}ROOT {}{name} = {} tuple({}){}",
+            self.indent,
+            self.sigil(),
+            Shape::Tuple(shapes.to_vec()),
+            operands.join(", "),
+            self.newline
+        )
+    }
+
+    /// The entry's header line: as written, with its signature (if it had one) written anew.
+    fn entry_header(
+        &self,
+        written: &str,
+        name: &str,
+        params: &[(String, Shape)],
+        result: &Shape,
+    ) -> String {
+        if !written.contains('(') {
+            return written.to_string();
+        }
+        let sig: Vec<String> = params
+            .iter()
+            .map(|(n, s)| format!("{n}: {}", s.without_layout()))
+            .collect();
+        format!(
+            "ENTRY {}{name} ({}) -> {} {{{}",
+            self.sigil(),
+            sig.join(", "),
+            result.without_layout(),
+            self.newline
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::check::check;
+    use crate::hlo::text::parse_module;
+
+    const JAX: &str =
+        "HloModule jit_f, entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[3]{0}, f32[])}
+
+add.0 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main.1 {
+  y = f32[3]{0} parameter(1)
+  x = f32[3]{0} parameter(0)
+  z = f32[3]{0} multiply(x, y)
+  e = f32[3]{0} exponential(z)
+  c = f32[] constant(0)
+  r = f32[] reduce(e, c), dimensions={0}, to_apply=add.0, metadata={op_name=\"sum\"}
+  ROOT t = (f32[3]{0}, f32[]) tuple(z, r)
+}
+";
+
+    #[test]
+    fn the_entry_is_a_graph_of_its_instructions() {
+        let m = parse_module(JAX).unwrap();
+        let g = HloGraph::new(&m).unwrap();
+        let names: Vec<&str> = g.graph.nodes.iter().map(|n| n.name.as_str()).collect();
+        // Parameters first, by number; the root tuple is the outputs.
+        assert_eq!(names, ["x", "y", "z", "e", "c", "r"]);
+        assert_eq!(g.graph.placeholder_names(), ["x", "y"]);
+        assert_eq!(g.graph.outputs().len(), 2);
+        assert_eq!(g.graph.node(NodeId(5)).op(), Some(&op_of("reduce")));
+        // The whole graph prints back as a module that checks, keeping each line.
+        let text = g.print(&g.graph).unwrap();
+        let again = parse_module(&text).unwrap();
+        check(&again).unwrap();
+        assert!(text.contains("  r = f32[] reduce(e, c), dimensions={0}, to_apply=add.0, metadata={op_name=\"sum\"}\n"), "{text}");
+        assert!(
+            text.contains("  x = f32[3]{0} parameter(0)\n  y = f32[3]{0} parameter(1)\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cut_prints_as_a_module_of_its_own() {
+        let m = parse_module(JAX).unwrap();
+        let g = HloGraph::new(&m).unwrap();
+        // Keep `e` and `r`: `z` becomes a parameter, `r` the root; add.0 stays.
+        let mut cut = Graph::new_in("main.1", Dialect::Hlo);
+        let z = g.graph.node(NodeId(2)).clone();
+        cut.nodes.push(Node {
+            kind: NodeKind::Placeholder,
+            ..z
+        });
+        let mut e = g.graph.node(NodeId(3)).clone();
+        e.kind = NodeKind::Call {
+            op: op_of("exponential"),
+            args: vec![Value::Node(NodeId(0))],
+            kwargs: vec![],
+        };
+        cut.nodes.push(e);
+        let mut c = g.graph.node(NodeId(4)).clone();
+        c.kind = NodeKind::Call {
+            op: op_of("constant"),
+            args: vec![],
+            kwargs: vec![],
+        };
+        cut.nodes.push(c);
+        let mut r = g.graph.node(NodeId(5)).clone();
+        r.kind = NodeKind::Call {
+            op: op_of("reduce"),
+            args: vec![Value::Node(NodeId(1)), Value::Node(NodeId(2))],
+            kwargs: vec![],
+        };
+        cut.nodes.push(r);
+        cut.output = Some(vec![Value::Node(NodeId(3))]);
+        cut.verify().unwrap();
+        let text = g.print(&cut).unwrap();
+        let m2 = parse_module(&text).unwrap();
+        assert_eq!(
+            check(&m2).unwrap(),
+            crate::hlo::check::Counts {
+                instructions: 7,
+                parameters: 1,
+                outputs: 1
+            }
+        );
+        assert!(
+            text.starts_with("HloModule jit_f, entry_computation_layout={(f32[3]{0})->f32[]}\n"),
+            "{text}"
+        );
+        assert!(text.contains("  z = f32[3]{0} parameter(0)\n"), "{text}");
+        assert!(text.contains("  ROOT r = f32[] reduce(e, c)"), "{text}");
+        // Two outputs: a tuple root, named as the original's.
+        cut.output = Some(vec![Value::Node(NodeId(1)), Value::Node(NodeId(3))]);
+        let text = g.print(&cut).unwrap();
+        check(&parse_module(&text).unwrap()).unwrap();
+        assert!(
+            text.contains("  ROOT t = (f32[3]{0}, f32[]) tuple(e, r)\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_older_style_stays_in_its_style() {
+        let old = "HloModule m\n\nENTRY %e (x: f32[3], y: f32[3]) -> f32[3] {\n  %x = f32[3]{0} parameter(0)\n  %y = f32[3]{0} parameter(1)\n  %n = f32[3]{0} negate(f32[3]{0} %x)\n  ROOT %a = f32[3]{0} add(f32[3]{0} %n, f32[3]{0} %y)\n}\n";
+        let m = parse_module(old).unwrap();
+        let g = HloGraph::new(&m).unwrap();
+        let mut cut = g.graph.clone();
+        cut.output = Some(vec![Value::Node(NodeId(2)), Value::Node(NodeId(3))]);
+        let text = g.print(&cut).unwrap();
+        check(&parse_module(&text).unwrap()).unwrap();
+        assert!(
+            text.contains("ENTRY %e (x: f32[3], y: f32[3]) -> (f32[3], f32[3]) {\n"),
+            "{text}"
+        );
+        assert!(text.contains("  ROOT %tuple.graphbug = (f32[3]{0}, f32[3]{0}) tuple(f32[3]{0} %n, f32[3]{0} %a)\n"), "{text}");
+        assert!(text.contains("  %a = f32[3]{0} add("), "{text}");
+    }
+}
