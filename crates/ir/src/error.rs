@@ -32,11 +32,13 @@ pub enum IrError {
     },
     /// A node name that is not a Python identifier, or one the printed code relies on.
     #[error(
-        "`{name}` cannot name a node: not a Python identifier, or a name the printed code uses"
+        "`{name}` cannot name a node of a {dialect:?} graph (an aten graph's names are Python identifiers its printed code does not use)"
     )]
     InvalidName {
         /// The offending name.
         name: String,
+        /// The graph's dialect, whose names it breaks.
+        dialect: crate::graph::Dialect,
     },
     /// The graph has no output.
     #[error("graph `{graph}` has no output")]

@@ -199,7 +199,8 @@ pub enum Dialect {
     Aten,
     /// An HLO computation: names as XLA writes them (`add.13`, `get-tuple-element.4`).
     Hlo,
-    /// A StableHLO function: SSA value names without `%` (`0`, `cst`, `arg0`, `1#2`).
+    /// A StableHLO function: SSA value names without `%` (`0`, `cst`, `arg0`; `1#2` for
+    /// one result of several, `1:4` for the op that makes them).
     StableHlo,
 }
 
@@ -218,7 +219,7 @@ impl Dialect {
             Dialect::StableHlo => {
                 !name.is_empty()
                     && name.chars().all(|c| {
-                        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '-' | '#')
+                        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '-' | '#' | ':')
                     })
             }
         }
@@ -365,6 +366,7 @@ impl Graph {
             if !self.dialect.is_valid_name(&node.name) {
                 return Err(IrError::InvalidName {
                     name: node.name.to_string(),
+                    dialect: self.dialect,
                 });
             }
             let hash = rustc_hash::FxBuildHasher.hash_one(node.name.as_str());

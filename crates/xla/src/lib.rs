@@ -4,3 +4,4 @@
 //! libtorch: JAX and TensorFlow users have none.
 
 pub mod hlo;
+pub mod stablehlo;
