@@ -16,7 +16,8 @@ pub mod memory;
 pub mod meta;
 pub mod reference;
 pub mod shim;
-pub mod stage;
+/// Where a supervised process is (now `graphbug-run`'s).
+pub use graphbug_run::stage;
 pub mod trace;
 
 pub use derivatives::LibtorchDerivatives;

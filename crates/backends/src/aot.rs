@@ -12,6 +12,7 @@
 //! decompose=...` for other inner compilers (a testing backend or a `fault:` spec in either
 //! graph), a selective recompute policy, a memory budget or decompositions.
 
+use crate::failure::FromAten;
 use std::sync::Arc;
 
 use graphbug_aten::accuracy::detect;

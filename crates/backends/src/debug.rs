@@ -1,5 +1,6 @@
 //! Debug backends: `eager_noexcept` and `eager_debug` (schema checking while running).
 
+use crate::failure::FromAten;
 use graphbug_aten::dtype::meta_of;
 use graphbug_aten::interp::{RtValue, RunHook};
 use graphbug_aten::meta::infer_meta;

@@ -1,5 +1,6 @@
 //! `eager`: runs the graph op by op in libtorch, as PyTorch's eager backend does.
 
+use crate::failure::FromAten;
 use graphbug_aten::Interpreter;
 use graphbug_ir::Graph;
 use tch::Tensor;

@@ -1,118 +1,22 @@
-//! How a backend failed: the stage, the symptom, and where.
-
-use std::fmt;
+//! Failures of backends: what `graphbug-run` classifies (stage, symptom), and the failure a
+//! libtorch error makes.
 
 use graphbug_aten::AtenError;
-use serde::{Deserialize, Serialize};
 
-/// When the failure happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// While compiling the graph.
-    Compile,
-    /// While running the compiled graph.
-    Runtime,
-    /// The results were wrong.
-    Accuracy,
-}
+pub use graphbug_run::failure::{Failure, Stage, Symptom};
 
-/// What the failure looked like.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Symptom {
-    /// An error was reported.
-    Error,
-    /// The process died (abort, segfault).
-    Crash,
-    /// It did not finish in time.
-    Timeout,
-    /// It finished with wrong numbers.
-    WrongResult,
-}
-
-/// A classified backend failure, carrying the backend, node and op it concerns.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    /// The backend that failed.
-    pub backend: String,
-    /// When.
-    pub stage: Stage,
-    /// How.
-    pub symptom: Symptom,
-    /// The node concerned, when known.
-    pub node: Option<String>,
-    /// Its op, when known.
-    pub op: Option<String>,
-    /// The message, with its causes.
-    pub message: String,
-}
-
-impl Failure {
-    /// A failure with no node or op attached.
-    pub fn new(backend: &str, stage: Stage, symptom: Symptom, message: impl Into<String>) -> Self {
-        Failure {
-            backend: backend.to_string(),
-            stage,
-            symptom,
-            node: None,
-            op: None,
-            message: message.into(),
-        }
-    }
-
+/// Failures made from libtorch errors.
+pub trait FromAten {
     /// An error from libtorch at `stage`, keeping its node and op.
-    pub fn from_aten(backend: &str, stage: Stage, err: &AtenError) -> Self {
+    fn from_aten(backend: &str, stage: Stage, err: &AtenError) -> Self;
+}
+
+impl FromAten for Failure {
+    fn from_aten(backend: &str, stage: Stage, err: &AtenError) -> Self {
         Failure {
             node: err.node().map(str::to_string),
             op: err.op().map(str::to_string),
             ..Failure::new(backend, stage, Symptom::Error, err.detail())
         }
     }
-
-    /// Attaches the node and op concerned.
-    pub fn at(mut self, node: &str, op: &str) -> Self {
-        self.node = Some(node.to_string());
-        self.op = Some(op.to_string());
-        self
-    }
 }
-
-impl fmt::Display for Stage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Stage::Compile => "compile",
-            Stage::Runtime => "runtime",
-            Stage::Accuracy => "accuracy",
-        })
-    }
-}
-
-impl fmt::Display for Symptom {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Symptom::Error => "error",
-            Symptom::Crash => "crash",
-            Symptom::Timeout => "timeout",
-            Symptom::WrongResult => "wrong result",
-        })
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} in backend `{}`",
-            self.stage, self.symptom, self.backend
-        )?;
-        match (&self.node, &self.op) {
-            (Some(n), Some(o)) => write!(f, " at node `{n}` ({o})")?,
-            (Some(n), None) => write!(f, " at node `{n}`")?,
-            _ => {}
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-impl std::error::Error for Failure {}

@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub use backend::{
     AotPart, Backend, CompileContext, CompiledFn, ExampleInput, InnerEvent, InnerHook,
 };
-pub use failure::{Failure, Stage, Symptom};
+pub use failure::{Failure, FromAten, Stage, Symptom};
 pub use registry::{list, lookup, register, register_alias, resolve, BackendInfo, RegistryError};
 
 /// The backends every registry starts with.

@@ -32,6 +32,15 @@ pub enum ReproError {
     Other(String),
 }
 
+impl From<graphbug_run::scratch::ScratchError> for ReproError {
+    fn from(e: graphbug_run::scratch::ScratchError) -> Self {
+        ReproError::Io {
+            path: e.path,
+            message: e.message,
+        }
+    }
+}
+
 impl ReproError {
     /// An I/O error about `path`.
     pub fn io(path: &std::path::Path, err: impl std::fmt::Display) -> Self {

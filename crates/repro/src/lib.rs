@@ -18,12 +18,12 @@ pub mod command;
 pub mod compile;
 pub mod error;
 pub mod isolate;
-pub mod limits;
+pub use graphbug_run::limits;
 pub mod manifest;
-pub mod process;
+pub use graphbug_run::process;
 pub mod progress;
 pub mod save;
-pub mod scratch;
+pub use graphbug_run::scratch;
 pub mod values;
 
 pub use checkers::{BackendChecker, CheckKind};

@@ -356,7 +356,7 @@ impl Module {
 
     /// The entry function: `main`, or the one public function.
     pub fn main(&self) -> Option<&Func> {
-        self.func("main").or_else(|| match self.funcs.as_slice() {
+        self.func("main").or(match self.funcs.as_slice() {
             [only] => Some(only),
             _ => None,
         })

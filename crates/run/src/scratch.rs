@@ -12,7 +12,27 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::error::{ReproError, Result};
+/// A scratch directory that cannot be made: the path, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ScratchError {
+    /// The file or directory.
+    pub path: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl ScratchError {
+    fn io(path: &Path, err: impl std::fmt::Display) -> Self {
+        ScratchError {
+            path: path.display().to_string(),
+            message: err.to_string(),
+        }
+    }
+}
+
+/// What making a scratch directory gives.
+pub type Result<T> = std::result::Result<T, ScratchError>;
 
 /// The lock file inside each scratch directory.
 const LOCK_FILE: &str = ".lock";
@@ -44,7 +64,7 @@ impl Scratch {
 
     /// [`Scratch::new`] under `root` instead of the default root.
     pub fn new_in(root: &Path, tag: &str) -> Result<Scratch> {
-        std::fs::create_dir_all(root).map_err(|e| ReproError::io(root, e))?;
+        std::fs::create_dir_all(root).map_err(|e| ScratchError::io(root, e))?;
         sweep(root);
         let name = format!(
             "{tag}-{}-{}",
@@ -52,12 +72,12 @@ impl Scratch {
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let staging = root.join(format!("{NEW_PREFIX}{name}"));
-        std::fs::create_dir(&staging).map_err(|e| ReproError::io(&staging, e))?;
+        std::fs::create_dir(&staging).map_err(|e| ScratchError::io(&staging, e))?;
         let lock_path = staging.join(LOCK_FILE);
-        let lock = File::create(&lock_path).map_err(|e| ReproError::io(&lock_path, e))?;
-        lock.lock().map_err(|e| ReproError::io(&lock_path, e))?;
+        let lock = File::create(&lock_path).map_err(|e| ScratchError::io(&lock_path, e))?;
+        lock.lock().map_err(|e| ScratchError::io(&lock_path, e))?;
         let dir = root.join(name);
-        std::fs::rename(&staging, &dir).map_err(|e| ReproError::io(&dir, e))?;
+        std::fs::rename(&staging, &dir).map_err(|e| ScratchError::io(&dir, e))?;
         Ok(Scratch { dir, _lock: lock })
     }
 

@@ -17,9 +17,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use graphbug_backends::{Failure, Stage, Symptom};
+use crate::failure::{Failure, Stage, Symptom};
 
-pub use graphbug_aten::stage::{last_stage, report_stage, STAGE_FILE_ENV};
+pub use crate::stage::{last_stage, report_stage, STAGE_FILE_ENV};
 
 /// A request to the spawning thread, and where its answer goes.
 type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);

@@ -1,0 +1,14 @@
+//! Running what may crash or hang, for every dialect graphbug handles and without
+//! libtorch: child processes that die with graphbug and end as their engines expect
+//! ([`process`]), supervised re-runs of graphbug's own command line, scratch directories
+//! no killed run leaves behind ([`scratch`]), the time limits every wait is bounded by
+//! ([`limits`]), the stage a supervised child reports ([`stage`]), and how a failure is
+//! classified ([`failure`]: stage and symptom).
+
+pub mod failure;
+pub mod limits;
+pub mod process;
+pub mod scratch;
+pub mod stage;
+
+pub use failure::{Failure, Stage, Symptom};
