@@ -695,6 +695,30 @@ fn plugins_load_from_the_flag_and_the_environment() {
     );
 }
 
+/// OpInfo's first float32 sample of `nn.functional.multi_head_attention_forward`, dropout
+/// on, as `make_fx` traces it: `bernoulli_.float(empty_like)` leaves `p` at its default,
+/// which `bernoulli.p` (its functional form) requires. The joint graph is valid: it binds
+/// to every schema, its shapes infer, and it partitions.
+#[test]
+fn joint_of_attention_with_dropout_traced_by_make_fx() {
+    let dir = tmpdir("joint-mha");
+    let forward = fixture("opinfo_mha_dropout/forward.py");
+    let out = graphbug(&["joint", forward.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let joint = text(&out.stdout);
+    assert!(
+        joint.contains("torch.ops.aten.bernoulli.p(empty_like, 0.5)"),
+        "{joint}"
+    );
+    assert!(text(&out.stderr).contains("num_fwd_outputs = 2"));
+    let path = dir.join("joint.py");
+    std::fs::write(&path, &out.stdout).unwrap();
+    let out = graphbug(&["check", "--meta", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = graphbug(&["partition", path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
 #[test]
 fn joint_and_partition_reproduce_aotautograd() {
     let dir = tmpdir("joint");

@@ -780,6 +780,21 @@ char* gb_op_overloads(const char* qualified, char** out) {
   });
 }
 
+// Every op registered with the dispatcher, as `[qualified name, overload]` pairs.
+char* gb_all_ops(char** out) {
+  return guarded([&] {
+    std::ostringstream o;
+    json_list(o, c10::Dispatcher::singleton().getAllOpNames(), [&](const c10::OperatorName& op) {
+      o << '[';
+      json_str(o, op.name);
+      o << ',';
+      json_str(o, op.overload_name);
+      o << ']';
+    });
+    *out = dup_str(o.str());
+  });
+}
+
 // ---- recording libtorch's autograd ----
 
 // A new recorder; the first call registers the recording fallback for the mode key.

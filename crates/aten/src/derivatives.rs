@@ -124,6 +124,10 @@ impl Derivatives for LibtorchDerivatives {
         self.outputs.lock().insert(key, outputs.clone());
         outputs
     }
+
+    fn schemas(&self) -> Option<&dyn graphbug_ir::schema::Schemas> {
+        Some(&LibtorchSchemas)
+    }
 }
 
 /// The forward call alone, as a graph over its tensor inputs `x0..`.

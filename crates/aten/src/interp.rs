@@ -880,30 +880,7 @@ fn build_plan(
         op: op.name.to_string(),
         message,
     };
-    let n_pos = schema.num_positional();
-    if args.len() > n_pos {
-        return Err(bad(format!(
-            "takes {n_pos} positional argument{} but {} were given; schema: {}",
-            if n_pos == 1 { "" } else { "s" },
-            args.len(),
-            schema.text
-        )));
-    }
-    let mut bound: Vec<Option<&Value>> = vec![None; schema.arguments.len()];
-    for (slot, v) in bound.iter_mut().zip(args) {
-        *slot = Some(v);
-    }
-    for (key, v) in kwargs {
-        let Some(i) = schema.arguments.iter().position(|a| a.name == *key) else {
-            return Err(bad(format!(
-                "unexpected keyword argument `{key}`; schema: {}",
-                schema.text
-            )));
-        };
-        if bound[i].replace(v).is_some() {
-            return Err(bad(format!("got multiple values for argument `{key}`")));
-        }
-    }
+    let bound = schema.bind(args, kwargs).map_err(bad)?;
     let mut plan = Plan::new(op.clone());
     let mut sources = Vec::new();
     let mut hole_args = Vec::new();

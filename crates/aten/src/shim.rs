@@ -79,6 +79,7 @@ extern "C" {
     fn gb_tensor_to_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_tensor_view_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_op_overloads(qualified: *const c_char, out: *mut *mut c_char) -> *mut c_char;
+    fn gb_all_ops(out: *mut *mut c_char) -> *mut c_char;
     fn gb_recorder_new(out: *mut *mut c_void) -> *mut c_char;
     fn gb_recorder_free(r: *mut c_void);
     fn gb_recorder_set(r: *mut c_void, on: u8, phase: i32);
@@ -228,6 +229,30 @@ pub fn overloads(namespace: &str, name: &str) -> Vec<String> {
     names.sort();
     OVERLOADS.lock().insert(qualified, names.clone());
     names
+}
+
+/// Every op registered with libtorch's dispatcher (`default` for unnamed overloads), sorted.
+pub fn all_ops() -> Result<Vec<OpName>> {
+    let mut out: *mut c_char = std::ptr::null_mut();
+    // SAFETY: the JSON is owned by us afterwards.
+    status(unsafe { gb_all_ops(&mut out) })
+        .map_err(|m| AtenError::BadInputs(format!("listing libtorch's ops: {m}")))?;
+    let pairs: Vec<(String, String)> = serde_json::from_str(&take_string(out))
+        .map_err(|e| AtenError::BadInputs(format!("listing libtorch's ops: {e}")))?;
+    let mut ops: Vec<OpName> = pairs
+        .into_iter()
+        .map(|(qualified, overload)| {
+            let (namespace, name) = qualified.split_once("::").unwrap_or(("aten", &qualified));
+            let overload = if overload.is_empty() {
+                "default"
+            } else {
+                &overload
+            };
+            OpName::new(namespace, name, overload)
+        })
+        .collect();
+    ops.sort_by_key(ToString::to_string);
+    Ok(ops)
 }
 
 /// A prepared call of one op: constant arguments converted once, tensor arguments as holes.
