@@ -463,6 +463,11 @@ bool gb_op_is_composite(void* op) {
          !h.hasKernelForDispatchKey(c10::DispatchKey::Meta);
 }
 
+// Whether the op draws from a random generator (libtorch's `nondeterministic_seeded` tag).
+bool gb_op_is_random(void* op) {
+  return static_cast<c10::OperatorHandle*>(op)->hasTag(at::Tag::nondeterministic_seeded);
+}
+
 char* gb_op_schema_json(void* op, char** out) {
   return guarded([&] {
     const auto& s = static_cast<c10::OperatorHandle*>(op)->schema();

@@ -63,6 +63,7 @@ extern "C" {
     fn gb_tensor_storage_ptr(t: *const C_tensor) -> usize;
     fn gb_tensor_storage_nbytes(t: *const C_tensor) -> usize;
     fn gb_op_is_composite(op: *mut c_void) -> bool;
+    fn gb_op_is_random(op: *mut c_void) -> bool;
     fn gb_tensor_zeros_like(
         t: *const C_tensor,
         device: *const c_char,
@@ -200,6 +201,13 @@ impl Op {
     pub fn is_composite(&self) -> bool {
         // SAFETY: the handle is valid for the op's life.
         unsafe { gb_op_is_composite(self.handle.as_ptr()) }
+    }
+
+    /// Whether the op draws random numbers: libtorch tags it `nondeterministic_seeded`
+    /// (`bernoulli`, `rand`, `native_dropout`, `uniform`, ...).
+    pub fn is_random(&self) -> bool {
+        // SAFETY: the handle is valid for the op's life.
+        unsafe { gb_op_is_random(self.handle.as_ptr()) }
     }
 }
 
