@@ -250,6 +250,15 @@ void json_double(std::ostream& o, double d) {
   o << "{\"f\":\"" << buf << "\"}";
 }
 
+// A complex number: {"c": [{"f": re}, {"f": im}]}.
+void json_complex(std::ostream& o, c10::complex<double> z) {
+  o << "{\"c\":[";
+  json_double(o, z.real());
+  o << ',';
+  json_double(o, z.imag());
+  o << "]}";
+}
+
 // Writes `items` as a JSON array, each element by `each`.
 template <typename Items, typename Each>
 void json_list(std::ostream& o, const Items& items, Each each) {
@@ -288,6 +297,10 @@ void json_tensor_ref(std::ostream& o, const Recorder& r, const at::Tensor& t) {
       o << "{\"n\":" << t.item<int64_t>() << "}";
       return;
     }
+    o << "{\"n\":";
+    json_complex(o, t.item<c10::complex<double>>());
+    o << "}";
+    return;
   }
   std::ostringstream d;
   d << t.scalar_type() << t.sizes() << " on " << t.device().str();
@@ -322,6 +335,8 @@ void json_ivalue(std::ostream& o, const Recorder& r, const c10::IValue& v) {
     }
   } else if (v.isDouble()) {
     json_double(o, v.toDouble());
+  } else if (v.isComplexDouble()) {
+    json_complex(o, v.toComplexDouble());
   } else if (v.isBool()) {
     o << (v.toBool() ? "true" : "false");
   } else if (v.isString()) {
@@ -521,6 +536,10 @@ void gb_plan_push_none(void* plan) { plan_of(plan).tmpl.emplace_back(); }
 void gb_plan_push_int(void* plan, int64_t v) { plan_of(plan).tmpl.emplace_back(v); }
 
 void gb_plan_push_double(void* plan, double v) { plan_of(plan).tmpl.emplace_back(v); }
+
+void gb_plan_push_complex(void* plan, double re, double im) {
+  plan_of(plan).tmpl.emplace_back(c10::complex<double>(re, im));
+}
 
 void gb_plan_push_bool(void* plan, uint8_t v) { plan_of(plan).tmpl.emplace_back(v != 0); }
 

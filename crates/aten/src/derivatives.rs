@@ -475,6 +475,14 @@ impl<'a> Build<'a> {
                         f.parse::<f64>()
                             .map_err(|_| format!("`{op}` got the float `{f}`"))?,
                     )
+                } else if let Some(c) = o.get("c").and_then(Json::as_array) {
+                    let part = |k: usize| {
+                        c.get(k)
+                            .and_then(|p| p["f"].as_str())
+                            .and_then(|f| f.parse::<f64>().ok())
+                            .ok_or_else(|| format!("`{op}` got the complex number {c:?}"))
+                    };
+                    Value::Complex(part(0)?, part(1)?)
                 } else if let Some(n) = o.get("n") {
                     self.value(n, &ArgType::parse("Scalar"), op)?
                 } else if let Some(s) = o.get("s").and_then(Json::as_str) {

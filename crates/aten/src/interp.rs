@@ -1020,6 +1020,7 @@ fn push_value(
         (Elem::Scalar, Value::Int(i)) => plan.push_int(*i),
         (Elem::Scalar, Value::Float(f)) => plan.push_double(*f),
         (Elem::Scalar, Value::Bool(b)) => plan.push_bool(*b),
+        (Elem::Scalar, Value::Complex(re, im)) => plan.push_complex(*re, *im),
         (Elem::ScalarType, Value::Dtype(d)) => plan.push_int(c10_scalar_type(*d)),
         (Elem::ScalarType, Value::Int(i)) => plan.push_int(*i),
         (Elem::Layout, Value::Layout(l)) => plan.push_int(c10_layout(*l)),

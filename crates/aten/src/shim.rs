@@ -29,6 +29,7 @@ extern "C" {
     fn gb_plan_push_none(plan: *mut c_void);
     fn gb_plan_push_int(plan: *mut c_void, v: i64);
     fn gb_plan_push_double(plan: *mut c_void, v: f64);
+    fn gb_plan_push_complex(plan: *mut c_void, re: f64, im: f64);
     fn gb_plan_push_bool(plan: *mut c_void, v: u8);
     fn gb_plan_push_str(plan: *mut c_void, v: *const c_char);
     fn gb_plan_push_int_list(plan: *mut c_void, v: *const i64, n: usize);
@@ -314,6 +315,11 @@ impl Plan {
     /// Pushes a float.
     pub fn push_double(&mut self, v: f64) {
         unsafe { gb_plan_push_double(self.p(), v) }
+    }
+
+    /// Pushes a complex number.
+    pub fn push_complex(&mut self, re: f64, im: f64) {
+        unsafe { gb_plan_push_complex(self.p(), re, im) }
     }
 
     /// Pushes a bool.
