@@ -84,6 +84,7 @@ extern "C" {
     fn gb_all_ops(out: *mut *mut c_char) -> *mut c_char;
     fn gb_recorder_new(out: *mut *mut c_void) -> *mut c_char;
     fn gb_recorder_free(r: *mut c_void);
+    fn gb_recorder_set_stand_in_limit(r: *mut c_void, bytes: u64);
     fn gb_recorder_set(r: *mut c_void, on: u8, phase: i32);
     fn gb_recorder_label(r: *mut c_void, t: *const C_tensor, label: *const c_char) -> *mut c_char;
     fn gb_recorder_grad(
@@ -640,9 +641,12 @@ impl Recorder {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is written on success only.
         status(unsafe { gb_recorder_new(&mut ptr) })?;
-        NonNull::new(ptr)
-            .map(|ptr| Recorder { ptr })
-            .ok_or_else(|| "no recorder returned".into())
+        let ptr = NonNull::new(ptr).ok_or("no recorder returned")?;
+        // Ops without a meta kernel run on CPU stand-ins, bounded as in meta inference.
+        let limit = crate::memory::available_bytes().unwrap_or(8 << 30) / 4;
+        // SAFETY: a live recorder.
+        unsafe { gb_recorder_set_stand_in_limit(ptr.as_ptr(), limit) };
+        Ok(Recorder { ptr })
     }
 
     /// Runs `f` with recording on; its calls carry `phase`.
