@@ -22,6 +22,9 @@ pub trait Schemas {
     }
 }
 
+/// A call's positional and keyword arguments.
+pub type CallArgs = (Vec<Value>, Vec<(String, Value)>);
+
 /// One argument or return of a schema.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct Argument {
@@ -209,7 +212,7 @@ impl Schema {
         args: &[Value],
         kwargs: &[(String, Value)],
         drop: &[String],
-    ) -> Result<(Vec<Value>, Vec<(String, Value)>), String> {
+    ) -> Result<CallArgs, String> {
         let bound = self.bind(args, kwargs)?;
         let mut positional: Vec<Value> = Vec::with_capacity(args.len());
         let mut keywords: Vec<(String, Value)> = Vec::with_capacity(kwargs.len());
@@ -742,7 +745,7 @@ mod tests {
         let err = s.check_call(std::slice::from_ref(&x), &[]).unwrap_err();
         assert!(err.starts_with("missing required argument `p`"), "{err}");
         let err = s
-            .check_call(&[x.clone()], &[("q".into(), Value::Float(0.5))])
+            .check_call(std::slice::from_ref(&x), &[("q".into(), Value::Float(0.5))])
             .unwrap_err();
         assert!(err.starts_with("unexpected keyword argument `q`"), "{err}");
         let err = s
