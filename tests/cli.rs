@@ -695,6 +695,91 @@ fn plugins_load_from_the_flag_and_the_environment() {
     );
 }
 
+/// `check --meta --inputs`: OpInfo's `masked_select` and `nonzero` samples, whose output
+/// shapes depend on the values, are checked on the given inputs like any other node; a
+/// wrong annotation is a mismatch. Without inputs they stay unchecked, and said so.
+#[test]
+fn check_meta_checks_data_dependent_shapes_on_the_inputs() {
+    for (op, annotation) in [("masked_select", "f32[49]"), ("nonzero", "i64[0, 0]")] {
+        let dir = fixture(&format!("opinfo_{op}"));
+        let forward = dir.join("forward.py");
+        let inputs = dir.join("inputs.safetensors");
+        let out = graphbug(&["check", "--meta", forward.to_str().unwrap()]);
+        assert!(out.status.success(), "{op}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains(&format!("meta: node `{op}` not checked")),
+            "{op}: {}",
+            text(&out.stdout)
+        );
+        let out = graphbug(&[
+            "check",
+            "--meta",
+            forward.to_str().unwrap(),
+            "--inputs",
+            inputs.to_str().unwrap(),
+        ]);
+        let shown = text(&out.stdout);
+        assert!(out.status.success(), "{op}: {shown}{}", text(&out.stderr));
+        assert!(
+            shown.contains(&format!("meta: node `{op}` checked on the given inputs")),
+            "{op}: {shown}"
+        );
+        assert!(
+            shown.contains("meta: every annotation agrees with libtorch"),
+            "{op}: {shown}"
+        );
+        // A wrong annotation is caught.
+        let tmp = tmpdir(&format!("check-data-{op}"));
+        let wrong = tmp.join("forward.py");
+        let original = std::fs::read_to_string(&forward).unwrap();
+        let bad = if op == "nonzero" {
+            "i64[1, 0]"
+        } else {
+            "f32[48]"
+        };
+        std::fs::write(&wrong, original.replace(annotation, bad)).unwrap();
+        let out = graphbug(&[
+            "check",
+            "--meta",
+            wrong.to_str().unwrap(),
+            "--inputs",
+            inputs.to_str().unwrap(),
+        ]);
+        let shown = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{op}: {shown}");
+        assert!(
+            shown.contains(&format!(
+                "meta mismatch: node `{op}`: annotated {bad}, libtorch gives on the inputs {annotation}"
+            )),
+            "{op}: {shown}"
+        );
+    }
+}
+
+/// OpInfo's first float32 sample of `nn.functional.multi_head_attention_forward`, dropout
+/// on, as `make_fx` traces it: `bernoulli_.float(empty_like)` leaves `p` at its default,
+/// which `bernoulli.p` (its functional form) requires. The joint graph is valid: it binds
+/// to every schema, its shapes infer, and it partitions.
+#[test]
+fn joint_of_attention_with_dropout_traced_by_make_fx() {
+    let dir = tmpdir("joint-mha");
+    let forward = fixture("opinfo_mha_dropout/forward.py");
+    let out = graphbug(&["joint", forward.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let joint = text(&out.stdout);
+    assert!(
+        joint.contains("torch.ops.aten.bernoulli.p(empty_like, 0.5)"),
+        "{joint}"
+    );
+    assert!(text(&out.stderr).contains("num_fwd_outputs = 2"));
+    let path = dir.join("joint.py");
+    std::fs::write(&path, &out.stdout).unwrap();
+    let out = graphbug(&["check", "--meta", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = graphbug(&["partition", path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
 #[test]
 fn joint_and_partition_reproduce_aotautograd() {
     let dir = tmpdir("joint");

@@ -17,7 +17,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use graphbug::aten::accuracy::AccuracyMode;
 use graphbug::aten::io::{order_tensors, random_tensors, read_tensors};
 use graphbug::aten::memory::Available;
-use graphbug::aten::meta::check_meta;
+use graphbug::aten::meta::{check_meta_with, GraphData};
 use graphbug::backends::plugin::{load_env_plugins, load_plugin};
 use graphbug::backends::registry::factories;
 use graphbug::ir::{parse_graph, print_graph, Graph};
@@ -336,11 +336,23 @@ pub fn check(
     bound: &run::Bound,
 ) -> Result<ExitCode> {
     let mut graph = load_graph(file)?;
+    // With inputs, what only data can tell (a shape that depends on the values) is
+    // checked on them.
+    let mut data = None;
     if meta {
-        let mut named = inputs.map(read_tensors).transpose()?;
-        specialize_graph(&mut graph, named.as_mut(), binds)
-            .context("checking a dynamic-shape graph's annotations needs its symbols' values")?;
-        lower_graph(&mut graph)?;
+        if let Some(path) = inputs {
+            let path = path.to_path_buf();
+            data = Some(
+                graph_inputs(&mut graph, Some(&path), binds, 0, tch::Device::Cpu).context(
+                    "checking a dynamic-shape graph's annotations needs its symbols' values",
+                )?,
+            );
+        } else {
+            specialize_graph(&mut graph, None, binds).context(
+                "checking a dynamic-shape graph's annotations needs its symbols' values",
+            )?;
+            lower_graph(&mut graph)?;
+        }
         if let Some(code) = supervise(bound, |run, limit| {
             lost_in_libtorch("meta inference", run, limit)
         })? {
@@ -356,10 +368,16 @@ pub fn check(
     if !meta {
         return Ok(ExitCode::SUCCESS);
     }
-    let check =
-        check_meta(&graph).with_context(|| format!("{}: meta inference", file.display()))?;
+    let data = data
+        .as_ref()
+        .map(|(inputs, constants)| GraphData { inputs, constants });
+    let check = check_meta_with(&graph, data)
+        .with_context(|| format!("{}: meta inference", file.display()))?;
     for (node, why) in &check.unchecked {
         println!("meta: node `{node}` not checked, its annotation taken as given: {why}");
+    }
+    for (node, why) in &check.checked_on_data {
+        println!("meta: node `{node}` checked on the given inputs: {why}");
     }
     for (node, why) in &check.doubtful_views {
         println!("meta: warning: node `{node}`: {why}");

@@ -506,6 +506,33 @@ fn multi_output_ops_and_writes_through_views_in_formulas_match_libtorch() {
     );
 }
 
+/// `polar`'s composite kernel calls `polar.out`, which has no meta kernel: recording on meta
+/// tensors runs it on CPU stand-ins below autograd, as meta inference does, and its
+/// formula multiplies by the complex scalar `1j`, which the joint graph carries.
+#[test]
+fn polar_records_through_an_op_without_a_meta_kernel_and_a_complex_scalar() {
+    let g = parse_graph(
+        r#"
+class Polar(torch.nn.Module):
+    def forward(self, r: "f32[3, 2]", theta: "f32[3, 2]"):
+        polar: "c64[3, 2]" = torch.ops.aten.polar.default(r, theta)
+        view_as_real: "f32[3, 2, 2]" = torch.ops.aten.view_as_real.default(polar)
+        return (view_as_real,)
+"#,
+    )
+    .expect("graph parses");
+    let Joint { graph, .. } =
+        joint_graph_with(&g, &[true, true], &LibtorchDerivatives::new()).unwrap();
+    assert!(
+        graph
+            .to_string()
+            .contains("torch.ops.aten.mul.Scalar(polar, 1j)"),
+        "{graph}"
+    );
+    let inputs = random_inputs(&g, 71);
+    compare("polar", &g, &inputs, &[true, true], 72);
+}
+
 #[test]
 fn an_op_libtorch_cannot_differentiate_is_an_error_naming_it() {
     let g = parse_graph(

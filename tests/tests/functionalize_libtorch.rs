@@ -573,3 +573,147 @@ class G(torch.nn.Module):
         ],
     );
 }
+
+/// Random in-place ops called with their defaults left out, as `make_fx` traces dropout
+/// (`bernoulli_.float(empty_like)`, p = 0.5): the functional overloads get the values the
+/// in-place ones defaulted to where they default otherwise (`bernoulli.p` requires `p`),
+/// so the functional graph runs, and seeded alike it draws the same numbers.
+#[test]
+fn defaults_left_out_of_in_place_ops_are_written_out_where_the_functional_form_lacks_them() {
+    let g = graph(
+        r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[64, 8]"):
+        empty_like: "f32[64, 8]" = torch.ops.aten.empty_like.default(x)
+        bernoulli_: "f32[64, 8]" = torch.ops.aten.bernoulli_.float(empty_like)
+        div_: "f32[64, 8]" = torch.ops.aten.div_.Scalar(bernoulli_, 0.5)
+        mul: "f32[64, 8]" = torch.ops.aten.mul.Tensor(x, div_)
+        empty: "f32[64, 8]" = torch.ops.aten.empty.memory_format([64, 8], dtype = torch.float32, device = device(type='cpu'), pin_memory = False)
+        uniform_: "f32[64, 8]" = torch.ops.aten.uniform_.default(empty)
+        add: "f32[64, 8]" = torch.ops.aten.add.Tensor(mul, uniform_)
+        normal_: "f32[64, 8]" = torch.ops.aten.normal_.default(empty)
+        log_normal_: "f32[64, 8]" = torch.ops.aten.log_normal_.default(normal_)
+        add_1: "f32[64, 8]" = torch.ops.aten.add.Tensor(add, log_normal_)
+        return (add_1,)
+"#,
+    );
+    let f = functionalize(&g, &LibtorchSchemas).unwrap_or_else(|e| panic!("{e}"));
+    graphbug_ir::schema::verify_calls(&f.graph, &LibtorchSchemas)
+        .unwrap_or_else(|e| panic!("{e}\n{}", f.graph));
+    let printed = f.graph.to_string();
+    assert!(
+        printed.contains("torch.ops.aten.bernoulli.p(empty_like, 0.5)"),
+        "{printed}"
+    );
+    let inputs = random_inputs(&g, 3);
+    tch::manual_seed(11);
+    let want = run(&g, &copies(&inputs));
+    tch::manual_seed(11);
+    let got = run(&f.graph, &copies(&inputs));
+    assert_same("seeded output", &want[0], &got[0]);
+}
+
+/// A call of `op` with only the arguments its schema requires (each tensor its own
+/// `f32[2, 2]` input), returning its tensor inputs; `None` for argument types no graph
+/// value stands for here.
+fn minimal_call(op: &OpName, schema: &graphbug_ir::schema::Schema) -> Option<Graph> {
+    use graphbug_ir::schema::Elem;
+    use graphbug_ir::{Dtype, Node, NodeId, NodeKind, Value};
+    let mut nodes: Vec<Node> = Vec::new();
+    let tensor = |nodes: &mut Vec<Node>| {
+        let id = NodeId(nodes.len() as u32);
+        nodes.push(Node {
+            name: format!("x{}", nodes.len()).into(),
+            kind: NodeKind::Placeholder,
+            meta: Meta::Tensor(TensorMeta::new(Dtype::Float32, [2, 2])),
+        });
+        Value::Node(id)
+    };
+    let (mut args, mut kwargs) = (Vec::new(), Vec::new());
+    for (i, a) in schema.arguments.iter().enumerate() {
+        if a.may_be_left_out() {
+            continue;
+        }
+        let ty = a.arg_type();
+        let one = match ty.elem {
+            Elem::Tensor => tensor(&mut nodes),
+            Elem::Int => Value::Int(1),
+            Elem::Float => Value::Float(0.5),
+            Elem::Bool => Value::Bool(false),
+            Elem::Scalar => Value::Int(1),
+            Elem::ScalarType => Value::Dtype(Dtype::Float32),
+            _ => return None,
+        };
+        let value = if ty.list {
+            Value::List(vec![one; a.n.unwrap_or(1)])
+        } else {
+            one
+        };
+        if !a.kwarg_only && i == args.len() {
+            args.push(value);
+        } else {
+            kwargs.push((a.name.clone(), value));
+        }
+    }
+    let inputs: Vec<Value> = (0..nodes.len())
+        .map(|k| Value::Node(NodeId(k as u32)))
+        .collect();
+    if inputs.is_empty() {
+        return None;
+    }
+    nodes.push(Node {
+        name: "call".into(),
+        kind: NodeKind::Call {
+            op: op.clone(),
+            args,
+            kwargs,
+        },
+        meta: Meta::Unknown,
+    });
+    Some(Graph {
+        dialect: graphbug_ir::Dialect::Aten,
+        param_names: Default::default(),
+        name: "G".into(),
+        nodes,
+        output: Some(inputs),
+    })
+}
+
+/// Every in-place and out= op libtorch has, called with only the arguments it requires,
+/// functionalizes into calls that bind to their schemas, or is refused saying why: an
+/// argument the call leaves out is written out where the out-of-place form does not
+/// default it alike.
+#[test]
+fn every_mutating_op_functionalizes_into_calls_that_bind() {
+    let (mut converted, mut refused, mut bad) = (0, 0, Vec::new());
+    for op in graphbug_aten::shim::all_ops().unwrap() {
+        if op.namespace != "aten" {
+            continue;
+        }
+        let Some(schema) = LibtorchSchemas.schema(&op).filter(|s| s.is_mutable) else {
+            continue;
+        };
+        let Some(g) = minimal_call(&op, &schema) else {
+            continue;
+        };
+        match functionalize(&g, &LibtorchSchemas) {
+            Ok(f) => match graphbug_ir::schema::verify_calls(&f.graph, &LibtorchSchemas) {
+                Ok(()) => converted += 1,
+                Err(e) => bad.push(format!("{op}: {e}")),
+            },
+            Err(AutodiffError::BadCall(e)) => bad.push(format!("{op}: {e}")),
+            Err(_) => refused += 1,
+        }
+    }
+    eprintln!("{converted} functionalized, {refused} refused");
+    assert!(
+        bad.is_empty(),
+        "{} ill-bound:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    assert!(
+        converted > 500,
+        "only {converted} ops functionalized ({refused} refused)"
+    );
+}

@@ -10,6 +10,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/headeronly/version.h>
@@ -217,6 +218,9 @@ struct Recorder {
   bool any_call = false;
   std::vector<std::pair<std::string, int64_t>> labels;
   std::vector<int64_t> results;
+  // The most bytes the CPU stand-ins of one call's meta tensors may take (see
+  // `call_on_cpu_stand_ins`).
+  uint64_t stand_in_limit = 0;
 };
 
 thread_local Recorder* tls_recorder = nullptr;
@@ -249,6 +253,15 @@ void json_double(std::ostream& o, double d) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", d);
   o << "{\"f\":\"" << buf << "\"}";
+}
+
+// A complex number: {"c": [{"f": re}, {"f": im}]}.
+void json_complex(std::ostream& o, c10::complex<double> z) {
+  o << "{\"c\":[";
+  json_double(o, z.real());
+  o << ',';
+  json_double(o, z.imag());
+  o << "]}";
 }
 
 // Writes `items` as a JSON array, each element by `each`.
@@ -289,6 +302,10 @@ void json_tensor_ref(std::ostream& o, const Recorder& r, const at::Tensor& t) {
       o << "{\"n\":" << t.item<int64_t>() << "}";
       return;
     }
+    o << "{\"n\":";
+    json_complex(o, t.item<c10::complex<double>>());
+    o << "}";
+    return;
   }
   std::ostringstream d;
   d << t.scalar_type() << t.sizes() << " on " << t.device().str();
@@ -323,6 +340,8 @@ void json_ivalue(std::ostream& o, const Recorder& r, const c10::IValue& v) {
     }
   } else if (v.isDouble()) {
     json_double(o, v.toDouble());
+  } else if (v.isComplexDouble()) {
+    json_complex(o, v.toComplexDouble());
   } else if (v.isBool()) {
     o << (v.toBool() ? "true" : "false");
   } else if (v.isString()) {
@@ -365,6 +384,205 @@ void json_result(std::ostream& o, Recorder& r, const c10::IValue& v) {
   }
 }
 
+// ---- ops without a meta kernel, met while recording on meta tensors ----
+//
+// Meta inference runs such an op on CPU stand-ins of its meta tensors (zeros, then ones, then
+// identity matrices) and takes the results' shapes; recording does the same, below autograd,
+// so the call's autograd node (recorded above it) is kept. `polar` is one: its composite
+// kernel calls `polar.out`, which has CPU and CUDA kernels only.
+
+// Whether `op` runs on meta tensors: a meta kernel of its own, or a composite one.
+bool serves_meta(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+}
+
+// Calls `f` on every defined tensor among the top `n` stack values (lists included).
+template <typename F>
+void each_tensor(const Stack& stack, size_t n, F f) {
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      if (v.toTensor().defined()) f(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) {
+        if (t.defined()) f(t);
+      }
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && e.toTensor().defined()) f(e.toTensor());
+      }
+    }
+  }
+}
+
+// Whether the call must run on CPU stand-ins: the op has no meta kernel, it is given meta
+// tensors, and no autograd node is due for it (the call is below autograd, grad mode is off,
+// or nothing requires grad), so nothing is lost by running it outside the dispatcher's keys.
+bool needs_stand_ins(const c10::OperatorHandle& op, c10::DispatchKeySet ks, const Stack& stack) {
+  if (serves_meta(op)) return false;
+  const size_t n = op.schema().arguments().size();
+  bool meta = false;
+  bool requires_grad = false;
+  each_tensor(stack, n, [&](const at::Tensor& t) {
+    meta = meta || t.is_meta();
+    requires_grad = requires_grad || t.requires_grad();
+  });
+  const bool autograd = !(ks & c10::autograd_dispatch_keyset).empty() &&
+                        c10::GradMode::is_enabled() && requires_grad;
+  return meta && !autograd;
+}
+
+enum class Fill { Zeros, Ones, Eye };
+
+// A CPU tensor laid out as `t`, filled with `fill` (identity matrices in the last two
+// dimensions where they are square, else ones).
+at::Tensor cpu_stand_in(const at::Tensor& t, Fill fill) {
+  at::Tensor c = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+  const auto n = c.dim();
+  if (fill == Fill::Zeros) {
+    c.zero_();
+  } else if (fill == Fill::Eye && n >= 2 && c.size(n - 1) == c.size(n - 2)) {
+    c.zero_();
+    c.diagonal(0, -2, -1).fill_(1);
+  } else {
+    c.fill_(1);
+  }
+  return c;
+}
+
+// `v` with its meta tensors replaced by CPU stand-ins (each pair kept in `made`) and a meta
+// device by the CPU.
+c10::IValue to_cpu(const c10::IValue& v, Fill fill,
+                   std::vector<std::pair<at::Tensor, at::Tensor>>& made) {
+  auto one = [&](const at::Tensor& t) {
+    if (!t.defined() || !t.is_meta()) return t;
+    at::Tensor c = cpu_stand_in(t, fill);
+    made.emplace_back(t, c);
+    return c;
+  };
+  if (v.isTensor()) return one(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(one(t));
+    return out;
+  }
+  if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef()) {
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(one(e.toTensor())) : std::nullopt);
+    }
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().is_meta()) return c10::IValue(c10::Device(at::kCPU));
+  return v;
+}
+
+// A result of the CPU call as a meta value: a stand-in given for a meta tensor is that
+// tensor (written in place or out=, its metadata as the call left the stand-in's), any other
+// tensor a new meta tensor laid out alike.
+c10::IValue to_meta(const c10::IValue& v, const std::vector<std::pair<at::Tensor, at::Tensor>>& made) {
+  auto one = [&](const at::Tensor& c) {
+    if (!c.defined() || c.is_meta()) return c;
+    for (const auto& [m, stand_in] : made) {
+      if (stand_in.is_same(c)) return m;
+    }
+    return at::empty_strided(c.sizes(), c.strides(), c.options().device(at::kMeta));
+  };
+  if (v.isTensor()) return one(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(one(t));
+    return out;
+  }
+  return v;
+}
+
+std::string shapes_of(const Stack& results) {
+  std::ostringstream o;
+  for (const c10::IValue& v : results) {
+    if (v.isTensor() && v.toTensor().defined()) o << v.toTensor().sizes();
+    o << ';';
+  }
+  return o.str();
+}
+
+// Runs the call on CPU stand-ins of its meta tensors and leaves meta results on the stack,
+// as meta inference does: zeros, then ones where the kernel rejects zeros, then identity
+// matrices; a result shape that differs between zeros and ones depends on the values, which
+// meta tensors do not have, and is an error. A written meta tensor gets the size the call
+// gave its stand-in. Stand-ins over `limit` bytes in all are refused.
+void call_on_cpu_stand_ins(const c10::OperatorHandle& op, Stack* stack, uint64_t limit) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  uint64_t bytes = 0;
+  each_tensor(*stack, nargs, [&](const at::Tensor& t) {
+    if (t.is_meta()) bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+  });
+  TORCH_CHECK(bytes <= limit, schema.operator_name(),
+              " has no meta kernel, and running it on CPU stand-ins of its meta tensors would take ",
+              bytes, " bytes (graphbug allows a quarter of the memory available, ", limit, ")");
+  const Stack args(stack->end() - nargs, stack->end());
+  // Neither recorded nor differentiated: the call's own autograd node, if any, is above.
+  c10::impl::ExcludeDispatchKeyGuard no_recording(c10::DispatchKey::TESTING_ONLY_GenericMode);
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  struct Run {
+    Stack results;
+    std::vector<std::pair<at::Tensor, at::Tensor>> made;
+  };
+  auto run = [&](Fill fill) -> std::optional<Run> {
+    Run r;
+    Stack cpu;
+    for (const c10::IValue& a : args) cpu.push_back(to_cpu(a, fill, r.made));
+    try {
+      op.callBoxed(cpu);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    r.results = std::move(cpu);
+    return r;
+  };
+  std::optional<Run> chosen = run(Fill::Zeros);
+  if (chosen) {
+    if (auto ones = run(Fill::Ones)) {
+      TORCH_CHECK(shapes_of(chosen->results) == shapes_of(ones->results), schema.operator_name(),
+                  " has no meta kernel, and its output shape depends on the input values (",
+                  shapes_of(chosen->results), " on zeros, ", shapes_of(ones->results),
+                  " on ones), which meta tensors do not have");
+    }
+  } else {
+    chosen = run(Fill::Ones);
+    if (!chosen) chosen = run(Fill::Eye);
+  }
+  if (!chosen) {
+    // libtorch's own words, from a run that shows them.
+    Stack cpu;
+    std::vector<std::pair<at::Tensor, at::Tensor>> made;
+    for (const c10::IValue& a : args) cpu.push_back(to_cpu(a, Fill::Ones, made));
+    try {
+      op.callBoxed(cpu);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, schema.operator_name(),
+                  " has no meta kernel, and its CPU kernel rejects stand-ins of zeros, ones and "
+                  "the identity: ", e.what_without_backtrace());
+    }
+    TORCH_CHECK(false, schema.operator_name(), " has no meta kernel, and its CPU kernel rejects "
+                "stand-ins of zeros, ones and the identity");
+  }
+  // Written meta tensors take the metadata the call gave their stand-ins.
+  for (const auto& [m, c] : chosen->made) {
+    if (m.sizes() != c.sizes() || m.strides() != c.strides()) {
+      at::Tensor w = m;
+      w.resize_(c.sizes());
+      w.as_strided_(c.sizes(), c.strides());
+    }
+  }
+  stack->erase(stack->end() - nargs, stack->end());
+  for (const c10::IValue& v : chosen->results) stack->push_back(to_meta(v, chosen->made));
+}
+
 void record_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                      torch::jit::Stack* stack) {
   const auto below = ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
@@ -377,8 +595,20 @@ void record_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
       !op.hasKernelForDispatchKey(c10::DispatchKey::AutogradCPU) &&
       !op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
       !op.hasKernelForDispatchKey(c10::DispatchKey::Meta);
-  if (r == nullptr || !r->on || r->depth > 0 || decomposes) {
+  if (r == nullptr || !r->on) {
     op.redispatchBoxed(below, stack);
+    return;
+  }
+  // Runs the call, on CPU stand-ins where meta tensors have no kernel.
+  auto run_call = [&] {
+    if (needs_stand_ins(op, ks, *stack)) {
+      call_on_cpu_stand_ins(op, stack, r->stand_in_limit);
+    } else {
+      op.redispatchBoxed(below, stack);
+    }
+  };
+  if (r->depth > 0 || decomposes) {
+    run_call();
     return;
   }
   const auto& schema = op.schema();
@@ -408,7 +638,7 @@ void record_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   call << "],\"results\":[";
   r->depth += 1;
   try {
-    op.redispatchBoxed(below, stack);
+    run_call();
   } catch (...) {
     r->depth -= 1;
     throw;
@@ -464,6 +694,11 @@ bool gb_op_is_composite(void* op) {
          !h.hasKernelForDispatchKey(c10::DispatchKey::Meta);
 }
 
+// Whether the op draws from a random generator (libtorch's `nondeterministic_seeded` tag).
+bool gb_op_is_random(void* op) {
+  return static_cast<c10::OperatorHandle*>(op)->hasTag(at::Tag::nondeterministic_seeded);
+}
+
 char* gb_op_schema_json(void* op, char** out) {
   return guarded([&] {
     const auto& s = static_cast<c10::OperatorHandle*>(op)->schema();
@@ -517,6 +752,10 @@ void gb_plan_push_none(void* plan) { plan_of(plan).tmpl.emplace_back(); }
 void gb_plan_push_int(void* plan, int64_t v) { plan_of(plan).tmpl.emplace_back(v); }
 
 void gb_plan_push_double(void* plan, double v) { plan_of(plan).tmpl.emplace_back(v); }
+
+void gb_plan_push_complex(void* plan, double re, double im) {
+  plan_of(plan).tmpl.emplace_back(c10::complex<double>(re, im));
+}
 
 void gb_plan_push_bool(void* plan, uint8_t v) { plan_of(plan).tmpl.emplace_back(v != 0); }
 
@@ -804,6 +1043,21 @@ char* gb_ops_with_tag(const char* tag, char** out) {
   });
 }
 
+// Every op registered with the dispatcher, as `[qualified name, overload]` pairs.
+char* gb_all_ops(char** out) {
+  return guarded([&] {
+    std::ostringstream o;
+    json_list(o, c10::Dispatcher::singleton().getAllOpNames(), [&](const c10::OperatorName& op) {
+      o << '[';
+      json_str(o, op.name);
+      o << ',';
+      json_str(o, op.overload_name);
+      o << ']';
+    });
+    *out = dup_str(o.str());
+  });
+}
+
 // ---- recording libtorch's autograd ----
 
 // A new recorder; the first call registers the recording fallback for the mode key.
@@ -819,6 +1073,11 @@ char* gb_recorder_new(void** out) {
     (void)registered;
     *out = new Recorder();
   });
+}
+
+// The most bytes the CPU stand-ins of one call's meta tensors may take.
+void gb_recorder_set_stand_in_limit(void* r, uint64_t bytes) {
+  recorder_of(r).stand_in_limit = bytes;
 }
 
 void gb_recorder_free(void* r) {

@@ -124,6 +124,10 @@ impl Derivatives for LibtorchDerivatives {
         self.outputs.lock().insert(key, outputs.clone());
         outputs
     }
+
+    fn schemas(&self) -> Option<&dyn graphbug_ir::schema::Schemas> {
+        Some(&LibtorchSchemas)
+    }
 }
 
 /// The forward call alone, as a graph over its tensor inputs `x0..`.
@@ -472,6 +476,14 @@ impl<'a> Build<'a> {
                         f.parse::<f64>()
                             .map_err(|_| format!("`{op}` got the float `{f}`"))?,
                     )
+                } else if let Some(c) = o.get("c").and_then(Json::as_array) {
+                    let part = |k: usize| {
+                        c.get(k)
+                            .and_then(|p| p["f"].as_str())
+                            .and_then(|f| f.parse::<f64>().ok())
+                            .ok_or_else(|| format!("`{op}` got the complex number {c:?}"))
+                    };
+                    Value::Complex(part(0)?, part(1)?)
                 } else if let Some(n) = o.get("n") {
                     self.value(n, &ArgType::parse("Scalar"), op)?
                 } else if let Some(s) = o.get("s").and_then(Json::as_str) {
@@ -642,5 +654,44 @@ impl<'a> Build<'a> {
             graph,
             sources: self.sources,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn polar_call<'a>(op: &'a OpName, shape: &[i64]) -> ForwardCall<'a> {
+        let input = TensorMeta::new(Dtype::Float32, shape);
+        ForwardCall {
+            node: "polar",
+            op,
+            args: vec![Value::Node(NodeId(0)), Value::Node(NodeId(1))],
+            kwargs: Vec::new(),
+            inputs: vec![(input.clone(), true), (input, true)],
+            outputs: Meta::Tensor(TensorMeta::new(Dtype::Complex64, shape)),
+            grads: vec![true],
+            device: Device::cpu(),
+        }
+    }
+
+    /// `polar` runs on meta tensors through its composite kernel, which calls `polar.out`,
+    /// an op without a meta kernel: recorded on meta tensors, that call runs on CPU
+    /// stand-ins below autograd (the `polar` autograd node above it is kept), bounded as
+    /// meta inference's stand-ins are.
+    #[test]
+    fn ops_without_meta_kernels_record_on_cpu_stand_ins() {
+        let op = OpName::aten("polar", "default");
+        let backward =
+            record(&polar_call(&op, &[3, 2]), Stand::Meta).unwrap_or_else(|e| panic!("{e}"));
+        let text = backward.graph.to_string();
+        assert!(text.contains("torch.ops.aten.mul.Scalar(s1, 1j)"), "{text}");
+        assert_eq!(backward.graph.outputs().len(), 2, "{text}");
+        // 4 TiB of stand-ins is refused, saying why.
+        let err = record(&polar_call(&op, &[1 << 20, 1 << 20]), Stand::Meta).unwrap_err();
+        assert!(
+            err.contains("aten::polar.out has no meta kernel, and running it on CPU stand-ins"),
+            "{err}"
+        );
     }
 }

@@ -880,30 +880,7 @@ fn build_plan(
         op: op.name.to_string(),
         message,
     };
-    let n_pos = schema.num_positional();
-    if args.len() > n_pos {
-        return Err(bad(format!(
-            "takes {n_pos} positional argument{} but {} were given; schema: {}",
-            if n_pos == 1 { "" } else { "s" },
-            args.len(),
-            schema.text
-        )));
-    }
-    let mut bound: Vec<Option<&Value>> = vec![None; schema.arguments.len()];
-    for (slot, v) in bound.iter_mut().zip(args) {
-        *slot = Some(v);
-    }
-    for (key, v) in kwargs {
-        let Some(i) = schema.arguments.iter().position(|a| a.name == *key) else {
-            return Err(bad(format!(
-                "unexpected keyword argument `{key}`; schema: {}",
-                schema.text
-            )));
-        };
-        if bound[i].replace(v).is_some() {
-            return Err(bad(format!("got multiple values for argument `{key}`")));
-        }
-    }
+    let bound = schema.bind(args, kwargs).map_err(bad)?;
     let mut plan = Plan::new(op.clone());
     let mut sources = Vec::new();
     let mut hole_args = Vec::new();
@@ -1043,6 +1020,7 @@ fn push_value(
         (Elem::Scalar, Value::Int(i)) => plan.push_int(*i),
         (Elem::Scalar, Value::Float(f)) => plan.push_double(*f),
         (Elem::Scalar, Value::Bool(b)) => plan.push_bool(*b),
+        (Elem::Scalar, Value::Complex(re, im)) => plan.push_complex(*re, *im),
         (Elem::ScalarType, Value::Dtype(d)) => plan.push_int(c10_scalar_type(*d)),
         (Elem::ScalarType, Value::Int(i)) => plan.push_int(*i),
         (Elem::Layout, Value::Layout(l)) => plan.push_int(c10_layout(*l)),

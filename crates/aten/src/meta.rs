@@ -218,6 +218,9 @@ pub struct MetaMismatch {
     pub annotated: TensorMeta,
     /// What libtorch infers (Unknown where it infers no tensor).
     pub inferred: Meta,
+    /// Told by a run on the graph's inputs (a shape that depends on their values), not by
+    /// meta inference.
+    pub on_data: bool,
 }
 
 impl fmt::Display for MetaMismatch {
@@ -228,9 +231,14 @@ impl fmt::Display for MetaMismatch {
             Meta::SymTensor(_) | Meta::Sym(_) => self.inferred.annotation().unwrap_or_default(),
             Meta::Unknown => "no tensor".into(),
         };
+        let source = if self.on_data {
+            "libtorch gives on the inputs"
+        } else {
+            "libtorch infers"
+        };
         write!(
             f,
-            "node `{}`: annotated {}, libtorch infers {inferred}",
+            "node `{}`: annotated {}, {source} {inferred}",
             self.node, self.annotated
         )
     }
@@ -242,14 +250,36 @@ pub struct MetaCheck {
     pub mismatches: Vec<MetaMismatch>,
     /// Nodes that could not be checked (their annotation was taken as given), and why.
     pub unchecked: Vec<(String, String)>,
+    /// Nodes meta inference could not check that a run on the given inputs checked, and
+    /// why it had to (their mismatches, if any, are among `mismatches`).
+    pub checked_on_data: Vec<(String, String)>,
     /// Views the meta device made as copies, which a real device may refuse, and why.
     pub doubtful_views: Vec<(String, String)>,
 }
 
 /// Compares every annotation of `graph` with what libtorch infers.
 pub fn check_meta(graph: &Graph) -> Result<MetaCheck> {
+    check_meta_with(graph, None)
+}
+
+/// A graph's inputs (in placeholder order) and constants (by attribute name), with data.
+#[derive(Clone, Copy)]
+pub struct GraphData<'a> {
+    /// The inputs.
+    pub inputs: &'a [Tensor],
+    /// The constants.
+    pub constants: &'a HashMap<String, Tensor>,
+}
+
+/// [`check_meta`]; with `data` (the graph's inputs and constants, on CPU), the nodes meta
+/// inference cannot check (an output shape that depends on the input values, as
+/// `masked_select`'s and `nonzero`'s do, or stand-ins the kernel rejects) are checked on
+/// the data: the graph runs on CPU up to the last of them, when the values it makes fit in
+/// a quarter of the memory available (the bound meta inference's CPU stand-ins keep), and
+/// each result is compared with its annotation like any other node's.
+pub fn check_meta_with(graph: &Graph, data: Option<GraphData<'_>>) -> Result<MetaCheck> {
     let inferred = infer_meta_assuming(graph)?;
-    let mismatches = graph
+    let mut mismatches: Vec<MetaMismatch> = graph
         .nodes
         .iter()
         .zip(&inferred.graph.nodes)
@@ -258,13 +288,175 @@ pub fn check_meta(graph: &Graph) -> Result<MetaCheck> {
                 node: given.name.to_string(),
                 annotated: annotated.clone(),
                 inferred: got.meta.clone(),
+                on_data: false,
             }),
             _ => None,
         })
         .collect();
+    let mut unchecked = inferred.assumed;
+    let mut checked_on_data = Vec::new();
+    if let (Some(data), false) = (data, unchecked.is_empty()) {
+        let ids: Vec<usize> = unchecked
+            .iter()
+            .filter_map(|(name, _)| graph.nodes.iter().position(|n| n.name == *name))
+            .collect();
+        // A value drawn at random is not the one the annotation was traced with.
+        let random = random_sources(graph);
+        let (ids, drawn): (Vec<usize>, Vec<usize>) =
+            ids.into_iter().partition(|&id| random[id].is_none());
+        let (observed, failure) = observe_on_data(graph, &inferred.graph, &ids, data);
+        let users = graph.users();
+        let mut still = Vec::new();
+        for (name, why) in std::mem::take(&mut unchecked) {
+            let Some(id) = graph.nodes.iter().position(|n| n.name == name) else {
+                continue;
+            };
+            if let Some(r) = drawn.contains(&id).then_some(random[id]).flatten() {
+                still.push((
+                    name,
+                    format!(
+                        "{why}; on the given inputs neither: it reads numbers `{}` drew at random, which no run draws again",
+                        graph.nodes[r].name
+                    ),
+                ));
+                continue;
+            }
+            // The node itself where it is one tensor, else its getitems.
+            let mut compared: Vec<usize> = vec![id];
+            compared.extend(
+                users.nodes[id]
+                    .iter()
+                    .map(|u| u.index())
+                    .filter(|&u| matches!(graph.nodes[u].kind, NodeKind::GetItem { .. })),
+            );
+            if !compared.iter().all(|c| observed.contains_key(c)) {
+                let reason = failure.as_deref().unwrap_or("the run did not reach it");
+                still.push((name, format!("{why}; on the given inputs: {reason}")));
+                continue;
+            }
+            for c in compared {
+                let node = &graph.nodes[c];
+                if let Meta::Tensor(annotated) = &node.meta {
+                    let got = &observed[&c];
+                    if got.tensor() != Some(annotated) {
+                        mismatches.retain(|m| m.node != node.name.as_str());
+                        mismatches.push(MetaMismatch {
+                            node: node.name.to_string(),
+                            annotated: annotated.clone(),
+                            inferred: got.clone(),
+                            on_data: true,
+                        });
+                    }
+                }
+            }
+            checked_on_data.push((name, why));
+        }
+        unchecked = still;
+        let order = |name: &str| graph.nodes.iter().position(|n| n.name == name);
+        mismatches.sort_by_key(|m| order(&m.node));
+    }
     Ok(MetaCheck {
         mismatches,
-        unchecked: inferred.assumed,
+        unchecked,
+        checked_on_data,
         doubtful_views: inferred.doubtful_views,
     })
 }
+
+/// For each node, a random op (libtorch's `nondeterministic_seeded`) whose draw it reads,
+/// if any: itself, or one of the nodes it is computed from.
+fn random_sources(graph: &Graph) -> Vec<Option<usize>> {
+    let mut random: Vec<Option<usize>> = vec![None; graph.nodes.len()];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let own = match &node.kind {
+            NodeKind::Call { op, .. } => crate::shim::Op::find(op).is_ok_and(|o| o.is_random()),
+            _ => false,
+        };
+        let mut from = own.then_some(i);
+        node.for_each_input(|src| from = from.or(random[src.index()]));
+        random[i] = from;
+    }
+    random
+}
+
+/// The metas of nodes `ids` (and of their getitems) from a CPU run of `graph` on `data`,
+/// stopped after the last of them; why the run could not give them all, if it could not.
+/// `inferred` (the graph with what meta inference found) sizes the values beforehand.
+fn observe_on_data(
+    graph: &Graph,
+    inferred: &Graph,
+    ids: &[usize],
+    data: GraphData<'_>,
+) -> (HashMap<usize, Meta>, Option<String>) {
+    let mut observed = HashMap::new();
+    let Some(&last) = ids.iter().max() else {
+        return (observed, None);
+    };
+    // Every value up to the last node, held at once at worst: a quarter of what is
+    // available, as the stand-ins of ops without a meta kernel are bounded.
+    let bytes: Option<u64> = inferred.nodes[..=last]
+        .iter()
+        .filter(|n| !matches!(n.kind, NodeKind::Placeholder | NodeKind::GetAttr { .. }))
+        .try_fold(0u64, |total, n| {
+            let b = match &n.meta {
+                Meta::Tensor(t) => t.checked_nbytes()?,
+                Meta::Multi(items) => items
+                    .iter()
+                    .flatten()
+                    .try_fold(0u64, |a, t| a.checked_add(t.checked_nbytes()?))?,
+                _ => 0,
+            };
+            total.checked_add(b)
+        });
+    let budget = crate::memory::available_bytes().unwrap_or(8 << 30) / 4;
+    match bytes {
+        Some(b) if b <= budget => {}
+        _ => {
+            return (
+                observed,
+                Some(format!(
+                    "running the graph up to it would take {} (graphbug allows a quarter of the {} available)",
+                    bytes.map_or("more than 16 EiB".into(), crate::memory::human),
+                    crate::memory::human(budget * 4)
+                )),
+            )
+        }
+    }
+    let wanted: std::collections::HashSet<usize> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| {
+            ids.contains(i)
+                || matches!(n.kind, NodeKind::GetItem { source, .. } if ids.contains(&source.index()))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let last = wanted.iter().copied().max().unwrap_or(last);
+    let mut run = || -> Result<()> {
+        let interp = Interpreter::new(graph, &Device::cpu(), data.constants)?;
+        // Random ops draw from libtorch's generator; put it back as it was.
+        let _rng = crate::shim::CpuRngGuard::new().map_err(AtenError::BadInputs)?;
+        // Copies: in-place ops must not change the caller's tensors.
+        let inputs: Vec<Tensor> = data.inputs.iter().map(Tensor::copy).collect();
+        interp.run_observed(&inputs, &mut |i, value| {
+            if wanted.contains(&i) {
+                observed.insert(i, value.meta());
+            }
+            if i == last {
+                return Err(AtenError::BadInputs(STOP.into()));
+            }
+            Ok(())
+        })?;
+        Ok(())
+    };
+    let failure = match run() {
+        Ok(()) => None,
+        Err(AtenError::BadInputs(m)) if m == STOP => None,
+        Err(e) => Some(format!("the run failed: {e}")),
+    };
+    (observed, failure)
+}
+
+/// Ends [`observe_on_data`]'s run once it has what it wants.
+const STOP: &str = "graphbug: observed every node it wanted";

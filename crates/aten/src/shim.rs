@@ -29,6 +29,7 @@ extern "C" {
     fn gb_plan_push_none(plan: *mut c_void);
     fn gb_plan_push_int(plan: *mut c_void, v: i64);
     fn gb_plan_push_double(plan: *mut c_void, v: f64);
+    fn gb_plan_push_complex(plan: *mut c_void, re: f64, im: f64);
     fn gb_plan_push_bool(plan: *mut c_void, v: u8);
     fn gb_plan_push_str(plan: *mut c_void, v: *const c_char);
     fn gb_plan_push_int_list(plan: *mut c_void, v: *const i64, n: usize);
@@ -63,6 +64,7 @@ extern "C" {
     fn gb_tensor_storage_ptr(t: *const C_tensor) -> usize;
     fn gb_tensor_storage_nbytes(t: *const C_tensor) -> usize;
     fn gb_op_is_composite(op: *mut c_void) -> bool;
+    fn gb_op_is_random(op: *mut c_void) -> bool;
     fn gb_tensor_zeros_like(
         t: *const C_tensor,
         device: *const c_char,
@@ -80,8 +82,10 @@ extern "C" {
     fn gb_tensor_view_dtype(t: *const C_tensor, code: i64, out: *mut *mut C_tensor) -> *mut c_char;
     fn gb_op_overloads(qualified: *const c_char, out: *mut *mut c_char) -> *mut c_char;
     fn gb_ops_with_tag(tag: *const c_char, out: *mut *mut c_char) -> *mut c_char;
+    fn gb_all_ops(out: *mut *mut c_char) -> *mut c_char;
     fn gb_recorder_new(out: *mut *mut c_void) -> *mut c_char;
     fn gb_recorder_free(r: *mut c_void);
+    fn gb_recorder_set_stand_in_limit(r: *mut c_void, bytes: u64);
     fn gb_recorder_set(r: *mut c_void, on: u8, phase: i32);
     fn gb_recorder_label(r: *mut c_void, t: *const C_tensor, label: *const c_char) -> *mut c_char;
     fn gb_recorder_grad(
@@ -201,6 +205,13 @@ impl Op {
         // SAFETY: the handle is valid for the op's life.
         unsafe { gb_op_is_composite(self.handle.as_ptr()) }
     }
+
+    /// Whether the op draws random numbers: libtorch tags it `nondeterministic_seeded`
+    /// (`bernoulli`, `rand`, `native_dropout`, `uniform`, ...).
+    pub fn is_random(&self) -> bool {
+        // SAFETY: the handle is valid for the op's life.
+        unsafe { gb_op_is_random(self.handle.as_ptr()) }
+    }
 }
 
 static OVERLOADS: Lazy<Mutex<HashMap<String, Vec<String>>>> =
@@ -245,6 +256,30 @@ pub fn ops_with_tag(tag: &str) -> std::result::Result<Vec<String>, String> {
         .into_iter()
         .map(|n| n.replacen("::", ".", 1))
         .collect())
+}
+
+/// Every op registered with libtorch's dispatcher (`default` for unnamed overloads), sorted.
+pub fn all_ops() -> Result<Vec<OpName>> {
+    let mut out: *mut c_char = std::ptr::null_mut();
+    // SAFETY: the JSON is owned by us afterwards.
+    status(unsafe { gb_all_ops(&mut out) })
+        .map_err(|m| AtenError::BadInputs(format!("listing libtorch's ops: {m}")))?;
+    let pairs: Vec<(String, String)> = serde_json::from_str(&take_string(out))
+        .map_err(|e| AtenError::BadInputs(format!("listing libtorch's ops: {e}")))?;
+    let mut ops: Vec<OpName> = pairs
+        .into_iter()
+        .map(|(qualified, overload)| {
+            let (namespace, name) = qualified.split_once("::").unwrap_or(("aten", &qualified));
+            let overload = if overload.is_empty() {
+                "default"
+            } else {
+                &overload
+            };
+            OpName::new(namespace, name, overload)
+        })
+        .collect();
+    ops.sort_by_key(ToString::to_string);
+    Ok(ops)
 }
 
 /// A prepared call of one op: constant arguments converted once, tensor arguments as holes.
@@ -298,6 +333,11 @@ impl Plan {
     /// Pushes a float.
     pub fn push_double(&mut self, v: f64) {
         unsafe { gb_plan_push_double(self.p(), v) }
+    }
+
+    /// Pushes a complex number.
+    pub fn push_complex(&mut self, re: f64, im: f64) {
+        unsafe { gb_plan_push_complex(self.p(), re, im) }
     }
 
     /// Pushes a bool.
@@ -618,9 +658,12 @@ impl Recorder {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is written on success only.
         status(unsafe { gb_recorder_new(&mut ptr) })?;
-        NonNull::new(ptr)
-            .map(|ptr| Recorder { ptr })
-            .ok_or_else(|| "no recorder returned".into())
+        let ptr = NonNull::new(ptr).ok_or("no recorder returned")?;
+        // Ops without a meta kernel run on CPU stand-ins, bounded as in meta inference.
+        let limit = crate::memory::available_bytes().unwrap_or(8 << 30) / 4;
+        // SAFETY: a live recorder.
+        unsafe { gb_recorder_set_stand_in_limit(ptr.as_ptr(), limit) };
+        Ok(Recorder { ptr })
     }
 
     /// Runs `f` with recording on; its calls carry `phase`.

@@ -351,3 +351,23 @@ class G(torch.nn.Module):
     let err = interp.run(&[token, singular]).unwrap_err().to_string();
     assert!(err.contains("with_effects"), "{err}");
 }
+
+/// A complex scalar reaches a `Scalar` argument as one (`mul.Scalar(x, 1j)`, as `polar`'s
+/// backward formula calls it).
+#[test]
+fn complex_scalars_reach_scalar_arguments() {
+    let text = concat!(
+        "class G(torch.nn.Module):\n",
+        "    def forward(self, x: \"f32[3]\"):\n",
+        "        c: \"c64[3]\" = torch.ops.aten.polar.default(x, x)\n",
+        "        m: \"c64[3]\" = torch.ops.aten.mul.Scalar(c, (0.5-2j))\n",
+        "        r: \"f32[3, 2]\" = torch.ops.aten.view_as_real.default(m)\n",
+        "        return (r,)\n",
+    );
+    let x = Tensor::from_slice(&[0.5f32, 1.0, 2.0]);
+    let out = run(text, &[x.shallow_clone()]).unwrap()[0].take().unwrap();
+    // (a + bi)(0.5 - 2i) = (0.5a + 2b) + (0.5b - 2a)i, with a = x cos x, b = x sin x.
+    let (a, b) = (&x * x.cos(), &x * x.sin());
+    let want = Tensor::stack(&[&a * 0.5 + &b * 2.0, &b * 0.5 - &a * 2.0], 1);
+    assert!(out.allclose(&want, 1e-5, 1e-6, false), "{out} vs {want}");
+}

@@ -1,6 +1,8 @@
 //! Shape inference on the meta device against PyTorch's own annotations.
 
-use graphbug_aten::meta::{check_meta, infer_meta};
+use std::collections::HashMap;
+
+use graphbug_aten::meta::{check_meta, check_meta_with, infer_meta, GraphData};
 use graphbug_ir::{parse_graph, Dtype, Meta, TensorMeta};
 
 fn fixture(model: &str, file: &str) -> String {
@@ -236,4 +238,75 @@ fn a_view_the_meta_device_copies_is_a_warning() {
         let g = parse_graph(&fixture(model, "forward.py")).unwrap();
         assert!(check_meta(&g).unwrap().doubtful_views.is_empty(), "{model}");
     }
+}
+
+/// With the graph's inputs, what only data can tell is checked on them: an output shape
+/// that depends on the values (masked_select, nonzero) agrees or is a mismatch like any
+/// other node's, and what follows is inferred from it. A value drawn at random stays
+/// unchecked: no run draws the numbers the annotation was traced with.
+#[test]
+fn data_dependent_shapes_are_checked_on_the_inputs() {
+    let text = |n: usize| {
+        format!(
+            r#"
+class D(torch.nn.Module):
+    def forward(self, x: "f32[4, 4]", m: "b8[4, 4]"):
+        masked_select: "f32[{n}]" = torch.ops.aten.masked_select.default(x, m)
+        nonzero: "i64[5, 2]" = torch.ops.aten.nonzero.default(m)
+        relu: "f32[{n}]" = torch.ops.aten.relu.default(masked_select)
+        bernoulli: "f32[4, 4]" = torch.ops.aten.bernoulli.p(x, 0.5)
+        gt: "b8[4, 4]" = torch.ops.aten.gt.Scalar(bernoulli, 0.5)
+        nonzero_1: "i64[3, 2]" = torch.ops.aten.nonzero.default(gt)
+        return (relu, nonzero, nonzero_1)
+"#
+        )
+    };
+    let x = tch::Tensor::rand([4, 4], (tch::Kind::Float, tch::Device::Cpu));
+    // Five of sixteen set.
+    let m = tch::Tensor::arange(16, (tch::Kind::Int64, tch::Device::Cpu))
+        .lt(5)
+        .view([4, 4]);
+    let inputs = [x, m];
+    let constants = HashMap::new();
+    let data = GraphData {
+        inputs: &inputs,
+        constants: &constants,
+    };
+    let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    // Without the data: not checked, said so.
+    let check = check_meta(&parse_graph(&text(5)).unwrap()).unwrap();
+    assert_eq!(
+        names(&check.unchecked),
+        ["masked_select", "nonzero", "nonzero_1"]
+    );
+    // With it: checked, and they agree.
+    let check = check_meta_with(&parse_graph(&text(5)).unwrap(), Some(data)).unwrap();
+    assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
+    assert_eq!(names(&check.checked_on_data), ["masked_select", "nonzero"]);
+    assert_eq!(names(&check.unchecked), ["nonzero_1"]);
+    assert!(
+        check.unchecked[0]
+            .1
+            .contains("it reads numbers `bernoulli` drew at random"),
+        "{}",
+        check.unchecked[0].1
+    );
+    // A wrong one is a mismatch, told by the run; what follows is inferred from the
+    // annotation, so it is the only one.
+    let check = check_meta_with(&parse_graph(&text(6)).unwrap(), Some(data)).unwrap();
+    assert_eq!(check.mismatches.len(), 1, "{:?}", check.mismatches);
+    let m = &check.mismatches[0];
+    assert_eq!(m.node, "masked_select");
+    assert_eq!(
+        m.to_string(),
+        "node `masked_select`: annotated f32[6], libtorch gives on the inputs f32[5]"
+    );
+    // The caller's inputs are untouched and the run is seeded as before: the CPU
+    // generator draws what it would have drawn.
+    tch::manual_seed(7);
+    let before = tch::Tensor::rand([3], (tch::Kind::Float, tch::Device::Cpu));
+    tch::manual_seed(7);
+    check_meta_with(&parse_graph(&text(5)).unwrap(), Some(data)).unwrap();
+    let after = tch::Tensor::rand([3], (tch::Kind::Float, tch::Device::Cpu));
+    assert!(before.equal(&after));
 }

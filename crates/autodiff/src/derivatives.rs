@@ -5,6 +5,7 @@
 //! libtorch's autograd engine runs for the call, so every op libtorch can differentiate
 //! differentiates here with PyTorch's own formula; this crate stays free of libtorch.
 
+use graphbug_ir::schema::Schemas;
 use graphbug_ir::{Device, Graph, Meta, OpName, TensorMeta, Value};
 
 /// One forward call to differentiate, as a provider sees it.
@@ -58,6 +59,13 @@ pub trait Derivatives {
     /// Which outputs of `call` carry gradients when its inputs require grad; `None` when
     /// the provider cannot tell (every floating output is then taken to).
     fn differentiable_outputs(&self, _call: &ForwardCall<'_>) -> Option<Vec<bool>> {
+        None
+    }
+
+    /// The op schemas the provider's graphs are checked against: the joint graph's calls
+    /// must bind to them ([`graphbug_ir::schema::verify_calls`]) before it is returned.
+    /// `None` (the default): no check.
+    fn schemas(&self) -> Option<&dyn Schemas> {
         None
     }
 }

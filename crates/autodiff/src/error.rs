@@ -1,5 +1,6 @@
 //! The error type of the autodiff crate.
 
+use graphbug_ir::schema::BadCall;
 use graphbug_ir::IrError;
 
 /// Why a graph cannot be functionalized or differentiated.
@@ -35,4 +36,15 @@ pub enum AutodiffError {
     /// A graph error.
     #[error(transparent)]
     Ir(#[from] IrError),
+    /// graphbug built a call its op's schema rejects (a bug in graphbug, caught before the
+    /// graph goes anywhere).
+    #[error("graphbug built an invalid call: {0} (a bug in graphbug)")]
+    BadCall(BadCall),
+}
+
+// Not `#[from]`, which would make the call its source and print it twice.
+impl From<BadCall> for AutodiffError {
+    fn from(e: BadCall) -> Self {
+        AutodiffError::BadCall(e)
+    }
 }

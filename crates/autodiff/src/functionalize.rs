@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use graphbug_ir::schema::{Argument, Schema, Schemas};
+use graphbug_ir::schema::{verify_calls, Argument, Schema, Schemas};
 use graphbug_ir::{Graph, Meta, Namespace, Node, NodeId, NodeKind, OpName, TensorMeta, Value};
 
 use crate::error::AutodiffError;
@@ -154,8 +154,20 @@ fn rebind_metadata_mutations(
                     ),
                 });
             }
-            if let NodeKind::Call { op, .. } = &mut g.nodes[id.index()].kind {
-                *op = view.clone();
+            let unsupported = |message: String| AutodiffError::Unsupported {
+                node: node.name.to_string(),
+                op: op.to_string(),
+                message,
+            };
+            let (Some(from), Some(to)) = (schemas.schema(op), schemas.schema(view)) else {
+                return Err(unsupported(format!("no schema for `{op}` or `{view}`")));
+            };
+            if let NodeKind::Call { op, args, kwargs } = &mut g.nodes[id.index()].kind {
+                // Bound by name, defaults the view op does not share written out.
+                let (a, k) = from
+                    .rebind_call(&to, args, kwargs, &[])
+                    .map_err(|m| unsupported(format!("as `{view}`: {m}")))?;
+                (*op, *args, *kwargs) = (view.clone(), a, k);
             }
             holder.insert(key, id);
         }
@@ -1208,11 +1220,18 @@ impl<'a> Functionalizer<'a> {
         }
         let mut new_kwargs = Vec::with_capacity(kwargs.len());
         for (k, v) in kwargs {
-            if plan.drop_kwargs.contains(k) {
-                continue;
-            }
-            new_kwargs.push((k.clone(), self.remap_value(v)?));
+            let v = if plan.drop_kwargs.contains(k) {
+                // Dropped below; only bound.
+                v.clone()
+            } else {
+                self.remap_value(v)?
+            };
+            new_kwargs.push((k.clone(), v));
         }
+        // Bound by name to the out-of-place op, defaults it does not share written out.
+        let (new_args, new_kwargs) = schema
+            .rebind_call(&plan.schema, &new_args, &new_kwargs, &plan.drop_kwargs)
+            .map_err(|m| ctx.unsupported(format!("as `{}`: {m}", plan.target)))?;
         let n_out = plan.schema.returns.len();
         let single = n_out == 1 && is_tensor_type(&plan.schema.returns[0].ty);
         let list_out = n_out == 1 && is_tensor_list_type(&plan.schema.returns[0].ty);
@@ -1718,6 +1737,7 @@ impl<'a> Functionalizer<'a> {
             output: Some(new_outputs),
         };
         graph.verify()?;
+        verify_calls(&graph, self.schemas)?;
         Ok(Functionalized {
             graph,
             mutated_inputs: mutated.into_iter().map(|(p, _)| p).collect(),

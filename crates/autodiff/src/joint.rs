@@ -116,6 +116,9 @@ pub fn joint_graph_with(
     };
     let graph = eliminate_dead_code(&graph, &default_side_effects);
     graph.verify()?;
+    if let Some(schemas) = derivatives.schemas() {
+        graphbug_ir::schema::verify_calls(&graph, schemas)?;
+    }
     Ok(Joint {
         graph,
         num_fwd_outputs,

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::graph::Graph;
 use crate::types::OpName;
+use crate::value::Value;
 
 /// Where passes get op schemas from: libtorch's dispatcher (graphbug-aten implements this),
 /// or a table in tests.
@@ -19,6 +21,9 @@ pub trait Schemas {
         Vec::new()
     }
 }
+
+/// A call's positional and keyword arguments.
+pub type CallArgs = (Vec<Value>, Vec<(String, Value)>);
 
 /// One argument or return of a schema.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -137,6 +142,302 @@ impl Schema {
             .filter(|&i| self.arguments[i].is_write)
             .collect()
     }
+
+    /// The index of the argument named `name`.
+    pub fn argument_index(&self, name: &str) -> Option<usize> {
+        self.arguments.iter().position(|a| a.name == name)
+    }
+
+    /// Binds a call's positional and keyword arguments to this schema's arguments, as
+    /// Python and libtorch's dispatcher bind them: per argument, the value the call gives
+    /// it, or `None` where the call leaves it out. Fails on more positional arguments than
+    /// the schema takes, an unknown keyword, or an argument given twice.
+    pub fn bind<'v>(
+        &self,
+        args: &'v [Value],
+        kwargs: &'v [(String, Value)],
+    ) -> Result<Vec<Option<&'v Value>>, String> {
+        let n_pos = self.num_positional();
+        if args.len() > n_pos {
+            return Err(format!(
+                "takes {n_pos} positional argument{} but {} were given; schema: {}",
+                if n_pos == 1 { "" } else { "s" },
+                args.len(),
+                self.text
+            ));
+        }
+        let mut bound: Vec<Option<&Value>> = vec![None; self.arguments.len()];
+        for (slot, v) in bound.iter_mut().zip(args) {
+            *slot = Some(v);
+        }
+        for (key, v) in kwargs {
+            let Some(i) = self.argument_index(key) else {
+                return Err(format!(
+                    "unexpected keyword argument `{key}`; schema: {}",
+                    self.text
+                ));
+            };
+            if bound[i].replace(v).is_some() {
+                return Err(format!("got multiple values for argument `{key}`"));
+            }
+        }
+        Ok(bound)
+    }
+
+    /// Checks that a call binds to this schema ([`Self::bind`]) and gives every argument
+    /// that has no default and does not accept None.
+    pub fn check_call(&self, args: &[Value], kwargs: &[(String, Value)]) -> Result<(), String> {
+        let bound = self.bind(args, kwargs)?;
+        for (a, v) in self.arguments.iter().zip(&bound) {
+            if v.is_none() && !a.may_be_left_out() {
+                return Err(format!(
+                    "missing required argument `{}`; schema: {}",
+                    a.name, self.text
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A call of this schema's op rewritten as a call of `target`, an op whose arguments
+    /// carry the same names (another overload, the out-of-place form of an in-place op):
+    /// each value goes to the argument of the same name, positional where `target` allows
+    /// it, and an argument the call leaves out gets an explicit value where `target` would
+    /// not fill in the same one (`bernoulli_.float`'s `p=0.5` is required in `bernoulli.p`).
+    /// Arguments named in `drop` (the `out=` tensors of an out= overload) are left out.
+    /// Fails, saying why, when the rewritten call would not bind to `target`.
+    pub fn rebind_call(
+        &self,
+        target: &Schema,
+        args: &[Value],
+        kwargs: &[(String, Value)],
+        drop: &[String],
+    ) -> Result<CallArgs, String> {
+        let bound = self.bind(args, kwargs)?;
+        let mut positional: Vec<Value> = Vec::with_capacity(args.len());
+        let mut keywords: Vec<(String, Value)> = Vec::with_capacity(kwargs.len());
+        // Positional while `target` takes it there, else by keyword.
+        let place = |name: &str,
+                     value: Value,
+                     positional: &mut Vec<Value>,
+                     keywords: &mut Vec<(String, Value)>| {
+            let j = target
+                .argument_index(name)
+                .ok_or_else(|| format!("`{}` has no argument `{name}`", target.qualified_name()))?;
+            if !target.arguments[j].kwarg_only && j == positional.len() {
+                positional.push(value);
+            } else {
+                keywords.push((name.to_string(), value));
+            }
+            Ok::<(), String>(())
+        };
+        for (a, v) in self.arguments.iter().zip(args) {
+            if !drop.contains(&a.name) {
+                place(&a.name, v.clone(), &mut positional, &mut keywords)?;
+            }
+        }
+        for (k, v) in kwargs {
+            if drop.contains(k) {
+                continue;
+            }
+            if target.argument_index(k).is_none() {
+                return Err(format!(
+                    "`{}` has no argument `{k}`",
+                    target.qualified_name()
+                ));
+            }
+            keywords.push((k.clone(), v.clone()));
+        }
+        for (a, v) in self.arguments.iter().zip(&bound) {
+            if v.is_some() || drop.contains(&a.name) {
+                continue;
+            }
+            let Some(t) = target.argument_index(&a.name).map(|j| &target.arguments[j]) else {
+                continue;
+            };
+            if a.left_out_as() == t.left_out_as() {
+                continue;
+            }
+            let value = a.left_out_value().ok_or_else(|| {
+                format!(
+                    "argument `{}` is left out, and its default `{}` cannot be written out for `{}`",
+                    a.name,
+                    a.default.as_deref().unwrap_or("(none)"),
+                    target.qualified_name()
+                )
+            })?;
+            place(&a.name, value, &mut positional, &mut keywords)?;
+        }
+        target.check_call(&positional, &keywords)?;
+        Ok((positional, keywords))
+    }
+
+    /// `aten::name.overload` (`aten::name` for the default overload).
+    pub fn qualified_name(&self) -> String {
+        if self.overload.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}.{}", self.name, self.overload)
+        }
+    }
+}
+
+impl Argument {
+    /// Whether a call may leave this argument out: it has a default, or accepts None.
+    pub fn may_be_left_out(&self) -> bool {
+        self.default.is_some() || self.arg_type().accepts_none()
+    }
+
+    /// What the op takes when a call leaves this argument out, as c10 prints it (`None`
+    /// for an optional argument without a default); `None` when it must be given.
+    fn left_out_as(&self) -> Option<&str> {
+        match &self.default {
+            Some(d) => Some(d.trim_matches('"')),
+            None if self.arg_type().accepts_none() => Some("None"),
+            None => None,
+        }
+    }
+
+    /// The value the op takes when a call leaves this argument out, as a graph value;
+    /// `None` when it must be given or its default has no graph spelling here (a dtype,
+    /// layout or memory format c10 prints as a number).
+    pub fn left_out_value(&self) -> Option<Value> {
+        match &self.default {
+            Some(d) => parse_default(d, &self.arg_type(), self.n),
+            None if self.arg_type().accepts_none() => Some(Value::None),
+            None => None,
+        }
+    }
+}
+
+/// A default as c10 prints it (`0.5`, `1.`, `True`, `None`, `[0, 0]`, `"mean"`, `0` for
+/// `int[2]`), as a graph value of type `ty`.
+pub fn parse_default(text: &str, ty: &ArgType, n: Option<usize>) -> Option<Value> {
+    let text = text.trim();
+    if text == "None" {
+        return ty.accepts_none().then_some(Value::None);
+    }
+    if ty.list {
+        let elem = ArgType {
+            list: false,
+            list_optional: false,
+            elem_optional: false,
+            ..ty.clone()
+        };
+        return match text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            Some(inner) => split_top(inner)
+                .into_iter()
+                .map(|item| parse_default(item, &elem, None))
+                .collect::<Option<Vec<_>>>()
+                .map(Value::List),
+            // A scalar default of a fixed-size list stands for that many copies.
+            None => {
+                let item = parse_default(text, &elem, None)?;
+                Some(Value::List(vec![item; n.unwrap_or(1)]))
+            }
+        };
+    }
+    match ty.elem {
+        Elem::Bool => match text {
+            "True" => Some(Value::Bool(true)),
+            "False" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        Elem::Int => text.parse().ok().map(Value::Int),
+        Elem::Float => text.parse().ok().map(Value::Float),
+        Elem::Scalar => match text {
+            "True" => Some(Value::Bool(true)),
+            "False" => Some(Value::Bool(false)),
+            _ => text
+                .parse()
+                .map(Value::Int)
+                .or_else(|_| text.parse().map(Value::Float))
+                .ok(),
+        },
+        Elem::Str => Some(Value::Str(unquote(text))),
+        _ => None,
+    }
+}
+
+/// A string default without its quotes and escapes (libtorch's JSON keeps them; a
+/// schema's text as [`Schema::parse`] reads it does not).
+fn unquote(text: &str) -> String {
+    let Some(inner) = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .or_else(|| text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')))
+    else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\u{c}'),
+            Some('v') => out.push('\u{b}'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// A call node whose arguments do not bind to its op's schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadCall {
+    /// The node.
+    pub node: String,
+    /// Its op.
+    pub op: String,
+    /// What is wrong, in the interpreter's words.
+    pub message: String,
+}
+
+impl std::fmt::Display for BadCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "node `{}` ({}): {}", self.node, self.op, self.message)
+    }
+}
+
+impl std::error::Error for BadCall {}
+
+/// Checks every call of `graph` against its op's schema ([`Schema::check_call`]): the
+/// arguments bind, and none that must be given is missing. Ops `schemas` does not know
+/// (Python-level calls, prims libtorch lacks) are skipped; `with_effects` is checked
+/// through the op it runs.
+pub fn verify_calls(graph: &Graph, schemas: &dyn Schemas) -> Result<(), BadCall> {
+    for node in &graph.nodes {
+        let crate::graph::NodeKind::Call { op, args, kwargs } = &node.kind else {
+            continue;
+        };
+        let (op, args) = match (op.is_effectful(), args.get(1)) {
+            (true, Some(Value::Op(inner))) => (inner, &args[2..]),
+            (true, _) => continue,
+            (false, _) => (op, &args[..]),
+        };
+        if op.is_python() {
+            continue;
+        }
+        let Some(schema) = schemas.schema(op) else {
+            continue;
+        };
+        if schema.is_vararg {
+            continue;
+        }
+        schema.check_call(args, kwargs).map_err(|message| BadCall {
+            node: node.name.to_string(),
+            op: op.to_string(),
+            message,
+        })?;
+    }
+    Ok(())
 }
 
 /// Splits at top-level commas (not inside brackets or parentheses).
@@ -381,5 +682,136 @@ mod tests {
         assert_eq!(v.returns[0].ty, "Tensor[]");
         assert_eq!(v.arguments[0].alias_set, ["a"]);
         assert!(!v.is_mutable);
+    }
+
+    #[test]
+    fn parses_defaults_as_c10_prints_them() {
+        let ty = ArgType::parse;
+        assert_eq!(
+            parse_default("0.5", &ty("float"), None),
+            Some(Value::Float(0.5))
+        );
+        assert_eq!(
+            parse_default("1.", &ty("float"), None),
+            Some(Value::Float(1.0))
+        );
+        assert_eq!(parse_default("1", &ty("Scalar"), None), Some(Value::Int(1)));
+        assert_eq!(
+            parse_default("0.01", &ty("Scalar"), None),
+            Some(Value::Float(0.01))
+        );
+        assert_eq!(
+            parse_default("False", &ty("bool"), None),
+            Some(Value::Bool(false))
+        );
+        assert_eq!(parse_default("None", &ty("int?"), None), Some(Value::None));
+        assert_eq!(parse_default("None", &ty("int"), None), None);
+        assert_eq!(
+            parse_default("[0, 1]", &ty("int[]"), None),
+            Some(Value::List(vec![Value::Int(0), Value::Int(1)]))
+        );
+        assert_eq!(
+            parse_default("1", &ty("int[]"), Some(2)),
+            Some(Value::List(vec![Value::Int(1), Value::Int(1)]))
+        );
+        assert_eq!(
+            parse_default("[]", &ty("int[]"), None),
+            Some(Value::List(vec![]))
+        );
+        assert_eq!(
+            parse_default(r#""none""#, &ty("str"), None),
+            Some(Value::Str("none".into()))
+        );
+        assert_eq!(
+            parse_default(r#"" \n\t""#, &ty("str"), None),
+            Some(Value::Str(" \n\t".into()))
+        );
+        assert_eq!(
+            parse_default("none", &ty("str"), None),
+            Some(Value::Str("none".into()))
+        );
+        // c10 prints dtypes and memory formats as numbers, which no graph spells.
+        assert_eq!(parse_default("4", &ty("ScalarType?"), None), None);
+    }
+
+    #[test]
+    fn checks_calls_against_the_schema() {
+        let s = Schema::parse(
+            "aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor",
+        )
+        .unwrap();
+        let x = Value::Node(crate::graph::NodeId(0));
+        assert_eq!(s.check_call(&[x.clone(), Value::Float(0.5)], &[]), Ok(()));
+        let err = s.check_call(std::slice::from_ref(&x), &[]).unwrap_err();
+        assert!(err.starts_with("missing required argument `p`"), "{err}");
+        let err = s
+            .check_call(std::slice::from_ref(&x), &[("q".into(), Value::Float(0.5))])
+            .unwrap_err();
+        assert!(err.starts_with("unexpected keyword argument `q`"), "{err}");
+        let err = s
+            .check_call(
+                &[x.clone(), Value::Float(0.5)],
+                &[("p".into(), Value::Float(0.5))],
+            )
+            .unwrap_err();
+        assert_eq!(err, "got multiple values for argument `p`");
+        let err = s
+            .check_call(&[x.clone(), Value::Float(0.5), Value::None], &[])
+            .unwrap_err();
+        assert!(
+            err.starts_with("takes 2 positional arguments but 3 were given"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rebinding_writes_out_defaults_the_target_lacks() {
+        let inplace = Schema::parse(
+            "aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)",
+        )
+        .unwrap();
+        let functional = Schema::parse(
+            "aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor",
+        )
+        .unwrap();
+        let x = Value::Node(crate::graph::NodeId(0));
+        // `p` left out: the target needs it written out; `generator` defaults alike.
+        assert_eq!(
+            inplace.rebind_call(&functional, std::slice::from_ref(&x), &[], &[]),
+            Ok((vec![x.clone(), Value::Float(0.5)], vec![]))
+        );
+        // Given values keep their form.
+        let kw = vec![("p".to_string(), Value::Float(0.25))];
+        assert_eq!(
+            inplace.rebind_call(&functional, std::slice::from_ref(&x), &kw, &[]),
+            Ok((vec![x.clone()], kw.clone()))
+        );
+        // An argument the target takes by keyword only moves there.
+        let kw_only = Schema::parse("aten::f(Tensor self, *, float p=0.5) -> Tensor").unwrap();
+        assert_eq!(
+            inplace.rebind_call(&kw_only, &[x.clone(), Value::Float(0.25)], &[], &[]),
+            Ok((vec![x.clone()], vec![("p".into(), Value::Float(0.25))]))
+        );
+        // out= tensors are dropped.
+        let out = Schema::parse(
+            "aten::bernoulli.float_out(Tensor self, float p=0.5, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)",
+        )
+        .unwrap();
+        let o = Value::Node(crate::graph::NodeId(1));
+        assert_eq!(
+            out.rebind_call(
+                &functional,
+                std::slice::from_ref(&x),
+                &[("out".into(), o)],
+                &["out".to_string()]
+            ),
+            Ok((vec![x.clone(), Value::Float(0.5)], vec![]))
+        );
+        // A target argument the source lacks, and that must be given, is an error.
+        let more = Schema::parse("aten::g(Tensor self, float p, int k) -> Tensor").unwrap();
+        let err = inplace
+            .rebind_call(&more, std::slice::from_ref(&x), &[], &[])
+            .unwrap_err();
+        assert!(err.starts_with("missing required argument `k`"), "{err}");
     }
 }

@@ -17,6 +17,12 @@ pub enum Value {
     Int(i64),
     /// A Python float; `inf`, `-inf` and `nan` included.
     Float(#[serde(with = "float_serde")] f64),
+    /// A Python complex number (real, imaginary): `1j`, `(1+2j)`, as backward formulas use
+    /// (`polar`'s multiplies by `1j`).
+    Complex(
+        #[serde(with = "float_serde")] f64,
+        #[serde(with = "float_serde")] f64,
+    ),
     /// `True` / `False`.
     Bool(bool),
     /// `None`.
@@ -52,6 +58,9 @@ impl PartialEq for Value {
             (Node(a), Node(b)) => a == b,
             (Int(a), Int(b)) => a == b,
             (Float(a), Float(b)) => float_key(*a) == float_key(*b),
+            (Complex(a, b), Complex(c, d)) => {
+                float_key(*a) == float_key(*c) && float_key(*b) == float_key(*d)
+            }
             (Bool(a), Bool(b)) => a == b,
             (None, None) => true,
             (Str(a), Str(b)) => a == b,
@@ -77,6 +86,10 @@ impl Hash for Value {
             Value::Node(n) => n.hash(state),
             Value::Int(i) => i.hash(state),
             Value::Float(f) => float_key(*f).hash(state),
+            Value::Complex(re, im) => {
+                float_key(*re).hash(state);
+                float_key(*im).hash(state);
+            }
             Value::Bool(b) => b.hash(state),
             Value::None => {}
             Value::Str(s) => s.hash(state),
@@ -166,6 +179,7 @@ impl Value {
             Value::Node(n) => out.push_str(&name(*n)),
             Value::Int(i) => write!(out, "{i}")?,
             Value::Float(f) => out.push_str(&python_float_repr(*f)),
+            Value::Complex(re, im) => out.push_str(&python_complex_repr(*re, *im)),
             Value::Bool(b) => out.push_str(if *b { "True" } else { "False" }),
             Value::None => out.push_str("None"),
             Value::Str(s) => out.push_str(&python_str_repr(s)),
@@ -320,6 +334,27 @@ pub fn python_float_repr(f: f64) -> String {
     out
 }
 
+/// Formats a complex number as Python's `repr(complex)` does: `1j`, `(1+2j)`, `(-0-1j)`,
+/// `(1.5-0.25j)`, each part as `repr(float)` without a trailing `.0`.
+pub fn python_complex_repr(re: f64, im: f64) -> String {
+    let part = |x: f64| {
+        let s = python_float_repr(x);
+        match s.strip_suffix(".0") {
+            Some(whole) if !s.contains('e') => whole.to_string(),
+            _ => s,
+        }
+    };
+    if re == 0.0 && re.is_sign_positive() {
+        return format!("{}j", part(im));
+    }
+    let sign = if im.is_sign_negative() && !im.is_nan() {
+        ""
+    } else {
+        "+"
+    };
+    format!("({}{sign}{}j)", part(re), part(im))
+}
+
 /// When a float lies exactly halfway between the two shortest digit strings that round-trip
 /// (`2**-24 * 10` = 5.9604644775390625e-07), Python picks the even one (`...062`) where
 /// Rust's shortest formatting may pick the other; this returns Python's choice.
@@ -467,6 +502,30 @@ mod tests {
         ];
         for (f, want) in cases {
             assert_eq!(python_float_repr(f), want, "repr of {f:?}");
+        }
+    }
+
+    #[test]
+    fn complex_repr_matches_python() {
+        let cases = [
+            ((0.0, 1.0), "1j"),
+            ((1.0, 2.0), "(1+2j)"),
+            ((-0.0, -1.0), "(-0-1j)"),
+            ((1.5, -0.25), "(1.5-0.25j)"),
+            ((0.0, 0.0), "0j"),
+            ((-0.0, 0.0), "(-0+0j)"),
+            ((1e16, 1e-5), "(1e+16+1e-05j)"),
+            ((0.0, f64::INFINITY), "infj"),
+            ((1.0, f64::NAN), "(1+nanj)"),
+            ((2.0, -0.0), "(2-0j)"),
+            ((0.0, 0.5), "0.5j"),
+        ];
+        for ((re, im), want) in cases {
+            assert_eq!(
+                python_complex_repr(re, im),
+                want,
+                "repr of ({re:?}, {im:?})"
+            );
         }
     }
 

@@ -19,6 +19,21 @@ fn constant() -> impl Strategy<Value = Value> {
             Just(-0.0)
         ]
         .prop_map(Value::Float),
+        (any::<f64>(), any::<f64>()).prop_map(|(re, im)| Value::Complex(re, im)),
+        prop_oneof![
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(f64::NAN),
+            Just(-0.0),
+            Just(0.0),
+            Just(1.0)
+        ]
+        .prop_flat_map(|re| prop_oneof![
+            Just(Value::Complex(re, f64::INFINITY)),
+            Just(Value::Complex(re, f64::NAN)),
+            Just(Value::Complex(re, -0.0)),
+            Just(Value::Complex(re, 0.0))
+        ]),
         any::<bool>().prop_map(Value::Bool),
         Just(Value::None),
         "\\PC{0,8}".prop_map(Value::Str),

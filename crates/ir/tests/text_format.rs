@@ -44,6 +44,47 @@ fn every_value_kind_round_trips() {
     assert_eq!(g.outputs()[2], Value::None);
 }
 
+/// Complex constants (backward formulas multiply by `1j`) print as Python's repr and read
+/// back to the same parts, signed zeros, infinities and NaNs included.
+#[test]
+fn complex_constants_round_trip() {
+    let text = body(concat!(
+        "        a: \"f32[2, 3]\" = torch.ops.aten.foo.default(x, 1j, (1+2j), (-0-1j), (1.5-0.25j), 0j, (-0+0j), (1e+16+1e-05j), infj, (1+nanj), (2-0j), (nan-infj), [0.5j]);  x = None\n",
+        "        return (a,)\n"
+    ));
+    let g = parse_graph(&text).unwrap();
+    assert_eq!(print_graph(&g), text);
+    let NodeKind::Call { args, .. } = &g.nodes[1].kind else {
+        panic!("call expected")
+    };
+    let parts = |v: &Value| match v {
+        Value::Complex(re, im) => (*re, *im),
+        other => panic!("{other:?} is no complex"),
+    };
+    assert_eq!(parts(&args[1]), (0.0, 1.0));
+    assert_eq!(parts(&args[2]), (1.0, 2.0));
+    let (re, im) = parts(&args[3]);
+    assert!(re == 0.0 && re.is_sign_negative() && im == -1.0);
+    let (re, im) = parts(&args[10]);
+    assert!(re == 2.0 && im == 0.0 && im.is_sign_negative());
+    let (re, im) = parts(&args[11]);
+    assert!(re.is_nan() && im == f64::NEG_INFINITY);
+    // Python's own spellings of the same numbers.
+    let g = parse_graph(&body(concat!(
+        "        a: \"f32[2, 3]\" = torch.ops.aten.foo.default(x, -1j, 2J, 1 + 2j)\n",
+        "        return (a,)\n"
+    )))
+    .unwrap();
+    let NodeKind::Call { args, .. } = &g.nodes[1].kind else {
+        panic!("call expected")
+    };
+    // `-1j` is repr's spelling of complex(0.0, -1.0) (Python evaluates it to -0.0 - 1j).
+    let (re, im) = parts(&args[1]);
+    assert!(re == 0.0 && re.is_sign_positive() && im == -1.0);
+    assert_eq!(parts(&args[2]), (0.0, 2.0));
+    assert_eq!(parts(&args[3]), (1.0, 2.0));
+}
+
 #[test]
 fn accepted_spellings_normalise() {
     // return [..], bare return, torch.device(...), aliases, comments, stride/device suffixes,

@@ -718,15 +718,18 @@ impl Runner<'_> {
 
     fn meta(&self) -> Result<Outcome> {
         let path = self.file("forward.py");
-        let exec = self.graphbug(
-            "meta",
-            &[
-                os("check"),
-                path.as_os_str(),
-                os("--meta"),
-                os("--no-isolate"),
-            ],
-        )?;
+        let inputs = self.file("inputs.safetensors");
+        let mut args = vec![
+            os("check"),
+            path.as_os_str(),
+            os("--meta"),
+            os("--no-isolate"),
+        ];
+        // With the inputs, shapes that depend on their values are checked on them too.
+        if inputs.is_file() {
+            args.extend([os("--inputs"), inputs.as_os_str()]);
+        }
+        let exec = self.graphbug("meta", &args)?;
         Ok(exec.outcome("check --meta"))
     }
 

@@ -11,6 +11,8 @@ pub(crate) enum Tok {
     Int(u64),
     /// A float literal.
     Float(f64),
+    /// An imaginary literal (`1j`, `0.5j`): its imaginary part.
+    Imag(f64),
     /// A string literal's value.
     Str(String),
     /// Punctuation: `( ) [ ] , : ; = . - + * / % @ < > ! & | ^ ~`, and `->` as [`ARROW`].
@@ -254,6 +256,19 @@ impl<'a> Lexer<'a> {
             }
         }
         let text = &self.src[start..self.pos];
+        // An imaginary literal: `1j`, `2.5e-3j`.
+        if matches!(self.peek(0), Some('j' | 'J'))
+            && !self
+                .peek(1)
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            let im = text
+                .parse::<f64>()
+                .map_err(|_| self.error(line, col, format!("malformed number `{text}j`")))?;
+            self.bump();
+            self.push(Tok::Imag(im), line, col);
+            return Ok(());
+        }
         if self
             .peek(0)
             .is_some_and(|c| c.is_alphanumeric() || c == '_')

@@ -62,6 +62,8 @@ enum ExprKind {
     Index(Box<Expr>, Box<Expr>),
     Int(i64),
     Float(f64),
+    /// A complex number literal (real, imaginary): `1j`, `(1+2j)`.
+    Complex(f64, f64),
     Str(String),
     List(Vec<Expr>),
     Tuple(Vec<Expr>),
@@ -172,6 +174,7 @@ fn describe(tok: &Tok) -> String {
         Tok::Name(n) => format!("`{n}`"),
         Tok::Int(i) => format!("`{i}`"),
         Tok::Float(f) => format!("`{f}`"),
+        Tok::Imag(f) => format!("`{f}j`"),
         Tok::Str(s) => format!("string {}", crate::value::python_str_repr(s)),
         Tok::Punct(c) => format!("`{c}`"),
         Tok::Newline => "end of line".into(),
@@ -563,6 +566,50 @@ impl Parser<'_> {
 
     fn binary(op: &'static str, left: Expr, right: Expr) -> Expr {
         let pos = left.pos;
+        // `(1+2j)`, `(-0-1j)`, `(nan+infj)`: Python's repr of a complex number, read back
+        // as the parts it spells (signed zeros included).
+        let real = |e: &Expr| match &e.kind {
+            ExprKind::Int(i) => Some(*i as f64),
+            ExprKind::Float(f) => Some(*f),
+            ExprKind::Path(p) if p == &["inf"] => Some(f64::INFINITY),
+            ExprKind::Path(p) if p == &["nan"] => Some(f64::NAN),
+            _ => None,
+        };
+        let complex = |e: &Expr| match e.kind {
+            ExprKind::Complex(re, im) => Some((re, im)),
+            _ => real(e).map(|re| (re, 0.0)),
+        };
+        let imaginary =
+            matches!(right.kind, ExprKind::Complex(re, _) if re == 0.0 && re.is_sign_positive());
+        match (op, real(&left), &right.kind) {
+            ("add", Some(re), ExprKind::Complex(_, im)) if imaginary => {
+                return Expr {
+                    kind: ExprKind::Complex(re, *im),
+                    pos,
+                }
+            }
+            ("sub", Some(re), ExprKind::Complex(_, im)) if imaginary => {
+                return Expr {
+                    kind: ExprKind::Complex(re, -im),
+                    pos,
+                }
+            }
+            _ => {}
+        }
+        // Other sums of complex constants, as Python computes them.
+        let any_complex = [&left, &right]
+            .iter()
+            .any(|e| matches!(e.kind, ExprKind::Complex(..)));
+        if let (true, Some((a, ai)), Some((b, bi)), "add" | "sub") =
+            (any_complex, complex(&left), complex(&right), op)
+        {
+            let kind = if op == "add" {
+                ExprKind::Complex(a + b, ai + bi)
+            } else {
+                ExprKind::Complex(a - b, ai - bi)
+            };
+            return Expr { kind, pos };
+        }
         Expr {
             kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
             pos,
@@ -669,6 +716,23 @@ impl Parser<'_> {
         if self.eat_punct('-') {
             if let Tok::Int(mag) = *self.tok() {
                 self.advance();
+                // `(-0-1j)`, Python's repr of `-1j`: the real part is -0.0.
+                let imaginary_follows = matches!(self.tok(), Tok::Punct('+' | '-'))
+                    && matches!(
+                        self.toks.get(self.pos + 1).map(|t| &t.tok),
+                        Some(Tok::Imag(_))
+                    )
+                    || matches!(self.tok(), Tok::Punct('+' | '-'))
+                        && matches!(
+                            self.toks.get(self.pos + 1).map(|t| &t.tok),
+                            Some(Tok::Name(n)) if n == "infj" || n == "nanj"
+                        );
+                if mag == 0 && imaginary_follows {
+                    return Ok(Expr {
+                        kind: ExprKind::Float(-0.0),
+                        pos,
+                    });
+                }
                 let value = if mag == 1u64 << 63 {
                     i64::MIN
                 } else {
@@ -701,6 +765,11 @@ impl Parser<'_> {
                     }
                 },
                 ExprKind::Float(f) => ExprKind::Float(-f),
+                // `-1j` is how Python's repr spells complex(0.0, -1.0): read it so.
+                ExprKind::Complex(re, im) if re == 0.0 && re.is_sign_positive() => {
+                    ExprKind::Complex(re, -im)
+                }
+                ExprKind::Complex(re, im) => ExprKind::Complex(-re, -im),
                 ExprKind::Path(p) if p == ["inf"] => ExprKind::Float(f64::NEG_INFINITY),
                 ExprKind::Path(p) if p == ["nan"] => ExprKind::Float(f64::NAN),
                 other => ExprKind::Unary("neg", Box::new(Expr { kind: other, pos })),
@@ -725,19 +794,25 @@ impl Parser<'_> {
     fn atom(&mut self) -> Result<Expr, ParseError> {
         let pos = self.here();
         let kind = match self.tok() {
-            Tok::Name(_) | Tok::Int(_) | Tok::Float(_) | Tok::Str(_) => match self.advance() {
-                Tok::Name(n) => ExprKind::Path(vec![n]),
-                Tok::Int(i) => ExprKind::Int(i64::try_from(i).map_err(|_| {
-                    error_at(
-                        self.src,
-                        pos,
-                        format!("integer `{i}` does not fit in 64 bits"),
-                    )
-                })?),
-                Tok::Float(f) => ExprKind::Float(f),
-                Tok::Str(s) => ExprKind::Str(s),
-                _ => unreachable!("matched a literal or name token"),
-            },
+            Tok::Name(_) | Tok::Int(_) | Tok::Float(_) | Tok::Imag(_) | Tok::Str(_) => {
+                match self.advance() {
+                    // Python's repr of an infinite or NaN imaginary part.
+                    Tok::Name(n) if n == "infj" => ExprKind::Complex(0.0, f64::INFINITY),
+                    Tok::Name(n) if n == "nanj" => ExprKind::Complex(0.0, f64::NAN),
+                    Tok::Name(n) => ExprKind::Path(vec![n]),
+                    Tok::Int(i) => ExprKind::Int(i64::try_from(i).map_err(|_| {
+                        error_at(
+                            self.src,
+                            pos,
+                            format!("integer `{i}` does not fit in 64 bits"),
+                        )
+                    })?),
+                    Tok::Float(f) => ExprKind::Float(f),
+                    Tok::Imag(f) => ExprKind::Complex(0.0, f),
+                    Tok::Str(s) => ExprKind::Str(s),
+                    _ => unreachable!("matched a literal or name token"),
+                }
+            }
             Tok::Punct('[') => {
                 self.advance();
                 let (items, _) = self.items(']')?;
@@ -1446,6 +1521,7 @@ impl<'a> Builder<'a> {
         Ok(match &e.kind {
             ExprKind::Int(i) => Value::Int(*i),
             ExprKind::Float(f) => Value::Float(*f),
+            ExprKind::Complex(re, im) => Value::Complex(*re, *im),
             ExprKind::Str(s) => Value::Str(s.clone()),
             ExprKind::List(items) => Value::List(
                 items
