@@ -1201,7 +1201,12 @@ mod tests {
 
     #[test]
     fn node_ranges_round_trip() {
-        for ids in [vec![], vec![3], vec![0, 1, 2, 5, 7, 8, 9, 12], (0..3000).collect()] {
+        for ids in [
+            vec![],
+            vec![3],
+            vec![0, 1, 2, 5, 7, 8, 9, 12],
+            (0..3000).collect(),
+        ] {
             let text = ranges(&ids);
             assert_eq!(parse_ranges(&text).unwrap(), ids, "{text}");
         }
