@@ -3,9 +3,10 @@
 //!
 //! Every public function torch.nn.functional writes in Python is compared with the schemas
 //! of the aten op(s) of its name: those whose signature differs (Python-only parameters,
-//! another order, other defaults, no aten op of the name) are listed. For each of them
-//! with OpInfo samples (`op_db` entries named or aliased `nn.functional.<name>`, float32 on
-//! the CPU, the first sample of each call shape), torch.compile(fullgraph=True) hands the
+//! another order, other defaults, no aten op of the name) are listed. For each of them,
+//! and the few that match (graphbug lowers every one through its Python signature), with
+//! OpInfo samples (`op_db` entries named or aliased `nn.functional.<name>`, float32 on the
+//! CPU, the first sample of each call shape), torch.compile(fullgraph=True) hands the
 //! graphbug_capture backend dynamo's own graph with the sample's inputs and PyTorch's
 //! outputs, and `graphbug run GRAPH --inputs IN --compare OUT` must give PyTorch's outputs
 //! (random functions, the dropout family: must lower and run). A function graphbug does not
@@ -14,7 +15,7 @@
 //!
 //! CI runs the functions of [`CI_FUNCTIONS`] (each mechanism of the lowering, `embedding`
 //! with every sample shape). `GRAPHBUG_FUNCTIONALS=all cargo test --test functionals` runs
-//! every function that differs (about 180 cases, 2 minutes on 2 cores);
+//! every function (about 190 cases, 2 minutes on 2 cores);
 //! `GRAPHBUG_FUNCTIONALS=embedding,dropout` runs those. Without the venv (`cargo xtask
 //! setup` makes it) the tests say so and pass.
 
@@ -149,6 +150,8 @@ enum Outcome {
 struct Case {
     /// `<opinfo name>/<sample>`.
     id: String,
+    /// The function's signature differs from its aten op's.
+    differs: bool,
     dir: PathBuf,
     function: String,
     random: bool,
@@ -182,6 +185,7 @@ fn read_cases(cases: &Path) -> (Vec<Case>, Vec<(String, String)>) {
             }
             ok.push(Case {
                 id,
+                differs: json["differs"].as_bool().unwrap_or(false),
                 dir: dir.join("dynamo_000"),
                 function: field("function"),
                 random: json["random"].as_bool().unwrap_or(false),
@@ -214,9 +218,7 @@ fn run_case(case: &Case) -> Outcome {
         "lowering the dynamo-level graph to aten: node `{}` (torch.nn.functional.{})",
         case.function, case.function
     );
-    let refusal = REFUSED
-        .iter()
-        .find(|(key, _)| case.id.starts_with(key));
+    let refusal = REFUSED.iter().find(|(key, _)| case.id.starts_with(key));
     match refusal {
         Some((_, words)) if all.contains(words) => Outcome::Refused,
         _ if all.contains("error: lowering the dynamo-level graph to aten: node `") => {
@@ -259,7 +261,10 @@ fn functionals_that_differ_from_aten_run_as_pytorch_runs_them() {
     );
     let differs = |name: &str| differ.iter().any(|l| l.starts_with(&format!("{name}: ")));
     assert!(differs("embedding") && differs("dropout") && differs("nll_loss"));
-    assert!(compare.lines().any(|l| l == "layer_norm: same"), "{compare}");
+    assert!(
+        compare.lines().any(|l| l == "layer_norm: same"),
+        "{compare}"
+    );
 
     // Dynamo's graphs of their OpInfo samples, with PyTorch's inputs and outputs.
     let scratch = tempfile::tempdir().unwrap();
@@ -320,9 +325,11 @@ fn functionals_that_differ_from_aten_run_as_pytorch_runs_them() {
         }
     }
     eprintln!(
-        "{} cases ({} s capturing, {} s in all): {passed} run as PyTorch runs them, {} refused \
-         by name ({}), {} failed; {} samples PyTorch could not capture whole:",
+        "{} cases ({} of functions that differ; {} s capturing, {} s in all): {passed} run as \
+         PyTorch runs them, {} refused by name ({}), {} failed; {} samples PyTorch could not \
+         capture whole:",
         cases.len(),
+        cases.iter().filter(|c| c.differs).count(),
         captured.as_secs(),
         started.elapsed().as_secs(),
         refused.len(),

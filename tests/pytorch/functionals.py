@@ -15,15 +15,17 @@
         `self`, as PyTorch's own argument parser names it.
 
     python tests/pytorch/functionals.py cases --out DIR [--only NAME,...] [--samples N]
-        For each function that differs and has OpInfo samples (op_db entries named
-        `nn.functional.NAME`, every variant), float32 on the CPU: the first sample of each
-        distinct call shape (number of positional arguments, keyword names), at most N,
-        compiled by torch.compile(fullgraph=True) with the graphbug_capture backend. Each
-        case is DIR/<opinfo name>/<k>/ with the capture's repro directory (dynamo_000:
-        graph.py as dynamo printed it, the sample's real inputs, PyTorch's outputs) and
-        case.json (function, sample, whether the function is random: two seeds give
-        different outputs). A sample dynamo cannot capture whole is written as case.json
-        with "status": "skipped" and the reason.
+        For each such function (graphbug lowers them all through their Python signature;
+        case.json says whether it differs from its aten op) with OpInfo samples (op_db
+        entries named or aliased `nn.functional.NAME`, every variant), float32 on the CPU:
+        the first sample of each distinct call shape (number of positional arguments,
+        keyword names), at most N; for one without, a few samples of our own
+        (`extra.NAME`). Each is compiled by torch.compile(fullgraph=True) with the
+        graphbug_capture backend. Each case is DIR/<opinfo name>/<k>/ with the capture's
+        repro directory (dynamo_000: graph.py as dynamo printed it, the sample's real
+        inputs, PyTorch's outputs) and case.json (function, sample, whether the function
+        is random: two seeds give different outputs). A sample dynamo cannot capture whole
+        is written as case.json with "status": "skipped" and the reason.
 """
 
 import argparse
@@ -223,6 +225,40 @@ def capture(fn, tensors, out):
         return compiled(*tensors)
 
 
+class Sample:
+    """A sample of our own, shaped as OpInfo's SampleInput."""
+
+    def __init__(self, input, *args, **kwargs):
+        self.input, self.args, self.kwargs = input, args, kwargs
+
+
+def extra_samples():
+    """name -> samples, for functions with no OpInfo entry."""
+    r = torch.randn
+    return {
+        "adaptive_max_pool1d_with_indices": [Sample(r(1, 2, 7), 3)],
+        "adaptive_max_pool2d_with_indices": [Sample(r(1, 2, 5, 6), (2, None))],
+        "adaptive_max_pool3d_with_indices": [Sample(r(1, 2, 4, 4, 4), 2)],
+        "affine_grid": [Sample(r(2, 2, 3), [2, 3, 4, 5], align_corners=False),
+                        Sample(r(1, 3, 4), [1, 1, 2, 3, 4])],
+        "dropout1d": [Sample(r(3, 5), p=0.5), Sample(r(2, 3, 5), 0.0)],
+        "fold": [Sample(r(1, 12, 12), output_size=(4, 5), kernel_size=2)],
+        "fractional_max_pool2d_with_indices": [
+            Sample(r(1, 2, 8, 8), 2, output_size=4, _random_samples=torch.rand(1, 2, 2))],
+        "fractional_max_pool3d_with_indices": [
+            Sample(r(1, 2, 6, 6, 6), 2, output_ratio=0.5, _random_samples=torch.rand(1, 2, 3))],
+        "gumbel_softmax": [Sample(r(3, 5), tau=0.5), Sample(r(3, 5), hard=True, dim=0)],
+        "lp_pool1d": [Sample(r(1, 2, 7), 2.0, 3, stride=2)],
+        "lp_pool2d": [Sample(r(1, 2, 6, 6), 2, 2),
+                      Sample(r(1, 2, 6, 6), float("inf"), 2, ceil_mode=True)],
+        "lp_pool3d": [Sample(r(1, 2, 4, 4, 4), 1.5, 2)],
+        "max_pool1d_with_indices": [Sample(r(1, 2, 7), 3, stride=2)],
+        "max_pool2d_with_indices": [Sample(r(1, 2, 6, 6), 2)],
+        "max_pool3d_with_indices": [Sample(r(1, 2, 4, 4, 4), 2, padding=1)],
+        "upsample": [Sample(r(1, 2, 4), scale_factor=2, mode="linear")],
+    }
+
+
 def cases(out_root, only, samples_per_op):
     import torch.utils._pytree as pytree
     from torch.testing._internal.common_methods_invocations import op_db
@@ -230,11 +266,12 @@ def cases(out_root, only, samples_per_op):
     torch.set_num_threads(1)
     functions = public_functions()
     differ = {n for n, s in functions.items() if compare_one(n, s)[0]}
+    wanted = set(functions)
     if only:
         unknown = sorted(set(only) - set(functions))
         if unknown:
             sys.exit(f"not torch.nn.functional functions written in Python: {unknown}")
-        differ &= set(only)
+        wanted &= set(only)
     written = 0
     # Entries named nn.functional.NAME, and entries with that alias (softmax, log_softmax):
     # (entry, function name, key, what to call).
@@ -245,13 +282,22 @@ def cases(out_root, only, samples_per_op):
             if entry_name.startswith("nn.functional."):
                 entries.append((op, entry_name[len("nn.functional."):], entry_name + variant,
                                 target))
+    # Functions OpInfo has no samples for get a few of our own.
+    with_opinfo = {name for _, name, _, _ in entries}
+    torch.manual_seed(0)
+    for name, samples in extra_samples().items():
+        if name not in with_opinfo:
+            entries.append((samples, name, f"extra.{name}", getattr(F, name)))
     for op, name, key, target in entries:
-        if name not in differ:
+        if name not in wanted:
             continue
         try:
             samples = []
             shapes = set()
-            if torch.float32 in op.supported_dtypes("cpu"):
+            if isinstance(op, list):
+                samples = op
+            elif torch.float32 in op.supported_dtypes("cpu"):
+                samples = []
                 for s in op.sample_inputs("cpu", torch.float32):
                     if call_shape(s) in shapes:
                         continue
@@ -301,7 +347,7 @@ def cases(out_root, only, samples_per_op):
                 lambda x: f"Tensor{list(x.shape)}:{str(x.dtype)[6:]}"
                 if isinstance(x, torch.Tensor) else x, (s.args, s.kwargs)))[:300]
             case = {"function": name, "opinfo": key, "sample": k, "call": summary,
-                    "status": status}
+                    "status": status, "differs": name in differ}
             if status == "ok":
                 graph = os.path.join(case_dir, "dynamo_000", "graph.py")
                 if not os.path.exists(os.path.join(case_dir, "dynamo_000",
