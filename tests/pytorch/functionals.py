@@ -19,8 +19,8 @@
         case.json says whether it differs from its aten op) with OpInfo samples (op_db
         entries named or aliased `nn.functional.NAME`, every variant), float32 on the CPU:
         the first sample of each distinct call shape (number of positional arguments,
-        keyword names), at most N; for one without, a few samples of our own
-        (`extra.NAME`). Each is compiled by torch.compile(fullgraph=True) with the
+        keyword names), at most N; and samples of our own (`extra.NAME`) for functions
+        without OpInfo samples and for what those never pass. Each is compiled by torch.compile(fullgraph=True) with the
         graphbug_capture backend. Each case is DIR/<opinfo name>/<k>/ with the capture's
         repro directory (dynamo_000: graph.py as dynamo printed it, the sample's real
         inputs, PyTorch's outputs) and case.json (function, sample, whether the function
@@ -233,9 +233,18 @@ class Sample:
 
 
 def extra_samples():
-    """name -> samples, for functions with no OpInfo entry."""
+    """name -> samples of our own: for functions with no OpInfo entry, and for what OpInfo's
+    samples never pass (inplace=True, the legacy size_average and reduce, an implicit
+    softmax dim)."""
     r = torch.randn
     return {
+        "dropout": [Sample(r(3, 4), 0.0, True, True)],
+        "elu": [Sample(r(3, 4), 0.5, True)],
+        "relu": [Sample(r(3, 4), inplace=True)],
+        "mse_loss": [Sample(r(3, 4), r(3, 4), size_average=False)],
+        "nll_loss": [Sample(r(4, 5).log_softmax(1), torch.tensor([0, 3, 1, 4]), reduce=False),
+                     Sample(r(4, 5).log_softmax(1), torch.tensor([0, 3, 1, 4]), None, False)],
+        "softmax": [Sample(r(2, 3, 4)), Sample(r(2, 3))],
         "adaptive_max_pool1d_with_indices": [Sample(r(1, 2, 7), 3)],
         "adaptive_max_pool2d_with_indices": [Sample(r(1, 2, 5, 6), (2, None))],
         "adaptive_max_pool3d_with_indices": [Sample(r(1, 2, 4, 4, 4), 2)],
@@ -282,12 +291,9 @@ def cases(out_root, only, samples_per_op):
             if entry_name.startswith("nn.functional."):
                 entries.append((op, entry_name[len("nn.functional."):], entry_name + variant,
                                 target))
-    # Functions OpInfo has no samples for get a few of our own.
-    with_opinfo = {name for _, name, _, _ in entries}
     torch.manual_seed(0)
     for name, samples in extra_samples().items():
-        if name not in with_opinfo:
-            entries.append((samples, name, f"extra.{name}", getattr(F, name)))
+        entries.append((samples, name, f"extra.{name}", getattr(F, name)))
     for op, name, key, target in entries:
         if name not in wanted:
             continue
