@@ -317,6 +317,7 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         "attention",
         "indexing",
         "indexing_dynamic",
+        "embedding",
     ] {
         assert_run_matches(
             &format!("dynamo/{case}.py"),
@@ -358,6 +359,59 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         ),
         "{}",
         text(&out.stderr)
+    );
+    // F.embedding binds by its own signature (GPT-2's nn.Embedding passes every argument
+    // by position): a padding row counted from the end is aten's row index, and max_norm
+    // renormalizes the rows read, in place, before the lookup.
+    let out = graphbug(&[
+        "specialize",
+        "--aten",
+        fixture("dynamo/embedding.py").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for want in [
+        "torch.ops.aten.embedding.default(l_self_modules_wte_parameters_weight_, l_idx_, -1, False, False)",
+        "torch.ops.aten.embedding.default(l_table_, mod, 4, False, False)",
+        "torch.ops.aten.embedding_renorm_.default(l_self_modules_normed_parameters_weight_, mod_1, 1.0, 2.0)",
+    ] {
+        assert!(text(&out.stdout).contains(want), "{want}\n{}", text(&out.stdout));
+    }
+    // With dynamic=True, dynamo lifts nn.Embedding's norm_type (a float) into a tensor the
+    // graph reads with `.item()`: named, as above.
+    let out = graphbug(&[
+        "run",
+        fixture("dynamo/embedding_dynamic.py").to_str().unwrap(),
+        "--inputs",
+        fixture("dynamo/embedding_dynamic_inputs.safetensors")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("node `item`: ")
+            && text(&out.stderr).contains("unbacked symbol"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `input=` names aten's `self`, as PyTorch's argument parser reads it.
+    let keyword = tmpdir("dynamo-input").join("input.py");
+    std::fs::write(
+        &keyword,
+        "class GraphModule(torch.nn.Module):\n\
+         \x20   def forward(self, L_x_: \"f32[3]\"):\n\
+         \x20       l_x_ = L_x_\n\
+         \x20       relu: \"f32[3]\" = torch.relu(input = l_x_);  l_x_ = None\n\
+         \x20       sm: \"f32[3]\" = torch.nn.functional.softmax(input = relu, dim = 0);  relu = None\n\
+         \x20       return (sm,)\n",
+    )
+    .unwrap();
+    let out = graphbug(&["specialize", "--aten", keyword.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("torch.ops.aten.relu.default(self = l_x_)")
+            && text(&out.stdout).contains("torch.ops.aten.softmax.int(relu, 0, None)"),
+        "{}",
+        text(&out.stdout)
     );
     // A form of a Python-level function that is not lowered is named, not run on guesses.
     let attention = std::fs::read_to_string(fixture("dynamo/attention.py")).unwrap();

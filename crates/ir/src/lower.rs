@@ -5,10 +5,13 @@
 //! `torch.cat`, `x.view(12, -1)` and `x.sum(-1, keepdim = True)` find `aten::cat`,
 //! `aten::view` and `aten::sum.dim_IntList` by binding their arguments to each overload of
 //! the same name, as PyTorch's Python argument parser does (a lone int fills an `int[N]`,
-//! a method's trailing ints fill its one size list, a number fills a `Tensor`). Only the
-//! Python-level functions that are not aten ops (`torch.nn.functional.*` whose signature
-//! differs from its aten op's) are spelled out below. A call nothing binds to is an error
-//! naming it.
+//! a method's trailing ints fill its one size list, a number fills a `Tensor`, `input=`
+//! names `self`). `torch.nn.functional` functions written in Python are bound by their own
+//! Python signature first, then passed to their aten op by aten's names (see
+//! [`functional`]); only what no shared rule covers is spelled out there. A call nothing
+//! binds to is an error naming it.
+
+mod functional;
 
 use std::collections::HashMap;
 
@@ -107,126 +110,6 @@ pub fn lower_to_aten(graph: &Graph, schemas: &dyn Schemas) -> Result<Graph, Stri
 /// The id of a node lowering leaves out (see [`is_unread_query`]).
 const LEFT_OUT: NodeId = NodeId(u32::MAX);
 
-/// A Python function's arguments by parameter name (positional ones by their place among
-/// its parameters), taken one at a time.
-struct Params {
-    values: HashMap<&'static str, Value>,
-}
-
-impl Params {
-    /// `args` and `kwargs` of a function with `params`; too many arguments, an unknown
-    /// keyword or one given twice is an error.
-    fn new(
-        params: &[&'static str],
-        args: Vec<Value>,
-        kwargs: Vec<(String, Value)>,
-    ) -> Result<Params, String> {
-        if args.len() > params.len() {
-            return Err(format!(
-                "{} arguments, at most {}",
-                args.len(),
-                params.len()
-            ));
-        }
-        let mut values: HashMap<&'static str, Value> = params.iter().copied().zip(args).collect();
-        for (k, v) in kwargs {
-            let p = params
-                .iter()
-                .find(|p| **p == k)
-                .ok_or_else(|| format!("unknown argument `{k}`"))?;
-            if values.insert(p, v).is_some() {
-                return Err(format!("argument `{k}` given twice"));
-            }
-        }
-        Ok(Params { values })
-    }
-
-    /// The argument of parameter `name`, or `default`.
-    fn take(&mut self, name: &str, default: Value) -> Value {
-        self.values.remove(name).unwrap_or(default)
-    }
-}
-
-/// `torch.nn.functional` losses and their parameters, in order: each becomes its aten op
-/// of the same name (see `Lowering::loss`).
-const LOSSES: [(&str, &[&str]); 8] = [
-    (
-        "l1_loss",
-        &[
-            "input",
-            "target",
-            "size_average",
-            "reduce",
-            "reduction",
-            "weight",
-        ],
-    ),
-    (
-        "mse_loss",
-        &[
-            "input",
-            "target",
-            "size_average",
-            "reduce",
-            "reduction",
-            "weight",
-        ],
-    ),
-    (
-        "smooth_l1_loss",
-        &[
-            "input",
-            "target",
-            "size_average",
-            "reduce",
-            "reduction",
-            "beta",
-        ],
-    ),
-    (
-        "huber_loss",
-        &["input", "target", "reduction", "delta", "weight"],
-    ),
-    (
-        "kl_div",
-        &[
-            "input",
-            "target",
-            "size_average",
-            "reduce",
-            "reduction",
-            "log_target",
-        ],
-    ),
-    (
-        "binary_cross_entropy",
-        &[
-            "input",
-            "target",
-            "weight",
-            "size_average",
-            "reduce",
-            "reduction",
-        ],
-    ),
-    (
-        "binary_cross_entropy_with_logits",
-        &[
-            "input",
-            "target",
-            "weight",
-            "size_average",
-            "reduce",
-            "reduction",
-            "pos_weight",
-        ],
-    ),
-    (
-        "soft_margin_loss",
-        &["input", "target", "size_average", "reduce", "reduction"],
-    ),
-];
-
 /// The aten steps of `x[index]`, each applied to the previous one's result (the first
 /// to `x`, of rank `rank`): select for ints, slice for slices, unsqueeze for None, `...`
 /// over the dimensions the rest does not index. Their arguments after the tensor.
@@ -289,6 +172,12 @@ fn index_steps(index: Value, rank: Option<usize>) -> Result<Vec<(OpName, Vec<Val
     Ok(steps)
 }
 
+/// Whether keyword `given` names parameter `param` of `schema` as PyTorch's argument parser
+/// reads it: `input` is `self` (`torch.relu(input=x)`) where the schema has no `input`.
+fn is_input_alias(schema: &Schema, given: &str, param: &str) -> bool {
+    given == "input" && param == "self" && !schema.arguments.iter().any(|a| a.name == "input")
+}
+
 /// A Python-level call without effects or an aten op, which lowering leaves out when
 /// nothing reads it: a Tensor method reading metadata, or PyTorch's usage logging.
 fn is_unread_query(kind: &NodeKind) -> bool {
@@ -300,9 +189,6 @@ fn is_unread_query(kind: &NodeKind) -> bool {
 
 /// Keyword arguments in source order.
 type Kwargs = Vec<(String, Value)>;
-
-/// An aten op's name with its positional and keyword arguments, before overload binding.
-type AtenCall = (String, Vec<Value>, Kwargs);
 
 /// Lowers one Python-level call of node `node`, emitting the aten nodes that compute its
 /// arguments into `out` before it.
@@ -375,158 +261,13 @@ impl Lowering<'_> {
                 };
                 (name.to_string(), args, kwargs)
             }
-            "torch.nn.functional" if op.name == "multi_head_attention_forward" => {
-                return self.multi_head_attention(args, kwargs)
-            }
-            "torch.nn.functional" if op.name == "embedding_bag" => {
-                return self.embedding_bag(args, kwargs)
-            }
-            "torch.nn.functional" if LOSSES.iter().any(|(n, _)| *n == op.name) => {
-                return self.loss(&op.name, args, kwargs)
-            }
-            "torch.nn.functional" if op.name == "interpolate" => {
-                let (name, args) = self.interpolate(args, kwargs)?;
-                return self.bind(&name, args, Vec::new(), false);
-            }
-            "torch.nn.functional" => self.functional(&op.name, args, kwargs)?,
+            "torch.nn.functional" => return self.functional(&op.name, args, kwargs),
             "torch._C._special" => (format!("special_{}", op.name), args, kwargs),
             "torch._C._linalg" | "torch.linalg" => (format!("linalg_{}", op.name), args, kwargs),
             "torch._C._fft" | "torch.fft" => (format!("fft_{}", op.name), args, kwargs),
             _ => (op.name.clone(), args, kwargs),
         };
         self.bind(&name, args, kwargs, op.is_method())
-    }
-
-    /// `torch.nn.functional` functions whose signature is not their aten op's.
-    fn functional(
-        &self,
-        name: &str,
-        mut args: Vec<Value>,
-        mut kwargs: Vec<(String, Value)>,
-    ) -> Result<AtenCall, String> {
-        let mut take = |key: &str, pos: usize, args: &mut Vec<Value>| -> Option<Value> {
-            if let Some(i) = kwargs.iter().position(|(k, _)| k == key) {
-                return Some(kwargs.remove(i).1);
-            }
-            (pos < args.len()).then(|| std::mem::replace(&mut args[pos], Value::None))
-        };
-        Ok(match name {
-            // dropout(input, p=0.5, training=True, inplace=False)
-            "dropout" => {
-                let p = take("p", 1, &mut args).unwrap_or(Value::Float(0.5));
-                let train = take("training", 2, &mut args).unwrap_or(Value::Bool(true));
-                let inplace = take("inplace", 3, &mut args) == Some(Value::Bool(true));
-                args.truncate(1);
-                args.extend([p, train]);
-                let name = if inplace { "dropout_" } else { "dropout" };
-                (name.to_string(), args, Vec::new())
-            }
-            // relu(input, inplace=False), and the other activations with `inplace`.
-            "relu" | "relu6" | "hardtanh" | "elu" | "selu" | "celu" | "leaky_relu"
-            | "hardsigmoid" | "hardswish" | "silu" | "mish" | "threshold" => {
-                // Where `inplace` sits when given by position.
-                let at = match name {
-                    "hardtanh" | "threshold" => 3,
-                    "leaky_relu" | "elu" | "celu" => 2,
-                    _ => 1,
-                };
-                let inplace = if args.len() > at {
-                    args.remove(at)
-                } else {
-                    take("inplace", usize::MAX, &mut args).unwrap_or(Value::Bool(false))
-                };
-                let name = if inplace == Value::Bool(true) {
-                    format!("{name}_")
-                } else {
-                    name.to_string()
-                };
-                (name, args, kwargs)
-            }
-            // softmax(input, dim=None, _stacklevel=3, dtype=None)
-            "softmax" | "log_softmax" => {
-                let dim = take("dim", 1, &mut args).unwrap_or(Value::None);
-                let dtype = take("dtype", 3, &mut args).unwrap_or(Value::None);
-                args.truncate(1);
-                args.extend([dim, dtype]);
-                (name.to_string(), args, Vec::new())
-            }
-            // batch_norm(input, running_mean, running_var, weight=None, bias=None,
-            //            training=False, momentum=0.1, eps=1e-05)
-            "batch_norm" => {
-                let rm = take("running_mean", 1, &mut args).unwrap_or(Value::None);
-                let rv = take("running_var", 2, &mut args).unwrap_or(Value::None);
-                let w = take("weight", 3, &mut args).unwrap_or(Value::None);
-                let b = take("bias", 4, &mut args).unwrap_or(Value::None);
-                let training = take("training", 5, &mut args).unwrap_or(Value::Bool(false));
-                let momentum = take("momentum", 6, &mut args).unwrap_or(Value::Float(0.1));
-                let eps = take("eps", 7, &mut args).unwrap_or(Value::Float(1e-5));
-                let input = args.first().cloned().unwrap_or(Value::None);
-                let args = vec![
-                    input,
-                    w,
-                    b,
-                    rm,
-                    rv,
-                    training,
-                    momentum,
-                    eps,
-                    Value::Bool(true),
-                ];
-                ("batch_norm".to_string(), args, Vec::new())
-            }
-            // instance_norm(input, running_mean=None, running_var=None, weight=None,
-            //               bias=None, use_input_stats=True, momentum=0.1, eps=1e-05)
-            "instance_norm" => {
-                let rm = take("running_mean", 1, &mut args).unwrap_or(Value::None);
-                let rv = take("running_var", 2, &mut args).unwrap_or(Value::None);
-                let w = take("weight", 3, &mut args).unwrap_or(Value::None);
-                let b = take("bias", 4, &mut args).unwrap_or(Value::None);
-                let stats = take("use_input_stats", 5, &mut args).unwrap_or(Value::Bool(true));
-                let momentum = take("momentum", 6, &mut args).unwrap_or(Value::Float(0.1));
-                let eps = take("eps", 7, &mut args).unwrap_or(Value::Float(1e-5));
-                let input = args.first().cloned().unwrap_or(Value::None);
-                let args = vec![input, w, b, rm, rv, stats, momentum, eps, Value::Bool(true)];
-                ("instance_norm".to_string(), args, Vec::new())
-            }
-            // cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
-            //               reduce=None, reduction='mean', label_smoothing=0.0)
-            "cross_entropy" | "nll_loss" => {
-                let weight = take("weight", 2, &mut args).unwrap_or(Value::None);
-                let ignore = take("ignore_index", 4, &mut args).unwrap_or(Value::Int(-100));
-                let reduction = match take("reduction", 6, &mut args) {
-                    None | Some(Value::None) => Value::Int(1),
-                    Some(Value::Str(s)) => Value::Int(match s.as_str() {
-                        "none" => 0,
-                        "mean" => 1,
-                        "sum" => 2,
-                        other => return Err(format!("unknown reduction `{other}`")),
-                    }),
-                    Some(other) => other,
-                };
-                let smoothing = take("label_smoothing", 7, &mut args).unwrap_or(Value::Float(0.0));
-                args.truncate(2);
-                let aten = if name == "cross_entropy" {
-                    args.extend([weight, reduction, ignore, smoothing]);
-                    "cross_entropy_loss"
-                } else {
-                    args.extend([weight, reduction, ignore]);
-                    "nll_loss"
-                };
-                (aten.to_string(), args, Vec::new())
-            }
-            // max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,
-            //            ceil_mode=False, return_indices=False), and the other poolings:
-            // `return_indices` picks the `_with_indices` op.
-            _ if name.contains("max_pool") => {
-                let indices = take("return_indices", usize::MAX, &mut args);
-                let name = match indices {
-                    Some(Value::Bool(true)) => format!("{name}_with_indices"),
-                    _ => name.to_string(),
-                };
-                (name, args, kwargs)
-            }
-            _ => (name.to_string(), args, kwargs),
-        })
     }
 
     /// `x[index]`: select for ints, slice for slices, unsqueeze for None, each step
@@ -670,57 +411,18 @@ impl Lowering<'_> {
     /// attention output; its second output, the weights (head-averaged or not), when asked
     /// for. Masks, bias_k/v, zero attention, separate projection weights and static k/v
     /// are not lowered yet: an error names the one given.
-    fn multi_head_attention(
-        &mut self,
-        args: Vec<Value>,
-        kwargs: Vec<(String, Value)>,
-    ) -> Result<NodeKind, String> {
-        const PARAMS: [&str; 25] = [
-            "query",
-            "key",
-            "value",
-            "embed_dim_to_check",
-            "num_heads",
-            "in_proj_weight",
-            "in_proj_bias",
-            "bias_k",
-            "bias_v",
-            "add_zero_attn",
-            "dropout_p",
-            "out_proj_weight",
-            "out_proj_bias",
-            "training",
-            "key_padding_mask",
-            "need_weights",
-            "attn_mask",
-            "use_separate_proj_weight",
-            "q_proj_weight",
-            "k_proj_weight",
-            "v_proj_weight",
-            "static_k",
-            "static_v",
-            "average_attn_weights",
-            "is_causal",
-        ];
-        let mut params = Params::new(&PARAMS, args, kwargs)?;
-        let mut arg = |name: &str| {
-            let default = match name {
-                "training" | "need_weights" | "average_attn_weights" => Value::Bool(true),
-                "add_zero_attn" | "use_separate_proj_weight" | "is_causal" => Value::Bool(false),
-                _ => Value::None,
-            };
-            params.take(name, default)
-        };
-        let [query, key, value] = [arg("query"), arg("key"), arg("value")];
-        let embed = arg("embed_dim_to_check");
-        let heads = arg("num_heads");
-        let (w_in, b_in) = (arg("in_proj_weight"), arg("in_proj_bias"));
-        let (w_out, b_out) = (arg("out_proj_weight"), arg("out_proj_bias"));
-        let dropout = arg("dropout_p");
-        let training = arg("training");
-        let need_weights = arg("need_weights") == Value::Bool(true);
-        let average = arg("average_attn_weights") == Value::Bool(true);
-        let is_causal = arg("is_causal");
+    fn multi_head_attention(&mut self, mut call: functional::Args) -> Result<NodeKind, String> {
+        let mut arg = |name: &str| call.take(name);
+        let [query, key, value] = [arg("query")?, arg("key")?, arg("value")?];
+        let embed = arg("embed_dim_to_check")?;
+        let heads = arg("num_heads")?;
+        let (w_in, b_in) = (arg("in_proj_weight")?, arg("in_proj_bias")?);
+        let (w_out, b_out) = (arg("out_proj_weight")?, arg("out_proj_bias")?);
+        let dropout = arg("dropout_p")?;
+        let training = arg("training")?;
+        let need_weights = arg("need_weights")? == Value::Bool(true);
+        let average = arg("average_attn_weights")? == Value::Bool(true);
+        let is_causal = arg("is_causal")?;
         for (name, unsupported) in [
             ("bias_k", Value::None),
             ("bias_v", Value::None),
@@ -731,7 +433,7 @@ impl Lowering<'_> {
             ("static_k", Value::None),
             ("static_v", Value::None),
         ] {
-            if arg(name) != unsupported {
+            if arg(name)? != unsupported {
                 return Err(format!("`{name}` is not lowered yet"));
             }
         }
@@ -908,252 +610,6 @@ impl Lowering<'_> {
         })
     }
 
-    /// `F.embedding_bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq,
-    /// mode, sparse, per_sample_weights, include_last_offset, padding_idx)`: output 0 of
-    /// `aten::embedding_bag(weight, input, offsets, ...)`, its mode as aten's number. A
-    /// 2-d input and `max_norm` are not lowered yet.
-    fn embedding_bag(
-        &mut self,
-        args: Vec<Value>,
-        kwargs: Vec<(String, Value)>,
-    ) -> Result<NodeKind, String> {
-        const PARAMS: [&str; 11] = [
-            "input",
-            "weight",
-            "offsets",
-            "max_norm",
-            "norm_type",
-            "scale_grad_by_freq",
-            "mode",
-            "sparse",
-            "per_sample_weights",
-            "include_last_offset",
-            "padding_idx",
-        ];
-        let mut params = Params::new(&PARAMS, args, kwargs)?;
-        let mut arg = |name: &str, default: Value| params.take(name, default);
-        let input = arg("input", Value::None);
-        let weight = arg("weight", Value::None);
-        let offsets = arg("offsets", Value::None);
-        if arg("max_norm", Value::None) != Value::None {
-            return Err("`max_norm` is not lowered yet".into());
-        }
-        let scale = arg("scale_grad_by_freq", Value::Bool(false));
-        let mode = match arg("mode", Value::Str("mean".into())) {
-            Value::Str(m) => match m.as_str() {
-                "sum" => 0,
-                "mean" => 1,
-                "max" => 2,
-                other => return Err(format!("unknown mode `{other}`")),
-            },
-            other => return Err(format!("mode {other:?} is not a string")),
-        };
-        let sparse = arg("sparse", Value::Bool(false));
-        let per_sample = arg("per_sample_weights", Value::None);
-        let last = arg("include_last_offset", Value::Bool(false));
-        let padding = arg("padding_idx", Value::None);
-        if self.rank(&input) != Some(1) || offsets == Value::None {
-            return Err("only a 1-d input with offsets is lowered yet".into());
-        }
-        let call = self.bind(
-            "embedding_bag",
-            vec![
-                weight,
-                input,
-                offsets,
-                scale,
-                Value::Int(mode),
-                sparse,
-                per_sample,
-                last,
-                padding,
-            ],
-            Vec::new(),
-            false,
-        )?;
-        let Value::Node(bag) = self.emit_kind("bag", call) else {
-            unreachable!("emit gives a node")
-        };
-        Ok(NodeKind::GetItem {
-            source: bag,
-            index: 0,
-        })
-    }
-
-    /// `F.interpolate(input, size, scale_factor, mode, align_corners,
-    /// recompute_scale_factor, antialias)`: the upsampling op of the mode and the input's
-    /// rank, with `output_size` or `scale_factors` as F.interpolate passes them. `area`
-    /// is not lowered yet.
-    fn interpolate(
-        &self,
-        args: Vec<Value>,
-        kwargs: Vec<(String, Value)>,
-    ) -> Result<(String, Vec<Value>), String> {
-        const PARAMS: [&str; 7] = [
-            "input",
-            "size",
-            "scale_factor",
-            "mode",
-            "align_corners",
-            "recompute_scale_factor",
-            "antialias",
-        ];
-        let mut params = Params::new(&PARAMS, args, kwargs)?;
-        let mut arg = |name: &str| params.take(name, Value::None);
-        let input = arg("input");
-        let (size, scale) = (arg("size"), arg("scale_factor"));
-        let mode = match arg("mode") {
-            Value::None => "nearest".to_string(),
-            Value::Str(m) => m,
-            other => return Err(format!("mode {other:?} is not a string")),
-        };
-        let align = arg("align_corners");
-        let recompute = arg("recompute_scale_factor") == Value::Bool(true);
-        let antialias = arg("antialias") == Value::Bool(true);
-        let shape = self
-            .shape(&input)
-            .filter(|s| (3..=5).contains(&s.len()))
-            .ok_or("the input needs a static 3-d to 5-d shape annotation")?;
-        let dims = shape.len() - 2;
-        let repeat = |v: Value, what: &str| -> Result<Vec<Value>, String> {
-            match v {
-                Value::List(items) | Value::Tuple(items) if items.len() == dims => Ok(items),
-                one @ (Value::Int(_) | Value::Float(_)) => Ok(vec![one; dims]),
-                other => Err(format!("{what} {other:?} does not fit {dims} spatial dims")),
-            }
-        };
-        let (output_size, scales) = match (size, scale) {
-            (Value::None, Value::None) => {
-                return Err("either size or scale_factor is needed".into())
-            }
-            (size, Value::None) => (Value::List(repeat(size, "size")?), Value::None),
-            (Value::None, scale) => {
-                let factors: Vec<f64> = repeat(scale, "scale_factor")?
-                    .into_iter()
-                    .map(|v| match v {
-                        Value::Float(f) => Ok(f),
-                        Value::Int(i) => Ok(i as f64),
-                        other => Err(format!("scale factor {other:?} is not a number")),
-                    })
-                    .collect::<Result<_, _>>()?;
-                if recompute {
-                    let sizes = shape[2..]
-                        .iter()
-                        .zip(&factors)
-                        .map(|(&n, f)| Value::Int((n as f64 * f).floor() as i64))
-                        .collect();
-                    (Value::List(sizes), Value::None)
-                } else {
-                    (
-                        Value::None,
-                        Value::List(factors.into_iter().map(Value::Float).collect()),
-                    )
-                }
-            }
-            _ => return Err("only one of size and scale_factor may be given".into()),
-        };
-        let suffix = ["1d", "2d", "3d"][dims - 1];
-        let align = if align == Value::None {
-            Value::Bool(false)
-        } else {
-            align
-        };
-        let (name, with_align) = match (mode.as_str(), dims, antialias) {
-            ("nearest", _, false) => (format!("upsample_nearest{suffix}"), false),
-            ("nearest-exact", _, false) => (format!("_upsample_nearest_exact{suffix}"), false),
-            ("linear", 1, false) => ("upsample_linear1d".to_string(), true),
-            ("bilinear", 2, false) => ("upsample_bilinear2d".to_string(), true),
-            ("bilinear", 2, true) => ("_upsample_bilinear2d_aa".to_string(), true),
-            ("bicubic", 2, false) => ("upsample_bicubic2d".to_string(), true),
-            ("bicubic", 2, true) => ("_upsample_bicubic2d_aa".to_string(), true),
-            ("trilinear", 3, false) => ("upsample_trilinear3d".to_string(), true),
-            (mode, _, aa) => {
-                return Err(format!(
-                    "mode `{mode}` on a {}-d input{} is not lowered yet",
-                    dims + 2,
-                    if aa { " with antialias" } else { "" }
-                ))
-            }
-        };
-        let args = if with_align {
-            vec![input, output_size, align, scales]
-        } else {
-            vec![input, output_size, scales]
-        };
-        Ok((name, args))
-    }
-
-    /// A `torch.nn.functional` loss (see [`LOSSES`]): its aten op of the same name, bound
-    /// by keyword (`input` is aten's `self`), the reduction as aten's number; `batchmean`
-    /// (kl_div) is the sum over the batch size. The legacy `size_average` and `reduce`, and
-    /// a `weight` the aten op has no parameter for, are not lowered yet.
-    fn loss(
-        &mut self,
-        name: &str,
-        args: Vec<Value>,
-        kwargs: Vec<(String, Value)>,
-    ) -> Result<NodeKind, String> {
-        let params = LOSSES
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, p)| *p)
-            .expect("a known loss");
-        let mut given = Params::new(params, args, kwargs)?;
-        let named: Vec<(&str, Value)> = params
-            .iter()
-            .filter_map(|p| given.values.remove(p).map(|v| (*p, v)))
-            .collect();
-        let mut batchmean = false;
-        let mut aten_kwargs = Vec::new();
-        for (k, v) in named {
-            match (k, v) {
-                ("size_average" | "reduce", Value::None) => {}
-                ("size_average" | "reduce", _) => {
-                    return Err(format!(
-                        "the legacy `{k}` is not lowered yet; use `reduction`"
-                    ))
-                }
-                ("reduction", Value::Str(r)) => {
-                    let code = match r.as_str() {
-                        "none" => 0,
-                        "mean" => 1,
-                        "sum" => 2,
-                        "batchmean" if name == "kl_div" => {
-                            batchmean = true;
-                            2
-                        }
-                        other => return Err(format!("unknown reduction `{other}`")),
-                    };
-                    aten_kwargs.push(("reduction".to_string(), Value::Int(code)));
-                }
-                ("input", v) => aten_kwargs.push(("self".to_string(), v)),
-                (_, v) => aten_kwargs.push((k.to_string(), v)),
-            }
-        }
-        let input = aten_kwargs
-            .iter()
-            .find(|(k, _)| k == "self")
-            .map(|(_, v)| v.clone());
-        let call = self
-            .bind(name, Vec::new(), aten_kwargs, false)
-            .map_err(|e| {
-                format!("{e} (a `weight` {name}'s aten op does not take is not lowered yet)")
-            })?;
-        if !batchmean {
-            return Ok(call);
-        }
-        let batch = input
-            .and_then(|v| self.shape(&v))
-            .and_then(|s| s.first().copied())
-            .ok_or("reduction `batchmean` needs the input's static shape annotation")?;
-        let sum = self.emit_kind("sum", call);
-        Ok(NodeKind::Call {
-            op: OpName::aten("div", "Scalar"),
-            args: vec![sum, Value::Int(batch)],
-            kwargs: Vec::new(),
-        })
-    }
-
     /// Adds the call `op(args)` before the node, named after it (`<node>_<what>`).
     fn emit(&mut self, what: &str, op: OpName, args: Vec<Value>) -> Value {
         self.emit_kind(
@@ -1261,7 +717,7 @@ impl Lowering<'_> {
             } else {
                 kwargs
                     .iter()
-                    .find(|(n, _)| *n == p.name)
+                    .find(|(n, _)| *n == p.name || is_input_alias(schema, n, &p.name))
                     .map(|(_, v)| v.clone())
             };
             match given {
@@ -1279,10 +735,11 @@ impl Lowering<'_> {
             }
         }
         // Every keyword must name a parameter.
-        if kwargs
-            .iter()
-            .any(|(n, _)| !params.iter().any(|p| p.name == *n))
-        {
+        if kwargs.iter().any(|(n, _)| {
+            !params
+                .iter()
+                .any(|p| p.name == *n || is_input_alias(schema, n, &p.name))
+        }) {
             return None;
         }
         Some((score, out_args, out_kwargs))
