@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! # use graphbug_pjrt::*;
-//! let plugin = Plugin::load("xla_cpu_pjrt.so")?;
+//! let plugin = Plugin::load(resolve("cpu", Some(std::path::Path::new(".")))?)?;
 //! println!("PJRT API {}", plugin.api_version());
 //! # Ok::<(), Error>(())
 //! ```
@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod discover;
 mod plugin;
 mod sys;
 
@@ -26,6 +27,7 @@ use std::path::PathBuf;
 
 use graphbug_ir::Dtype;
 
+pub use discover::{discover, resolve, Found, Origin, PLUGINS_VAR};
 pub use graphbug_files::HostTensor;
 pub use plugin::{Attribute, Plugin};
 
@@ -139,6 +141,25 @@ pub enum Error {
         /// What is wrong with the answer.
         message: String,
     },
+    /// No plugin of that name: lists the plugins that were found.
+    #[error("no PJRT plugin named `{name}` (set {PLUGINS_VAR}=NAME:PATH, or give a path); found: {}", list_found(.found))]
+    UnknownPlugin {
+        /// The name asked for.
+        name: String,
+        /// What discovery found.
+        found: Vec<Found>,
+    },
+}
+
+fn list_found(found: &[Found]) -> String {
+    if found.is_empty() {
+        return "none".into();
+    }
+    let names: Vec<String> = found
+        .iter()
+        .map(|f| format!("{} ({})", f.name, f.path.display()))
+        .collect();
+    names.join(", ")
 }
 
 /// A `PJRT_Error_Code` (the absl status codes).
