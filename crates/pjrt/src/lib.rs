@@ -9,7 +9,9 @@
 //! ```no_run
 //! # use graphbug_pjrt::*;
 //! let plugin = Plugin::load(resolve("cpu", Some(std::path::Path::new(".")))?)?;
-//! println!("PJRT API {}", plugin.api_version());
+//! let client = Client::new(&plugin)?;
+//! let exe = client.compile(b"module { ... }", Format::Mlir)?;
+//! let outputs = exe.execute(&[/* HostTensors */])?;
 //! # Ok::<(), Error>(())
 //! ```
 //!
@@ -18,8 +20,10 @@
 
 #![warn(missing_docs)]
 
+mod client;
 mod discover;
 mod plugin;
+mod proto;
 mod sys;
 
 use std::fmt;
@@ -27,6 +31,7 @@ use std::path::PathBuf;
 
 use graphbug_ir::Dtype;
 
+pub use client::{Client, Device, Executable, Format};
 pub use discover::{discover, resolve, Found, Origin, PLUGINS_VAR};
 pub use graphbug_files::HostTensor;
 pub use plugin::{Attribute, Plugin};
@@ -257,6 +262,14 @@ impl ElementType {
     pub fn dtype(self) -> Option<Dtype> {
         self.entry().and_then(|e| e.3)
     }
+
+    /// The element type of an `xla::PrimitiveType` (as in an `HloModuleProto`).
+    pub(crate) fn from_xla_primitive(primitive: i64) -> Option<ElementType> {
+        ELEMENT_TYPES
+            .iter()
+            .find(|e| i64::from(e.1) == primitive)
+            .map(|e| ElementType(e.0))
+    }
 }
 
 impl From<Dtype> for ElementType {
@@ -316,6 +329,7 @@ mod tests {
         assert_eq!(ElementType(17).to_string(), "f8e4m3fn");
         assert_eq!(ElementType(17).dtype(), None);
         assert_eq!(ElementType(99).to_string(), "PJRT_Buffer_Type 99");
+        assert_eq!(ElementType::from_xla_primitive(16), Some(ElementType(13)));
         assert_eq!(ErrorCode(3).to_string(), "INVALID_ARGUMENT");
     }
 }

@@ -4,7 +4,7 @@ use std::ffi::c_char;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::sys::{self, PJRT_Error};
+use crate::sys::{self, PJRT_Error, PJRT_Event};
 use crate::{ApiVersion, Error, ErrorCode, HEADER_VERSION};
 
 /// The function pointer of `$name` from `$api`'s table, or [`Error::MissingCall`] when the
@@ -38,7 +38,7 @@ macro_rules! call {
         }
     }};
 }
-pub(crate) use function;
+pub(crate) use {call, function};
 
 /// A loaded plugin's function table, and what is known about it.
 pub(crate) struct Api {
@@ -113,6 +113,34 @@ impl Api {
             args.error = error;
             // SAFETY: `error` is live and destroyed once.
             unsafe { f(&mut args) };
+        }
+    }
+
+    /// Waits for `event` (null: nothing to wait for), then destroys it. An error names the
+    /// call the event came from.
+    pub(crate) fn await_event(&self, from: &str, event: *mut PJRT_Event) -> Result<(), Error> {
+        if event.is_null() {
+            return Ok(());
+        }
+        let mut args = sys::PJRT_Event_Await_Args::new();
+        args.event = event;
+        let awaited = match function!(self, PJRT_Event_Await) {
+            // SAFETY: `event` is a live event of this plugin.
+            Ok(f) => self.check(&format!("{from} (awaiting its event)"), unsafe {
+                f(&mut args)
+            }),
+            Err(e) => Err(e),
+        };
+        self.destroy_event(event);
+        awaited
+    }
+
+    /// Destroys `event` (null: nothing), ignoring the plugin's error.
+    pub(crate) fn destroy_event(&self, event: *mut PJRT_Event) {
+        if !event.is_null() {
+            let mut args = sys::PJRT_Event_Destroy_Args::new();
+            args.event = event;
+            let _ = call!(self, PJRT_Event_Destroy, &mut args);
         }
     }
 }
@@ -253,7 +281,6 @@ impl Plugin {
     /// The same plugin, checked as if its function table were only `table_size` bytes long:
     /// a stand-in for an older plugin, for tests.
     #[cfg(test)]
-    #[allow(dead_code)]
     pub(crate) fn with_table_size(&self, table_size: usize) -> Plugin {
         Plugin {
             api: Arc::new(Api {
@@ -333,4 +360,62 @@ fn open(path: PathBuf) -> Result<Api, Error> {
         Err(e) => return Err(e),
     }
     Ok(api)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::offset_of;
+
+    use super::*;
+    use crate::{Client, Format};
+
+    #[test]
+    fn a_call_missing_from_an_older_plugin_is_an_error() {
+        let workspace = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        let Ok(path) = crate::resolve("cpu", Some(workspace)) else {
+            eprintln!("skipped: no XLA CPU plugin in .venv");
+            return;
+        };
+        let plugin = Plugin::load(path).unwrap();
+        let add = b"module { func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> { %0 = stablehlo.add %a, %a : tensor<2xf32> \n return %0 : tensor<2xf32> } }";
+
+        // A table that ends before the output metadata calls (added after PJRT_Compile):
+        // the executable compiles and runs, without output types.
+        let older = plugin.with_table_size(offset_of!(sys::PJRT_Api, PJRT_Compile) + 8);
+        let exe = Client::new(&older)
+            .unwrap()
+            .compile(add, Format::Mlir)
+            .unwrap();
+        assert_eq!(exe.outputs(), None);
+        assert_eq!(exe.num_outputs(), 1);
+        let x = crate::HostTensor::new(graphbug_ir::Dtype::Float32, vec![2], vec![0; 8]).unwrap();
+        assert_eq!(exe.execute(&[x]).unwrap()[0].data, [0; 8]);
+
+        // A table that ends before PJRT_Client_Compile: compiling is a clear error.
+        let offset = offset_of!(sys::PJRT_Api, PJRT_Client_Compile);
+        let oldest = plugin.with_table_size(offset);
+        let err = Client::new(&oldest)
+            .unwrap()
+            .compile(add, Format::Mlir)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(
+                err,
+                Error::MissingCall {
+                    call: "PJRT_Client_Compile",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        let version = plugin.api_version();
+        assert!(
+            text.contains(&format!(
+                "PJRT_Client_Compile is missing from this plugin (PJRT API {version}, a function table of {offset} bytes; the call is at byte {offset} of the table in graphbug's PJRT API 0.81 bindings)"
+            )),
+            "{text}"
+        );
+    }
 }
