@@ -1,5 +1,6 @@
 //! The client against the XLA CPU plugin of the `xla-cpu-pjrt` wheel in the workspace's
-//! `.venv`; each test is skipped, with a notice, when the wheel is not installed.
+//! `.venv` (PJRT API 0.81), or the one `PJRT_NAMES_AND_LIBRARY_PATHS=cpu:PATH` names; each
+//! test is skipped, with a notice, when there is none.
 //! Timings are printed: `cargo test -p graphbug-pjrt -- --nocapture`.
 
 use std::path::Path;
@@ -278,7 +279,7 @@ fn invalid_programs_are_compile_errors() {
     }
     let text = err.to_string();
     assert!(
-        text.contains("xla_cpu_pjrt.so: PJRT_Client_Compile failed (UNKNOWN): "),
+        text.contains(".so: PJRT_Client_Compile failed (UNKNOWN): "),
         "{text}"
     );
 
@@ -370,18 +371,20 @@ fn files_that_are_not_plugins_are_clear_errors() {
 
 #[test]
 fn discovery_finds_the_venv_wheel() {
-    let Some(_client) = cpu() else { return };
+    let wheel = "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
     let start = Instant::now();
     let found = discover(Some(workspace()));
     eprintln!(
         "discover: {:.1} ms, {found:?}",
         start.elapsed().as_secs_f64() * 1e3
     );
-    let cpu = found.iter().find(|f| f.name == "cpu").unwrap();
-    assert_eq!(cpu.origin, Origin::Venv);
-    assert!(cpu
-        .path
-        .ends_with("xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"));
+    // (PJRT_NAMES_AND_LIBRARY_PATHS may name another `cpu` first.)
+    let Some(cpu) = found.iter().find(|f| f.origin == Origin::Venv) else {
+        eprintln!("skipped: no {wheel} in .venv");
+        return;
+    };
+    assert_eq!(cpu.name, "cpu");
+    assert!(cpu.path.ends_with(wheel));
     // jaxlib's own library does not export GetPjrtApi.
     assert!(found.iter().all(|f| !f.path.ends_with("libjax_common.so")));
 }
