@@ -25,8 +25,16 @@ fn cpu() -> Option<Client> {
             return None;
         }
     };
+    let start = Instant::now();
     let plugin = Plugin::load(path).expect("the CPU plugin loads");
-    Some(Client::new(&plugin).expect("a CPU client"))
+    let loaded = start.elapsed();
+    let client = Client::new(&plugin).expect("a CPU client");
+    eprintln!(
+        "plugin load {:.1} ms (cached after the first), client {:.1} ms",
+        loaded.as_secs_f64() * 1e3,
+        (start.elapsed() - loaded).as_secs_f64() * 1e3
+    );
+    Some(client)
 }
 
 fn tensor<T: Copy, const N: usize>(
@@ -117,7 +125,12 @@ fn compiles_and_runs_stablehlo_text() {
         dims: vec![3],
     };
     assert_eq!(exe.outputs(), Some(&[f32_3.clone()][..]));
+    let start = Instant::now();
     assert_eq!(exe.inputs(), Some(&[f32_3.clone(), f32_3][..]));
+    eprintln!(
+        "mlir add: inputs read from the optimized program {:.3} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
     let a = f32s(&[3], [1.0, 2.0, 3.0]);
     let b = f32s(&[3], [10.0, 20.5, -3.0]);
     let out = run_timed("mlir add", &exe, &[a.clone(), b.clone()]);
