@@ -1,0 +1,627 @@
+//! Clients, executables and the buffers that carry host tensors in and out.
+
+use std::ffi::c_char;
+use std::ptr::null_mut;
+use std::sync::{Arc, OnceLock};
+
+use graphbug_files::HostTensor;
+
+use crate::plugin::{call, text, Api, Plugin};
+use crate::sys::{self, PJRT_Buffer, PJRT_Device};
+use crate::{proto, ElementType, Error, TensorSpec};
+
+/// The format of a program given to [`Client::compile`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// StableHLO (or any MLIR the plugin takes): text, generic or pretty, or bytecode.
+    Mlir,
+    /// A serialized `xla.HloModuleProto` (HLO text is not accepted by plugins).
+    Hlo,
+}
+
+impl Format {
+    /// The name PJRT gives the format (`mlir`, `hlo`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Mlir => "mlir",
+            Format::Hlo => "hlo",
+        }
+    }
+}
+
+/// A device a client sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// The device id (`PJRT_DeviceDescription_Id`).
+    pub id: i32,
+    /// The vendor's kind of device (`PJRT_DeviceDescription_Kind`), e.g. `cpu`.
+    pub kind: String,
+    /// A short description (`PJRT_DeviceDescription_ToString`), e.g. `CpuDevice(id=0)`.
+    pub description: String,
+}
+
+struct ClientInner {
+    api: Arc<Api>,
+    ptr: *mut sys::PJRT_Client,
+}
+
+// SAFETY: PJRT clients are thread-safe.
+unsafe impl Send for ClientInner {}
+// SAFETY: as above.
+unsafe impl Sync for ClientInner {}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        let mut args = sys::PJRT_Client_Destroy_Args::new();
+        args.client = self.ptr;
+        let _ = call!(&self.api, PJRT_Client_Destroy, &mut args);
+    }
+}
+
+/// A PJRT client of a plugin (`PJRT_Client_Create`, no options); destroyed when it and every
+/// executable compiled with it are dropped.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+impl Client {
+    /// Creates a client of `plugin`.
+    pub fn new(plugin: &Plugin) -> Result<Client, Error> {
+        let api = plugin.api.clone();
+        let mut args = sys::PJRT_Client_Create_Args::new();
+        call!(&api, PJRT_Client_Create, &mut args)?;
+        if args.client.is_null() {
+            return Err(unexpected(&api, "PJRT_Client_Create", "no client returned"));
+        }
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                api,
+                ptr: args.client,
+            }),
+        })
+    }
+
+    fn api(&self) -> &Api {
+        &self.inner.api
+    }
+
+    /// The platform's name, e.g. `cpu`.
+    pub fn platform_name(&self) -> Result<String, Error> {
+        let mut args = sys::PJRT_Client_PlatformName_Args::new();
+        args.client = self.inner.ptr;
+        call!(self.api(), PJRT_Client_PlatformName, &mut args)?;
+        // SAFETY: the name lives as long as the client.
+        Ok(unsafe { text(args.platform_name, args.platform_name_size) })
+    }
+
+    /// The platform's version, e.g. the CUDA version on GPU.
+    pub fn platform_version(&self) -> Result<String, Error> {
+        let mut args = sys::PJRT_Client_PlatformVersion_Args::new();
+        args.client = self.inner.ptr;
+        call!(self.api(), PJRT_Client_PlatformVersion, &mut args)?;
+        // SAFETY: the version lives as long as the client.
+        Ok(unsafe { text(args.platform_version, args.platform_version_size) })
+    }
+
+    /// Every device the client sees.
+    pub fn devices(&self) -> Result<Vec<Device>, Error> {
+        let mut args = sys::PJRT_Client_Devices_Args::new();
+        args.client = self.inner.ptr;
+        call!(self.api(), PJRT_Client_Devices, &mut args)?;
+        // SAFETY: the list lives as long as the client.
+        let list = unsafe { pointers(args.devices, args.num_devices) };
+        list.iter().map(|&d| self.device(d)).collect()
+    }
+
+    /// The devices the client can run on.
+    pub fn addressable_devices(&self) -> Result<Vec<Device>, Error> {
+        let mut args = sys::PJRT_Client_AddressableDevices_Args::new();
+        args.client = self.inner.ptr;
+        call!(self.api(), PJRT_Client_AddressableDevices, &mut args)?;
+        // SAFETY: the list lives as long as the client.
+        let list = unsafe { pointers(args.addressable_devices, args.num_addressable_devices) };
+        list.iter().map(|&d| self.device(d)).collect()
+    }
+
+    fn device(&self, device: *mut PJRT_Device) -> Result<Device, Error> {
+        let api = self.api();
+        let mut get = sys::PJRT_Device_GetDescription_Args::new();
+        get.device = device;
+        call!(api, PJRT_Device_GetDescription, &mut get)?;
+        let mut id = sys::PJRT_DeviceDescription_Id_Args::new();
+        id.device_description = get.device_description;
+        call!(api, PJRT_DeviceDescription_Id, &mut id)?;
+        let mut kind = sys::PJRT_DeviceDescription_Kind_Args::new();
+        kind.device_description = get.device_description;
+        call!(api, PJRT_DeviceDescription_Kind, &mut kind)?;
+        let mut string = sys::PJRT_DeviceDescription_ToString_Args::new();
+        string.device_description = get.device_description;
+        call!(api, PJRT_DeviceDescription_ToString, &mut string)?;
+        // SAFETY: the strings live as long as the device, which the client owns.
+        Ok(unsafe {
+            Device {
+                id: id.id,
+                kind: text(kind.device_kind, kind.device_kind_size),
+                description: text(string.to_string, string.to_string_size),
+            }
+        })
+    }
+
+    /// Compiles a program for one device (one replica, one partition).
+    pub fn compile(&self, program: &[u8], format: Format) -> Result<Executable, Error> {
+        let api = self.api();
+        let options = proto::compile_options();
+        let format_name = format.as_str();
+        let mut code = sys::PJRT_Program::new();
+        // The plugin only reads the code when compiling.
+        code.code = program.as_ptr().cast::<c_char>().cast_mut();
+        code.code_size = program.len();
+        code.format = format_name.as_ptr().cast();
+        code.format_size = format_name.len();
+        let mut args = sys::PJRT_Client_Compile_Args::new();
+        args.client = self.inner.ptr;
+        args.program = &code;
+        args.compile_options = options.as_ptr().cast();
+        args.compile_options_size = options.len();
+        call!(api, PJRT_Client_Compile, &mut args)?;
+        if args.executable.is_null() {
+            return Err(unexpected(
+                api,
+                "PJRT_Client_Compile",
+                "no executable returned",
+            ));
+        }
+        let mut executable = Executable {
+            client: self.inner.clone(),
+            ptr: args.executable,
+            device: null_mut(),
+            num_outputs: 0,
+            outputs: None,
+            inputs: OnceLock::new(),
+        };
+        let (num_outputs, outputs) = {
+            let info = executable.info()?;
+            let n = info.num_outputs()?;
+            (n, info.outputs(n))
+        };
+        executable.num_outputs = num_outputs;
+        executable.outputs = outputs;
+        executable.device = executable.first_device()?;
+        Ok(executable)
+    }
+}
+
+/// A compiled program, loaded on the client's device (`PJRT_LoadedExecutable`).
+pub struct Executable {
+    client: Arc<ClientInner>,
+    ptr: *mut sys::PJRT_LoadedExecutable,
+    /// The device it runs on, owned by the client.
+    device: *mut PJRT_Device,
+    num_outputs: usize,
+    outputs: Option<Vec<TensorSpec>>,
+    inputs: OnceLock<Option<Vec<TensorSpec>>>,
+}
+
+// SAFETY: PJRT executables are thread-safe; the rest is plain data.
+unsafe impl Send for Executable {}
+// SAFETY: as above.
+unsafe impl Sync for Executable {}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        let mut args = sys::PJRT_LoadedExecutable_Destroy_Args::new();
+        args.executable = self.ptr;
+        let _ = call!(&self.client.api, PJRT_LoadedExecutable_Destroy, &mut args);
+    }
+}
+
+impl Executable {
+    /// How many outputs a run returns (a tuple result counts its elements).
+    pub fn num_outputs(&self) -> usize {
+        self.num_outputs
+    }
+
+    /// The outputs' element types and dimensions, where the plugin tells them
+    /// (`PJRT_Executable_OutputElementTypes`, `PJRT_Executable_OutputDimensions`).
+    pub fn outputs(&self) -> Option<&[TensorSpec]> {
+        self.outputs.as_deref()
+    }
+
+    /// The inputs' element types and dimensions, where the plugin tells them: read from the
+    /// optimized program (`PJRT_Executable_OptimizedProgram`, an HLO module) on first use.
+    pub fn inputs(&self) -> Option<&[TensorSpec]> {
+        self.inputs
+            .get_or_init(|| {
+                let info = self.info().ok()?;
+                proto::entry_parameters(&info.optimized_hlo()?)
+            })
+            .as_deref()
+    }
+
+    /// Runs the program on `inputs` and returns its outputs, dense and in C order. Inputs
+    /// that do not fit what the executable expects are an error before the plugin is called.
+    pub fn execute(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Error> {
+        self.check_inputs(inputs)?;
+        let api = &*self.client.api;
+        let mut buffers = Vec::with_capacity(inputs.len());
+        for tensor in inputs {
+            buffers.push(self.upload(tensor)?);
+        }
+        let arguments: Vec<*mut PJRT_Buffer> = buffers.iter().map(|b| b.ptr).collect();
+        let argument_lists = [arguments.as_ptr()];
+        let mut outputs: Vec<*mut PJRT_Buffer> = vec![null_mut(); self.num_outputs];
+        let output_lists = [outputs.as_mut_ptr()];
+        let mut done = [null_mut()];
+        let mut options = sys::PJRT_ExecuteOptions::new();
+        let mut args = sys::PJRT_LoadedExecutable_Execute_Args::new();
+        args.executable = self.ptr;
+        args.options = &mut options;
+        args.argument_lists = argument_lists.as_ptr();
+        args.num_devices = 1;
+        args.num_args = arguments.len();
+        args.output_lists = output_lists.as_ptr();
+        args.device_complete_events = done.as_mut_ptr();
+        let ran = call!(api, PJRT_LoadedExecutable_Execute, &mut args);
+        // Own whatever came back before looking at errors, so it is freed either way.
+        let outputs: Vec<Buffer> = outputs
+            .into_iter()
+            .filter(|p| !p.is_null())
+            .map(|ptr| Buffer { api, ptr })
+            .collect();
+        if let Err(e) = ran {
+            api.destroy_event(done[0]);
+            return Err(e);
+        }
+        api.await_event("PJRT_LoadedExecutable_Execute", done[0])?;
+        drop(buffers);
+        if outputs.len() != self.num_outputs {
+            return Err(unexpected(
+                api,
+                "PJRT_LoadedExecutable_Execute",
+                format!(
+                    "{} outputs expected, {} returned",
+                    self.num_outputs,
+                    outputs.len()
+                ),
+            ));
+        }
+        outputs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b.download(i))
+            .collect()
+    }
+
+    fn check_inputs(&self, inputs: &[HostTensor]) -> Result<(), Error> {
+        let bad = |message: String| Error::BadInput {
+            path: self.client.api.path.clone(),
+            call: "PJRT_LoadedExecutable_Execute",
+            message,
+        };
+        for (i, t) in inputs.iter().enumerate() {
+            let size = t
+                .shape
+                .iter()
+                .try_fold(t.dtype.itemsize(), |n, &d| n.checked_mul(d));
+            if size != Some(t.data.len()) {
+                return Err(bad(format!(
+                    "input {i} is {} but holds {} bytes",
+                    TensorSpec::of(t),
+                    t.data.len()
+                )));
+            }
+        }
+        let Some(expected) = self.inputs() else {
+            return Ok(());
+        };
+        let list = |specs: Vec<String>| format!("({})", specs.join(", "));
+        if expected.len() != inputs.len() {
+            return Err(bad(format!(
+                "the executable takes {} inputs {}, {} given {}",
+                expected.len(),
+                list(expected.iter().map(ToString::to_string).collect()),
+                inputs.len(),
+                list(
+                    inputs
+                        .iter()
+                        .map(|t| TensorSpec::of(t).to_string())
+                        .collect()
+                ),
+            )));
+        }
+        for (i, (want, t)) in expected.iter().zip(inputs).enumerate() {
+            let got = TensorSpec::of(t);
+            if *want != got {
+                return Err(bad(format!(
+                    "input {i}: the executable expects {want}, got {got}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies a host tensor to the executable's device.
+    fn upload(&self, tensor: &HostTensor) -> Result<Buffer<'_>, Error> {
+        let api = &*self.client.api;
+        let dims: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
+        let mut args = sys::PJRT_Client_BufferFromHostBuffer_Args::new();
+        args.client = self.client.ptr;
+        args.data = tensor.data.as_ptr().cast();
+        args.type_ = ElementType::from(tensor.dtype).0;
+        args.dims = dims.as_ptr();
+        args.num_dims = dims.len();
+        args.host_buffer_semantics = sys::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+        args.device = self.device;
+        call!(api, PJRT_Client_BufferFromHostBuffer, &mut args)?;
+        let buffer = Buffer {
+            api,
+            ptr: args.buffer,
+        };
+        api.await_event(
+            "PJRT_Client_BufferFromHostBuffer",
+            args.done_with_host_buffer,
+        )?;
+        if buffer.ptr.is_null() {
+            return Err(unexpected(
+                api,
+                "PJRT_Client_BufferFromHostBuffer",
+                "no buffer returned",
+            ));
+        }
+        Ok(buffer)
+    }
+
+    /// The unloaded view of the executable, for its metadata.
+    fn info(&self) -> Result<Info<'_>, Error> {
+        let api = &*self.client.api;
+        let mut args = sys::PJRT_LoadedExecutable_GetExecutable_Args::new();
+        args.loaded_executable = self.ptr;
+        call!(api, PJRT_LoadedExecutable_GetExecutable, &mut args)?;
+        if args.executable.is_null() {
+            return Err(unexpected(
+                api,
+                "PJRT_LoadedExecutable_GetExecutable",
+                "no executable returned",
+            ));
+        }
+        Ok(Info {
+            api,
+            ptr: args.executable,
+        })
+    }
+
+    /// The first device the executable was loaded on.
+    fn first_device(&self) -> Result<*mut PJRT_Device, Error> {
+        let api = &*self.client.api;
+        let mut args = sys::PJRT_LoadedExecutable_AddressableDevices_Args::new();
+        args.executable = self.ptr;
+        call!(api, PJRT_LoadedExecutable_AddressableDevices, &mut args)?;
+        // SAFETY: the list lives as long as the executable.
+        let devices = unsafe { pointers(args.addressable_devices, args.num_addressable_devices) };
+        devices.first().copied().ok_or_else(|| {
+            unexpected(
+                api,
+                "PJRT_LoadedExecutable_AddressableDevices",
+                "the executable has no device",
+            )
+        })
+    }
+}
+
+/// A `PJRT_Executable`, destroyed on drop.
+struct Info<'a> {
+    api: &'a Api,
+    ptr: *mut sys::PJRT_Executable,
+}
+
+impl Drop for Info<'_> {
+    fn drop(&mut self) {
+        let mut args = sys::PJRT_Executable_Destroy_Args::new();
+        args.executable = self.ptr;
+        let _ = call!(self.api, PJRT_Executable_Destroy, &mut args);
+    }
+}
+
+impl Info<'_> {
+    fn num_outputs(&self) -> Result<usize, Error> {
+        let mut args = sys::PJRT_Executable_NumOutputs_Args::new();
+        args.executable = self.ptr;
+        call!(self.api, PJRT_Executable_NumOutputs, &mut args)?;
+        Ok(args.num_outputs)
+    }
+
+    /// The outputs' types and dimensions; `None` where the plugin cannot tell.
+    fn outputs(&self, num_outputs: usize) -> Option<Vec<TensorSpec>> {
+        let mut types = sys::PJRT_Executable_OutputElementTypes_Args::new();
+        types.executable = self.ptr;
+        call!(self.api, PJRT_Executable_OutputElementTypes, &mut types).ok()?;
+        let mut dims = sys::PJRT_Executable_OutputDimensions_Args::new();
+        dims.executable = self.ptr;
+        call!(self.api, PJRT_Executable_OutputDimensions, &mut dims).ok()?;
+        if types.num_output_types != num_outputs || dims.num_outputs != num_outputs {
+            return None;
+        }
+        // SAFETY: the arrays live as long as the executable and have the given lengths.
+        let (types, sizes) = unsafe {
+            (
+                slice(types.output_types, num_outputs),
+                slice(dims.dim_sizes, num_outputs),
+            )
+        };
+        // SAFETY: as above; `dims` holds the sum of `sizes`.
+        let all_dims = unsafe { slice(dims.dims, sizes.iter().sum()) };
+        let mut at = 0;
+        let specs = types
+            .iter()
+            .zip(sizes)
+            .map(|(&t, &n)| {
+                at += n;
+                TensorSpec {
+                    element_type: ElementType(t),
+                    dims: all_dims[at - n..at].to_vec(),
+                }
+            })
+            .collect();
+        Some(specs)
+    }
+
+    /// The optimized program as a serialized `HloModuleProto`; `None` when the plugin does
+    /// not give one. (XLA's plugins give an `HloModuleProtoWithConfig`, `hlo_with_config`.)
+    fn optimized_hlo(&self) -> Option<Vec<u8>> {
+        let mut program = sys::PJRT_Program::new();
+        let mut args = sys::PJRT_Executable_OptimizedProgram_Args::new();
+        args.executable = self.ptr;
+        args.program = &mut program;
+        // With no code buffer, the plugin only says how large the program is.
+        call!(self.api, PJRT_Executable_OptimizedProgram, &mut args).ok()?;
+        // SAFETY: the format is a static string of the plugin.
+        let format = unsafe { text(program.format, program.format_size) };
+        if format != "hlo" && format != "hlo_with_config" {
+            return None;
+        }
+        let mut code = vec![0u8; program.code_size];
+        program.code = code.as_mut_ptr().cast();
+        args.program = &mut program;
+        call!(self.api, PJRT_Executable_OptimizedProgram, &mut args).ok()?;
+        code.truncate(program.code_size);
+        if format == "hlo_with_config" {
+            return proto::module_of_module_with_config(&code);
+        }
+        Some(code)
+    }
+}
+
+/// A `PJRT_Buffer`, destroyed on drop.
+struct Buffer<'a> {
+    api: &'a Api,
+    ptr: *mut PJRT_Buffer,
+}
+
+impl Drop for Buffer<'_> {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            let mut args = sys::PJRT_Buffer_Destroy_Args::new();
+            args.buffer = self.ptr;
+            let _ = call!(self.api, PJRT_Buffer_Destroy, &mut args);
+        }
+    }
+}
+
+impl Buffer<'_> {
+    /// Copies output `index` to the host, dense and in C order.
+    fn download(&self, index: usize) -> Result<HostTensor, Error> {
+        let api = self.api;
+        let mut ty = sys::PJRT_Buffer_ElementType_Args::new();
+        ty.buffer = self.ptr;
+        call!(api, PJRT_Buffer_ElementType, &mut ty)?;
+        let element_type = ElementType(ty.type_);
+        let dtype = element_type.dtype().ok_or_else(|| Error::UnsupportedType {
+            path: api.path.clone(),
+            call: "PJRT_Buffer_ElementType",
+            what: format!("output {index}"),
+            element_type,
+        })?;
+        let mut dims = sys::PJRT_Buffer_Dimensions_Args::new();
+        dims.buffer = self.ptr;
+        call!(api, PJRT_Buffer_Dimensions, &mut dims)?;
+        // SAFETY: the dimensions live as long as the buffer.
+        let dims = unsafe { slice(dims.dims, dims.num_dims) }.to_vec();
+        let spec = TensorSpec {
+            element_type,
+            dims: dims.clone(),
+        };
+        let shape: Option<Vec<usize>> = dims.iter().map(|&d| usize::try_from(d).ok()).collect();
+        let size = shape.as_ref().and_then(|s| {
+            s.iter()
+                .try_fold(dtype.itemsize(), |n, &d| n.checked_mul(d))
+        });
+        let (Some(shape), Some(size)) = (shape, size) else {
+            return Err(unexpected(
+                api,
+                "PJRT_Buffer_Dimensions",
+                format!("output {index} has dimensions {spec}"),
+            ));
+        };
+        if size == 0 {
+            return Ok(host_tensor(dtype, shape, Vec::new()));
+        }
+        // Ask for the dense row-major layout: minor-to-major is the dimensions, last first.
+        let minor_to_major: Vec<i64> = (0..dims.len() as i64).rev().collect();
+        let mut layout = sys::PJRT_Buffer_MemoryLayout {
+            struct_size: sys::PJRT_Buffer_MemoryLayout_STRUCT_SIZE,
+            extension_start: null_mut(),
+            tiled: sys::PJRT_Buffer_MemoryLayout_Tiled {
+                struct_size: sys::PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE,
+                extension_start: null_mut(),
+                minor_to_major: minor_to_major.as_ptr(),
+                minor_to_major_size: minor_to_major.len(),
+                tile_dims: std::ptr::null(),
+                tile_dim_sizes: std::ptr::null(),
+                num_tiles: 0,
+            },
+            type_: sys::PJRT_Buffer_MemoryLayout_Type_Tiled,
+        };
+        let mut args = sys::PJRT_Buffer_ToHostBuffer_Args::new();
+        args.src = self.ptr;
+        args.host_layout = &mut layout;
+        // With no destination, the plugin says how many bytes it will write.
+        call!(api, PJRT_Buffer_ToHostBuffer, &mut args)?;
+        if args.dst_size != size {
+            return Err(unexpected(
+                api,
+                "PJRT_Buffer_ToHostBuffer",
+                format!(
+                    "output {index} ({spec}) needs {size} bytes, the plugin wants to write {}",
+                    args.dst_size
+                ),
+            ));
+        }
+        let mut data = vec![0u8; size];
+        args.dst = data.as_mut_ptr().cast();
+        args.dst_size = size;
+        args.event = null_mut();
+        call!(api, PJRT_Buffer_ToHostBuffer, &mut args)?;
+        api.await_event("PJRT_Buffer_ToHostBuffer", args.event)?;
+        Ok(host_tensor(dtype, shape, data))
+    }
+}
+
+fn host_tensor(dtype: graphbug_ir::Dtype, shape: Vec<usize>, data: Vec<u8>) -> HostTensor {
+    HostTensor {
+        dtype,
+        shape,
+        data,
+        strides: None,
+    }
+}
+
+fn unexpected(api: &Api, call: &'static str, message: impl Into<String>) -> Error {
+    Error::Unexpected {
+        path: api.path.clone(),
+        call,
+        message: message.into(),
+    }
+}
+
+/// A plugin-owned array as a slice (empty for null).
+///
+/// # Safety
+/// `ptr` is null or points at `len` live values that outlive the slice's use.
+unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
+    if ptr.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+/// A plugin-owned list of pointers.
+///
+/// # Safety
+/// As for [`slice`].
+unsafe fn pointers<'a, T>(ptr: *const *mut T, len: usize) -> &'a [*mut T] {
+    // SAFETY: the caller's promise.
+    unsafe { slice(ptr, len) }
+}
