@@ -1298,6 +1298,83 @@ impl StableHloGraph {
     }
 }
 
+/// The Python graphbug asks to read MLIR bytecode: `GRAPHBUG_PYTHON`, else `python3`.
+pub const PYTHON_ENV: &str = "GRAPHBUG_PYTHON";
+
+/// MLIR bytecode (a StableHLO portable artifact, or plain MLIR bytecode) as text, through
+/// JAX's MLIR (`jaxlib`): graphbug reads MLIR text itself, but bytecode only MLIR can
+/// read. The Python is `GRAPHBUG_PYTHON` or `python3`; it runs in a child process, with
+/// the bytes on its input, for at most a minute.
+pub fn bytecode_to_text(bytes: &[u8]) -> Result<String, String> {
+    use std::io::Write;
+    const SCRIPT: &str = r#"
+import sys
+data = sys.stdin.buffer.read()
+from jax._src.lib.mlir import ir
+from jax._src.interpreters import mlir
+ctx = mlir.make_ir_context()
+try:
+    module = ir.Module.parse(data, context=ctx)
+except Exception:
+    from jax._src.lib.mlir.dialects import stablehlo
+    module = stablehlo.deserialize_portable_artifact(ctx, data)
+sys.stdout.write(str(module))
+"#;
+    let python = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".into());
+    let mut child = std::process::Command::new(&python)
+        .args(["-c", SCRIPT])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("StableHLO bytecode is read through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax, or give the program as text (graphbug runs bytecode through PJRT as it is)"))?;
+    let mut input = child.stdin.take().expect("piped");
+    let data = bytes.to_vec();
+    let writer = std::thread::spawn(move || input.write_all(&data));
+    let out = wait_output(child, std::time::Duration::from_secs(60))?;
+    let _ = writer.join();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+        return Err(format!("StableHLO bytecode could not be read through JAX's MLIR (`{python}`, set {PYTHON_ENV} to another): {last}"));
+    }
+    String::from_utf8(out.stdout).map_err(|e| format!("JAX's MLIR printed no text: {e}"))
+}
+
+/// `child`'s output, killing it after `limit`.
+fn wait_output(mut child: std::process::Child, limit: std::time::Duration) -> Result<std::process::Output, String> {
+    use std::io::Read;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stdout.read_to_end(&mut b);
+        b
+    });
+    let err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stderr.read_to_end(&mut b);
+        b
+    });
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
+            break s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("reading StableHLO bytecode through JAX took more than {} s", limit.as_secs()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
