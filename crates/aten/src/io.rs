@@ -9,12 +9,9 @@ use std::path::Path;
 
 use graphbug_files::{HostTensor, TensorFileError};
 use graphbug_ir::{Dtype, TensorMeta};
-use rand_chacha::rand_core::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use rand_distr::{Bernoulli, Distribution, StandardNormal, Uniform};
 use tch::Tensor;
 
-use crate::dtype::{bits_dtype, bits_kind, describe, tensor_dtype, to_dtype, view_bits};
+use crate::dtype::{bits_dtype, bits_kind, describe, tensor_dtype, view_bits};
 use crate::error::AtenError;
 
 pub use graphbug_files::STRIDES_METADATA;
@@ -316,67 +313,11 @@ pub fn random_tensors(
         total = total.zip(need).and_then(|(t, n)| t.checked_add(n));
     }
     available.ensure_fits(&format!("{} random inputs", metas.len()), total)?;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let ints = Uniform::new(0i64, 2);
-    let coin = Bernoulli::new(0.5).expect("invariant: 0.5 is a valid probability");
+    let hosts = graphbug_files::random_tensors(metas, seed).map_err(AtenError::BadInputs)?;
     let mut out = Vec::with_capacity(metas.len());
-    for (i, meta) in metas.iter().enumerate() {
-        let bad =
-            |message: String| AtenError::BadInputs(format!("random input {i} ({meta}): {message}"));
-        if let Some(d) = meta.shape.iter().find(|d| **d < 0) {
-            return Err(bad(format!("negative size {d}")));
-        }
-        let numel = meta
-            .shape
-            .iter()
-            .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize))
-            .filter(|n| n.checked_mul(meta.dtype.itemsize()).is_some())
-            .ok_or_else(|| bad("too many elements".into()))?;
-        let normal32 = |rng: &mut ChaCha8Rng, n: usize| -> Vec<f32> {
-            (0..n)
-                .map(|_| {
-                    let v: f64 = StandardNormal.sample(rng);
-                    v as f32
-                })
-                .collect()
-        };
-        let normal64 = |rng: &mut ChaCha8Rng, n: usize| -> Vec<f64> {
-            (0..n).map(|_| StandardNormal.sample(rng)).collect()
-        };
-        let (flat, complex) = match meta.dtype {
-            Dtype::Float32 | Dtype::Float16 | Dtype::BFloat16 => {
-                (Tensor::from_slice(&normal32(&mut rng, numel)), false)
-            }
-            Dtype::Float64 => (Tensor::from_slice(&normal64(&mut rng, numel)), false),
-            Dtype::Complex64 => (Tensor::from_slice(&normal32(&mut rng, 2 * numel)), true),
-            Dtype::Complex128 => (Tensor::from_slice(&normal64(&mut rng, 2 * numel)), true),
-            Dtype::Bool => {
-                let v: Vec<bool> = (0..numel).map(|_| coin.sample(&mut rng)).collect();
-                (Tensor::from_slice(&v), false)
-            }
-            Dtype::Int64
-            | Dtype::Int32
-            | Dtype::Int16
-            | Dtype::Int8
-            | Dtype::UInt8
-            | Dtype::UInt16
-            | Dtype::UInt32
-            | Dtype::UInt64 => {
-                let v: Vec<i64> = (0..numel).map(|_| ints.sample(&mut rng)).collect();
-                (Tensor::from_slice(&v), false)
-            }
-        };
-        let built = if complex {
-            let mut pairs = meta.shape.clone();
-            pairs.push(2);
-            flat.f_reshape(pairs.as_slice())
-                .and_then(|t| t.f_view_as_complex())
-        } else {
-            flat.f_reshape(meta.shape.as_slice())
-        }
-        .map_err(|e| e.to_string())
-        .and_then(|t| to_dtype(&t, meta.dtype))
-        .map_err(bad)?;
+    for (i, (host, meta)) in hosts.iter().zip(metas).enumerate() {
+        let built = tensor_of(host)
+            .map_err(|e| AtenError::BadInputs(format!("random input {i} ({meta}): {e}")))?;
         let placed = built.f_to_device(device).map_err(|e| {
             AtenError::Device(format!(
                 "cannot place random input {i} ({meta}) on {device:?}: {e}"
@@ -390,7 +331,7 @@ pub fn random_tensors(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::meta_of;
+    use crate::dtype::{meta_of, to_dtype};
     use std::fs;
     use tch::Kind;
 

@@ -10,7 +10,9 @@
 //!   telling a live writer from a dead one by its process ([`alive_since`]).
 
 mod atomic;
+mod random;
 mod tensors;
 
 pub use atomic::{alive_since, sibling, sweep_stale_siblings, sync_dir, write_file_atomically};
+pub use random::random_tensors;
 pub use tensors::{read, write, Format, HostTensor, TensorFileError, STRIDES_METADATA};

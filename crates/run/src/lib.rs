@@ -7,6 +7,7 @@
 
 pub mod failure;
 pub mod limits;
+pub mod memory;
 pub mod process;
 pub mod scratch;
 pub mod stage;
