@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod builder;
 pub mod error;
+pub mod fault;
 pub mod graph;
 pub mod lower;
 pub mod models;
