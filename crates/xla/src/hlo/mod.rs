@@ -1,5 +1,6 @@
 //! HLO: XLA's own program text.
 
 pub mod check;
+pub mod proto;
 pub mod shape;
 pub mod text;
