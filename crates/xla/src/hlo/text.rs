@@ -26,7 +26,10 @@ pub struct HloError {
 
 impl fmt::Display for HloError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: ", self.line, self.column)?;
+        // Line 0: not in a text (a proto's error).
+        if self.line > 0 {
+            write!(f, "{}:{}: ", self.line, self.column)?;
+        }
         if let Some(i) = &self.instruction {
             write!(f, "instruction `{i}`: ")?;
         }
@@ -66,6 +69,8 @@ pub struct Computation {
     pub name: String,
     /// The parameters its signature declares, if it has one: (name, shape).
     pub signature: Option<(Vec<(String, Shape)>, Shape)>,
+    /// The header's attributes before `{` (`execution_thread="..."`).
+    pub attrs: Vec<Attr>,
     /// Its instructions, in text order.
     pub instructions: Vec<Instruction>,
     /// The closing line, verbatim.
@@ -453,7 +458,7 @@ fn parse_computation_header(line: &str, no: usize) -> Result<Computation, HloErr
         ));
     };
     // Between the signature and `{`: attributes (`, execution_thread="main"`), if any.
-    parse_attrs(tail.get(at..).unwrap_or_default()).map_err(|(o, m)| err(at + o, m))?;
+    let attrs = parse_attrs(tail.get(at..).unwrap_or_default()).map_err(|(o, m)| err(at + o, m))?;
     Ok(Computation {
         leading: String::new(),
         header_line: line.to_string(),
@@ -461,6 +466,7 @@ fn parse_computation_header(line: &str, no: usize) -> Result<Computation, HloErr
         is_entry,
         name,
         signature,
+        attrs,
         instructions: Vec::new(),
         closing_line: String::new(),
     })
