@@ -212,6 +212,9 @@ fn print_shape_into(shape: &ShapeProto, out: &mut String) -> Result<(), String> 
         for (k, e) in shape.tuple_shapes.iter().enumerate() {
             if k > 0 {
                 out.push_str(", ");
+                if k % 5 == 0 {
+                    let _ = write!(out, "/*index={k}*/");
+                }
             }
             print_shape_into(e, out)?;
         }

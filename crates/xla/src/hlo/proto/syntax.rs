@@ -227,7 +227,10 @@ mod tests {
             words("size=3x3 pad=1_1x1_1").unwrap(),
             [("size", "3x3"), ("pad", "1_1x1_1")]
         );
-        assert_eq!(split_top("{a,b},c,\"d,e\"", b','), ["{a,b}", "c", "\"d,e\""]);
+        assert_eq!(
+            split_top("{a,b},c,\"d,e\"", b','),
+            ["{a,b}", "c", "\"d,e\""]
+        );
         assert!(is_dict("{x = 1}"));
         assert!(!is_dict("{a}{b}"));
         assert!(!is_dict("abc"));

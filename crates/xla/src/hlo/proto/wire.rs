@@ -95,8 +95,29 @@ pub(crate) fn unknown_field(bytes: &[u8], message: &str) -> Option<String> {
     None
 }
 
+/// The first field set in `bytes` (a message `message`), as a dotted path of field names
+/// (`sharding.tile_shape`); messages that are present but empty do not count.
+pub(crate) fn first_set_field(bytes: &[u8], message: &str) -> Option<String> {
+    let schema = schema_of(message).unwrap_or(&[]);
+    for (number, value) in fields(bytes)? {
+        let field = schema.iter().find(|(n, _, _)| *n == number);
+        let name = field.map_or_else(|| format!("#{number}"), |f| f.1.to_string());
+        match (field.map(|f| f.2), &value) {
+            (Some(FieldKind::Msg(_)), Value::Bytes(b)) if b.is_empty() => continue,
+            (Some(FieldKind::Msg(sub)), Value::Bytes(b)) => {
+                return Some(match first_set_field(b, sub) {
+                    Some(path) => format!("{name}.{path}"),
+                    None => name,
+                })
+            }
+            _ => return Some(name),
+        }
+    }
+    None
+}
+
 /// A compact, field-named print of a message's bytes: `{name: value, sub: {...}}`, default
-/// fields absent (as on the wire). For messages and tests.
+/// fields and empty messages absent. For messages and tests.
 pub fn describe(bytes: &[u8], message: &str) -> String {
     let mut out = String::new();
     describe_into(bytes, message, &mut out);
@@ -110,11 +131,18 @@ fn describe_into(bytes: &[u8], message: &str, out: &mut String) {
         return;
     };
     out.push('{');
-    for (k, (number, value)) in found.iter().enumerate() {
-        if k > 0 {
+    let mut first = true;
+    for (number, value) in &found {
+        let field = schema.iter().find(|(n, _, _)| n == number);
+        // Present but empty messages read as absent.
+        if matches!((field.map(|f| f.2), value), (Some(FieldKind::Msg(_)), Value::Bytes(b)) if b.is_empty())
+        {
+            continue;
+        }
+        if !first {
             out.push_str(", ");
         }
-        let field = schema.iter().find(|(n, _, _)| n == number);
+        first = false;
         let name = field.map_or_else(|| format!("#{number}"), |f| f.1.to_string());
         let _ = write!(out, "{name}: ");
         match (field.map(|f| f.2), value) {
