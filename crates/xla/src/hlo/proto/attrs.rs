@@ -681,8 +681,11 @@ fn print_groups(groups: &[Vec<i64>]) -> String {
     format!("{{{}}}", parts.join(","))
 }
 
+/// An iota device list: its sizes, the reshape and the transpose of `iota(n)`.
+type Iota = (Vec<i64>, Vec<i64>, Vec<i32>);
+
 /// `[a,b]<=[dims]` with `T(perm)` when the permutation is not the identity.
-fn parse_iota(v: &str) -> Result<(Vec<i64>, Vec<i64>, Vec<i32>), String> {
+fn parse_iota(v: &str) -> Result<Iota, String> {
     let bad = || format!("malformed iota list `{v}`");
     let (dims, rest) = v.trim().split_once("<=").ok_or_else(bad)?;
     let dims = super::shapes::parse_ints(

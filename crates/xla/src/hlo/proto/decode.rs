@@ -224,6 +224,12 @@ fn computation(
     rest.root_id = 0;
     rest.is_fusion_computation = false;
     let thread = std::mem::take(&mut rest.execution_thread);
+    if !thread.is_empty() && thread != "main" {
+        return Err(cerr(
+            format!("execution thread `{thread}` is not mapped to text"),
+            None,
+        ));
+    }
     if let Some(field) = first_set_field(&rest.encode_to_vec(), "xla.HloComputationProto") {
         return Err(cerr(
             format!("field xla.HloComputationProto.{field} is not mapped to text"),
@@ -271,13 +277,6 @@ fn computation(
         out.push_str("ENTRY ");
     }
     out.push_str(&c.name);
-    if !thread.is_empty() && thread != "main" {
-        let _ = write!(
-            out,
-            ", execution_thread={}",
-            super::syntax::print_string(&thread)
-        );
-    }
     out.push_str(" {\n");
     for i in ordered {
         let line = instruction(i, i.id == c.root_id, &inst_names, &shapes, comp_names)

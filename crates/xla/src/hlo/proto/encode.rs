@@ -14,7 +14,7 @@ use super::schema::xla::{
     HloScheduleProto, ProgramShapeProto, ShapeProto,
 };
 use super::shapes::shape_to_proto;
-use super::syntax::{braced, parse_bool, parse_int, parse_ints, parse_string, split_top};
+use super::syntax::{braced, parse_bool, parse_int, parse_ints, split_top};
 use crate::hlo::shape::{parse_shape, skip_spaces_and_comments};
 use crate::hlo::text::{Computation, HloError, Instruction, Module, Operands};
 
@@ -47,6 +47,41 @@ fn at_line(line: usize, text: &str, needle: &str, message: String) -> HloError {
     }
 }
 
+/// XLA's `NameUniquer`: the first instruction of a name keeps it, later ones (in any
+/// computation) get the next free `.N` of its root.
+#[derive(Default)]
+struct Uniquer {
+    roots: HashMap<String, (std::collections::HashSet<i64>, i64)>,
+}
+
+impl Uniquer {
+    fn unique(&mut self, name: &str) -> String {
+        let (mut root, mut suffix, mut numbered) = (name.to_string(), 0i64, false);
+        if let Some(dot) = name.rfind('.') {
+            if dot > 0 && dot < name.len() - 1 {
+                if let Ok(n) = name[dot + 1..].parse::<i64>() {
+                    root = name[..dot].to_string();
+                    suffix = n;
+                    numbered = true;
+                }
+            }
+        }
+        let (used, next) = self.roots.entry(root.clone()).or_default();
+        if !used.insert(suffix) {
+            while !used.insert(*next) {
+                *next += 1;
+            }
+            suffix = *next;
+            *next += 1;
+        }
+        if suffix == 0 && !numbered {
+            root
+        } else {
+            format!("{root}.{suffix}")
+        }
+    }
+}
+
 /// The module as the proto XLA's parser makes of its text.
 pub(crate) fn module_to_proto(m: &Module) -> Result<HloModuleProto, HloError> {
     let header_line = m.leading.matches('\n').count() + 1;
@@ -72,9 +107,16 @@ pub(crate) fn module_to_proto(m: &Module) -> Result<HloModuleProto, HloError> {
         ));
     }
     let mut fused = Vec::new();
+    let mut uniquer = Uniquer::default();
     let mut comps = Vec::with_capacity(m.computations.len());
     for (k, c) in m.computations.iter().enumerate() {
-        comps.push(computation_to_proto(c, k as i64, &comp_ids, &mut fused)?);
+        comps.push(computation_to_proto(
+            c,
+            k as i64,
+            &comp_ids,
+            &mut fused,
+            &mut uniquer,
+        )?);
     }
     for (c, _) in &mut comps {
         c.is_fusion_computation = fused.contains(&c.id);
@@ -290,6 +332,7 @@ fn computation_to_proto(
     id: i64,
     comp_ids: &HashMap<String, i64>,
     fused: &mut Vec<i64>,
+    uniquer: &mut Uniquer,
 ) -> Result<(HloComputationProto, Vec<i64>), HloError> {
     let mut inst_ids: HashMap<String, i64> = HashMap::new();
     let mut shapes: HashMap<String, ShapeProto> = HashMap::new();
@@ -310,9 +353,9 @@ fn computation_to_proto(
     let empty = HashMap::new();
     let mut protos = Vec::with_capacity(c.instructions.len());
     for i in &c.instructions {
-        protos.push(instruction_to_proto(
-            i, &inst_ids, &shapes, comp_ids, &empty, fused,
-        )?);
+        let mut p = instruction_to_proto(i, &inst_ids, &shapes, comp_ids, &empty, fused)?;
+        p.name = uniquer.unique(&i.name);
+        protos.push(p);
     }
     let mut params: Vec<&HloInstructionProto> =
         protos.iter().filter(|p| p.opcode == "parameter").collect();
@@ -331,28 +374,16 @@ fn computation_to_proto(
         result: protos.get(root).and_then(|p| p.shape.clone()),
         parameter_names: params.iter().map(|p| p.name.clone()).collect(),
     };
-    let mut execution_thread = String::new();
-    for a in &c.attrs {
-        if a.key == "execution_thread" {
-            execution_thread = parse_string(&a.value).map_err(|e| {
-                at_line(
-                    c.line,
-                    &c.header_line,
-                    &a.key,
-                    format!("attribute `{}`: {e}", a.key),
-                )
-            })?;
-        } else {
-            return Err(at_line(
-                c.line,
-                &c.header_line,
-                &a.key,
-                format!(
-                    "computation attribute `{}` is not mapped to the proto",
-                    a.key
-                ),
-            ));
-        }
+    if let Some(a) = c.attrs.first() {
+        return Err(at_line(
+            c.line,
+            &c.header_line,
+            &a.key,
+            format!(
+                "computation attribute `{}` is not mapped to the proto",
+                a.key
+            ),
+        ));
     }
     let text_order: Vec<i64> = protos.iter().map(|p| p.id).collect();
     let order = post_order(&protos);
@@ -369,7 +400,7 @@ fn computation_to_proto(
             id,
             root_id,
             is_fusion_computation: false,
-            execution_thread,
+            execution_thread: String::new(),
         },
         text_order,
     ))

@@ -103,7 +103,7 @@ pub(crate) fn first_set_field(bytes: &[u8], message: &str) -> Option<String> {
         let field = schema.iter().find(|(n, _, _)| *n == number);
         let name = field.map_or_else(|| format!("#{number}"), |f| f.1.to_string());
         match (field.map(|f| f.2), &value) {
-            (Some(FieldKind::Msg(_)), Value::Bytes(b)) if b.is_empty() => continue,
+            (Some(FieldKind::Msg(_)), Value::Bytes([])) => continue,
             (Some(FieldKind::Msg(sub)), Value::Bytes(b)) => {
                 return Some(match first_set_field(b, sub) {
                     Some(path) => format!("{name}.{path}"),
