@@ -11,9 +11,10 @@ use super::attrs::{self, print_frontend, Ctx, OPCODES};
 use super::literal::print_literal;
 use super::schema::xla::{
     HloComputationProto, HloInstructionProto, HloModuleProto, ProgramShapeProto, ShapeProto,
+    StackFrameIndexProto,
 };
 use super::shapes::print_shape;
-use super::syntax::print_ints;
+use super::syntax::{print_ints, print_string};
 use super::wire::first_set_field;
 use crate::hlo::text::HloError;
 
@@ -29,7 +30,12 @@ fn err(message: String, instruction: Option<&str>) -> HloError {
 /// The text XLA prints for a module proto.
 pub(crate) fn proto_to_text(proto: &HloModuleProto) -> Result<String, HloError> {
     let mut rest = proto.clone();
-    let comps = std::mem::take(&mut rest.computations);
+    // XLA reads computations and their instructions in the order of their ids.
+    let mut comps = std::mem::take(&mut rest.computations);
+    comps.sort_by_key(|c| c.id);
+    for c in &mut comps {
+        c.instructions.sort_by_key(|i| i.id);
+    }
     let name = std::mem::take(&mut rest.name);
     let entry_name = std::mem::take(&mut rest.entry_computation_name);
     let entry_id = std::mem::take(&mut rest.entry_computation_id);
@@ -38,6 +44,7 @@ pub(crate) fn proto_to_text(proto: &HloModuleProto) -> Result<String, HloError> 
     let aliases = rest.input_output_alias.take().unwrap_or_default().entries;
     let donors = rest.buffer_donor.take().unwrap_or_default().entries;
     let frontend = rest.frontend_attributes.take().unwrap_or_default().map;
+    let frames = rest.stack_frame_index.take();
     rest.id = 0; // The module's id is not printed (XLA numbers modules itself).
     if let Some(field) = first_set_field(&rest.encode_to_vec(), "xla.HloModuleProto") {
         return Err(err(
@@ -104,6 +111,9 @@ pub(crate) fn proto_to_text(proto: &HloModuleProto) -> Result<String, HloError> 
         let _ = write!(out, ", frontend_attributes={}", print_frontend(&frontend));
     }
     out.push_str("\n\n");
+    if let Some(frames) = &frames {
+        stack_frames(frames, &mut out);
+    }
     for k in print_order(&comps)? {
         let c = &comps[k];
         let order = schedule.get(&c.id).map(|s| s.instruction_ids.as_slice());
@@ -111,6 +121,44 @@ pub(crate) fn proto_to_text(proto: &HloModuleProto) -> Result<String, HloError> 
         out.push_str("\n\n");
     }
     Ok(out)
+}
+
+/// XLA's stack-frame tables, as it prints them (a frame's `parent_frame_id` one more than
+/// the proto's).
+fn stack_frames(f: &StackFrameIndexProto, out: &mut String) {
+    out.push_str("FileNames\n");
+    for (k, name) in f.file_names.iter().enumerate() {
+        let _ = writeln!(out, "{} {}", k + 1, print_string(name));
+    }
+    out.push_str("\nFunctionNames\n");
+    for (k, name) in f.function_names.iter().enumerate() {
+        let _ = writeln!(out, "{} {}", k + 1, print_string(name));
+    }
+    out.push_str("\nFileLocations\n");
+    for (k, l) in f.file_locations.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{} {{file_name_id={} function_name_id={} line={} end_line={} column={} end_column={}}}",
+            k + 1,
+            l.file_name_id,
+            l.function_name_id,
+            l.line,
+            l.end_line,
+            l.column,
+            l.end_column
+        );
+    }
+    out.push_str("\nStackFrames\n");
+    for (k, s) in f.stack_frames.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{} {{file_location_id={} parent_frame_id={}}}",
+            k + 1,
+            s.file_location_id,
+            s.parent_frame_id + 1
+        );
+    }
+    out.push_str("\n\n");
 }
 
 /// The order XLA prints computations in (`HloModule::MakeComputationPostOrder`): for each
@@ -265,7 +313,10 @@ fn computation(
                 })
                 .collect::<Result<_, _>>()?
         }
-        None => instructions.iter().collect(),
+        None => super::encode::post_order(&instructions)
+            .into_iter()
+            .map(|k| &instructions[k])
+            .collect(),
     };
     if !by_id.contains_key(&c.root_id) {
         return Err(cerr(

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use super::attrs::{self, parse_frontend, Ctx, OPCODES};
 use super::literal::parse_literal;
+use super::schema::xla::stack_frame_index_proto::{FileLocation, StackFrame};
+use super::schema::xla::StackFrameIndexProto;
 use super::schema::xla::{
     hlo_buffer_donor_proto::BufferDonorEntryProto, hlo_input_output_alias_proto::AliasEntryProto,
     hlo_schedule_proto::InstructionSequence, FrontendAttributes, HloBufferDonorProto,
@@ -14,9 +16,9 @@ use super::schema::xla::{
     HloScheduleProto, ProgramShapeProto, ShapeProto,
 };
 use super::shapes::shape_to_proto;
-use super::syntax::{braced, parse_bool, parse_int, parse_ints, split_top};
+use super::syntax::{braced, parse_bool, parse_int, parse_ints, parse_string, split_top, words};
 use crate::hlo::shape::{parse_shape, skip_spaces_and_comments};
-use crate::hlo::text::{Computation, HloError, Instruction, Module, Operands};
+use crate::hlo::text::{Computation, HloError, Instruction, Module, Operands, STACK_FRAME_TABLES};
 
 /// The line of an instruction's text that holds it (its text may carry comment lines).
 fn own_line(i: &Instruction) -> &str {
@@ -176,9 +178,91 @@ pub(crate) fn module_to_proto(m: &Module) -> Result<HloModuleProto, HloError> {
             }
         }
     }
+    if let Some(first) = m.computations.first() {
+        proto.stack_frame_index = parse_stack_frames(&first.leading).map_err(|e| HloError {
+            line: header_line,
+            column: 1,
+            message: format!("the stack frame tables: {e}"),
+            instruction: None,
+        })?;
+    }
     proto.host_program_shape = Some(host);
     proto.computations = callees_first(comps, m)?;
     Ok(proto)
+}
+
+/// XLA's stack-frame tables (`FileNames`, `FunctionNames`, `FileLocations`, `StackFrames`,
+/// each `N value` lines); `None` when the text has none. A printed `parent_frame_id` is one
+/// more than the proto's, as XLA prints and reads it.
+fn parse_stack_frames(text: &str) -> Result<Option<StackFrameIndexProto>, String> {
+    let mut index = StackFrameIndexProto::default();
+    let mut table = None;
+    let mut any = false;
+    for line in text.lines().map(str::trim) {
+        if STACK_FRAME_TABLES.contains(&line) {
+            table = Some(line);
+            any = true;
+            continue;
+        }
+        if line.is_empty() || line.starts_with("//") {
+            table = None;
+            continue;
+        }
+        let Some(table) = table else { continue };
+        let (n, value) = line
+            .split_once(' ')
+            .ok_or_else(|| format!("expected `N value` in {table}, found `{line}`"))?;
+        let n = parse_int(n)?;
+        let fields = |v: &str| -> Result<HashMap<String, i32>, String> {
+            words(braced(v, "fields")?)?
+                .into_iter()
+                .map(|(k, v)| {
+                    let v =
+                        i32::try_from(parse_int(v)?).map_err(|_| format!("`{v}` is too large"))?;
+                    Ok((k.to_string(), v))
+                })
+                .collect()
+        };
+        let get = |f: &HashMap<String, i32>, k: &str| -> Result<i32, String> {
+            f.get(k)
+                .copied()
+                .ok_or_else(|| format!("{table} entry {n} has no `{k}`"))
+        };
+        let count = match table {
+            "FileNames" => {
+                index.file_names.push(parse_string(value)?);
+                index.file_names.len()
+            }
+            "FunctionNames" => {
+                index.function_names.push(parse_string(value)?);
+                index.function_names.len()
+            }
+            "FileLocations" => {
+                let f = fields(value)?;
+                index.file_locations.push(FileLocation {
+                    file_name_id: get(&f, "file_name_id")?,
+                    function_name_id: get(&f, "function_name_id")?,
+                    line: get(&f, "line")?,
+                    end_line: get(&f, "end_line")?,
+                    column: get(&f, "column")?,
+                    end_column: get(&f, "end_column")?,
+                });
+                index.file_locations.len()
+            }
+            _ => {
+                let f = fields(value)?;
+                index.stack_frames.push(StackFrame {
+                    file_location_id: get(&f, "file_location_id")?,
+                    parent_frame_id: (get(&f, "parent_frame_id")? - 1).max(0),
+                });
+                index.stack_frames.len()
+            }
+        };
+        if n != count as i64 {
+            return Err(format!("{table} entry {n} is not number {count}"));
+        }
+    }
+    Ok(any.then_some(index))
 }
 
 /// `{(p0, p1)->result}`.
@@ -409,7 +493,7 @@ fn computation_to_proto(
 /// XLA's `MakeInstructionPostOrder`: from each instruction without users, in order, a
 /// depth-first walk that visits control predecessors (the last first), then operands (the
 /// first first), and emits an instruction after them.
-fn post_order(protos: &[HloInstructionProto]) -> Vec<usize> {
+pub(crate) fn post_order(protos: &[HloInstructionProto]) -> Vec<usize> {
     let index: HashMap<i64, usize> = protos.iter().enumerate().map(|(k, p)| (p.id, k)).collect();
     let mut used = vec![false; protos.len()];
     for p in protos {
