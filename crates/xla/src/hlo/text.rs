@@ -70,7 +70,8 @@ pub struct Computation {
     pub name: String,
     /// The parameters its signature declares, if it has one: (name, shape).
     pub signature: Option<(Vec<(String, Shape)>, Shape)>,
-    /// The header's attributes before `{` (`execution_thread="..."`).
+    /// Attributes written between the header and `{`, if any (XLA writes none there; graphbug
+    /// refuses them when making a proto).
     pub attrs: Vec<Attr>,
     /// Its instructions, in text order.
     pub instructions: Vec<Instruction>,
