@@ -2,5 +2,6 @@
 
 pub mod check;
 pub mod graph;
+pub mod proto;
 pub mod shape;
 pub mod text;

@@ -187,7 +187,7 @@ pub fn parse_shape(text: &str) -> Result<(Shape, usize), String> {
         let mut elements = Vec::new();
         let mut at = 1;
         loop {
-            at += skip_spaces(&text[at..]);
+            at += skip_spaces_and_comments(&text[at..]);
             if text[at..].starts_with(')') {
                 return Ok((Shape::Tuple(elements), at + 1));
             }
@@ -199,7 +199,7 @@ pub fn parse_shape(text: &str) -> Result<(Shape, usize), String> {
                     ));
                 }
                 at += 1;
-                at += skip_spaces(&text[at..]);
+                at += skip_spaces_and_comments(&text[at..]);
             }
             let (e, n) = parse_shape(&text[at..])?;
             elements.push(e);
@@ -280,6 +280,19 @@ pub(crate) fn skip_spaces(text: &str) -> usize {
         .count()
 }
 
+/// Bytes of spaces and `/*...*/` comments (XLA's `/*index=5*/`) at the start of `text`.
+pub(crate) fn skip_spaces_and_comments(text: &str) -> usize {
+    let mut at = skip_spaces(text);
+    while text[at..].starts_with("/*") {
+        match text[at..].find("*/") {
+            Some(end) => at += end + 2,
+            None => return at,
+        }
+        at += skip_spaces(&text[at..]);
+    }
+    at
+}
+
 /// The length of the balanced bracket group at the start of `text` (`{...}`, `(...)`,
 /// `[...]`), strings and nested groups included; `None` when it does not close.
 pub(crate) fn balanced(text: &str) -> Option<usize> {
@@ -342,6 +355,9 @@ mod tests {
             let s = parse_shape_all(text).unwrap();
             assert_eq!(s.to_string(), text);
         }
+        // XLA's `/*index=5*/` comments in long tuples are read (and not printed back).
+        let long = parse_shape_all("(f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[2]{0})");
+        assert_eq!(long.unwrap().tuple().unwrap().len(), 6);
         assert!(parse_shape_all("f33[2]")
             .unwrap_err()
             .contains("unknown element type `f33`"));

@@ -26,7 +26,10 @@ pub struct HloError {
 
 impl fmt::Display for HloError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: ", self.line, self.column)?;
+        // Line 0: not in a text (a proto's error).
+        if self.line > 0 {
+            write!(f, "{}:{}: ", self.line, self.column)?;
+        }
         if let Some(i) = &self.instruction {
             write!(f, "instruction `{i}`: ")?;
         }
@@ -51,7 +54,8 @@ pub struct Module {
     pub trailing: String,
 }
 
-/// One computation: `[ENTRY ]name[ (params) -> shape] {`, its instructions, `}`.
+/// One computation: `[ENTRY ]name[ (params) -> shape] {`, its instructions, `}`. XLA's
+/// stack-frame tables, when a module has them, are the first computation's leading text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Computation {
     /// Blank lines (and comments) before its header, verbatim.
@@ -66,6 +70,9 @@ pub struct Computation {
     pub name: String,
     /// The parameters its signature declares, if it has one: (name, shape).
     pub signature: Option<(Vec<(String, Shape)>, Shape)>,
+    /// Attributes written between the header and `{`, if any (XLA writes none there; graphbug
+    /// refuses them when making a proto).
+    pub attrs: Vec<Attr>,
     /// Its instructions, in text order.
     pub instructions: Vec<Instruction>,
     /// The closing line, verbatim.
@@ -317,6 +324,14 @@ pub fn parse_module(text: &str) -> Result<Module, HloError> {
             pending.push_str(l);
             continue;
         }
+        if STACK_FRAME_TABLES.contains(&l.trim()) {
+            // A table runs to the next blank line; kept as the next computation's leading text.
+            pending.push_str(l);
+            while let Some((_, next)) = lines.next_if(|(_, next)| !next.trim().is_empty()) {
+                pending.push_str(next);
+            }
+            continue;
+        }
         let mut comp = parse_computation_header(l, no)?;
         comp.leading = std::mem::take(&mut pending);
         loop {
@@ -361,6 +376,11 @@ pub fn parse_module(text: &str) -> Result<Module, HloError> {
     }
     Ok(module)
 }
+
+/// The titles of XLA's stack-frame tables, printed between the header and the first
+/// computation (`FileNames`, then `1 "a.py"` lines, ...).
+pub const STACK_FRAME_TABLES: [&str; 4] =
+    ["FileNames", "FunctionNames", "FileLocations", "StackFrames"];
 
 /// Blank lines and comments between items.
 fn is_filler(line: &str) -> bool {
@@ -453,7 +473,7 @@ fn parse_computation_header(line: &str, no: usize) -> Result<Computation, HloErr
         ));
     };
     // Between the signature and `{`: attributes (`, execution_thread="main"`), if any.
-    parse_attrs(tail.get(at..).unwrap_or_default()).map_err(|(o, m)| err(at + o, m))?;
+    let attrs = parse_attrs(tail.get(at..).unwrap_or_default()).map_err(|(o, m)| err(at + o, m))?;
     Ok(Computation {
         leading: String::new(),
         header_line: line.to_string(),
@@ -461,6 +481,7 @@ fn parse_computation_header(line: &str, no: usize) -> Result<Computation, HloErr
         is_entry,
         name,
         signature,
+        attrs,
         instructions: Vec::new(),
         closing_line: String::new(),
     })
@@ -811,6 +832,14 @@ ENTRY %main.6 (xs.1: f32[5]) -> (f32[], f32[5]) {
             let e = parse_module(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn stack_frame_tables_are_kept() {
+        let text = "HloModule m\n\nFileNames\n1 \"a.py\"\n\nStackFrames\n1 {file_location_id=1 parent_frame_id=1}\n\n\nENTRY e {\n  ROOT x = f32[] parameter(0)\n}\n";
+        let m = parse_module(text).unwrap();
+        assert_eq!(print_module(&m), text);
+        assert!(m.computations[0].leading.contains("StackFrames\n1 {"));
     }
 
     #[test]
