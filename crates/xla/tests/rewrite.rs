@@ -17,6 +17,7 @@ use std::process::Command;
 
 use graphbug_ir::fault::FaultSpec;
 use graphbug_xla::hlo::check::check;
+use graphbug_xla::hlo::proto::to_proto;
 use graphbug_xla::hlo::text::{parse_module, print_module, Module, Operands};
 use graphbug_xla::rewrite::{inject, raise_to_f64, RewriteError};
 use graphbug_xla::stablehlo;
@@ -111,6 +112,8 @@ fn the_corpus_raises_or_is_refused_by_name() {
                 }
                 let before = check(&m).unwrap();
                 assert_eq!(check(&r.module).unwrap(), before, "{stem}");
+                // Callers hand PJRT a proto of it.
+                to_proto(&r.module).unwrap_or_else(|e| panic!("{stem}: {e}"));
             }
             Err(e) => {
                 let Some((_, op, name)) = REFUSED.iter().find(|(p, ..)| *p == program(&stem))
@@ -477,6 +480,31 @@ fn first_float_output(m: &Module) -> Option<(String, usize)> {
             .map(|(k, n)| (n.to_string(), k))
     } else {
         is_target(&root.name).then(|| (root.name.clone(), 0))
+    }
+}
+
+#[test]
+fn faulted_corpus_programs_check_and_make_protos() {
+    for stem in corpus() {
+        let m = hlo(&stem);
+        let Some((target, _)) = first_float_output(&m) else {
+            continue;
+        };
+        for spec in [
+            format!("accuracy=0.5@node:{target}"),
+            format!("nan@node:{target}"),
+        ] {
+            let r = inject(&m, &FaultSpec::parse(&spec).unwrap())
+                .unwrap_or_else(|e| panic!("{stem}: {spec}: {e}"));
+            to_proto(&r.module).unwrap_or_else(|e| panic!("{stem}: {spec}: {e}"));
+            // (attributes.hlo repeats names across computations, as XLA reads but graphbug's
+            // check refuses.)
+            if let Ok(before) = check(&m) {
+                let after = check(&r.module).unwrap();
+                assert_eq!(after.outputs, before.outputs, "{stem}");
+                assert!(after.instructions > before.instructions, "{stem}");
+            }
+        }
     }
 }
 
