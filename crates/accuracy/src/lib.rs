@@ -155,24 +155,18 @@ pub fn detect(
     result: &[Option<HostTensor>],
     fp64_ref: Option<&[Option<HostTensor>]>,
 ) -> Option<String> {
-    let strict = same(
-        reference,
-        result,
-        fp64_ref,
-        &AccuracyMode::StrictAccuracy.options(),
-    );
+    detect_by(|opts| same(reference, result, fp64_ref, opts))
+}
+
+/// [`detect`] for outputs that `same` compares under the options it is given (a caller
+/// that holds its outputs in another form, e.g. libtorch tensors copied to the host once).
+pub fn detect_by(same: impl Fn(&SameOptions) -> AccuracyReport) -> Option<String> {
+    let strict = same(&AccuracyMode::StrictAccuracy.options());
     if strict.passed() {
         return None;
     }
     let mut text = strict.to_string().trim_end().to_string();
-    if same(
-        reference,
-        result,
-        fp64_ref,
-        &AccuracyMode::Accuracy.options(),
-    )
-    .passed()
-    {
+    if same(&AccuracyMode::Accuracy.options()).passed() {
         text.push_str(&format!("\n{ONLY_NON_FLOATING}"));
     }
     Some(text)
