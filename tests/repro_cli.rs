@@ -529,9 +529,9 @@ fn a_dynamo_level_dynamic_graph_keeps_its_text_and_symbols_through_repro_and_min
         text(&out.stdout),
         text(&out.stderr)
     );
-    // The repro holds the graph as dynamo wrote it (canonical text: its comments go), and
-    // the symbols' values.
-    let canonical = graphbug::ir::print_graph(
+    // The repro holds the graph as dynamo wrote it (canonical text: its comments go; the
+    // module is `class Repro`, as in PyTorch's repros), and the symbols' values.
+    let canonical = graphbug::repro::save::repro_text(
         &graphbug::ir::parse_graph(&std::fs::read_to_string(&graph).unwrap()).unwrap(),
     );
     assert!(canonical.contains("l_a_.view(mul, -1)"), "{canonical}");
