@@ -348,6 +348,39 @@ impl OutputVerdict {
     }
 }
 
+/// `tensor` in double precision, as a float64 reference run takes it: float16, bfloat16
+/// and float32 become float64 and complex64 complex128, exactly; other dtypes are returned
+/// as they are.
+pub fn to_fp64(tensor: &HostTensor) -> HostTensor {
+    let to = match tensor.dtype {
+        Dtype::Float16 | Dtype::BFloat16 | Dtype::Float32 => Dtype::Float64,
+        Dtype::Complex64 => Dtype::Complex128,
+        _ => return tensor.clone(),
+    };
+    // A tensor whose bytes do not fit its shape stays as it is, for `same` to report.
+    if checked_numel(tensor, "tensor").is_err() {
+        return tensor.clone();
+    }
+    HostTensor {
+        dtype: to,
+        shape: tensor.shape.clone(),
+        data: convert(&tensor.data, tensor.dtype, tensor.numel(), to),
+        strides: tensor.strides.clone(),
+    }
+}
+
+/// The elements of a floating tensor as float64 (float16 and bfloat16 exactly), for
+/// statistics; `None` for other dtypes (complex included).
+pub fn float_values(tensor: &HostTensor) -> Option<Vec<f64>> {
+    let lane = Lane::of(tensor.dtype).filter(|_| !tensor.dtype.is_complex())?;
+    checked_numel(tensor, "tensor").ok()?;
+    Some(
+        (0..tensor.numel())
+            .map(|i| lane_at(&tensor.data, lane, i))
+            .collect(),
+    )
+}
+
 /// A short description such as `f32[2, 3]`; `undefined` for `None`.
 pub fn describe(tensor: Option<&HostTensor>) -> String {
     match tensor {

@@ -605,8 +605,8 @@ mod tests {
 
     #[test]
     fn npz_round_trip_every_dtype() {
-        // numpy has no bfloat16, so .npz cannot hold it.
-        round_trip("npz", &[Dtype::BFloat16]);
+        // bfloat16 goes as ml_dtypes' two-byte void, as JAX's np.savez writes it.
+        round_trip("npz", &[]);
     }
 
     #[test]
@@ -618,14 +618,6 @@ mod tests {
     #[test]
     fn unsupported_dtypes_are_refused_by_name() {
         let dir = scratch();
-        let bf = vec![(
-            "w".to_string(),
-            Tensor::from(1.0f32).to_kind(Kind::BFloat16),
-        )];
-        let e = write_tensors(&dir.path().join("a.npz"), &bf)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`w` is bf16") && e.contains("a.npz"), "{e}");
         let c = vec![(
             "z".to_string(),
             Tensor::from(1.0f32).to_kind(Kind::ComplexFloat),
@@ -634,7 +626,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("`z` is c64"), "{e}");
-        assert!(!dir.path().join("a.npz").exists());
+        assert!(!dir.path().join("a.safetensors").exists());
         let dup = vec![
             ("x".to_string(), Tensor::from(1.0f32)),
             ("x".to_string(), Tensor::from(2.0f32)),

@@ -117,8 +117,9 @@ pub fn read(path: &Path) -> Result<Vec<(String, HostTensor)>, TensorFileError> {
 
 /// Writes tensors to a `.npz` or `.safetensors` file, atomically, durably and
 /// deterministically: npz entries keep the given order with a fixed timestamp;
-/// safetensors orders entries by dtype, then name, as the format's writer does. `.npz`
-/// cannot hold bf16 (numpy has no such type); `.safetensors` cannot hold complex.
+/// safetensors orders entries by dtype, then name, as the format's writer does. In `.npz`
+/// bf16 is written as JAX's `np.savez` writes ml_dtypes' bfloat16: two-byte void (`|V2`;
+/// `.view(ml_dtypes.bfloat16)` reads it back in numpy); `.safetensors` cannot hold complex.
 pub fn write<S: AsRef<str>>(
     path: &Path,
     tensors: &[(S, HostTensor)],
@@ -145,13 +146,14 @@ pub fn write<S: AsRef<str>>(
 
 const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 
-/// The npy `descr` of a dtype; `None` for bf16, which numpy cannot represent.
-fn npy_descr(dtype: Dtype) -> Option<&'static str> {
-    Some(match dtype {
+/// The npy `descr` of a dtype. numpy has no bfloat16: ml_dtypes' (JAX's) is saved as
+/// two-byte void, `|V2`, and graphbug does the same.
+fn npy_descr(dtype: Dtype) -> &'static str {
+    match dtype {
         Dtype::Float32 => "<f4",
         Dtype::Float64 => "<f8",
         Dtype::Float16 => "<f2",
-        Dtype::BFloat16 => return None,
+        Dtype::BFloat16 => "|V2",
         Dtype::Int64 => "<i8",
         Dtype::Int32 => "<i4",
         Dtype::Int16 => "<i2",
@@ -163,7 +165,7 @@ fn npy_descr(dtype: Dtype) -> Option<&'static str> {
         Dtype::UInt16 => "<u2",
         Dtype::UInt32 => "<u4",
         Dtype::UInt64 => "<u8",
-    })
+    }
 }
 
 /// The dtype of an npy `descr` such as `<f4`; big-endian multi-byte types are refused.
@@ -187,6 +189,8 @@ fn dtype_of_descr(descr: &str) -> Result<Dtype, String> {
         "b1" | "?" => Dtype::Bool,
         "c8" | "F" => Dtype::Complex64,
         "c16" | "D" => Dtype::Complex128,
+        // ml_dtypes' bfloat16, as numpy saves it (JAX's outputs): its only two-byte type.
+        "V2" => Dtype::BFloat16,
         _ => return Err(format!("unsupported npy dtype `{descr}`")),
     };
     if order == '>' && dtype.itemsize() > 1 {
@@ -197,15 +201,7 @@ fn dtype_of_descr(descr: &str) -> Result<Dtype, String> {
 
 /// One npy file: header (version 1.0, 64-byte aligned as numpy writes it) and data.
 fn npy_bytes(path: &Path, name: &str, t: &HostTensor) -> Result<Vec<u8>, TensorFileError> {
-    let descr = npy_descr(t.dtype).ok_or_else(|| {
-        file_error(
-            path,
-            format!(
-                "tensor `{name}` is {}, which .npz cannot hold (numpy has no bfloat16); use .safetensors",
-                t.dtype.short_name()
-            ),
-        )
-    })?;
+    let descr = npy_descr(t.dtype);
     let shape = match t.shape.as_slice() {
         [] => "()".to_string(),
         [d] => format!("({d},)"),
@@ -589,9 +585,15 @@ mod tests {
     #[test]
     fn bad_files_and_tensors_are_errors_naming_them() {
         let dir = tempfile::tempdir().unwrap();
-        let bf16 = HostTensor::new(Dtype::BFloat16, vec![1], vec![0, 0]).unwrap();
-        let err = write(&dir.path().join("x.npz"), &[("w", bf16)]).unwrap_err();
-        assert!(err.to_string().contains("tensor `w` is bf16"), "{err}");
+        // bf16 in npz is ml_dtypes' two-byte void, read back as bf16.
+        let bf16 = HostTensor::new(Dtype::BFloat16, vec![2], vec![0x80, 0x3f, 0xc0, 0x7f]).unwrap();
+        write(&dir.path().join("w.npz"), &[("w", bf16.clone())]).unwrap();
+        assert_eq!(
+            read(&dir.path().join("w.npz")).unwrap(),
+            [("w".to_string(), bf16)]
+        );
+        let npz = std::fs::read(dir.path().join("w.npz")).unwrap();
+        assert!(npz.windows(14).any(|w| w == b"'descr': '|V2'"));
         let c64 = HostTensor::new(Dtype::Complex64, vec![1], vec![0; 8]).unwrap();
         let err = write(&dir.path().join("x.safetensors"), &[("z", c64)]).unwrap_err();
         assert!(err.to_string().contains("cannot hold"), "{err}");
