@@ -2,7 +2,7 @@
 //! README, and the minifier launcher. All output is deterministic.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use graphbug_ir::Graph;
 
@@ -11,12 +11,7 @@ use crate::save::repro_text;
 use crate::manifest::{InputsRecord, Manifest};
 
 /// The graphbug workspace this build comes from (generated programs depend on it).
-pub fn workspace_root() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.parent()
-        .and_then(Path::parent)
-        .map_or_else(|| here.to_path_buf(), Path::to_path_buf)
-}
+pub use graphbug_run::workspace_root;
 
 /// A Rust raw string literal holding `text` (enough `#`s that nothing inside ends it).
 fn raw_string(text: &str) -> String {

@@ -13,3 +13,12 @@ pub mod scratch;
 pub mod stage;
 
 pub use failure::{Failure, Stage, Symptom};
+
+/// The graphbug workspace this build comes from: where `cargo xtask setup` put the
+/// virtualenv (`.venv`, with JAX and the CPU PJRT plugin) and libtorch.
+pub fn workspace_root() -> std::path::PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .and_then(std::path::Path::parent)
+        .map_or_else(|| here.to_path_buf(), std::path::Path::to_path_buf)
+}
