@@ -144,7 +144,7 @@ fn bad_text_fails_naming_what_and_where() {
         ),
         (
             "  ROOT b = f32[2,3]{1,0} frobnicate(a)",
-            "5:25: instruction `b`: opcode `frobnicate` is not mapped to the proto",
+            "5:25: instruction `b`: unknown opcode `frobnicate` (not one of XLA's HLO opcodes)",
         ),
         (
             "  ROOT b = f32[2,3]{1,0} negate(q)",

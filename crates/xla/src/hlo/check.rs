@@ -1,15 +1,16 @@
 //! `graphbug check` of an HLO module: what XLA's parser and verifier would refuse for
 //! reasons a reader can see in the text, each named with its line, column and instruction.
 //!
-//! Checked: names unique; every operand defined in its computation, with no cycle; one
-//! `ROOT`; parameters numbered 0..n without gaps; operand shapes written in the text equal
-//! to their definitions'; a computation's signature equal to its parameters and root; the
+//! Checked: names unique in their computation; every operand defined on an earlier line
+//! of its computation (XLA reads in order, so no cycle either); one `ROOT`; parameters
+//! numbered 0..n without gaps; operand shapes written in the text equal to their
+//! definitions'; a computation's signature equal to its parameters and root; the
 //! entry computation's layout (`entry_computation_layout`) equal to the entry's; every
 //! computation an attribute calls defined; `get-tuple-element` indices within the tuple and
 //! `tuple` shapes made of their operands'. What needs an op's semantics (a shape an op
 //! computes) is the compiler's to say: `graphbug run` compiles.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::shape::{parse_shape_all, Shape};
 use super::text::{HloError, Instruction, Module, Operands};
@@ -69,11 +70,13 @@ pub fn check(module: &Module) -> Result<Counts, HloError> {
             ));
         }
     }
-    let mut instruction_names: HashMap<&str, usize> = HashMap::new();
     for c in &module.computations {
+        // Names are the computation's: XLA's parser renames a name another computation
+        // used (`i` becomes `i.1`), and refuses one twice in a computation.
         let mut by_name: HashMap<&str, &Instruction> = HashMap::new();
         for i in &c.instructions {
-            if let Some(line) = instruction_names.insert(&i.name, i.line) {
+            if let Some(first) = by_name.get(i.name.as_str()) {
+                let line = first.line;
                 return Err(on(
                     i,
                     1,
@@ -121,6 +124,17 @@ pub fn check(module: &Module) -> Result<Counts, HloError> {
                             ),
                         ));
                     };
+                    if def.line > i.line || (def.line == i.line && def.name == i.name) {
+                        // XLA's parser reads an operand's name only once it is defined.
+                        return Err(on(
+                            i,
+                            o.column,
+                            format!(
+                                "operand `{}` is used before its definition on line {} (XLA's parser reads instructions in order)",
+                                o.name, def.line
+                            ),
+                        ));
+                    }
                     if let Some(written) = &o.shape {
                         if *written != def.shape {
                             return Err(on(i, o.column, format!("operand `{}` is written as {written}, but is defined as {} on line {}", o.name, def.shape, def.line)));
@@ -139,7 +153,6 @@ pub fn check(module: &Module) -> Result<Counts, HloError> {
             }
             check_tuples(i, &by_name)?;
         }
-        no_cycle(c.instructions.as_slice(), &by_name)?;
         if let Some((sig_params, result)) = &c.signature {
             if sig_params.len() != params.len() {
                 return Err(at_line(
@@ -304,47 +317,6 @@ fn check_tuples(i: &Instruction, by_name: &HashMap<&str, &Instruction>) -> Resul
     Ok(())
 }
 
-/// No instruction reads itself through its operands.
-fn no_cycle(
-    instructions: &[Instruction],
-    by_name: &HashMap<&str, &Instruction>,
-) -> Result<(), HloError> {
-    let mut done: HashSet<&str> = HashSet::new();
-    let mut on_path: HashSet<&str> = HashSet::new();
-    for start in instructions {
-        // Iterative depth-first search: (instruction, next operand to visit).
-        let mut stack: Vec<(&Instruction, usize)> = vec![(start, 0)];
-        while let Some((i, k)) = stack.pop() {
-            if k == 0 {
-                if done.contains(i.name.as_str()) {
-                    continue;
-                }
-                on_path.insert(&i.name);
-            }
-            let ops = i.operand_names();
-            if let Some(name) = ops.get(k) {
-                stack.push((i, k + 1));
-                if on_path.contains(name) {
-                    return Err(on(
-                        i,
-                        1,
-                        format!("reads `{name}`, which reads it back (a cycle)"),
-                    ));
-                }
-                if let Some(def) = by_name.get(name) {
-                    if !done.contains(name) {
-                        stack.push((def, 0));
-                    }
-                }
-            } else {
-                on_path.remove(i.name.as_str());
-                done.insert(&i.name);
-            }
-        }
-    }
-    Ok(())
-}
-
 /// An error on a line, with no instruction.
 fn at_line(line: usize, message: String) -> HloError {
     HloError {
@@ -411,7 +383,7 @@ ENTRY e {
             ("->(f32[3]{0}, f32[])}", "->(f32[3]{0}, f32[2])}", "ROOT `t` is (f32[3]{0}, f32[]), but entry_computation_layout declares (f32[3]{0}, f32[2])"),
             ("ENTRY e {", "e {", "module `m` has no ENTRY computation"),
             ("  c = f32[] constant(0)\n", "  c = f32[] constant(0)\n  c = f32[] constant(1)\n", "instruction `c`: instruction `c` is defined twice"),
-            ("z = f32[3]{0} add(x, y)", "z = f32[3]{0} add(x, z)", "instruction `z`: reads `z`, which reads it back"),
+            ("z = f32[3]{0} add(x, y)", "z = f32[3]{0} add(x, z)", "instruction `z`: operand `z` is used before its definition on line 12"),
             ("ROOT t = (f32[3]{0}, f32[]) tuple(z, r)", "ROOT t = (f32[3]{0}, f32[]) tuple(z, z)", "instruction `t`: is (f32[3]{0}, f32[]), but its operands make (f32[3], f32[3])"),
         ];
         for (from, to, want) in cases {

@@ -350,7 +350,9 @@ fn instruction(
     let name = std::mem::take(&mut p.name);
     let opcode = std::mem::take(&mut p.opcode);
     if !OPCODES.contains(&opcode.as_str()) {
-        return Err(format!("opcode `{opcode}` is not mapped to text"));
+        return Err(format!(
+            "unknown opcode `{opcode}` (not one of XLA's HLO opcodes)"
+        ));
     }
     let shape = print_shape(&p.shape.take().ok_or("no shape")?)?;
     p.id = 0;

@@ -559,7 +559,10 @@ fn instruction_to_proto(
         return Err(at(
             i,
             &format!(" {}(", i.opcode),
-            format!("opcode `{}` is not mapped to the proto", i.opcode),
+            format!(
+                "unknown opcode `{}` (not one of XLA's HLO opcodes)",
+                i.opcode
+            ),
         ));
     }
     let mut p = HloInstructionProto {
