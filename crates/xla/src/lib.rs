@@ -3,6 +3,8 @@
 //! checks and the repro layout serve them as they serve aten graphs. Nothing here needs
 //! libtorch: JAX and TensorFlow users have none.
 
+pub mod execute;
 pub mod hlo;
+pub mod program;
 pub mod rewrite;
 pub mod stablehlo;

@@ -32,7 +32,8 @@
 //!   types the raise keeps (a `bitcast-convert` from `u32` to `u64`) stay.
 //! - A program already in float64 comes back byte for byte.
 //!
-//! **Faults as rewrites**: a [`FaultSpec`] of kind `accuracy` or `nan` becomes instructions
+//! **Faults as rewrites**: a [`FaultSpec`] of kind `accuracy`, `nan`, `compile` or `hang`
+//! becomes instructions
 //! after each target (the nodes [`FaultSpec::targets`] names in the entry computation's or
 //! main function's graph, [`HloGraph`] / [`StableHloGraph`]): HLO gets `constant` +
 //! `broadcast` + `add` (fresh names, in the text's style), StableHLO a splat
@@ -45,9 +46,14 @@
 //! multi-result StableHLO op) has its first reading element faulted, as the aten backend
 //! faults the first getitem reader: the first `get-tuple-element` of it in graph order (HLO),
 //! the first result (StableHLO); a tuple no `get-tuple-element` reads is an error naming it.
-//! `compile`, `runtime`, `crash` and `hang` faults change no program (the caller simulates
-//! them); `alias`, `mutate` and `shape` break aten schemas and mean nothing for XLA
-//! programs: both are errors, as is a spec that names no node (with
+//! A `compile` fault passes the target through a custom call to
+//! [`COMPILE_FAULT_TARGET`], which no compiler registers, so the compiler itself fails; a
+//! `hang` fault passes it through a `while` loop of a 64-bit counter that flips the value
+//! when the counter wraps to -1 (2^64 iterations away), which no compiler can drop or
+//! count, so the run never returns. `runtime` and `crash` faults change no program
+//! (compiled XLA code has no portable way to fail or abort; the caller simulates them);
+//! `alias`, `mutate` and `shape` break aten schemas and mean nothing for XLA programs: both
+//! are errors, as is a spec that names no node (with
 //! [`FaultSpec::why_no_target`]'s message). A flaky spec (`%<percent>`) is rewritten as any
 //! other: whether it fires is the caller's draw.
 //!
@@ -136,7 +142,7 @@ pub struct Rewritten<M> {
 }
 
 /// A program the rewrites apply to: an HLO module or a StableHLO module.
-pub trait Program: Sized {
+pub trait Rewrite: Sized {
     /// The program's float64 reference (see the module docs).
     fn raise_to_f64(&self) -> Result<Rewritten<Self>, RewriteError>;
     /// The program computing `spec`'s fault itself (see the module docs).
@@ -144,16 +150,16 @@ pub trait Program: Sized {
 }
 
 /// `program` with every float type narrower than 64 bits raised to float64 (module docs).
-pub fn raise_to_f64<P: Program>(program: &P) -> Result<Rewritten<P>, RewriteError> {
+pub fn raise_to_f64<P: Rewrite>(program: &P) -> Result<Rewritten<P>, RewriteError> {
     program.raise_to_f64()
 }
 
 /// `program` with `spec`'s fault written into it (module docs).
-pub fn inject<P: Program>(program: &P, spec: &FaultSpec) -> Result<Rewritten<P>, RewriteError> {
+pub fn inject<P: Rewrite>(program: &P, spec: &FaultSpec) -> Result<Rewritten<P>, RewriteError> {
     program.inject(spec)
 }
 
-impl Program for HloModule {
+impl Rewrite for HloModule {
     fn raise_to_f64(&self) -> Result<Rewritten<Self>, RewriteError> {
         raise_hlo(self)
     }
@@ -163,7 +169,7 @@ impl Program for HloModule {
     }
 }
 
-impl Program for MlirModule {
+impl Rewrite for MlirModule {
     fn raise_to_f64(&self) -> Result<Rewritten<Self>, RewriteError> {
         raise_mlir(self)
     }
@@ -901,15 +907,15 @@ fn reread_mlir(text: &str, checks: bool) -> Result<MlirModule, RewriteError> {
 /// Refuses the kinds that are no rewrite (see the module docs).
 fn rewritable(spec: &FaultSpec) -> Result<(), RewriteError> {
     let why = match spec.kind {
-        FaultKind::Accuracy | FaultKind::Nan => return Ok(()),
-        FaultKind::Compile | FaultKind::Runtime | FaultKind::Crash | FaultKind::Hang => format!(
-            "a {} fault changes no program: the caller simulates it (it {}) and compiles the program as it is",
+        FaultKind::Accuracy | FaultKind::Nan | FaultKind::Compile | FaultKind::Hang => {
+            return Ok(())
+        }
+        FaultKind::Runtime | FaultKind::Crash => format!(
+            "a {} fault changes no program: compiled XLA code has no portable way to {}, so the caller simulates it when the program runs",
             spec.kind.name(),
             match spec.kind {
-                FaultKind::Compile => "fails the compile",
-                FaultKind::Runtime => "fails the run",
-                FaultKind::Crash => "aborts the process",
-                _ => "never returns",
+                FaultKind::Runtime => "fail a run",
+                _ => "abort the process",
             }
         ),
         FaultKind::Alias | FaultKind::Mutate | FaultKind::Shape => format!(
@@ -979,11 +985,22 @@ enum Perturb {
     Int(i64),
     /// Negate a boolean.
     Not,
+    /// Pass the value through a custom call no compiler has ([`COMPILE_FAULT_TARGET`]).
+    CompileError,
+    /// Pass the value through a loop that never ends (it would after 2^64 iterations).
+    Hang,
 }
+
+/// The custom-call target of a compile fault: no compiler registers it, so compiling the
+/// program fails in the compiler itself.
+pub const COMPILE_FAULT_TARGET: &str = "graphbug_injected_compile_fault";
 
 /// What `spec` does to a value of class `class` (the aten fault's rules), or why it cannot.
 fn perturbation(spec: &FaultSpec, class: Class, ty: &str) -> Result<Perturb, String> {
     Ok(match (spec.kind, class) {
+        (_, Class::Other) => return Err(format!("values of type {ty} cannot be faulted")),
+        (FaultKind::Compile, _) => Perturb::CompileError,
+        (FaultKind::Hang, _) => Perturb::Hang,
         (FaultKind::Nan, Class::Float) => Perturb::Float(f64::NAN),
         (FaultKind::Nan, _) => {
             return Err(format!(
@@ -994,7 +1011,6 @@ fn perturbation(spec: &FaultSpec, class: Class, ty: &str) -> Result<Perturb, Str
         (_, Class::Complex) => Perturb::Complex(spec.amount),
         (_, Class::Int) => Perturb::Int(spec.amount.round().max(1.0) as i64),
         (_, Class::Pred) => Perturb::Not,
-        (_, Class::Other) => return Err(format!("values of type {ty} cannot be faulted")),
     })
 }
 
@@ -1083,17 +1099,96 @@ fn fault_hlo(m: &HloModule, name: &str, spec: &FaultSpec) -> Result<HloModule, R
     let scalar = format!("{ty}[]");
     let faulted = fresh(format!("{name}.fault"));
     let mut lines = String::new();
+    let mut computations = String::new();
     match perturb {
         Perturb::Not => lines.push_str(&format!(
             "{indent}{root}{pct}{faulted} = {shape} not({}){nl}",
             operand(&shape, name)
         )),
-        _ => {
+        Perturb::CompileError => lines.push_str(&format!(
+            "{indent}{root}{pct}{faulted} = {shape} custom-call({}), custom_call_target=\"{COMPILE_FAULT_TARGET}\"{nl}",
+            operand(&shape, name)
+        )),
+        Perturb::Hang => {
+            // while (i != -1) { i += 1; v = (i == -1) ? -v : v }: a loop on the value
+            // that the compiler can neither drop nor count, from i = 0.
+            let tuple = format!("({shape}, s64[])");
+            let flip = if hlo_class(ty) == Class::Pred {
+                "not"
+            } else {
+                "negate"
+            };
+            let dims: Vec<String> = dims.iter().map(ToString::to_string).collect();
+            let mask_shape = format!("pred[{}]", dims.join(","));
+            let cond = fresh(format!("{name}.hang_condition"));
+            let body = fresh(format!("{name}.hang_body"));
+            let mut v = |stem: &str| fresh(format!("{name}.hang_{stem}"));
+            let (cp, ci, cm, cc) = (v("p"), v("i"), v("m"), v("c"));
+            let (bp, bv, bi, bo, bj, bm, be) = (v("p"), v("v"), v("i"), v("one"), v("j"), v("m"), v("e"));
+            let (bb, bn, bs, br) = (v("mask"), v("flipped"), v("s"), v("r"));
+            let (z, init, lp) = (v("zero"), v("init"), v("loop"));
+            let mask = if dims.is_empty() { &be } else { &bb };
+            let broadcast = if dims.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "  {pct}{bb} = {mask_shape} broadcast({}), dimensions={{}}{nl}",
+                    operand("pred[]", &be)
+                )
+            };
+            computations = format!(
+                "{pct}{cond} {{{nl}\
+                 \x20 {pct}{cp} = {tuple} parameter(0){nl}\
+                 \x20 {pct}{ci} = s64[] get-tuple-element({}), index=1{nl}\
+                 \x20 {pct}{cm} = s64[] constant(-1){nl}\
+                 \x20 ROOT {pct}{cc} = pred[] compare({}, {}), direction=NE{nl}\
+                 }}{nl}{nl}\
+                 {pct}{body} {{{nl}\
+                 \x20 {pct}{bp} = {tuple} parameter(0){nl}\
+                 \x20 {pct}{bv} = {shape} get-tuple-element({}), index=0{nl}\
+                 \x20 {pct}{bi} = s64[] get-tuple-element({}), index=1{nl}\
+                 \x20 {pct}{bo} = s64[] constant(1){nl}\
+                 \x20 {pct}{bj} = s64[] add({}, {}){nl}\
+                 \x20 {pct}{bm} = s64[] constant(-1){nl}\
+                 \x20 {pct}{be} = pred[] compare({}, {}), direction=EQ{nl}\
+                 {broadcast}\
+                 \x20 {pct}{bn} = {shape} {flip}({}){nl}\
+                 \x20 {pct}{bs} = {shape} select({}, {}, {}){nl}\
+                 \x20 ROOT {pct}{br} = {tuple} tuple({}, {}){nl}\
+                 }}{nl}{nl}",
+                operand(&tuple, &cp),
+                operand("s64[]", &ci),
+                operand("s64[]", &cm),
+                operand(&tuple, &bp),
+                operand(&tuple, &bp),
+                operand("s64[]", &bi),
+                operand("s64[]", &bo),
+                operand("s64[]", &bj),
+                operand("s64[]", &bm),
+                operand(&shape, &bv),
+                operand(if dims.is_empty() { "pred[]" } else { &mask_shape }, mask),
+                operand(&shape, &bn),
+                operand(&shape, &bv),
+                operand(&shape, &bs),
+                operand("s64[]", &bj),
+            );
+            lines.push_str(&format!(
+                "{indent}{pct}{z} = s64[] constant(0){nl}\
+                 {indent}{pct}{init} = {tuple} tuple({}, {}){nl}\
+                 {indent}{pct}{lp} = {tuple} while({}), condition={pct}{cond}, body={pct}{body}{nl}\
+                 {indent}{root}{pct}{faulted} = {shape} get-tuple-element({}), index=0{nl}",
+                operand(&shape, name),
+                operand("s64[]", &z),
+                operand(&tuple, &init),
+                operand(&tuple, &lp),
+            ));
+        }
+        Perturb::Float(_) | Perturb::Complex(_) | Perturb::Int(_) => {
             let literal = match perturb {
                 Perturb::Float(v) => hlo_float(v),
                 Perturb::Complex(v) => format!("({}, 0)", hlo_float(v)),
                 Perturb::Int(v) => v.to_string(),
-                Perturb::Not => unreachable!("handled above"),
+                _ => unreachable!("matched above"),
             };
             let amount = fresh(format!("{name}.fault_amount"));
             lines.push_str(&format!(
@@ -1131,6 +1226,8 @@ fn fault_hlo(m: &HloModule, name: &str, spec: &FaultSpec) -> Result<HloModule, R
     let mut added = target.clone();
     added.text = lines;
     instructions.insert(k + 1, added);
+    // New computations (a hang's loop) go right before the entry.
+    out.computations[e].leading.push_str(&computations);
     parse_hlo(&print_module(&out)).map_err(RewriteError::from)
 }
 
@@ -1290,9 +1387,52 @@ fn fault_mlir(
         n
     };
     let faulted = fresh("fault");
+    // What later statements read instead of the target.
+    let mut replacement = format!("%{faulted}");
     let lines = match perturb {
         Perturb::Not => format!("{indent}%{faulted} = stablehlo.not {reference} : {ty}{nl}"),
-        _ => {
+        Perturb::CompileError => format!(
+            "{indent}%{faulted} = stablehlo.custom_call @{COMPILE_FAULT_TARGET}({reference}) : ({ty}) -> {ty}{nl}"
+        ),
+        Perturb::Hang => {
+            // while (i != -1) { i += 1; v = (i == -1) ? -v : v }, from i = 0 (see HLO's).
+            let flip = if mlir_class(element) == Class::Pred {
+                "not"
+            } else {
+                "negate"
+            };
+            let (zero, value, count) = (fresh("hang_zero"), fresh("hang_v"), fresh("hang_i"));
+            let (cm, cc) = (fresh("hang_m"), fresh("hang_c"));
+            let (one, j, bm, e, n, sel) = (
+                fresh("hang_one"),
+                fresh("hang_j"),
+                fresh("hang_m"),
+                fresh("hang_e"),
+                fresh("hang_flipped"),
+                fresh("hang_s"),
+            );
+            replacement = format!("%{faulted}#0");
+            let i64 = "tensor<i64>";
+            let compare = "(tensor<i64>, tensor<i64>) -> tensor<i1>";
+            format!(
+                "{indent}%{zero} = stablehlo.constant dense<0> : {i64}{nl}\
+                 {indent}%{faulted}:2 = stablehlo.while(%{value} = {reference}, %{count} = %{zero}) : {ty}, {i64}{nl}\
+                 {indent}cond {{{nl}\
+                 {indent}  %{cm} = stablehlo.constant dense<-1> : {i64}{nl}\
+                 {indent}  %{cc} = stablehlo.compare  NE, %{count}, %{cm},  SIGNED : {compare}{nl}\
+                 {indent}  stablehlo.return %{cc} : tensor<i1>{nl}\
+                 {indent}}} do {{{nl}\
+                 {indent}  %{one} = stablehlo.constant dense<1> : {i64}{nl}\
+                 {indent}  %{j} = stablehlo.add %{count}, %{one} : {i64}{nl}\
+                 {indent}  %{bm} = stablehlo.constant dense<-1> : {i64}{nl}\
+                 {indent}  %{e} = stablehlo.compare  EQ, %{j}, %{bm},  SIGNED : {compare}{nl}\
+                 {indent}  %{n} = stablehlo.{flip} %{value} : {ty}{nl}\
+                 {indent}  %{sel} = stablehlo.select %{e}, %{n}, %{value} : tensor<i1>, {ty}{nl}\
+                 {indent}  stablehlo.return %{sel}, %{j} : {ty}, {i64}{nl}\
+                 {indent}}}{nl}"
+            )
+        }
+        Perturb::Float(_) | Perturb::Complex(_) | Perturb::Int(_) => {
             let literal = match perturb {
                 Perturb::Float(v) if v.is_nan() => {
                     let format = mlir_format(element).ok_or_else(|| {
@@ -1306,7 +1446,7 @@ fn fault_mlir(
                 Perturb::Float(v) => mlir_float(v),
                 Perturb::Complex(v) => format!("({},{})", mlir_float(v), mlir_float(0.0)),
                 Perturb::Int(v) => v.to_string(),
-                Perturb::Not => unreachable!("handled above"),
+                _ => unreachable!("matched above"),
             };
             let amount = fresh("fault_amount");
             format!(
@@ -1318,7 +1458,7 @@ fn fault_mlir(
     for later in &main.body[k + 1..] {
         for u in &later.uses {
             if u.name == value && u.index == index {
-                edits.push((u.span.start, u.span.end, format!("%{faulted}")));
+                edits.push((u.span.start, u.span.end, replacement.clone()));
             }
         }
     }
@@ -1607,7 +1747,7 @@ ENTRY e {
     fn faults_that_are_no_rewrite_are_errors_saying_why() {
         for (spec, want) in [
             ("nan@node:s", "line 8: `s` (`add`): a nan fault needs a floating value, and this one is s32"),
-            ("runtime@multiply", "fault:runtime@multiply: a runtime fault changes no program: the caller simulates it (it fails the run)"),
+            ("runtime@multiply", "fault:runtime@multiply: a runtime fault changes no program: compiled XLA code has no portable way to fail a run, so the caller simulates it"),
             ("crash@multiply", "fault:crash@multiply: a crash fault changes no program"),
             ("alias@multiply", "fault:alias@multiply: alias faults break an aten op's schema"),
             ("shape@multiply", "XLA programs have no such schemas"),
@@ -1617,6 +1757,62 @@ ENTRY e {
         ] {
             let e = fault(SMALL, spec).unwrap_err().to_string();
             assert!(e.starts_with(want) || e.contains(want), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn compile_and_hang_faults_are_rewrites_the_compiler_meets() {
+        // Compile: the value passes through a custom call no compiler has.
+        let got = fault(SMALL, "compile@multiply").unwrap();
+        assert!(
+            got.contains(&format!(
+                "custom-call(m), custom_call_target=\"{COMPILE_FAULT_TARGET}\""
+            )),
+            "{got}"
+        );
+        // Hang: a loop computation pair before the entry, the value read from the loop.
+        let got = fault(SMALL, "hang@multiply").unwrap();
+        let m = parse_hlo(&got).unwrap();
+        check_hlo(&m).unwrap();
+        assert_eq!(
+            m.computations.len(),
+            parse_hlo(SMALL).unwrap().computations.len() + 2
+        );
+        assert!(
+            got.contains("direction=NE") && got.contains("while(m.hang_init)"),
+            "{got}"
+        );
+        assert!(got.contains("  m.hang_flipped = f32[3]{0} negate(m.hang_v)\n  m.hang_s = f32[3]{0} select(m.hang_mask, m.hang_flipped, m.hang_v)\n"), "{got}");
+        assert!(
+            got.contains("get-tuple-element(m.hang_loop), index=0"),
+            "{got}"
+        );
+        // The same in XLA's `%` style with operand shapes, and on a scalar of StableHLO.
+        let old = "HloModule m\n\nENTRY %e (x: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n  ROOT %n = f32[] negate(f32[] %x)\n}\n";
+        let got = fault(old, "hang@node:x").unwrap_err();
+        assert!(got.to_string().contains("names no node"), "{got}");
+        let got = fault(old, "hang@negate").unwrap();
+        check_hlo(&parse_hlo(&got).unwrap()).unwrap();
+        assert!(
+            got.contains(
+                "ROOT %n.fault = f32[] get-tuple-element((f32[], s64[]) %n.hang_loop), index=0"
+            ),
+            "{got}"
+        );
+        let mlir = "module {\n  func.func @main(%arg0: tensor<2xi1>) -> tensor<2xi1> {\n    %0 = stablehlo.not %arg0 : tensor<2xi1>\n    return %0 : tensor<2xi1>\n  }\n}\n";
+        for spec in ["hang@not", "compile@not"] {
+            let got = fault(mlir, spec).unwrap();
+            let m = parse_mlir(&got).unwrap();
+            check_mlir(&m).unwrap();
+            if spec.starts_with("hang") {
+                assert!(got.contains("return %fault_0#0 : tensor<2xi1>"), "{got}");
+                assert!(
+                    got.contains("stablehlo.not %hang_v_0 : tensor<2xi1>"),
+                    "{got}"
+                );
+            } else {
+                assert!(got.contains("stablehlo.custom_call @graphbug_injected_compile_fault(%0) : (tensor<2xi1>) -> tensor<2xi1>"), "{got}");
+            }
         }
     }
 

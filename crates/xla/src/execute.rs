@@ -1,0 +1,260 @@
+//! XLA programs compiled and executed on PJRT plugins, the way graphbug's backends compile
+//! and run aten graphs. A backend for XLA programs is named `pjrt:<plugin>` (a name
+//! `graphbug backends --all` lists, or a plugin file), or `fault:<spec>+pjrt:<plugin>` for
+//! a testing fault (see [`graphbug_ir::fault::GRAMMAR`]). Accuracy, NaN, compile and hang
+//! faults rewrite the program ([`crate::rewrite`]), so that the plugin itself computes the
+//! wrong value, fails to compile (a custom call no compiler has) or never returns (a loop
+//! it cannot drop); runtime and crash faults, which compiled XLA code has no portable way
+//! to cause, fire in graphbug's execute call. `GRAPHBUG_INJECT_FAULT` applies a fault to
+//! any backend.
+//!
+//! A plugin that aborts takes the process with it: callers run this in a child process
+//! (`graphbug run` does, bounded by `--timeout`).
+
+use std::path::PathBuf;
+
+use graphbug_files::HostTensor;
+use graphbug_ir::fault::{flaky_fires, FaultKind, FaultSpec, GRAMMAR};
+use graphbug_ir::{Graph, NodeId};
+use graphbug_pjrt::{Client, Executable, Format, Plugin};
+use graphbug_run::stage::report_stage;
+use graphbug_run::{Failure, Stage, Symptom};
+
+use crate::program::Program;
+
+/// The backend XLA programs run on unless told otherwise: XLA's CPU plugin.
+pub const DEFAULT_BACKEND: &str = "pjrt:cpu";
+
+/// The variable that injects a fault into whichever backend runs (as for aten graphs).
+pub const INJECT_FAULT_VAR: &str = "GRAPHBUG_INJECT_FAULT";
+
+/// A backend for XLA programs: a PJRT plugin, with a testing fault or without.
+#[derive(Clone, Debug, PartialEq)]
+pub struct XlaBackend {
+    name: String,
+    /// The plugin: a name `pjrt:<name>` resolves, or a path.
+    pub plugin: String,
+    /// The testing fault injected, if any.
+    pub fault: Option<FaultSpec>,
+    /// How the user wrote the fault, for messages (`fault:...` or the environment's).
+    source: String,
+}
+
+impl XlaBackend {
+    /// Parses a backend name: `pjrt:<plugin>` or `fault:<spec>[+pjrt:<plugin>]` (the
+    /// inner backend defaults to [`DEFAULT_BACKEND`]).
+    pub fn parse(name: &str) -> Result<XlaBackend, String> {
+        if let Some(rest) = name.strip_prefix("fault:") {
+            let (spec_text, inner) = rest.split_once('+').unwrap_or((rest, DEFAULT_BACKEND));
+            let spec = FaultSpec::parse(spec_text)?;
+            let inner = XlaBackend::parse(inner).map_err(|e| format!("inner backend: {e}"))?;
+            if inner.fault.is_some() {
+                return Err(format!(
+                    "`{name}`: one fault per backend (the inner backend has one too)"
+                ));
+            }
+            return XlaBackend::plain(&inner.plugin).with_fault(spec, format!("fault:{spec_text}"));
+        }
+        let plugin = name.strip_prefix("pjrt:").ok_or_else(|| {
+            format!(
+                "`{name}` is not a backend for XLA programs: they run on PJRT plugins, as \
+                 `pjrt:<plugin>` (e.g. {DEFAULT_BACKEND}; `graphbug backends --all` lists the \
+                 plugins found) or `fault:<spec>+pjrt:<plugin>`"
+            )
+        })?;
+        if plugin.is_empty() {
+            return Err(format!(
+                "`{name}` names no plugin (e.g. {DEFAULT_BACKEND}, or pjrt:/path/to/plugin.so)"
+            ));
+        }
+        Ok(XlaBackend::plain(plugin))
+    }
+
+    fn plain(plugin: &str) -> XlaBackend {
+        XlaBackend {
+            name: format!("pjrt:{plugin}"),
+            plugin: plugin.to_string(),
+            fault: None,
+            source: String::new(),
+        }
+    }
+
+    fn with_fault(mut self, spec: FaultSpec, source: String) -> Result<XlaBackend, String> {
+        if matches!(
+            spec.kind,
+            FaultKind::Alias | FaultKind::Mutate | FaultKind::Shape
+        ) {
+            return Err(format!(
+                "`{source}`: {} faults break an aten op's schema to test graphbug's checkers; XLA \
+                 programs have no schemas to break (use compile, runtime, accuracy, nan, crash \
+                 or hang)\nexpected:\n{GRAMMAR}",
+                spec.kind.name()
+            ));
+        }
+        self.name = format!("fault:{spec}+{}", self.name);
+        self.fault = Some(spec);
+        self.source = source;
+        Ok(self)
+    }
+
+    /// The backend with the fault of [`INJECT_FAULT_VAR`] when it is set (and the backend
+    /// has no fault of its own).
+    pub fn with_env_fault(self) -> Result<XlaBackend, String> {
+        match std::env::var(INJECT_FAULT_VAR) {
+            Ok(text) if !text.trim().is_empty() => {
+                if self.fault.is_some() {
+                    return Err(format!(
+                        "{INJECT_FAULT_VAR} and `{}` both inject a fault: use one",
+                        self.name
+                    ));
+                }
+                let spec = FaultSpec::parse_env(&text)?;
+                self.with_fault(spec, format!("{INJECT_FAULT_VAR}={}", text.trim()))
+            }
+            _ => Ok(self),
+        }
+    }
+
+    /// The backend's name, e.g. `pjrt:cpu` or `fault:nan@add+pjrt:cpu`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The plugin file: found by name (see [`graphbug_pjrt::resolve`]) in this build's
+    /// workspace, or the path given.
+    pub fn plugin_path(&self) -> Result<PathBuf, String> {
+        graphbug_pjrt::resolve(&self.plugin, Some(&graphbug_run::workspace_root()))
+            .map_err(|e| e.to_string())
+    }
+
+    /// An error unless the fault (if any) targets a node of `program`: the spec, and what
+    /// the program has instead.
+    pub fn validate(&self, program: &Program) -> Result<(), String> {
+        let Some(spec) = &self.fault else {
+            return Ok(());
+        };
+        let graph = program.graph().map_err(|e| e.to_string())?;
+        match spec.why_no_target(&graph, &self.source) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    /// Compiles `program` on the plugin (`PJRT_Client_Compile`): HLO as a serialized
+    /// `HloModuleProto`, StableHLO as MLIR text or bytecode. The plugin loads here, so a
+    /// plugin that cannot load is a compile failure that names it.
+    pub fn compile(&self, program: &Program) -> Result<Compiled, Failure> {
+        report_stage("compile");
+        let failure =
+            |message: String| Failure::new(&self.name, Stage::Compile, Symptom::Error, message);
+        let mut program = std::borrow::Cow::Borrowed(program);
+        let mut fires = None;
+        if let Some(spec) = &self.fault {
+            let graph = program.graph().map_err(|e| failure(e.to_string()))?;
+            let targets = spec.targets(&graph);
+            if !targets.is_empty() && spec.percent.is_none_or(flaky_fires) {
+                let at = Target::of(&graph, targets[0]);
+                match spec.kind {
+                    FaultKind::Accuracy | FaultKind::Nan | FaultKind::Compile | FaultKind::Hang => {
+                        let rewritten = program
+                            .inject(spec)
+                            .map_err(|e| at.failure(failure(format!("{}: {e}", self.source))))?;
+                        program = std::borrow::Cow::Owned(rewritten);
+                    }
+                    FaultKind::Runtime | FaultKind::Crash => {
+                        fires = Some((spec.kind, at));
+                    }
+                    // Refused when the backend was made.
+                    FaultKind::Alias | FaultKind::Mutate | FaultKind::Shape => {}
+                }
+            }
+        }
+        let (code, format) = pjrt_code(&program).map_err(failure)?;
+        let path = self.plugin_path().map_err(failure)?;
+        let plugin = Plugin::load(&path).map_err(|e| failure(e.to_string()))?;
+        let client = Client::new(&plugin).map_err(|e| failure(e.to_string()))?;
+        let executable = client
+            .compile(&code, format)
+            .map_err(|e| failure(e.to_string()))?;
+        Ok(Compiled {
+            backend: self.name.clone(),
+            source: self.source.clone(),
+            executable,
+            _client: client,
+            _plugin: plugin,
+            fires,
+        })
+    }
+}
+
+/// The node a fault fires at, for messages.
+#[derive(Clone, Debug)]
+struct Target {
+    node: String,
+    op: String,
+}
+
+impl Target {
+    fn of(graph: &Graph, id: NodeId) -> Target {
+        let node = graph.node(id);
+        Target {
+            node: node.name.to_string(),
+            op: node.op().map(ToString::to_string).unwrap_or_default(),
+        }
+    }
+
+    fn failure(&self, failure: Failure) -> Failure {
+        failure.at(&self.node, &self.op)
+    }
+}
+
+/// What a PJRT plugin compiles for `program`, and in which format.
+pub fn pjrt_code(program: &Program) -> Result<(Vec<u8>, Format), String> {
+    match program {
+        Program::Hlo { module, .. } => crate::hlo::proto::to_proto(module)
+            .map(|bytes| (bytes, Format::Hlo))
+            .map_err(|e| e.to_string()),
+        Program::StableHlo(m) => Ok((m.text.clone().into_bytes(), Format::Mlir)),
+        Program::Bytecode(bytes) => Ok((bytes.clone(), Format::Mlir)),
+    }
+}
+
+/// A program compiled on a plugin, ready to run.
+pub struct Compiled {
+    backend: String,
+    source: String,
+    executable: Executable,
+    // The executable needs its client and plugin alive.
+    _client: Client,
+    _plugin: Plugin,
+    fires: Option<(FaultKind, Target)>,
+}
+
+impl Compiled {
+    /// Runs the executable on `inputs` (`PJRT_LoadedExecutable_Execute`): its outputs, a
+    /// tuple's elements in order. A runtime fault fails here, a crash fault aborts the
+    /// process.
+    pub fn execute(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Failure> {
+        report_stage("runtime");
+        let failure =
+            |message: String| Failure::new(&self.backend, Stage::Runtime, Symptom::Error, message);
+        if let Some((kind, at)) = &self.fires {
+            let what = format!(
+                "injected {} fault at `{}` ({})",
+                kind.name(),
+                at.node,
+                self.source
+            );
+            match kind {
+                FaultKind::Crash => {
+                    eprintln!("{what}: aborting");
+                    std::process::abort();
+                }
+                _ => return Err(at.failure(failure(what))),
+            }
+        }
+        self.executable
+            .execute(inputs)
+            .map_err(|e| failure(e.to_string()))
+    }
+}

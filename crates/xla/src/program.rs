@@ -1,0 +1,232 @@
+//! An XLA program as a file holds it, told by its content: HLO text, an HLO proto,
+//! StableHLO text or StableHLO bytecode.
+
+use std::path::Path;
+
+use graphbug_ir::fault::FaultSpec;
+use graphbug_ir::{Graph, Meta, TensorMeta};
+
+use crate::hlo;
+use crate::hlo::graph::HloGraph;
+use crate::rewrite::{self, Rewrite};
+use crate::stablehlo::{self, StableHloGraph};
+
+/// The forms an XLA program comes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// HLO text (`HloModule ...`).
+    HloText,
+    /// A serialized `HloModuleProto` (`*.hlo.pb`, `--xla_dump_hlo_as_proto`).
+    HloProto,
+    /// StableHLO (MLIR) text.
+    StableHloText,
+    /// StableHLO (MLIR) bytecode.
+    StableHloBytecode,
+}
+
+impl Kind {
+    /// The form's name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::HloText => "HLO text",
+            Kind::HloProto => "an HLO proto",
+            Kind::StableHloText => "StableHLO text",
+            Kind::StableHloBytecode => "StableHLO bytecode",
+        }
+    }
+}
+
+/// What kind of XLA program `bytes` (read from `path`) hold, if they hold one: by content
+/// (an `HloModule` header, an MLIR `module`, bytecode's magic), and for a binary file by
+/// extension (`.pb`): a proto has no magic. `None` for anything else (an aten graph).
+pub fn sniff(bytes: &[u8], path: &Path) -> Option<Kind> {
+    if stablehlo::is_bytecode(bytes) {
+        return Some(Kind::StableHloBytecode);
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) if hlo::text::looks_like_hlo(text) => Some(Kind::HloText),
+        Ok(text) if stablehlo::looks_like_mlir(text) => Some(Kind::StableHloText),
+        Ok(_) => None,
+        Err(_) => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            (name.ends_with(".pb") || name.ends_with(".proto") || name.ends_with(".binpb"))
+                .then_some(Kind::HloProto)
+        }
+    }
+}
+
+/// An XLA program, read.
+#[derive(Clone, Debug)]
+pub enum Program {
+    /// HLO, from text or a proto.
+    Hlo {
+        /// The module (as text reads it; a proto's as its text).
+        module: hlo::text::Module,
+        /// Where it came from.
+        kind: Kind,
+    },
+    /// StableHLO text.
+    StableHlo(stablehlo::Module),
+    /// StableHLO bytecode, which graphbug runs as is but cannot read without MLIR.
+    Bytecode(Vec<u8>),
+}
+
+/// An XLA program that cannot be read: the form, and why (with `line:column` for text).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ProgramError(pub String);
+
+impl Program {
+    /// Reads `bytes` as a program of `kind`.
+    pub fn read(bytes: &[u8], kind: Kind) -> Result<Program, ProgramError> {
+        let text = || {
+            std::str::from_utf8(bytes)
+                .map_err(|e| ProgramError(format!("{} is not UTF-8: {e}", kind.name())))
+        };
+        Ok(match kind {
+            Kind::HloText => Program::Hlo {
+                module: hlo::text::parse_module(text()?)
+                    .map_err(|e| ProgramError(e.to_string()))?,
+                kind,
+            },
+            Kind::HloProto => Program::Hlo {
+                module: hlo::proto::from_proto(bytes)
+                    .map_err(|e| ProgramError(format!("not an HLO module proto: {e}")))?,
+                kind,
+            },
+            Kind::StableHloText => Program::StableHlo(
+                stablehlo::parse_module(text()?).map_err(|e| ProgramError(e.to_string()))?,
+            ),
+            Kind::StableHloBytecode => Program::Bytecode(bytes.to_vec()),
+        })
+    }
+
+    /// The program as text: HLO exactly as it was read (a proto's as XLA prints it),
+    /// StableHLO as written; bytecode only through MLIR (see
+    /// [`stablehlo::bytecode_to_text`]).
+    pub fn text(&self) -> Result<String, ProgramError> {
+        match self {
+            Program::Hlo { module, .. } => Ok(hlo::text::print_module(module)),
+            Program::StableHlo(m) => Ok(m.text.clone()),
+            Program::Bytecode(bytes) => stablehlo::bytecode_to_text(bytes).map_err(ProgramError),
+        }
+    }
+
+    /// Checks the program (see [`hlo::check`] and [`stablehlo::check`]): its instructions
+    /// (or the main function's statements), parameters and outputs.
+    pub fn check(&self) -> Result<(usize, usize, usize), ProgramError> {
+        match self {
+            Program::Hlo { module, .. } => {
+                let c = hlo::check::check(module).map_err(|e| ProgramError(e.to_string()))?;
+                // What a plugin is given is the proto: an opcode or attribute it cannot
+                // hold is the program's problem, found here rather than at compile time.
+                hlo::proto::to_proto(module).map_err(|e| ProgramError(e.to_string()))?;
+                Ok((c.instructions, c.parameters, c.outputs))
+            }
+            Program::StableHlo(m) => stablehlo::check(m).map_err(|e| ProgramError(e.to_string())),
+            Program::Bytecode(bytes) => {
+                let text = stablehlo::bytecode_to_text(bytes).map_err(ProgramError)?;
+                let m = stablehlo::parse_module(&text).map_err(|e| ProgramError(e.to_string()))?;
+                stablehlo::check(&m).map_err(|e| ProgramError(e.to_string()))
+            }
+        }
+    }
+
+    /// What counts are called for this program's form: `instructions` or `statements`.
+    pub fn unit(&self) -> &'static str {
+        match self {
+            Program::Hlo { .. } => "instructions",
+            _ => "statements",
+        }
+    }
+
+    /// The program's graph: HLO's entry computation or StableHLO's main function (see
+    /// [`HloGraph`] and [`StableHloGraph`]); bytecode through MLIR's text.
+    pub fn graph(&self) -> Result<Graph, ProgramError> {
+        match self {
+            Program::Hlo { module, .. } => HloGraph::new(module)
+                .map(|g| g.graph)
+                .map_err(|e| ProgramError(e.to_string())),
+            Program::StableHlo(m) => StableHloGraph::new(m)
+                .map(|g| g.graph)
+                .map_err(|e| ProgramError(e.to_string())),
+            Program::Bytecode(_) => self.as_text()?.graph(),
+        }
+    }
+
+    /// The program with bytecode read as StableHLO text (through MLIR: see
+    /// [`stablehlo::bytecode_to_text`]); text programs as they are.
+    pub fn as_text(&self) -> Result<Program, ProgramError> {
+        match self {
+            Program::Bytecode(bytes) => {
+                let text = stablehlo::bytecode_to_text(bytes).map_err(ProgramError)?;
+                Ok(Program::StableHlo(
+                    stablehlo::parse_module(&text).map_err(|e| ProgramError(e.to_string()))?,
+                ))
+            }
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// The program's parameters in order: their names (HLO's parameter instructions,
+    /// StableHLO's `%argN` without the `%`) and metas. A tuple-shaped parameter, or an
+    /// element type graphbug cannot hold, is an error naming the parameter.
+    pub fn parameters(&self) -> Result<Vec<(String, TensorMeta)>, ProgramError> {
+        let graph = self.graph()?;
+        graph
+            .placeholders()
+            .into_iter()
+            .map(|id| {
+                let node = graph.node(id);
+                match &node.meta {
+                    Meta::Tensor(t) => Ok((node.name.to_string(), t.clone())),
+                    Meta::Multi(_) => Err(ProgramError(format!(
+                        "parameter `{}` is a tuple: graphbug passes arrays only (lower the \
+                         program with one parameter per array)",
+                        node.name
+                    ))),
+                    _ => Err(ProgramError(format!(
+                        "parameter `{}` has no array type graphbug can hold",
+                        node.name
+                    ))),
+                }
+            })
+            .collect()
+    }
+
+    /// The program raised to float64 (see [`rewrite`]): HLO stays HLO (a proto's as its
+    /// text), StableHLO text (bytecode through MLIR).
+    pub fn raise_to_f64(&self) -> Result<Program, ProgramError> {
+        self.rewrite(
+            |m| m.raise_to_f64().map(|r| r.module),
+            |m| m.raise_to_f64().map(|r| r.module),
+        )
+    }
+
+    /// The program with `spec`'s fault written into it (see [`rewrite`]).
+    pub fn inject(&self, spec: &FaultSpec) -> Result<Program, ProgramError> {
+        self.rewrite(
+            |m| m.inject(spec).map(|r| r.module),
+            |m| m.inject(spec).map(|r| r.module),
+        )
+    }
+
+    fn rewrite(
+        &self,
+        hlo: impl FnOnce(&hlo::text::Module) -> Result<hlo::text::Module, rewrite::RewriteError>,
+        mlir: impl FnOnce(&stablehlo::Module) -> Result<stablehlo::Module, rewrite::RewriteError>,
+    ) -> Result<Program, ProgramError> {
+        let error = |e: rewrite::RewriteError| ProgramError(e.to_string());
+        match self.as_text()? {
+            Program::Hlo { module, kind } => Ok(Program::Hlo {
+                module: hlo(&module).map_err(error)?,
+                kind,
+            }),
+            Program::StableHlo(m) => Ok(Program::StableHlo(mlir(&m).map_err(error)?)),
+            Program::Bytecode(_) => unreachable!("as_text reads bytecode as text"),
+        }
+    }
+}
