@@ -1,11 +1,20 @@
 //! graphbug: debug backends for ML graph compilers.
 //!
-//! This facade re-exports the workspace crates; the `graphbug` binary is its CLI.
+//! This facade re-exports the workspace crates; the `graphbug` binary is its CLI. Without
+//! the `torch` feature (on by default) it has none of the crates that need libtorch.
 
+pub use graphbug_accuracy as accuracy;
+#[cfg(feature = "torch")]
 pub use graphbug_aten as aten;
 pub use graphbug_autodiff as autodiff;
+#[cfg(feature = "torch")]
 pub use graphbug_backends as backends;
+pub use graphbug_files as files;
 pub use graphbug_ir as ir;
 pub use graphbug_minifier as minifier;
 pub use graphbug_partition as partition;
+pub use graphbug_pjrt as pjrt;
+#[cfg(feature = "torch")]
 pub use graphbug_repro as repro;
+pub use graphbug_run as run;
+pub use graphbug_xla as xla;

@@ -38,11 +38,12 @@ enum Command {
         #[arg(long)]
         inputs: Option<PathBuf>,
         /// With --meta, the value of a size symbol (`--bind s0=8`, repeatable).
-        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::run::parse_binding)]
+        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::args::parse_binding)]
         binds: Vec<(String, i64)>,
         #[command(flatten)]
-        bound: cli::run::Bound,
+        bound: cli::args::Bound,
     },
+    #[cfg(feature = "torch")]
     /// Print a dynamic-shape graph made static: its size symbols bound from the inputs'
     /// sizes and --bind, the sizes it computes made constants (with --aten, also lowered
     /// to aten).
@@ -53,14 +54,15 @@ enum Command {
         #[arg(long)]
         inputs: Option<PathBuf>,
         /// Value of a size symbol (`--bind s0=8`, repeatable).
-        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::run::parse_binding)]
+        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::args::parse_binding)]
         binds: Vec<(String, i64)>,
         /// Also lower dynamo-level calls to aten: the graph exactly as graphbug runs it.
         #[arg(long)]
         aten: bool,
     },
     /// Run a graph through a backend.
-    Run(cli::run::RunArgs),
+    Run(cli::args::RunArgs),
+    #[cfg(feature = "torch")]
     /// Compare two numeric traces (`run --trace`) and print the first node where the runs
     /// diverge beyond a tolerance; exit 0 if none does, 1 if one does, 2 on bad input.
     TraceDiff(cli::run::TraceDiffArgs),
@@ -70,22 +72,30 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+    #[cfg(feature = "torch")]
     /// Compile and run a graph through `explain:<backend>` and print what it recorded.
     Explain(cli::run::ExplainArgs),
+    #[cfg(feature = "torch")]
     /// Find the pass of a backend at which a failure first appears, and the least number
     /// of its applications that still fails; write a repro of it.
     Bisect(Box<cli::bisect::BisectArgs>),
+    #[cfg(feature = "torch")]
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
     Minify(Box<cli::minify::MinifyArgs>),
+    #[cfg(feature = "torch")]
     /// The main job: compile a graph under repro levels, write and minify a repro; or run,
     /// minify and analyze a repro directory. Without arguments: the bundled demo.
     Repro(Box<cli::repro::ReproArgs>),
+    #[cfg(feature = "torch")]
     /// Print the functional form of a graph (no mutation; mutated inputs become outputs).
     Functionalize(cli::autodiff::FunctionalizeArgs),
+    #[cfg(feature = "torch")]
     /// Print the joint forward/backward graph of a forward graph (AOTAutograd's shape).
     Joint(cli::autodiff::JointArgs),
+    #[cfg(feature = "torch")]
     /// Split a joint graph into forward and backward graphs.
     Partition(cli::autodiff::PartitionArgs),
+    #[cfg(feature = "torch")]
     /// Internal: answers minifier queries in an isolated process.
     #[command(name = "__minify-worker", hide = true)]
     MinifyWorker {
@@ -99,7 +109,14 @@ const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = cli::load_plugins(&cli.plugin).and_then(|()| match cli.command {
+    #[cfg(feature = "torch")]
+    let loaded = cli::load_plugins(&cli.plugin);
+    #[cfg(not(feature = "torch"))]
+    let loaded = match cli.plugin.first() {
+        Some(p) => Err(anyhow::anyhow!("--plugin {} loads backends of aten graphs, and this graphbug was built without libtorch (the `torch` feature)", p.display())),
+        None => Ok(()),
+    };
+    let result = loaded.and_then(|()| match cli.command {
         Command::Fmt { file } => cli::fmt(&file),
         Command::Check {
             file,
@@ -108,29 +125,39 @@ fn main() -> ExitCode {
             binds,
             bound,
         } => cli::check(&file, meta, inputs.as_deref(), &binds, &bound),
+        #[cfg(feature = "torch")]
         Command::Specialize {
             file,
             inputs,
             binds,
             aten,
         } => cli::specialize(&file, inputs.as_deref(), &binds, aten),
-        Command::Run(args) => cli::run::run(&args),
+        Command::Run(args) => cli::run_command(&args),
+        #[cfg(feature = "torch")]
         Command::TraceDiff(args) => Ok(cli::run::trace_diff(&args)),
-        Command::Backends { all } => cli::backends(all),
+        Command::Backends { all } => cli::backends_command(all),
+        #[cfg(feature = "torch")]
         Command::Explain(args) => cli::run::explain(&args),
+        #[cfg(feature = "torch")]
         Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),
+        #[cfg(feature = "torch")]
         Command::Bisect(args) => cli::bisect::bisect(&args, &cli.plugin),
+        #[cfg(feature = "torch")]
         Command::Repro(args) => cli::repro::repro(&args, &cli.plugin),
+        #[cfg(feature = "torch")]
         Command::Functionalize(args) => cli::autodiff::functionalize_graph(&args),
+        #[cfg(feature = "torch")]
         Command::Joint(args) => cli::autodiff::joint(&args),
+        #[cfg(feature = "torch")]
         Command::Partition(args) => cli::autodiff::partition(&args),
+        #[cfg(feature = "torch")]
         Command::MinifyWorker { spec } => graphbug::repro::isolate::worker_main(&spec)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),
     });
     // Workers being ended (input closed, then SIGTERM, then SIGKILL) get their grace
     // periods; any still under way get their death signal as this process exits.
-    graphbug::repro::process::wait_for_endings(ENDING_WAIT);
+    graphbug::run::process::wait_for_endings(ENDING_WAIT);
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -34,7 +34,7 @@ pub struct JointArgs {
     #[arg(long)]
     requires_grad: Option<String>,
     #[command(flatten)]
-    bound: super::run::Bound,
+    bound: super::args::Bound,
 }
 
 /// Arguments of `graphbug functionalize`.
@@ -43,7 +43,7 @@ pub struct FunctionalizeArgs {
     /// Graph file.
     file: PathBuf,
     #[command(flatten)]
-    bound: super::run::Bound,
+    bound: super::args::Bound,
 }
 
 /// Arguments of `graphbug partition`.
@@ -94,10 +94,10 @@ pub struct PartitionArgs {
     json: bool,
     /// Value (size hint) of a size symbol of a dynamic-shape joint (`--bind s0=8`,
     /// repeatable): its saved bytes, and the sizes the min-cut weighs.
-    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = super::run::parse_binding)]
+    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = super::args::parse_binding)]
     binds: Vec<(String, i64)>,
     #[command(flatten)]
-    bound: super::run::Bound,
+    bound: super::args::Bound,
 }
 
 /// Whether some call node lacks an annotation (so libtorch must infer it).

@@ -1,159 +1,43 @@
-//! Implementations of the `graphbug` subcommands.
+//! Implementations of the `graphbug` subcommands. Every build reads, prints, checks and
+//! runs XLA programs, and reads, prints and checks aten graphs; running aten graphs, and
+//! the commands built on it, need libtorch (the `torch` feature, on by default).
 
+pub mod args;
+#[cfg(feature = "torch")]
+pub mod aten;
+#[cfg(feature = "torch")]
 pub mod autodiff;
+#[cfg(feature = "torch")]
 pub mod bisect;
+#[cfg(feature = "torch")]
 pub mod minify;
+#[cfg(feature = "torch")]
 pub mod repro;
+#[cfg(feature = "torch")]
 pub mod run;
+pub mod xla;
+
+#[cfg(feature = "torch")]
+pub use aten::*;
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use anyhow::{bail, Context, Result};
+use graphbug::ir::{parse_graph, print_graph};
+use graphbug::run::limits::RUN_DEFAULT;
+use graphbug::run::process::{is_supervised, rerun_self, Ended, Supervised};
+use graphbug::run::scratch::Scratch;
 
-use anyhow::{anyhow, bail, Context, Result};
-use graphbug::aten::accuracy::AccuracyMode;
-use graphbug::aten::io::{order_tensors, random_tensors, read_tensors};
-use graphbug::aten::memory::Available;
-use graphbug::aten::meta::{check_meta_with, GraphData};
-use graphbug::backends::plugin::{load_env_plugins, load_plugin};
-use graphbug::backends::registry::factories;
-use graphbug::ir::{parse_graph, print_graph, Graph};
-use graphbug::ir::{Meta, NodeKind, TensorMeta};
-use graphbug::repro::isolate::preflight_eager;
-use graphbug::repro::limits::RUN_DEFAULT;
-use graphbug::repro::process::{is_supervised, rerun_self, Ended, Supervised};
-use graphbug::repro::scratch::Scratch;
-use tch::Tensor;
-
-/// Makes a dynamic-shape graph static in place (see
-/// [`graphbug::aten::dynamic::specialize_with_inputs`]); returns its `Sym` inputs' values.
-pub fn specialize_graph(
-    graph: &mut Graph,
-    named: Option<&mut Vec<(String, Tensor)>>,
-    binds: &[(String, i64)],
-) -> Result<HashMap<String, i64>> {
-    graphbug::aten::dynamic::specialize_with_inputs(graph, named, binds)
-        .map(|bound| bound.sym_inputs)
-        .map_err(|e| anyhow!(e))
-}
-
-/// Lowers a dynamo-level graph to aten in place (see
-/// [`graphbug::aten::dynamic::lower_in_place`]); an aten graph is left alone.
-pub fn lower_graph(graph: &mut Graph) -> Result<()> {
-    graphbug::aten::dynamic::lower_in_place(graph).map_err(|e| anyhow!(e))
-}
-
-/// Refuses a dynamic-shape graph in a command that does not handle one yet, naming a
-/// symbolic node and the way out.
-pub fn static_only(graph: &Graph, command: &str) -> Result<()> {
-    if let Some(node) = graph.nodes.iter().find(|n| n.meta.is_symbolic()) {
-        bail!(
-            "`graphbug {command}` does not handle dynamic-shape graphs yet (`{}` is \"{}\"); \
-             make it static first: `graphbug specialize FILE --bind s0=N` or `--inputs FILE`",
-            node.name,
-            node.meta.annotation().unwrap_or_default()
-        );
-    }
-    Ok(())
-}
-
-/// The constants (`self.<attr>`) `graph` reads: each attribute name and its annotation.
-pub fn constant_metas(graph: &Graph) -> Vec<(String, Option<TensorMeta>)> {
-    graph
-        .nodes
-        .iter()
-        .filter_map(|n| match &n.kind {
-            NodeKind::GetAttr { target } => Some((target.clone(), n.meta.tensor().cloned())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The graph's inputs and constants, loaded or made up, on `device`.
-///
-/// A dynamic-shape graph is specialized in place first: its size symbols are bound from
-/// `binds` (`--bind s0=8`) and the sizes of the tensors in the inputs file, and its `Sym`
-/// inputs become 0-d int64 tensors holding their values (see
-/// [`graphbug::ir::specialize`]).
-pub fn graph_inputs(
-    graph: &mut Graph,
-    inputs_file: Option<&PathBuf>,
-    binds: &[(String, i64)],
-    seed: u64,
-    device: tch::Device,
-) -> Result<(Vec<Tensor>, HashMap<String, Tensor>)> {
-    let mut named = inputs_file.map(|path| read_tensors(path)).transpose()?;
-    let sym_inputs = specialize_graph(graph, named.as_mut(), binds)?;
-    lower_graph(graph)?;
-    let graph: &Graph = graph;
-    let placeholders = graph.placeholder_names();
-    let constant_metas = constant_metas(graph);
-    let (inputs, constants) = match inputs_file {
-        Some(path) => {
-            let named = named.unwrap_or_default();
-            let (consts, rest): (Vec<_>, Vec<_>) = named
-                .into_iter()
-                .partition(|(k, _)| constant_metas.iter().any(|(c, _)| c == k));
-            let inputs = order_tensors(rest, &placeholders, "inputs")
-                .with_context(|| format!("{}", path.display()))?;
-            (inputs, consts.into_iter().collect::<HashMap<_, _>>())
-        }
-        None => {
-            let mut metas = Vec::new();
-            let available = Available::now();
-            let mut total: Option<u64> = Some(0);
-            for &id in &graph.placeholders() {
-                let node = graph.node(id);
-                let Meta::Tensor(m) = &node.meta else {
-                    return Err(anyhow!(
-                        "input `{}` has no shape annotation; give its value with --inputs",
-                        node.name
-                    ));
-                };
-                available
-                    .ensure_fits(&format!("input `{}` ({m})", node.name), m.checked_nbytes())?;
-                total = total
-                    .zip(m.checked_nbytes())
-                    .and_then(|(t, b)| t.checked_add(b));
-                metas.push(m.clone());
-            }
-            available.ensure_fits(&format!("the graph's {} inputs", metas.len()), total)?;
-            let mut const_names = Vec::new();
-            for (target, meta) in &constant_metas {
-                let m = meta.clone().ok_or_else(|| {
-                    anyhow!(
-                        "constant `self.{target}` has no shape annotation; give it with --inputs"
-                    )
-                })?;
-                metas.push(m);
-                const_names.push(target.clone());
-            }
-            let mut all = random_tensors(&metas, seed, tch::Device::Cpu)?;
-            let consts = all.split_off(placeholders.len());
-            for (t, name) in all.iter_mut().zip(&placeholders) {
-                if let Some(value) = sym_inputs.get(name) {
-                    *t = Tensor::from(*value);
-                }
-            }
-            (all, const_names.into_iter().zip(consts).collect())
-        }
-    };
-    let to = |t: Tensor| t.to_device(device);
-    Ok((
-        inputs.into_iter().map(to).collect(),
-        constants.into_iter().map(|(k, t)| (k, to(t))).collect(),
-    ))
-}
+use args::Bound;
 
 /// Re-runs this command in a child process bounded by `bound` (default
 /// [`RUN_DEFAULT`]), unless this is that child or isolation is off: `Some(exit code)` in
 /// the parent. A child that crashes (a libtorch abort or segfault) or hangs is reported
 /// with `lost(run, limit)`; otherwise its exit code is passed on.
 pub fn supervise(
-    bound: &run::Bound,
+    bound: &Bound,
     lost: impl FnOnce(&Supervised, Duration) -> String,
 ) -> Result<Option<ExitCode>> {
     if is_supervised() || bound.no_isolate {
@@ -185,178 +69,61 @@ pub fn rerun_bounded(
     lost(&run)
 }
 
-/// The graphbug binary, to start worker processes with.
-pub fn worker_exe() -> Result<PathBuf> {
-    graphbug::repro::process::own_exe().context("locating the graphbug binary")
-}
-
-/// How long the graph's eager run takes, measured in a worker process (files under
-/// `scratch`): a graph that crashes libtorch even in eager mode ends in an error here,
-/// before this process runs it.
-pub fn eager_in_worker(
-    graph: &Graph,
-    inputs: &[Tensor],
-    constants: &HashMap<String, Tensor>,
-    device: &graphbug::ir::Device,
-    scratch: &Scratch,
-) -> Result<Duration> {
-    Ok(preflight_eager(
-        worker_exe()?,
-        &scratch.path().join("preflight"),
-        graph,
-        inputs,
-        constants,
-        device,
-    )?)
-}
-
-/// The accuracy mode `--strict-accuracy` asks for.
-pub fn accuracy_mode(strict: bool) -> AccuracyMode {
-    if strict {
-        AccuracyMode::StrictAccuracy
+/// A file's bytes (`-` reads standard input); errors name the file.
+pub fn read_file(file: &Path) -> Result<Vec<u8>> {
+    if file == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+            .context("reading standard input")?;
+        Ok(bytes)
     } else {
-        AccuracyMode::Accuracy
+        std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
     }
 }
 
-/// Loads the plugins named on the command line and in `GRAPHBUG_PLUGINS`.
-pub fn load_plugins(paths: &[std::path::PathBuf]) -> Result<()> {
-    for p in paths {
-        load_plugin(p)?;
-    }
-    load_env_plugins()?;
-    Ok(())
-}
-
-/// `graphbug backends`: name, tags and description of each backend.
-pub fn backends(all: bool) -> Result<ExitCode> {
-    let mut infos = graphbug::backends::list(all);
-    if all {
-        infos.extend(factories());
-    }
-    let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(0);
-    for i in &infos {
-        let tags = if i.tags.is_empty() {
-            String::new()
-        } else {
-            format!("[{}] ", i.tags.join(", "))
-        };
-        let alias = i
-            .alias_of
-            .as_ref()
-            .map(|t| format!(" (alias of {t})"))
-            .unwrap_or_default();
-        println!("{:width$}  {tags}{}{alias}", i.name, i.description);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Which inputs require grad, from a SPEC of indices or names (default: floating inputs).
-pub fn requires_grad(graph: &Graph, spec: Option<&str>) -> Result<Vec<bool>> {
-    let inputs: Vec<&graphbug::ir::Node> = graph
-        .placeholders()
-        .iter()
-        .map(|&i| graph.node(i))
-        .collect();
-    let Some(spec) = spec else {
-        return Ok(graphbug::autodiff::floating_inputs(graph));
-    };
-    let mut out = vec![false; inputs.len()];
-    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let k = match item.parse::<usize>() {
-            Ok(k) if k < inputs.len() => k,
-            Ok(k) => bail!(
-                "--requires-grad: input {k} does not exist ({} inputs)",
-                inputs.len()
-            ),
-            Err(_) => inputs
-                .iter()
-                .position(|n| n.name == item)
-                .ok_or_else(|| anyhow!("--requires-grad: no input named `{item}`"))?,
-        };
-        out[k] = true;
-    }
-    Ok(out)
-}
-
-/// Reads and parses a graph file (`-` reads standard input); errors name the file.
-pub fn load_graph(file: &Path) -> Result<Graph> {
-    let text = if file == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-    } else {
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
-    };
-    parse_graph(&text).with_context(|| format!("{}", file.display()))
-}
-
-/// `error: <what> crashed inside libtorch: <why>`, for a supervised child that died.
-pub fn lost_in_libtorch(what: &str, run: &Supervised, limit: Duration) -> String {
-    let why = run.lost(limit).unwrap_or_default();
-    match run.ended {
-        Ended::TimedOut => format!("error: {what} did not finish: {why}"),
-        _ => format!(
-            "error: {what} crashed inside libtorch ({why}); a graph whose shapes contradict its ops can do this (libtorch does not check every kernel's arguments)"
-        ),
-    }
-}
-
-/// `graphbug fmt`: prints the canonical text.
+/// `graphbug fmt`: prints the canonical text of an aten graph, or an XLA program as it
+/// was written (told by content: see [`xla`]).
 pub fn fmt(file: &Path) -> Result<ExitCode> {
-    print!("{}", print_graph(&load_graph(file)?));
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `graphbug specialize`: prints the graph made static (see [`specialize_graph`]); with
-/// `aten`, lowered to aten too (see [`lower_graph`]).
-pub fn specialize(
-    file: &Path,
-    inputs: Option<&Path>,
-    binds: &[(String, i64)],
-    aten: bool,
-) -> Result<ExitCode> {
-    let mut graph = load_graph(file)?;
-    let mut named = inputs.map(read_tensors).transpose()?;
-    specialize_graph(&mut graph, named.as_mut(), binds)?;
-    if aten {
-        lower_graph(&mut graph)?;
+    let bytes = read_file(file)?;
+    if let Some(kind) = graphbug::xla::program::sniff(&bytes, file) {
+        return xla::fmt(file, &bytes, kind);
     }
-    print!("{}", print_graph(&graph));
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
+    print!(
+        "{}",
+        print_graph(&parse_graph(&text).with_context(|| format!("{}", file.display()))?)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
-/// `graphbug check`: verifies, counts, and with `meta` compares annotations with libtorch
-/// (in a bounded child: kernels run on stand-ins of a graph whose shapes are wrong can
-/// crash libtorch itself). A dynamic-shape graph is checked at the sizes its symbols take
-/// from `inputs` and `binds`.
+/// `graphbug check`: verifies and counts an aten graph (`<N> nodes, <I> inputs, <O>
+/// outputs`; with `meta`, its annotations against libtorch) or an XLA program (`<N>
+/// instructions, <I> parameters, <O> outputs`).
 pub fn check(
     file: &Path,
     meta: bool,
     inputs: Option<&Path>,
     binds: &[(String, i64)],
-    bound: &run::Bound,
+    bound: &Bound,
 ) -> Result<ExitCode> {
-    let mut graph = load_graph(file)?;
-    // With inputs, what only data can tell (a shape that depends on the values) is
-    // checked on them.
-    let mut data = None;
-    if meta {
-        if let Some(path) = inputs {
-            let path = path.to_path_buf();
-            data = Some(
-                graph_inputs(&mut graph, Some(&path), binds, 0, tch::Device::Cpu).context(
-                    "checking a dynamic-shape graph's annotations needs its symbols' values",
-                )?,
-            );
-        } else {
-            specialize_graph(&mut graph, None, binds).context(
-                "checking a dynamic-shape graph's annotations needs its symbols' values",
-            )?;
-            lower_graph(&mut graph)?;
+    let bytes = read_file(file)?;
+    if let Some(kind) = graphbug::xla::program::sniff(&bytes, file) {
+        if meta {
+            bail!("--meta infers aten graphs' shapes with libtorch; {} is {} (its shapes are checked without --meta)", file.display(), kind.name());
         }
-        if let Some(code) = supervise(bound, |run, limit| {
-            lost_in_libtorch("meta inference", run, limit)
-        })? {
-            return Ok(code);
+        return xla::check(file, &bytes, kind);
+    }
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
+    let graph = parse_graph(&text).with_context(|| format!("{}", file.display()))?;
+    if meta {
+        #[cfg(feature = "torch")]
+        return check_aten(file, graph, meta, inputs, binds, bound);
+        #[cfg(not(feature = "torch"))]
+        {
+            let _ = (inputs, binds, bound);
+            bail!("--meta asks libtorch's meta kernels, and this graphbug was built without libtorch (the `torch` feature)");
         }
     }
     println!(
@@ -365,74 +132,29 @@ pub fn check(
         graph.placeholders().len(),
         graph.outputs().len()
     );
-    if !meta {
-        return Ok(ExitCode::SUCCESS);
-    }
-    let data = data
-        .as_ref()
-        .map(|(inputs, constants)| GraphData { inputs, constants });
-    let check = check_meta_with(&graph, data)
-        .with_context(|| format!("{}: meta inference", file.display()))?;
-    for (node, why) in &check.unchecked {
-        println!("meta: node `{node}` not checked, its annotation taken as given: {why}");
-    }
-    for (node, why) in &check.checked_on_data {
-        println!("meta: node `{node}` checked on the given inputs: {why}");
-    }
-    for (node, why) in &check.doubtful_views {
-        println!("meta: warning: node `{node}`: {why}");
-    }
-    let mismatches = check.mismatches;
-    if mismatches.is_empty() {
-        match check.unchecked.len() {
-            0 => println!("meta: every annotation agrees with libtorch"),
-            n => println!("meta: every other annotation agrees with libtorch ({n} not checked)"),
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    for m in &mismatches {
-        println!("meta mismatch: {m}");
-    }
-    println!(
-        "meta: {} annotation(s) disagree with libtorch",
-        mismatches.len()
-    );
-    Ok(ExitCode::FAILURE)
+    Ok(ExitCode::SUCCESS)
 }
 
-/// How many workers minify, and how they start (`graphbug minify`, `graphbug repro`).
-#[derive(clap::Args, Clone, Debug)]
-pub struct WorkerArgs {
-    /// Workers querying candidates side by side: the ones the search tries next are
-    /// answered ahead of it, and it takes their verdicts in its own order, so the result,
-    /// the queries counted and every file written are the same for any number.
-    #[arg(short = 'j', long = "jobs", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: u16,
-    /// Start each worker through this command, e.g. `srun -N1 --gres=gpu:1 {cmd}` (Slurm),
-    /// `kubectl exec -i POD -- graphbug {args}` or `ssh HOST {cmd}`: `{cmd}` is the worker
-    /// command (this binary and its arguments), `{args}` its arguments alone. Workers take
-    /// their graph and inputs on standard input; one lost mid-query is relaunched and asked
-    /// once more.
-    #[arg(long, value_name = "TEMPLATE")]
-    pub worker_launcher: Option<String>,
-    /// Seconds a worker may take to be started before it is given up (default 600): a
-    /// worker whose job waits in an engine's queue holds up no query meanwhile (the others
-    /// go on; it joins when it starts), and the run fails only when the first cannot start.
-    #[arg(long, value_name = "SECS", value_parser = graphbug::repro::limits::parse_timeout)]
-    pub worker_startup: Option<std::time::Duration>,
+/// `graphbug run`: an XLA program on a PJRT plugin, or an aten graph through a backend
+/// (with libtorch).
+pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
+    let bytes = read_file(&args.file)?;
+    if let Some(kind) = graphbug::xla::program::sniff(&bytes, &args.file) {
+        return xla::run(args, &bytes, kind);
+    }
+    #[cfg(feature = "torch")]
+    return run::run(args);
+    #[cfg(not(feature = "torch"))]
+    bail!("{} is an aten graph, and this graphbug was built without libtorch (the `torch` feature): it reads, prints and checks aten graphs, and runs XLA programs", args.file.display())
 }
 
-impl WorkerArgs {
-    /// The workers these arguments ask for.
-    pub fn workers(&self) -> Result<graphbug::repro::actions::Workers> {
-        Ok(graphbug::repro::actions::Workers {
-            jobs: usize::from(self.jobs),
-            launcher: self
-                .worker_launcher
-                .as_deref()
-                .map(graphbug::repro::isolate::Launcher::new)
-                .transpose()?,
-            startup: self.worker_startup,
-        })
-    }
+/// `graphbug backends`: with libtorch the aten backends (`--all`: the debug and testing
+/// ones too), then the PJRT plugins XLA programs run on.
+pub fn backends_command(all: bool) -> Result<ExitCode> {
+    #[cfg(feature = "torch")]
+    backends(all)?;
+    #[cfg(not(feature = "torch"))]
+    let _ = all;
+    xla::list_plugins();
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use std::sync::Arc;
 
@@ -18,68 +17,11 @@ use graphbug::backends::explain::Explain;
 use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
 use graphbug::ir::{Device, Graph};
 use graphbug::repro::actions::validate_backend;
-use graphbug::repro::limits::parse_timeout;
 use graphbug::repro::process::report_stage;
 use tch::{Kind, Tensor};
 
+use super::args::{Bound, RunArgs};
 use super::{graph_inputs, load_graph, requires_grad, supervise};
-
-/// Arguments of `graphbug run`.
-#[derive(Args)]
-pub struct RunArgs {
-    /// Graph text file.
-    file: PathBuf,
-    /// Backend to compile with (see `graphbug backends`).
-    #[arg(long, default_value = "eager")]
-    backend: String,
-    /// Inputs (.safetensors or .npz; keys are the placeholder names or arg0..argN; keys
-    /// naming `self.<attr>` constants provide them). Without it, inputs are random.
-    #[arg(long)]
-    inputs: Option<PathBuf>,
-    /// The `self.<attr>` constants, by attribute name (.safetensors or .npz; a repro
-    /// directory's constants.safetensors); they override those of --inputs.
-    #[arg(long)]
-    constants: Option<PathBuf>,
-    /// Seed of the random inputs.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Device to run on: cpu, cuda, cuda:N. Device arguments in the graph are rewritten.
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// Write the outputs (out0..outN) to this .safetensors or .npz file.
-    #[arg(long)]
-    save_outputs: Option<PathBuf>,
-    /// Compare the outputs (and with --backward the gradients, `grad<i>` for input i) with
-    /// this file by TorchDynamo's accuracy rules; exit 1 on mismatch.
-    #[arg(long)]
-    compare: Option<PathBuf>,
-    /// Inputs that require grad: a comma-separated list of input indices or names
-    /// (default with --backward: every floating input).
-    #[arg(long)]
-    requires_grad: Option<String>,
-    /// Run a training step: the forward, then the backward of the outputs' gradients
-    /// (--tangents, else ones); prints and saves one gradient per input that requires grad
-    /// (`grad<i>`). A backend without a backward of its own runs as the forward and
-    /// backward compiler of aot_eager.
-    #[arg(long)]
-    backward: bool,
-    /// Gradients of the outputs for --backward (.safetensors or .npz; `tangent<j>` for
-    /// output j; an output without one gets zeros).
-    #[arg(long, requires = "backward")]
-    tangents: Option<PathBuf>,
-    /// Value of a size symbol of a dynamic-shape graph (`--bind s0=8`, repeatable); the
-    /// inputs' real sizes bind the others. A contradiction is an error naming both sources.
-    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = parse_binding)]
-    binds: Vec<(String, i64)>,
-    /// Record every node's value (a hash, min, max, mean, NaN and Inf counts, a few
-    /// values) to this file as the run goes, for `graphbug trace-diff`. Backends that run
-    /// graphs node by node (eager, aot_eager's halves, the debug and fault backends) record
-    /// each node; any backend records its inputs and outputs.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    #[command(flatten)]
-    bound: Bound,
-}
 
 /// Arguments of `graphbug trace-diff`.
 #[derive(Args)]
@@ -125,34 +67,6 @@ pub fn trace_diff(args: &TraceDiffArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Parses `s0=8` for `--bind`.
-pub fn parse_binding(text: &str) -> Result<(String, i64), String> {
-    let (symbol, value) = text
-        .split_once('=')
-        .ok_or_else(|| format!("`{text}` is not SYMBOL=N (e.g. s0=8)"))?;
-    let symbol = symbol.trim();
-    if symbol.is_empty() || !symbol.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        return Err(format!("`{symbol}` is not a size symbol such as s0"));
-    }
-    let value = value
-        .trim()
-        .parse::<i64>()
-        .map_err(|_| format!("`{value}` is not an integer size"))?;
-    Ok((symbol.to_string(), value))
-}
-
-/// How a command that runs libtorch is kept from hanging or dying with it.
-#[derive(Args)]
-pub struct Bound {
-    /// Seconds the command may take before it counts as hanging (default 300).
-    #[arg(long, value_parser = parse_timeout)]
-    pub timeout: Option<Duration>,
-    /// Run in this process: a crash inside libtorch ends graphbug, and nothing bounds a
-    /// hang.
-    #[arg(long, conflicts_with = "timeout")]
-    pub no_isolate: bool,
 }
 
 impl Bound {
@@ -204,11 +118,20 @@ fn summarize(i: usize, t: &Option<Tensor>) -> String {
 
 /// `graphbug run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    if args.reference_backend.is_some() {
+        bail!("--reference-backend is for XLA programs: an aten graph's float64 reference runs on libtorch, on the run's device");
+    }
     let mut graph = load_graph(&args.file)?;
-    let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
+    let device: Device = args
+        .device
+        .as_deref()
+        .unwrap_or("cpu")
+        .parse()
+        .map_err(|e: String| anyhow!(e))?;
     ensure_device(&device)?;
     let tdev = tch_device(&device)?;
-    let (backend, note) = training_backend(lookup(&args.backend)?, args.backward)?;
+    let backend = lookup(args.backend.as_deref().unwrap_or("eager"))?;
+    let (backend, note) = training_backend(backend, args.backward)?;
     // The rest (inputs included) happens once, in the bounded child.
     if let Some(code) = args.bound.supervise(backend.name())? {
         return Ok(code);

@@ -1,0 +1,100 @@
+//! Arguments of commands every build of graphbug has (with libtorch or without: see the
+//! `torch` feature).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use graphbug::run::limits::parse_timeout;
+
+/// Arguments of `graphbug run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// Graph text file, or an XLA program (HLO text or proto, StableHLO text or bytecode).
+    pub file: PathBuf,
+    /// Backend to compile with (see `graphbug backends --all`); default: eager for aten
+    /// graphs, pjrt:cpu for XLA programs.
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Inputs (.safetensors or .npz; keys are the placeholder names or arg0..argN; keys
+    /// naming `self.<attr>` constants provide them; an XLA program's parameter names or
+    /// arg0..argN). Without it, inputs are random.
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// The `self.<attr>` constants, by attribute name (.safetensors or .npz; a repro
+    /// directory's constants.safetensors); they override those of --inputs.
+    #[arg(long)]
+    pub constants: Option<PathBuf>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Device to run an aten graph on: cpu (default), cuda, cuda:N. Device arguments in
+    /// the graph are rewritten. (An XLA program runs on its plugin's device.)
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Write the outputs (out0..outN) to this .safetensors or .npz file.
+    #[arg(long)]
+    pub save_outputs: Option<PathBuf>,
+    /// Compare the outputs (and with --backward the gradients, `grad<i>` for input i) with
+    /// this file by TorchDynamo's accuracy rules; exit 1 on mismatch.
+    #[arg(long)]
+    pub compare: Option<PathBuf>,
+    /// XLA programs: the plugin of --compare's float64 reference run, which runs the
+    /// program raised to float64 (default pjrt:cpu).
+    #[arg(long, value_name = "BACKEND")]
+    pub reference_backend: Option<String>,
+    /// Inputs that require grad: a comma-separated list of input indices or names
+    /// (default with --backward: every floating input).
+    #[arg(long)]
+    pub requires_grad: Option<String>,
+    /// Run a training step: the forward, then the backward of the outputs' gradients
+    /// (--tangents, else ones); prints and saves one gradient per input that requires grad
+    /// (`grad<i>`). A backend without a backward of its own runs as the forward and
+    /// backward compiler of aot_eager.
+    #[arg(long)]
+    pub backward: bool,
+    /// Gradients of the outputs for --backward (.safetensors or .npz; `tangent<j>` for
+    /// output j; an output without one gets zeros).
+    #[arg(long, requires = "backward")]
+    pub tangents: Option<PathBuf>,
+    /// Value of a size symbol of a dynamic-shape graph (`--bind s0=8`, repeatable); the
+    /// inputs' real sizes bind the others. A contradiction is an error naming both sources.
+    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = parse_binding)]
+    pub binds: Vec<(String, i64)>,
+    /// Record every node's value (a hash, min, max, mean, NaN and Inf counts, a few
+    /// values) to this file as the run goes, for `graphbug trace-diff`. Backends that run
+    /// graphs node by node (eager, aot_eager's halves, the debug and fault backends) record
+    /// each node; any backend records its inputs and outputs.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub bound: Bound,
+}
+
+/// Parses `s0=8` for `--bind`.
+pub fn parse_binding(text: &str) -> Result<(String, i64), String> {
+    let (symbol, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not SYMBOL=N (e.g. s0=8)"))?;
+    let symbol = symbol.trim();
+    if symbol.is_empty() || !symbol.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return Err(format!("`{symbol}` is not a size symbol such as s0"));
+    }
+    let value = value
+        .trim()
+        .parse::<i64>()
+        .map_err(|_| format!("`{value}` is not an integer size"))?;
+    Ok((symbol.to_string(), value))
+}
+
+/// How a command that runs libtorch is kept from hanging or dying with it.
+#[derive(Args)]
+pub struct Bound {
+    /// Seconds the command may take before it counts as hanging (default 300).
+    #[arg(long, value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+    /// Run in this process: a crash inside libtorch ends graphbug, and nothing bounds a
+    /// hang.
+    #[arg(long, conflicts_with = "timeout")]
+    pub no_isolate: bool,
+}

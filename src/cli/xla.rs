@@ -1,0 +1,315 @@
+//! `graphbug fmt|check|run` of XLA programs: HLO text, HLO protos, StableHLO text and
+//! bytecode, told by content (see [`graphbug::xla::program::sniff`]). Nothing here needs
+//! libtorch.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use graphbug::accuracy::{describe, float_values, same, to_fp64, SameOptions};
+use graphbug::files::{random_tensors, HostTensor};
+use graphbug::ir::TensorMeta;
+use graphbug::pjrt::{discover, Origin, Plugin, PLUGINS_VAR};
+use graphbug::run::memory::Available;
+use graphbug::xla::execute::{pjrt_code, XlaBackend, DEFAULT_BACKEND};
+use graphbug::xla::program::{Kind, Program};
+
+use super::args::RunArgs;
+use super::supervise;
+
+/// Reads the XLA program `bytes` of `file` hold; errors name the file.
+pub fn read(file: &Path, bytes: &[u8], kind: Kind) -> Result<Program> {
+    Program::read(bytes, kind).with_context(|| format!("{}", file.display()))
+}
+
+/// `graphbug fmt`: HLO text byte for byte as written, an HLO proto as XLA prints it,
+/// StableHLO as written (bytecode through JAX's MLIR).
+pub fn fmt(file: &Path, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
+    let program = read(file, bytes, kind)?;
+    print!(
+        "{}",
+        program
+            .text()
+            .with_context(|| format!("{}", file.display()))?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `graphbug check`: `<N> instructions, <I> parameters, <O> outputs` (statements of the
+/// main function for StableHLO), or the first problem with its line and column.
+pub fn check(file: &Path, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
+    let program = read(file, bytes, kind)?;
+    let (n, inputs, outputs) = program
+        .check()
+        .with_context(|| format!("{}", file.display()))?;
+    println!(
+        "{n} {}, {inputs} parameters, {outputs} outputs",
+        program.unit()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The options of `graphbug run` that only aten graphs take, when given for an XLA
+/// program: an error naming them.
+fn refuse_aten_options(args: &RunArgs) -> Result<()> {
+    let given: Vec<&str> = [
+        (args.device.is_some(), "--device (an XLA program runs on its plugin's device: choose it with --backend pjrt:<plugin>)"),
+        (args.constants.is_some(), "--constants"),
+        (args.requires_grad.is_some(), "--requires-grad"),
+        (args.backward, "--backward (lower the training step itself, e.g. JAX's value_and_grad)"),
+        (args.tangents.is_some(), "--tangents"),
+        (!args.binds.is_empty(), "--bind (XLA programs have static shapes)"),
+        (args.trace.is_some(), "--trace"),
+    ]
+    .into_iter()
+    .filter_map(|(given, name)| given.then_some(name))
+    .collect();
+    if !given.is_empty() {
+        bail!(
+            "{} is an XLA program; these options are for aten graphs: {}",
+            args.file.display(),
+            given.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The inputs of a run of `program`: read from `file` (keys `arg<i>` or the parameters'
+/// names; each parameter once, with its dtype and shape) or random from `seed`, after
+/// checking they fit in memory.
+pub fn program_inputs(
+    program: &Program,
+    file: Option<&Path>,
+    seed: u64,
+) -> Result<Vec<HostTensor>> {
+    let params = program.parameters()?;
+    let Some(file) = file else {
+        let available = Available::now();
+        for (name, meta) in &params {
+            let bytes = meta
+                .shape
+                .iter()
+                .try_fold(meta.dtype.itemsize() as u64, |acc, &d| {
+                    acc.checked_mul(u64::try_from(d).ok()?)
+                });
+            available
+                .ensure_fits(&format!("parameter `{name}` ({meta})"), bytes)
+                .map_err(|e| anyhow!(e))?;
+        }
+        let metas: Vec<TensorMeta> = params.iter().map(|(_, m)| m.clone()).collect();
+        return random_tensors(&metas, seed).map_err(|e| anyhow!(e));
+    };
+    let mut given: Vec<(String, HostTensor)> = graphbug::files::read(file)?;
+    let mut inputs = Vec::with_capacity(params.len());
+    for (i, (name, meta)) in params.iter().enumerate() {
+        let keys = [format!("arg{i}"), name.clone()];
+        let found: Vec<usize> = given
+            .iter()
+            .enumerate()
+            .filter(|(_, (k, _))| keys.contains(k))
+            .map(|(j, _)| j)
+            .collect();
+        let tensor = match found[..] {
+            [j] => given.remove(j).1,
+            [] => bail!(
+                "{}: no input for parameter {i} `{name}` ({meta}): expected a key `arg{i}` or `{name}`",
+                file.display()
+            ),
+            _ => bail!(
+                "{}: parameter {i} is given twice, as `arg{i}` and as `{name}`",
+                file.display()
+            ),
+        };
+        let dims: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
+        if tensor.dtype != meta.dtype || dims != meta.shape.as_slice() {
+            bail!(
+                "{}: input for parameter {i} `{name}` is {}{:?}, the program takes {meta}",
+                file.display(),
+                tensor.dtype.short_name(),
+                tensor.shape
+            );
+        }
+        inputs.push(tensor);
+    }
+    if let Some((extra, _)) = given.first() {
+        bail!(
+            "{}: `{extra}` is no parameter of the program (it takes {}: arg0..arg{} or {})",
+            file.display(),
+            params.len(),
+            params.len().saturating_sub(1),
+            params
+                .iter()
+                .map(|(n, _)| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(inputs)
+}
+
+/// The float64 reference of a run: `program` raised to float64 (see
+/// [`Program::raise_to_f64`]) run on `reference` (a plain plugin, by
+/// default XLA's CPU plugin) with the inputs raised too.
+pub fn fp64_reference(
+    program: &Program,
+    inputs: &[HostTensor],
+    reference: &XlaBackend,
+) -> Result<Vec<HostTensor>> {
+    let raised = program.raise_to_f64()?;
+    let inputs: Vec<HostTensor> = inputs.iter().map(to_fp64).collect();
+    let backend = reference;
+    let compiled = backend.compile(&raised).map_err(|f| anyhow!("{f}"))?;
+    compiled.execute(&inputs).map_err(|f| anyhow!("{f}"))
+}
+
+/// One line per output: its dtype and shape, and for floating outputs min, max and mean.
+fn summarize(i: usize, t: &HostTensor) -> String {
+    let meta = describe(Some(t));
+    match float_values(t) {
+        Some(v) if !v.is_empty() => {
+            let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            format!("out{i}: {meta} min={min:.6e} max={max:.6e} mean={mean:.6e}")
+        }
+        _ => format!("out{i}: {meta}"),
+    }
+}
+
+/// `graphbug run` of an XLA program: compiled and run on a PJRT plugin in a bounded child
+/// process; outputs printed, saved (`out0..`) and compared by TorchDynamo's accuracy
+/// rules with a float64 reference run of the program raised to float64.
+pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
+    refuse_aten_options(args)?;
+    let program = read(&args.file, bytes, kind)?;
+    let backend = XlaBackend::parse(args.backend.as_deref().unwrap_or(DEFAULT_BACKEND))
+        .and_then(XlaBackend::with_env_fault)
+        .map_err(|e| anyhow!(e))?;
+    // Before the child: a plugin that is not found, or a fault that targets nothing, is
+    // the user's error, not the compiler's.
+    backend.plugin_path().map_err(|e| anyhow!(e))?;
+    backend.validate(&program).map_err(|e| anyhow!(e))?;
+    // What XLA's parser would refuse, and what the plugin is given (HLO's proto): the
+    // file's problems, named before any child starts.
+    program
+        .check()
+        .with_context(|| format!("{}", args.file.display()))?;
+    pjrt_code(&program)
+        .map_err(|e| anyhow!(e))
+        .with_context(|| format!("{}", args.file.display()))?;
+    let reference = XlaBackend::parse(args.reference_backend.as_deref().unwrap_or(DEFAULT_BACKEND))
+        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
+    if reference.fault.is_some() {
+        bail!(
+            "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
+        );
+    }
+    if let Some(code) = supervise(&args.bound, |run, limit| {
+        run.failure(backend.name(), limit)
+            .map(|f| f.to_string())
+            .unwrap_or_default()
+    })? {
+        return Ok(code);
+    }
+    let inputs = program_inputs(&program, args.inputs.as_deref(), args.seed)?;
+    // The reference runs first, so that a fault that crashes the run leaves it done.
+    let fp64 = match &args.compare {
+        Some(_) => match fp64_reference(&program, &inputs, &reference) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("note: the float64 reference run failed ({e:#}); outputs are compared with the file by allclose only");
+                None
+            }
+        },
+        None => None,
+    };
+    let outputs = match backend
+        .compile(&program)
+        .and_then(|compiled| compiled.execute(&inputs))
+    {
+        Ok(outputs) => outputs,
+        Err(failure) => {
+            eprintln!("{failure}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for (i, o) in outputs.iter().enumerate() {
+        println!("{}", summarize(i, o));
+    }
+    let named: Vec<(String, HostTensor)> = outputs
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (format!("out{i}"), o.clone()))
+        .collect();
+    if let Some(path) = &args.save_outputs {
+        graphbug::files::write(path, &named)?;
+        println!("saved {} outputs to {}", named.len(), path.display());
+    }
+    if let Some(path) = &args.compare {
+        let expected = expected_outputs(path, outputs.len())?;
+        let ours: Vec<Option<HostTensor>> = outputs.into_iter().map(Some).collect();
+        let fp64: Option<Vec<Option<HostTensor>>> = fp64.map(|f| f.into_iter().map(Some).collect());
+        // The file is the reference: NaN/Inf must sit where the file has them, and the
+        // float64 rule excuses a difference only when the file is close to graphbug's own
+        // float64 run.
+        let report = same(&expected, &ours, fp64.as_deref(), &SameOptions::repro());
+        print!("{report}");
+        if !report.passed() {
+            eprintln!("outputs do not match {}", path.display());
+            return Ok(ExitCode::FAILURE);
+        }
+        println!("outputs match {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The outputs `out0..out<n-1>` of `path`, in order; a missing or extra key is an error
+/// naming it.
+fn expected_outputs(path: &Path, n: usize) -> Result<Vec<Option<HostTensor>>> {
+    let mut file = graphbug::files::read(path)?;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = format!("out{i}");
+        let j = file.iter().position(|(k, _)| *k == key).with_context(|| {
+            format!(
+                "{}: no `{key}`: the program has {n} outputs (out0..out{})",
+                path.display(),
+                n.saturating_sub(1)
+            )
+        })?;
+        out.push(Some(file.remove(j).1));
+    }
+    if let Some((extra, _)) = file.first() {
+        bail!(
+            "{}: `{extra}` is not an output of the program (it has {n}: out0..out{})",
+            path.display(),
+            n.saturating_sub(1)
+        );
+    }
+    Ok(out)
+}
+
+/// `graphbug backends --all`: the PJRT plugins found, each with its PJRT API version,
+/// where it was found, and the backend name that selects it.
+pub fn list_plugins() {
+    let found = discover(Some(&graphbug::run::workspace_root()));
+    println!("\nPJRT plugins (XLA programs: --backend pjrt:<name>, or pjrt:/path/to/plugin.so; {PLUGINS_VAR}=name:path adds more):");
+    if found.is_empty() {
+        println!("  none found");
+    }
+    for f in found {
+        let version = match Plugin::load(&f.path) {
+            Ok(p) => format!("PJRT API {}", p.api_version()),
+            Err(e) => format!("cannot load: {e}"),
+        };
+        let origin = match f.origin {
+            Origin::EnvVar => PLUGINS_VAR,
+            Origin::Venv => "virtualenv",
+        };
+        println!(
+            "  pjrt:{:<12} {version}; {} ({origin})",
+            f.name,
+            f.path.display()
+        );
+    }
+}

@@ -1,0 +1,474 @@
+//! `graphbug fmt|check|run` of XLA programs through the binary, on XLA's CPU plugin (the
+//! `xla-cpu-pjrt` wheel `cargo xtask setup` installs): JAX's outputs matched from HLO text
+//! in both styles, HLO protos and StableHLO; wrong references, faults of every kind and
+//! bad input failing with the culprit named. These tests build and pass without libtorch
+//! (`cargo test -p graphbug --no-default-features --test xla`), where they also check that
+//! the binary links no libtorch.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use graphbug::files::{read, write, HostTensor};
+use graphbug::ir::Dtype;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn hlo(name: &str) -> PathBuf {
+    root().join("tests/fixtures/xla/hlo").join(name)
+}
+
+fn stablehlo(name: &str) -> PathBuf {
+    root().join("tests/fixtures/xla/stablehlo").join(name)
+}
+
+/// Runs the binary; the CPU plugin must be there (`cargo xtask setup`).
+fn graphbug(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let plugin =
+        root().join(".venv/lib/python3.11/site-packages/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so");
+    assert!(
+        plugin.is_file(),
+        "XLA's CPU plugin is not in .venv: run `cargo xtask setup` ({} is missing)",
+        plugin.display()
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    cmd.args(args).env_remove("GRAPHBUG_INJECT_FAULT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("graphbug runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A fixture's `io.npz` split into inputs (`arg<k>`; the corpus once said `in<k>`) and
+/// JAX's outputs (`out<k>`), written to `dir`.
+fn split_io(io: &Path, dir: &Path) -> (PathBuf, PathBuf) {
+    let (mut args, mut outs) = (Vec::new(), Vec::new());
+    for (name, t) in read(io).unwrap() {
+        if let Some(k) = name.strip_prefix("out") {
+            outs.push((format!("out{k}"), t));
+        } else {
+            let k = name.trim_start_matches("arg").trim_start_matches("in");
+            args.push((format!("arg{k}"), t));
+        }
+    }
+    let stem = io
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace(".io.npz", "");
+    let (inputs, outputs) = (
+        dir.join(format!("{stem}.in.npz")),
+        dir.join(format!("{stem}.out.npz")),
+    );
+    write(&inputs, &args).unwrap();
+    write(&outputs, &outs).unwrap();
+    (inputs, outputs)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn programs_in_every_form_run_on_the_cpu_plugin_and_match_jax() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = Vec::new();
+    for name in [
+        "transformer",
+        "convnet",
+        "scan",
+        "train_step",
+        "conv_train",
+        "gather_scatter_sort",
+        "cond",
+        "cumsum",
+        "argmax",
+    ] {
+        let (inputs, outputs) = split_io(&hlo(&format!("{name}.io.npz")), dir.path());
+        for form in [".hlo", ".old.hlo", ".pb"] {
+            cases.push((
+                hlo(&format!("{name}{form}")),
+                inputs.clone(),
+                outputs.clone(),
+            ));
+        }
+    }
+    for name in ["mlp", "specials", "train"] {
+        let (inputs, outputs) = split_io(&stablehlo(&format!("{name}.io.npz")), dir.path());
+        cases.push((stablehlo(&format!("{name}.mlir")), inputs, outputs));
+    }
+    for (program, inputs, outputs) in &cases {
+        let o = graphbug(
+            &[
+                "run",
+                s(program),
+                "--inputs",
+                s(inputs),
+                "--compare",
+                s(outputs),
+            ],
+            &[],
+        );
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{}:\n{out}\n{err}", program.display());
+        assert!(
+            out.contains("outputs match"),
+            "{}: {out}",
+            program.display()
+        );
+        // The float64 reference ran (no note that it could not).
+        assert!(
+            !err.contains("float64 reference run failed"),
+            "{}: {err}",
+            program.display()
+        );
+    }
+}
+
+#[test]
+fn a_wrong_reference_fails_whatever_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inputs, outputs) = split_io(&hlo("transformer.io.npz"), dir.path());
+    let (_, jax) = read(&outputs).unwrap().remove(0);
+    let n = jax.numel();
+    for (what, value) in [("all 1e6", 1e6f32), ("zeros", 0.0), ("NaN", f32::NAN)] {
+        let data: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), n)
+            .flatten()
+            .collect();
+        let wrong = HostTensor::new(Dtype::Float32, jax.shape.clone(), data).unwrap();
+        let file = dir.path().join("wrong.npz");
+        write(&file, &[("out0", wrong)]).unwrap();
+        let o = graphbug(
+            &[
+                "run",
+                s(&hlo("transformer.hlo")),
+                "--inputs",
+                s(&inputs),
+                "--compare",
+                s(&file),
+            ],
+            &[],
+        );
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{what}: {out}\n{err}");
+        assert!(
+            out.contains("FAIL") && err.contains("outputs do not match"),
+            "{what}: {out}\n{err}"
+        );
+    }
+}
+
+#[test]
+fn faults_of_every_kind_fire_in_the_plugin_or_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inputs, outputs) = split_io(&hlo("transformer.io.npz"), dir.path());
+    let program = hlo("transformer.hlo");
+    let run = |backend: &str, env: &[(&str, &str)]| {
+        let o = graphbug(
+            &[
+                "run",
+                s(&program),
+                "--backend",
+                backend,
+                "--inputs",
+                s(&inputs),
+                "--compare",
+                s(&outputs),
+                "--timeout",
+                "20",
+            ],
+            env,
+        );
+        let (out, err) = text(&o);
+        (o.status.code(), format!("{out}{err}"))
+    };
+    for (backend, want) in [
+        ("fault:accuracy@dot", "outputs do not match"),
+        ("fault:nan@dot#2+pjrt:cpu", "non-finite values differ"),
+        // The compiler itself fails: the custom call is its error.
+        (
+            "fault:compile@add",
+            "compile error in backend `fault:compile@add+pjrt:cpu`",
+        ),
+        ("fault:compile@add", "graphbug_injected_compile_fault"),
+        (
+            "fault:runtime@node:add.8",
+            "runtime error in backend `fault:runtime@node:add.8+pjrt:cpu` at node `add.8`",
+        ),
+        (
+            "fault:crash@add",
+            "runtime crash in backend `fault:crash@add+pjrt:cpu`",
+        ),
+    ] {
+        let (code, all) = run(backend, &[]);
+        assert_eq!(code, Some(1), "{backend}: {all}");
+        assert!(all.contains(want), "{backend}: {all}");
+    }
+    // The environment's fault applies to the plain plugin.
+    let (code, all) = run(
+        "pjrt:cpu",
+        &[("GRAPHBUG_INJECT_FAULT", "accuracy=0.5@node:dot_general.8")],
+    );
+    assert_eq!(code, Some(1), "{all}");
+    assert!(all.contains("outputs do not match"), "{all}");
+    // Specs that cannot be: named with the grammar or what the program has.
+    for (backend, want) in [
+        ("fault:alias@add", "XLA programs have no schemas to break"),
+        (
+            "fault:runtime@nosuch",
+            "names no node: no node of the graph calls `nosuch`",
+        ),
+        ("fault:runtime@add#99", "so #99 is out of range"),
+        ("eager", "`eager` is not a backend for XLA programs"),
+        ("pjrt:nosuch", "no PJRT plugin named `nosuch`"),
+    ] {
+        let (code, all) = run(backend, &[]);
+        assert_eq!(code, Some(1), "{backend}: {all}");
+        assert!(all.contains(want), "{backend}: {all}");
+    }
+}
+
+#[test]
+fn a_hang_in_the_compiled_code_is_a_timeout() {
+    // The loop the hang fault writes runs inside XLA's executable; the supervisor ends it.
+    let started = std::time::Instant::now();
+    let o = graphbug(
+        &[
+            "run",
+            s(&stablehlo("train.mlir")),
+            "--backend",
+            "fault:hang@exponential",
+            "--timeout",
+            "3",
+        ],
+        &[],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("runtime timeout in backend `fault:hang@exponential+pjrt:cpu`"),
+        "{err}"
+    );
+    assert!(started.elapsed().as_secs() < 60);
+}
+
+#[test]
+fn random_inputs_follow_the_seed_and_outputs_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = |seed: &str, file: &str| {
+        let path = dir.path().join(file);
+        let o = graphbug(
+            &[
+                "run",
+                s(&hlo("convnet.hlo")),
+                "--seed",
+                seed,
+                "--save-outputs",
+                s(&path),
+            ],
+            &[],
+        );
+        assert!(o.status.success(), "{:?}", text(&o));
+        std::fs::read(path).unwrap()
+    };
+    let a = save("1", "a.npz");
+    assert_eq!(
+        a,
+        save("1", "c.npz"),
+        "the same seed gives the same outputs"
+    );
+    assert_ne!(a, save("2", "d.npz"), "another seed, other outputs");
+    save("1", "b.safetensors");
+    let npz = read(&dir.path().join("a.npz")).unwrap();
+    assert_eq!(npz, read(&dir.path().join("b.safetensors")).unwrap());
+    assert_eq!(npz[0].0, "out0");
+}
+
+#[test]
+fn bad_inputs_name_the_culprit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inputs, _) = split_io(&hlo("cond.io.npz"), dir.path());
+    let mut given = read(&inputs).unwrap();
+    let program = hlo("cond.hlo");
+    let try_inputs = |tensors: &[(String, HostTensor)], want: &str| {
+        let file = dir.path().join("bad.npz");
+        write(&file, tensors).unwrap();
+        let o = graphbug(&["run", s(&program), "--inputs", s(&file)], &[]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{want}: {out}{err}");
+        assert!(err.contains(want), "{want}: {err}");
+    };
+    // A missing parameter, a wrong dtype, an extra key, one parameter twice.
+    try_inputs(&given[..1], "no input for parameter 1");
+    let f32_scalar = HostTensor::new(Dtype::Float32, vec![], vec![0; 4]).unwrap();
+    try_inputs(
+        &[("arg0".into(), f32_scalar), given[1].clone()],
+        "input for parameter 0",
+    );
+    given.push(("extra".into(), given[0].1.clone()));
+    try_inputs(&given, "`extra` is no parameter of the program");
+    // Options of aten graphs.
+    let o = graphbug(&["run", s(&program), "--backward", "--device", "cuda"], &[]);
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("these options are for aten graphs: --device") && err.contains("--backward"),
+        "{err}"
+    );
+    let o = graphbug(
+        &["run", s(&program), "--compare", "/nonexistent/out.npz"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.contains("/nonexistent/out.npz"),
+        "{:?}",
+        text(&o)
+    );
+}
+
+#[test]
+fn bad_programs_name_the_line_and_instruction() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(hlo("cond.hlo")).unwrap();
+    let cut = good.len() * 2 / 3;
+    let cases = [
+        ("truncated", good[..cut].to_string(), "error:"),
+        (
+            "unknown opcode",
+            "HloModule m\n\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] frobnicate(x)\n}\n".to_string(),
+            "5:",
+        ),
+        (
+            "operand before definition",
+            "HloModule m\n\nENTRY e {\n  x = f32[2] parameter(0)\n  y = f32[2] add(x, z)\n  ROOT z = f32[2] negate(x)\n}\n".to_string(),
+            "`y`",
+        ),
+        (
+            "shape mismatch",
+            "HloModule m, entry_computation_layout={(f32[2]{0})->f32[3]{0}}\n\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate(x)\n}\n".to_string(),
+            "f32[3]",
+        ),
+    ];
+    for (what, program, want) in cases {
+        let file = dir.path().join("bad.hlo");
+        std::fs::write(&file, &program).unwrap();
+        for cmd in ["check", "run"] {
+            let o = graphbug(&[cmd, s(&file)], &[]);
+            let (out, err) = text(&o);
+            assert_eq!(o.status.code(), Some(1), "{what} ({cmd}): {out}{err}");
+            assert!(
+                err.contains("bad.hlo") && err.contains(want),
+                "{what} ({cmd}): {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_plugins_are_named_and_an_aborting_one_is_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = hlo("cond.hlo");
+    let run = |backend: &str| {
+        let o = graphbug(
+            &["run", s(&program), "--backend", backend, "--timeout", "20"],
+            &[],
+        );
+        let (out, err) = text(&o);
+        (o.status.code(), format!("{out}{err}"))
+    };
+    // Not a shared library; a library without GetPjrtApi.
+    let junk = dir.path().join("junk.so");
+    std::fs::write(&junk, "not a library").unwrap();
+    let (code, all) = run(&format!("pjrt:{}", junk.display()));
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains("junk.so: cannot load as a shared library"),
+        "{all}"
+    );
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).is_file());
+    if let Some(libm) = libm {
+        let (code, all) = run(&format!("pjrt:{libm}"));
+        assert_eq!(code, Some(1), "{all}");
+        assert!(
+            all.contains("not a PJRT plugin: no GetPjrtApi symbol"),
+            "{all}"
+        );
+    }
+    // A plugin that aborts when asked for its API: the run is a classified crash.
+    let source = dir.path().join("abort.c");
+    std::fs::write(
+        &source,
+        "#include <stdlib.h>\nvoid *GetPjrtApi(void) { abort(); }\n",
+    )
+    .unwrap();
+    let plugin = dir.path().join("abort_plugin.so");
+    let cc = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o", s(&plugin), s(&source)])
+        .status()
+        .expect("a C compiler (cc) builds the aborting plugin");
+    assert!(cc.success());
+    let (code, all) = run(&format!("pjrt:{}", plugin.display()));
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains("compile crash in backend `pjrt:") && all.contains("SIGABRT"),
+        "{all}"
+    );
+}
+
+#[test]
+fn backends_lists_the_cpu_plugin() {
+    let o = graphbug(&["backends"], &[]);
+    let (out, _) = text(&o);
+    assert!(o.status.success());
+    assert!(
+        out.contains("pjrt:cpu") && out.contains("PJRT API 0."),
+        "{out}"
+    );
+}
+
+#[test]
+fn fmt_and_check_read_every_form() {
+    let o = graphbug(&["fmt", s(&hlo("transformer.old.hlo"))], &[]);
+    assert_eq!(o.stdout, std::fs::read(hlo("transformer.old.hlo")).unwrap());
+    let o = graphbug(&["fmt", s(&hlo("transformer.pb"))], &[]);
+    assert_eq!(o.stdout, std::fs::read(hlo("transformer.pb.hlo")).unwrap());
+    let o = graphbug(&["check", s(&stablehlo("mlp.mlir"))], &[]);
+    assert_eq!(text(&o).0, "29 statements, 2 parameters, 2 outputs\n");
+}
+
+#[test]
+fn this_build_has_libtorch_only_with_the_torch_feature() {
+    let ldd = Command::new("ldd")
+        .arg(env!("CARGO_BIN_EXE_graphbug"))
+        .output()
+        .expect("ldd runs");
+    let libs = String::from_utf8_lossy(&ldd.stdout);
+    assert_eq!(
+        libs.contains("libtorch"),
+        cfg!(feature = "torch"),
+        "the torch feature is {}, and the binary links:\n{libs}",
+        cfg!(feature = "torch")
+    );
+    if !cfg!(feature = "torch") {
+        let o = graphbug(
+            &["run", s(&root().join("tests/fixtures/mlp/forward.py"))],
+            &[],
+        );
+        let (_, err) = text(&o);
+        assert!(err.contains("built without libtorch"), "{err}");
+    }
+}
