@@ -4,4 +4,5 @@
 //! libtorch: JAX and TensorFlow users have none.
 
 pub mod hlo;
+pub mod rewrite;
 pub mod stablehlo;

@@ -139,7 +139,7 @@ impl Type {
 }
 
 /// Parses a type at the start of `text`: the type and the bytes it took.
-fn parse_type(text: &str) -> Result<(Type, usize), String> {
+pub(crate) fn parse_type(text: &str) -> Result<(Type, usize), String> {
     if let Some(rest) = text.strip_prefix("tensor<") {
         let len = angle_len(&text[6..]).ok_or("unterminated `tensor<`")? + 6;
         let _ = rest;
@@ -194,7 +194,7 @@ fn parse_type(text: &str) -> Result<(Type, usize), String> {
 }
 
 /// The length of the `<...>` group at the start of `text` (nested, `->` skipped).
-fn angle_len(text: &str) -> Option<usize> {
+pub(crate) fn angle_len(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
     let mut depth = 0i32;
     let mut i = 0;
@@ -217,7 +217,7 @@ fn angle_len(text: &str) -> Option<usize> {
 }
 
 /// The length of the string literal at the start of `text`, quotes included.
-fn string_len(text: &str) -> usize {
+pub(crate) fn string_len(text: &str) -> usize {
     let mut escaped = false;
     for (i, c) in text.char_indices().skip(1) {
         match c {
@@ -1335,14 +1335,21 @@ sys.stdout.write(str(module))
     let _ = writer.join();
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no message");
         return Err(format!("StableHLO bytecode could not be read through JAX's MLIR (`{python}`, set {PYTHON_ENV} to another): {last}"));
     }
     String::from_utf8(out.stdout).map_err(|e| format!("JAX's MLIR printed no text: {e}"))
 }
 
 /// `child`'s output, killing it after `limit`.
-fn wait_output(mut child: std::process::Child, limit: std::time::Duration) -> Result<std::process::Output, String> {
+fn wait_output(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> Result<std::process::Output, String> {
     use std::io::Read;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
@@ -1364,7 +1371,10 @@ fn wait_output(mut child: std::process::Child, limit: std::time::Duration) -> Re
         if std::time::Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("reading StableHLO bytecode through JAX took more than {} s", limit.as_secs()));
+            return Err(format!(
+                "reading StableHLO bytecode through JAX took more than {} s",
+                limit.as_secs()
+            ));
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     };

@@ -488,7 +488,7 @@ fn parse_computation_header(line: &str, no: usize) -> Result<Computation, HloErr
 }
 
 /// Splits at top-level commas (outside brackets and strings).
-fn split_top(text: &str) -> Vec<&str> {
+pub(crate) fn split_top(text: &str) -> Vec<&str> {
     let mut parts = Vec::new();
     let (mut depth, mut start, mut in_string, mut escaped) = (0i32, 0usize, false, false);
     let mut in_comment = false;
