@@ -15,6 +15,32 @@ const TORCH_VERSION: &str = "2.13.0";
 /// The torchvision release that matches torch 2.13.0 (the conformance zoo needs it).
 const TORCHVISION_VERSION: &str = "0.28.0";
 
+/// The JAX release (and its jaxlib) that graphbug's XLA side is checked against: the newest
+/// for Python 3.11. It lowers the conformance suite's `xla` cases, makes the HLO corpus and
+/// reads StableHLO bytecode for `graphbug fmt` and `check`.
+const JAX_VERSION: &str = "0.10.2";
+
+/// The XLA CPU PJRT plugin (by the OpenXLA authors) that `--backend pjrt:cpu` loads.
+const XLA_CPU_PJRT_VERSION: &str = "0.0.1";
+
+/// Python packages setup pip-installs beside torch: (pip name, pinned version). The
+/// conformance suite (also in `cargo test`) needs OpInfo's op_db, which imports expecttest
+/// and numpy; the zoo (the conformance suite's and the peak-memory bench's) needs
+/// torchvision; the `xla` source needs JAX, jaxlib, the plugin, and absl-py, which JAX's
+/// primitive harnesses import.
+const PYTHON_PACKAGES: [(&str, Option<&str>); 7] = [
+    ("numpy", None),
+    ("expecttest", None),
+    ("torchvision", Some(TORCHVISION_VERSION)),
+    ("jax", Some(JAX_VERSION)),
+    ("jaxlib", Some(JAX_VERSION)),
+    ("xla-cpu-pjrt", Some(XLA_CPU_PJRT_VERSION)),
+    ("absl-py", None),
+];
+
+/// The conformance suite's case sources: PyTorch's (gen_cases.py) and JAX's (gen_xla_cases.py).
+const TORCH_SOURCES: [&str; 3] = ["opinfo", "zoo", "capture"];
+
 /// Command line of `cargo xtask`.
 #[derive(Parser)]
 #[command(about = "graphbug project automation")]
@@ -26,7 +52,8 @@ struct Cli {
 /// The xtask subcommands.
 #[derive(Subcommand)]
 enum Cmd {
-    /// Create .venv with torch 2.13.0 and the .libtorch symlink (idempotent).
+    /// Create .venv with torch 2.13.0 (and torchvision, JAX 0.10.2, the XLA CPU PJRT plugin)
+    /// and the .libtorch symlink (idempotent).
     Setup,
     /// Run setup, then `cargo test --workspace [ARGS]`, then every example in examples/.
     Test {
@@ -57,20 +84,22 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Measure graphbug against PyTorch: generate OpInfo and model-zoo cases with PyTorch,
-    /// run each through graphbug's stages, print the table, write
-    /// target/conformance/report.json; exit 1 under the targets.
+    /// Measure graphbug against PyTorch and JAX: generate OpInfo and model-zoo cases with
+    /// PyTorch and XLA programs with JAX, run each through graphbug's stages, print the table,
+    /// write target/conformance/report.json; exit 1 under the targets.
     Conformance(ConformanceArgs),
 }
 
 /// Arguments of `cargo xtask conformance`.
 #[derive(clap::Args)]
 struct ConformanceArgs {
-    /// `ci`: about 30 hand-picked OpInfo ops and two small modules; `full`: every op_db op
-    /// and the whole zoo.
+    /// `ci`: about 30 hand-picked OpInfo ops and four small modules, and about 50 XLA programs
+    /// (one JAX harness of every third group, two back-compat modules, five models); `full`:
+    /// every op_db op, the whole zoo, every JAX harness that runs on CPU.
     #[arg(long, default_value = "full", value_parser = ["ci", "full"])]
     subset: String,
-    /// Only cases whose id (`opinfo/acos/f32/0`, `zoo/resnet18/train`) matches this regex.
+    /// Only cases whose id (`opinfo/acos/f32/0`, `zoo/resnet18/train`,
+    /// `xla/harness/cumsum/...`) matches this regex.
     #[arg(long)]
     filter: Option<String>,
     /// Cases run in parallel (default: the number of cores).
@@ -87,7 +116,9 @@ struct ConformanceArgs {
     #[arg(long)]
     dtypes: Option<String>,
     /// Case sources, comma-separated: opinfo, zoo, capture (the zoo compiled by
-    /// torch.compile through the graphbug_capture backend, static and dynamic).
+    /// torch.compile through the graphbug_capture backend, static and dynamic), xla (XLA
+    /// programs lowered by JAX: its primitive harnesses, its export back-compat modules and
+    /// the HLO corpus's models).
     #[arg(long, default_value = "opinfo,zoo,capture")]
     sources: String,
     /// Seconds one graphbug command may take.
@@ -161,13 +192,9 @@ fn setup(root: &Path) -> Result<()> {
     };
     link_libtorch(root, &torch)?;
     write_doctest_config(root)?;
-    // The conformance suite (also in `cargo test`) needs OpInfo's op_db, which imports
-    // expecttest and numpy; torch's own wheel pulls in neither. The zoo (the conformance
-    // suite's and the peak-memory bench's) needs torchvision.
-    for package in ["numpy", "expecttest"] {
-        ensure_python_package(&venv, package, None)?;
+    for (package, version) in PYTHON_PACKAGES {
+        ensure_python_package(&venv, package, version)?;
     }
-    ensure_python_package(&venv, "torchvision", Some(TORCHVISION_VERSION))?;
     ensure_capture_package(root, &venv)?;
     ensure_engines();
     println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
@@ -546,8 +573,8 @@ fn run_examples(root: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Pip-installs `package` (at `version`, if given) into the venv unless its package
-/// directory is already there (and its version.py names that version).
+/// Pip-installs `package` (at `version`, if given) into the venv unless pip's record of
+/// it (its `.dist-info`, of that version) is already there.
 fn ensure_python_package(venv: &Path, package: &str, version: Option<&str>) -> Result<()> {
     if python_package_present(venv, package, version)? {
         return Ok(());
@@ -582,28 +609,40 @@ fn ensure_python_package(venv: &Path, package: &str, version: Option<&str>) -> R
     Ok(())
 }
 
-/// Whether `site-packages/<package>` exists in the venv (with `version` in its version.py).
+/// Whether pip installed distribution `package` (at `version`, if given) into the venv:
+/// `site-packages/<name>-<version>.dist-info`, the name normalized as pip writes it
+/// (`xla-cpu-pjrt` is `xla_cpu_pjrt`).
 fn python_package_present(venv: &Path, package: &str, version: Option<&str>) -> Result<bool> {
     let lib = venv.join("lib");
     let Ok(entries) = fs::read_dir(&lib) else {
         return Ok(false);
     };
+    let name = package.replace(['-', '.'], "_").to_lowercase();
     for entry in entries {
         let entry = entry.with_context(|| format!("cannot list {}", lib.display()))?;
-        let dir = entry.path().join("site-packages").join(package);
-        if !dir.is_dir() {
+        let site = entry.path().join("site-packages");
+        let Ok(dists) = fs::read_dir(&site) else {
             continue;
-        }
-        let Some(version) = version else {
-            return Ok(true);
         };
-        let text = fs::read_to_string(dir.join("version.py")).unwrap_or_default();
-        let quoted = [format!("'{version}'"), format!("'{version}+")];
-        if text
-            .lines()
-            .any(|l| l.starts_with("__version__") && quoted.iter().any(|q| l.contains(q.as_str())))
-        {
-            return Ok(true);
+        for dist in dists {
+            let dist = dist.with_context(|| format!("cannot list {}", site.display()))?;
+            let file = dist.file_name();
+            let Some(stem) = file
+                .to_string_lossy()
+                .strip_suffix(".dist-info")
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            let Some((dist_name, dist_version)) = stem.split_once('-') else {
+                continue;
+            };
+            if dist_name.to_lowercase() == name
+                && version.is_none_or(|v| dist_version == v)
+                && dist.path().is_dir()
+            {
+                return Ok(true);
+            }
         }
     }
     Ok(false)
@@ -634,33 +673,74 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         .context("--filter is not a valid regex")?;
     let out = root.join("target/conformance");
     let cases = args.cases.clone().unwrap_or_else(|| out.join("cases"));
+    let sources: Vec<&str> = args
+        .sources
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(unknown) = sources
+        .iter()
+        .find(|s| !TORCH_SOURCES.contains(s) && **s != "xla")
+    {
+        bail!("unknown --sources `{unknown}` (known: opinfo, zoo, capture, xla)");
+    }
+    let torch_sources: Vec<&str> = sources
+        .iter()
+        .copied()
+        .filter(|s| TORCH_SOURCES.contains(s))
+        .collect();
     if !args.reuse_cases {
         if cases.exists() {
             fs::remove_dir_all(&cases)
                 .with_context(|| format!("cannot clear {}", cases.display()))?;
         }
         let started = std::time::Instant::now();
-        let mut gen = Command::new(venv.join("bin/python"));
-        xtask::process::die_with_parent(&mut gen)
-            .arg(root.join("xtask/conformance/gen_cases.py"))
-            .arg("--out")
-            .arg(&cases)
-            .args(["--subset", &args.subset, "--sources", &args.sources])
-            .args(["-j", &jobs.to_string()]);
-        if let Some(k) = args.samples {
-            gen.args(["--samples", &k.to_string()]);
+        if !torch_sources.is_empty() {
+            let mut gen = Command::new(venv.join("bin/python"));
+            xtask::process::die_with_parent(&mut gen)
+                .arg(root.join("xtask/conformance/gen_cases.py"))
+                .arg("--out")
+                .arg(&cases)
+                .args([
+                    "--subset",
+                    &args.subset,
+                    "--sources",
+                    &torch_sources.join(","),
+                ])
+                .args(["-j", &jobs.to_string()]);
+            if let Some(k) = args.samples {
+                gen.args(["--samples", &k.to_string()]);
+            }
+            if let Some(d) = &args.dtypes {
+                gen.args(["--dtypes", d]);
+            }
+            if let Some(f) = &args.filter {
+                gen.args(["--filter", f]);
+            }
+            let status = gen
+                .current_dir(root)
+                .status()
+                .context("cannot run gen_cases.py")?;
+            ensure!(status.success(), "gen_cases.py failed ({status})");
         }
-        if let Some(d) = &args.dtypes {
-            gen.args(["--dtypes", d]);
+        if sources.contains(&"xla") {
+            let mut gen = Command::new(venv.join("bin/python"));
+            xtask::process::die_with_parent(&mut gen)
+                .arg(root.join("xtask/conformance/gen_xla_cases.py"))
+                .arg("--out")
+                .arg(&cases)
+                .args(["--subset", &args.subset])
+                .args(["-j", &jobs.to_string()]);
+            if let Some(f) = &args.filter {
+                gen.args(["--filter", f]);
+            }
+            let status = gen
+                .current_dir(root)
+                .status()
+                .context("cannot run gen_xla_cases.py")?;
+            ensure!(status.success(), "gen_xla_cases.py failed ({status})");
         }
-        if let Some(f) = &args.filter {
-            gen.args(["--filter", f]);
-        }
-        let status = gen
-            .current_dir(root)
-            .status()
-            .context("cannot run gen_cases.py")?;
-        ensure!(status.success(), "gen_cases.py failed ({status})");
         eprintln!(
             "conformance: cases generated in {:.0} s",
             started.elapsed().as_secs_f64()
@@ -674,7 +754,11 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         filter,
         timeout: std::time::Duration::from_secs(args.timeout),
         progress: true,
-        env: Vec::new(),
+        // StableHLO bytecode is read through JAX's MLIR: the venv's Python has JAX.
+        env: vec![(
+            "GRAPHBUG_PYTHON".to_string(),
+            venv.join("bin/python").to_string_lossy().into_owned(),
+        )],
     };
     let report = conformance::run(&opts)?;
     print!("{}", report.table());
@@ -782,6 +866,29 @@ mod tests {
         let mtime = fs::metadata(&path).unwrap().modified().unwrap();
         write_doctest_config(&dir).unwrap();
         assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn python_packages_are_found_by_their_dist_info() {
+        let dir = scratch("dist-info");
+        let venv = dir.join(".venv");
+        assert!(!python_package_present(&venv, "jax", Some("0.10.2")).unwrap());
+        let site = venv.join("lib/python3.11/site-packages");
+        for dist in [
+            "jax-0.10.2",
+            "xla_cpu_pjrt-0.0.1",
+            "absl_py-2.5.1",
+            "torchvision-0.27.0",
+        ] {
+            fs::create_dir_all(site.join(format!("{dist}.dist-info"))).unwrap();
+        }
+        assert!(python_package_present(&venv, "jax", Some("0.10.2")).unwrap());
+        assert!(!python_package_present(&venv, "jax", Some("0.10.1")).unwrap());
+        assert!(!python_package_present(&venv, "jaxlib", Some("0.10.2")).unwrap());
+        assert!(python_package_present(&venv, "xla-cpu-pjrt", Some("0.0.1")).unwrap());
+        assert!(python_package_present(&venv, "absl-py", None).unwrap());
+        assert!(!python_package_present(&venv, "torchvision", Some(TORCHVISION_VERSION)).unwrap());
         fs::remove_dir_all(&dir).unwrap();
     }
 

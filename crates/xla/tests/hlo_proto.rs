@@ -419,7 +419,7 @@ def same(g, w):
 for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.pb'))):
     stem = os.path.basename(path)[:-3]
     io = np.load(os.path.join(sys.argv[1], stem + '.io.npz'))
-    ins = [io[f"in{k}"] for k in range(sum(1 for n in io.files if n.startswith("in")))]
+    ins = [io[f"arg{k}"] for k in range(sum(1 for n in io.files if n.startswith("arg")))]
     want = [io[f"out{k}"] for k in range(sum(1 for n in io.files if n.startswith("out")))]
     exe = backend.compile_and_load(_jax.mlir.hlo_to_stablehlo(open(path, 'rb').read()), _jax.DeviceList((device,)), _jax.CompileOptions())
     args = [jax.device_put(a, device) for a in ins]

@@ -259,7 +259,7 @@ for job in json.load(open(sys.argv[1])):
             code = text
         exe = backend.compile_and_load(code, _jax.DeviceList((device,)), _jax.CompileOptions())
         z = np.load(job["inputs"])
-        ins = [z[f"in{k}"] for k in range(sum(1 for n in z.files if n.startswith("in")))]
+        ins = [z[f"arg{k}"] for k in range(sum(1 for n in z.files if n.startswith("arg")))]
         if job["cast"]:
             ins = [a.astype(np.complex128) if a.dtype.kind == "c" else a.astype(np.float64) if a.dtype.kind == "f" else a for a in ins]
         outs = [np.asarray(o[0]) for o in exe.execute_sharded([jax.device_put(a, device) for a in ins]).disassemble_into_single_device_arrays()]

@@ -1,9 +1,11 @@
 //! The conformance runner: every case PyTorch produced (see `xtask/conformance/gen_cases.py`)
-//! goes through graphbug's stages, each bounded by a timeout and run only when the stages it
-//! needs passed; the report counts passed / reached per stage.
+//! and every XLA program JAX lowered (`xtask/conformance/gen_xla_cases.py`) goes through
+//! graphbug's stages for its source, each bounded by a timeout and run only when the stages
+//! it needs passed; the report counts passed / reached per stage.
 
 pub mod report;
 pub mod safetensors;
+mod xla;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -19,8 +21,8 @@ use serde_json::Value;
 
 pub use report::Report;
 
-/// The stages, in order. Where graphbug has no `functionalize` command, the joint stage
-/// (which functionalizes first) covers that one.
+/// The stages of PyTorch's cases (opinfo, zoo, capture), in order. Where graphbug has no
+/// `functionalize` command, the joint stage (which functionalizes first) covers that one.
 pub const STAGES: [Stage; 10] = [
     Stage::Parse,
     Stage::Meta,
@@ -33,6 +35,33 @@ pub const STAGES: [Stage; 10] = [
     Stage::AotEager,
     Stage::Minify,
 ];
+
+/// The stages of XLA programs (the `xla` source), in order.
+pub const XLA_STAGES: [Stage; 5] = [
+    Stage::Fmt,
+    Stage::Proto,
+    Stage::Check,
+    Stage::RunHlo,
+    Stage::RunStableHlo,
+];
+
+/// The stages a case of `source` goes through.
+pub fn stages_of(source: &str) -> &'static [Stage] {
+    if source == "xla" {
+        &XLA_STAGES
+    } else {
+        &STAGES
+    }
+}
+
+/// Who made a source's cases (and skipped those it could not make).
+pub fn producer_of(source: &str) -> &'static str {
+    if source == "xla" {
+        "JAX"
+    } else {
+        "PyTorch"
+    }
+}
 
 /// One stage of the suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,6 +91,21 @@ pub enum Stage {
     /// `fault:runtime@OP` backend: one node is left, it calls OP, and the minified
     /// directory reproduces the fault.
     Minify,
+    /// (XLA) `graphbug fmt` prints each program text as written: HLO in JAX's style and in
+    /// XLA's `%` style byte for byte, StableHLO text as written, StableHLO bytecode as JAX
+    /// reads it.
+    Fmt,
+    /// (XLA) `graphbug fmt X.pb` prints an HloModuleProto (XLA's parse of the text, and JAX's
+    /// own) as XLA prints it.
+    Proto,
+    /// (XLA) `graphbug check`: the parameters and outputs it counts are JAX's flattened
+    /// arguments and outputs.
+    Check,
+    /// (XLA) `graphbug run` of the HLO text on `pjrt:cpu` gives JAX's outputs.
+    RunHlo,
+    /// (XLA) `graphbug run` of the StableHLO (text, and bytecode) on `pjrt:cpu` gives JAX's
+    /// outputs.
+    RunStableHlo,
 }
 
 impl Stage {
@@ -78,6 +122,11 @@ impl Stage {
             Stage::Peak => "peak",
             Stage::AotEager => "aot-eager",
             Stage::Minify => "minify",
+            Stage::Fmt => "fmt",
+            Stage::Proto => "proto",
+            Stage::Check => "check",
+            Stage::RunHlo => "run-hlo",
+            Stage::RunStableHlo => "run-stablehlo",
         }
     }
 }
@@ -127,7 +176,7 @@ pub struct Case {
 }
 
 impl Case {
-    /// `opinfo` or `zoo`.
+    /// `opinfo`, `zoo`, `capture` or `xla`.
     pub fn source(&self) -> &str {
         self.json["source"].as_str().unwrap_or("?")
     }
@@ -137,8 +186,8 @@ impl Case {
         self.json["op"].as_str().unwrap_or("?")
     }
 
-    /// Why the case has nothing to run: PyTorch could not produce it (`skipped`) or the
-    /// case files cannot hold its tensors (`unsupported`); None for a runnable case.
+    /// Why the case has nothing to run: PyTorch or JAX could not produce it (`skipped`) or
+    /// the case files cannot hold its tensors (`unsupported`); None for a runnable case.
     pub fn not_run(&self) -> Option<Skipped> {
         let status = self.json["status"].as_str().unwrap_or("no status");
         (status != "ok").then(|| Skipped {
@@ -160,7 +209,8 @@ pub struct Skipped {
     pub id: String,
     /// `opinfo` or `zoo`.
     pub source: String,
-    /// PyTorch itself could not trace or run it (else: the case files cannot hold it).
+    /// Its producer (PyTorch, or JAX for `xla`) could not trace, lower or run it (else: the
+    /// case files cannot hold it).
     pub by_pytorch: bool,
     /// Why.
     pub reason: String,
@@ -239,7 +289,7 @@ pub struct CaseResult {
     pub source: String,
     /// The op or model.
     pub op: String,
-    /// Outcome per stage, in [`STAGES`] order.
+    /// Outcome per stage of its source, in [`stages_of`] order.
     pub stages: Vec<(Stage, Outcome)>,
     /// Wall time of the case.
     pub seconds: f64,
@@ -255,7 +305,7 @@ impl CaseResult {
             .stages
             .iter()
             .find(|(s, _)| *s == stage)
-            .expect("invariant: every case result holds every stage")
+            .expect("invariant: a case result holds every stage of its source")
             .1
     }
 
@@ -399,7 +449,7 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
         work: &work,
         notes: std::cell::RefCell::new(Vec::new()),
     };
-    for stage in STAGES {
+    for &stage in stages_of(case.source()) {
         let outcome = match &prepared {
             Err(e) => Outcome::Failed(format!(
                 "cannot prepare work directory {}: {e}",
@@ -586,6 +636,11 @@ impl Runner<'_> {
             Stage::AotEager => Ok(Outcome::NotAvailable(
                 "graphbug run has no --backward (aot_eager training step)".into(),
             )),
+            Stage::Fmt => self.xla_fmt(),
+            Stage::Proto => self.xla_proto(),
+            Stage::Check => self.xla_check(),
+            Stage::RunHlo => self.xla_run("run_hlo"),
+            Stage::RunStableHlo => self.xla_run("run_stablehlo"),
         };
         result.unwrap_or_else(|e| Outcome::Failed(format!("runner error: {e:#}")))
     }

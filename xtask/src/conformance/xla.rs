@@ -1,0 +1,263 @@
+//! The stages of XLA programs (the `xla` source): the files each stage reads are named in
+//! case.json by `xtask/conformance/gen_xla_cases.py`, JAX's answers beside them.
+
+use std::fs;
+
+use anyhow::{bail, Context, Result};
+
+use super::{os, string_list, Outcome, Runner};
+
+/// The backend the run stages compile and run on: the XLA CPU PJRT plugin in the venv.
+pub const BACKEND: &str = "pjrt:cpu";
+
+impl Runner<'_> {
+    /// The `(file, expected)` pairs of a case.json list: `{"file": F}` expects F's own bytes,
+    /// `{"file": F, "expected": E}` the text of E.
+    fn expected_prints(&self, key: &str) -> Result<Vec<(String, String)>> {
+        let Some(entries) = self.case.json[key].as_array() else {
+            bail!("case.json has no `{key}` list");
+        };
+        entries
+            .iter()
+            .map(|e| {
+                let file = e["file"]
+                    .as_str()
+                    .with_context(|| format!("case.json `{key}` entry without a file: {e}"))?;
+                let expected = e["expected"].as_str().unwrap_or(file);
+                Ok((file.to_string(), expected.to_string()))
+            })
+            .collect()
+    }
+
+    /// `graphbug fmt FILE` prints each file as expected: the first file printed otherwise
+    /// fails the stage, naming the file, the line and what differs.
+    fn prints_as_expected(&self, key: &str, tag: &str) -> Result<Outcome> {
+        for (file, expected) in self.expected_prints(key)? {
+            let path = self.file(&file);
+            let expected_path = self.file(&expected);
+            let want = fs::read_to_string(&expected_path)
+                .with_context(|| format!("cannot read {}", expected_path.display()))?;
+            let exec = self.graphbug(&format!("{tag}-{file}"), &[os("fmt"), path.as_os_str()])?;
+            if exec.code != Some(0) {
+                return Ok(Outcome::Failed(format!(
+                    "{file}: {}",
+                    exec.error_line("fmt")
+                )));
+            }
+            if exec.stdout != want {
+                return Ok(Outcome::Failed(format!(
+                    "{file}: fmt prints {}",
+                    first_difference(&want, &exec.stdout, &expected)
+                )));
+            }
+        }
+        Ok(Outcome::Passed)
+    }
+
+    /// HLO text in both styles byte for byte, StableHLO text as written, bytecode as JAX
+    /// reads it.
+    pub(super) fn xla_fmt(&self) -> Result<Outcome> {
+        self.prints_as_expected("fmt", "fmt")
+    }
+
+    /// Protos printed as XLA prints them.
+    pub(super) fn xla_proto(&self) -> Result<Outcome> {
+        self.prints_as_expected("proto", "proto")
+    }
+
+    /// `graphbug check` of each program: it passes, and counts JAX's flattened arguments as
+    /// parameters and JAX's flattened outputs as outputs.
+    pub(super) fn xla_check(&self) -> Result<Outcome> {
+        let count = |key: &str| {
+            self.case.json[key]
+                .as_u64()
+                .with_context(|| format!("case.json has no `{key}`"))
+        };
+        let (args, outputs) = (count("num_args")?, count("num_outputs")?);
+        let files = string_list(&self.case.json["check"]);
+        if files.is_empty() {
+            bail!("case.json has no `check` list");
+        }
+        for file in files {
+            let path = self.file(&file);
+            let exec = self.graphbug(&format!("check-{file}"), &[os("check"), path.as_os_str()])?;
+            if exec.code != Some(0) {
+                return Ok(Outcome::Failed(format!(
+                    "{file}: {}",
+                    exec.error_line("check")
+                )));
+            }
+            let Some((params, outs)) = parse_counts(&exec.stdout) else {
+                return Ok(Outcome::Failed(format!(
+                    "{file}: check printed no `N instructions, I parameters, O outputs` line: `{}`",
+                    exec.stdout.trim()
+                )));
+            };
+            if (params, outs) != (args, outputs) {
+                return Ok(Outcome::Failed(format!(
+                    "{file}: check counts {params} parameters and {outs} outputs; JAX lowered {args} arguments and {outputs} outputs"
+                )));
+            }
+        }
+        Ok(Outcome::Passed)
+    }
+
+    /// `graphbug run PROGRAM --backend pjrt:cpu --inputs --compare` of each program the
+    /// case.json list `key` names, against JAX's outputs.
+    pub(super) fn xla_run(&self, key: &str) -> Result<Outcome> {
+        if let Some(why) = self.case.json["run_skip"].as_str() {
+            return Ok(Outcome::NotApplicable(why.to_string()));
+        }
+        let file = |k: &str| -> Result<std::path::PathBuf> {
+            let name = self.case.json[k]
+                .as_str()
+                .with_context(|| format!("case.json has no `{k}` file"))?;
+            Ok(self.file(name))
+        };
+        let (inputs, outputs) = (file("inputs")?, file("outputs")?);
+        let programs = string_list(&self.case.json[key]);
+        if programs.is_empty() {
+            bail!("case.json has no `{key}` list");
+        }
+        // graphbug's own limit names the stage that ran out of time; the runner's is later.
+        let limit = (self.opts.timeout.as_secs() * 9 / 10).max(1).to_string();
+        for program in programs {
+            let path = self.file(&program);
+            let exec = self.graphbug(
+                &format!("run-{program}"),
+                &[
+                    os("run"),
+                    path.as_os_str(),
+                    os("--backend"),
+                    os(BACKEND),
+                    os("--inputs"),
+                    inputs.as_os_str(),
+                    os("--compare"),
+                    outputs.as_os_str(),
+                    os("--timeout"),
+                    os(&limit),
+                ],
+            )?;
+            if exec.code != Some(0) {
+                return Ok(Outcome::Failed(format!(
+                    "{program}: {}",
+                    exec.error_line(&format!("run --backend {BACKEND} --compare"))
+                )));
+            }
+        }
+        Ok(Outcome::Passed)
+    }
+}
+
+/// `(parameters, outputs)` of `check`'s `N instructions, I parameters, O outputs` line
+/// (`N statements, ...` for StableHLO).
+pub fn parse_counts(stdout: &str) -> Option<(u64, u64)> {
+    stdout.lines().find_map(|line| {
+        let parts: Vec<&str> = line.trim().split(", ").collect();
+        let [first, params, outs] = parts.as_slice() else {
+            return None;
+        };
+        let number = |text: &str, unit: &[&str]| -> Option<u64> {
+            let (n, word) = text.split_once(' ')?;
+            unit.contains(&word).then_some(())?;
+            n.parse().ok()
+        };
+        number(
+            first,
+            &["instructions", "instruction", "statements", "statement"],
+        )?;
+        Some((
+            number(params, &["parameters", "parameter"])?,
+            number(outs, &["outputs", "output"])?,
+        ))
+    })
+}
+
+/// Where `got` first differs from `want`: line, column, and each side's text around it
+/// (at most 60 characters before and after), `expected` naming what `want` is.
+pub fn first_difference(want: &str, got: &str, expected: &str) -> String {
+    let w: Vec<&str> = want.split_inclusive('\n').collect();
+    let g: Vec<&str> = got.split_inclusive('\n').collect();
+    let Some(k) = (0..w.len().max(g.len())).find(|&i| w.get(i) != g.get(i)) else {
+        return "the same text".into();
+    };
+    let (wl, gl) = (w.get(k).copied(), g.get(k).copied());
+    let column = match (wl, gl) {
+        (Some(a), Some(b)) => a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count(),
+        _ => 0,
+    };
+    let window = |line: Option<&str>| match line {
+        None => "<end>".to_string(),
+        Some(l) => {
+            let chars: Vec<char> = l.trim_end_matches('\n').chars().collect();
+            let from = column.saturating_sub(60);
+            let to = (column + 60).min(chars.len());
+            let mut s: String = chars.get(from..to).unwrap_or(&[]).iter().collect();
+            if l.ends_with('\n') && to == chars.len() {
+                s.push_str("\\n");
+            } else if !l.ends_with('\n') && to == chars.len() {
+                s.push_str("<no newline>");
+            }
+            format!(
+                "{}{s}{}",
+                if from > 0 { "…" } else { "" },
+                if to < chars.len() { "…" } else { "" }
+            )
+        }
+    };
+    format!(
+        "line {} differently (column {}): {expected} `{}`, graphbug `{}`",
+        k + 1,
+        column + 1,
+        window(wl),
+        window(gl)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_of_check() {
+        assert_eq!(
+            parse_counts("12 instructions, 3 parameters, 2 outputs\n"),
+            Some((3, 2))
+        );
+        assert_eq!(
+            parse_counts("note\n7 statements, 1 parameter, 1 output\n"),
+            Some((1, 1))
+        );
+        assert_eq!(parse_counts("12 instructions, 3 parameters"), None);
+        assert_eq!(
+            parse_counts("x instructions, 3 parameters, 2 outputs"),
+            None
+        );
+    }
+
+    #[test]
+    fn differences_name_line_and_column() {
+        let want = "HloModule m\n  a = f32[2] add(x, y)\n";
+        let got = "HloModule m\n  a = f32[2] add(y, x)\n";
+        assert_eq!(
+            first_difference(want, got, "JAX"),
+            "line 2 differently (column 18): JAX `  a = f32[2] add(x, y)\\n`, graphbug `  a = f32[2] add(y, x)\\n`"
+        );
+        assert_eq!(
+            first_difference("a\nb\n", "a\n", "XLA"),
+            "line 2 differently (column 1): XLA `b\\n`, graphbug `<end>`"
+        );
+        assert_eq!(
+            first_difference("a\n", "a", "XLA"),
+            "line 1 differently (column 2): XLA `a\\n`, graphbug `a<no newline>`"
+        );
+        let long = format!("{}x{}\n", "a".repeat(100), "b".repeat(100));
+        let other = format!("{}y{}\n", "a".repeat(100), "b".repeat(100));
+        let d = first_difference(&long, &other, "JAX");
+        assert!(d.contains("column 101"), "{d}");
+        assert!(
+            d.contains(&format!("`…{}x{}…`", "a".repeat(60), "b".repeat(59))),
+            "{d}"
+        );
+    }
+}
