@@ -295,7 +295,12 @@ pub struct Stmt {
 impl Stmt {
     /// Whether it returns from its function.
     pub fn is_return(&self) -> bool {
-        matches!(self.op.as_str(), "return" | "func.return")
+        // JAX ends some functions (approx_top_k's comparator) with `stablehlo.return`,
+        // which MLIR takes as a function's terminator too.
+        matches!(
+            self.op.as_str(),
+            "return" | "func.return" | "stablehlo.return"
+        )
     }
 }
 
@@ -1310,15 +1315,16 @@ pub fn bytecode_to_text(bytes: &[u8]) -> Result<String, String> {
     const SCRIPT: &str = r#"
 import sys
 data = sys.stdin.buffer.read()
+from jax._src.lib import _jax
 from jax._src.lib.mlir import ir
 from jax._src.interpreters import mlir
-ctx = mlir.make_ir_context()
-try:
-    module = ir.Module.parse(data, context=ctx)
-except Exception:
-    from jax._src.lib.mlir.dialects import stablehlo
-    module = stablehlo.deserialize_portable_artifact(ctx, data)
-sys.stdout.write(str(module))
+with mlir.make_ir_context():
+    try:
+        # A portable artifact (VHLO) as StableHLO, as Exported.mlir_module() reads it.
+        module = _jax.mlir.deserialize_portable_artifact(data)
+    except Exception:
+        module = ir.Module.parse(data)
+    sys.stdout.write(mlir.module_to_string(module))
 "#;
     let python = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".into());
     let mut child = std::process::Command::new(&python)
