@@ -108,7 +108,8 @@ struct ConformanceArgs {
     /// Only report: exit 0 even under the targets.
     #[arg(long)]
     no_targets: bool,
-    /// OpInfo samples per op (default: 1 for ci, 3 for full).
+    /// OpInfo samples per op (default: 1 for ci, 3 for full); for the xla source, at most
+    /// this many JAX harnesses of each group (default: every harness).
     #[arg(long)]
     samples: Option<usize>,
     /// OpInfo dtypes, comma-separated (default: float32 for ci; float32,float64,bfloat16
@@ -734,6 +735,9 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
                 .args(["-j", &jobs.to_string()]);
             if let Some(f) = &args.filter {
                 gen.args(["--filter", f]);
+            }
+            if let Some(k) = args.samples {
+                gen.args(["--samples", &k.to_string()]);
             }
             let status = gen
                 .current_dir(root)
