@@ -518,11 +518,8 @@ fn parse_func(text: &str, lines: &[Range<usize>], k: usize) -> Result<(Func, usi
     let name_at = htext
         .find('@')
         .ok_or_else(|| err(start, "a function without `@name`".into()))?;
-    let name: String = htext[name_at + 1..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '-'))
-        .collect();
-    let open = name_at + 1 + name.len();
+    let (name, name_len) = symbol_at(&htext[name_at + 1..]);
+    let open = name_at + 1 + name_len;
     if !htext[open..].starts_with('(') {
         return Err(err(
             start + open,
@@ -737,6 +734,23 @@ fn top_level_eq(s: &str) -> Option<usize> {
 
 /// The values `span` of `text` uses that it does not define (a region's arguments and
 /// results), and the symbols it names.
+/// The symbol name `text` starts with (after its `@`): bare (`main`, `foo.bar$1`) or
+/// quoted (`"<lambda>"`, as JAX names a lambda's function), without the quotes; and the
+/// length it takes in `text`.
+fn symbol_at(text: &str) -> (String, usize) {
+    if text.starts_with('"') {
+        let len = string_len(text);
+        let inner = text[1..len].strip_suffix('"').unwrap_or(&text[1..len]);
+        return (inner.to_string(), len);
+    }
+    let name: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '-'))
+        .collect();
+    let len = name.len();
+    (name, len)
+}
+
 fn uses_in(text: &str, span: Range<usize>) -> (Vec<Use>, Vec<String>) {
     let s = &text[span.clone()];
     let bytes = s.as_bytes();
@@ -772,11 +786,8 @@ fn uses_in(text: &str, span: Range<usize>) -> (Vec<Use>, Vec<String>) {
             }
         }
         if c == b'@' {
-            let n: String = s[i + 1..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '-'))
-                .collect();
-            i += 1 + n.len();
+            let (n, len) = symbol_at(&s[i + 1..]);
+            i += 1 + len;
             symbols.push(n);
             continue;
         }
@@ -1473,6 +1484,23 @@ mod tests {
         assert_eq!(sel.op, "stablehlo.select");
         assert_eq!(sel.types[0].to_string(), "tensor<f32>");
         assert_eq!(sel.uses[1].index, Some(2));
+    }
+
+    #[test]
+    fn quoted_symbol_names_are_functions_and_calls() {
+        // JAX names a lambda's function `@"<lambda>"` (random_gamma's harness).
+        let text = MLP.replace("call @relu(", "call @\"<lambda>\"(").replace(
+            "func.func private @relu(",
+            "func.func private @\"<lambda>\"(",
+        );
+        let m = parse_module(&text).unwrap();
+        assert_eq!(m.main().unwrap().body[4].symbols, ["<lambda>"]);
+        assert_eq!(check(&m).unwrap(), (7, 3, 1));
+        let missing = text.replace("call @\"<lambda>\"(", "call @\"<other>\"(");
+        let e = check(&parse_module(&missing).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("calls `@<other>`, which is not defined"), "{e}");
     }
 
     #[test]
