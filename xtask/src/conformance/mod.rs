@@ -5,7 +5,7 @@
 
 pub mod report;
 pub mod safetensors;
-mod xla;
+pub mod xla;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -529,6 +529,14 @@ impl Exec {
     }
 }
 
+/// `XLA_FLAGS` for graphbug's XLA runs: the caller's, with JAX's CPU client's min/max.
+fn xla_flags() -> String {
+    let mine = std::env::var("XLA_FLAGS").unwrap_or_default();
+    format!("{mine} --xla_cpu_enable_fast_min_max=false")
+        .trim()
+        .to_string()
+}
+
 /// The first line of `stderr` that looks like an error, else its first line, else the
 /// first line of `stdout` that reports a mismatch, else its first line.
 pub fn first_error_line(stderr: &str, stdout: &str) -> String {
@@ -580,6 +588,10 @@ impl Runner<'_> {
             // across threads sums in another order, which deep train-mode networks
             // (densenet121's first conv weight gradient) amplify past the tolerance.
             .env("OMP_NUM_THREADS", "1")
+            // JAX's CPU client compiles with XLA's IEEE min/max (NaN wins); the
+            // xla-cpu-pjrt plugin's default is fast min/max (max(inf, NaN) = inf). The XLA
+            // runs compile as JAX's references were made.
+            .env("XLA_FLAGS", xla_flags())
             .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
