@@ -61,7 +61,7 @@ enum Command {
         aten: bool,
     },
     /// Run a graph through a backend.
-    Run(cli::args::RunArgs),
+    Run(Box<cli::args::RunArgs>),
     #[cfg(feature = "torch")]
     /// Compare two numeric traces (`run --trace`) and print the first node where the runs
     /// diverge beyond a tolerance; exit 0 if none does, 1 if one does, 2 on bad input.

@@ -47,18 +47,10 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
-/// A fixture's `io.npz` split into inputs (`arg<k>`; the corpus once said `in<k>`) and
-/// JAX's outputs (`out<k>`), written to `dir`.
+/// A fixture's `io.npz` split into inputs (`arg<k>`) and JAX's outputs (`out<k>`), written
+/// to `dir`.
 fn split_io(io: &Path, dir: &Path) -> (PathBuf, PathBuf) {
-    let (mut args, mut outs) = (Vec::new(), Vec::new());
-    for (name, t) in read(io).unwrap() {
-        if let Some(k) = name.strip_prefix("out") {
-            outs.push((format!("out{k}"), t));
-        } else {
-            let k = name.trim_start_matches("arg").trim_start_matches("in");
-            args.push((format!("arg{k}"), t));
-        }
-    }
+    let (args, outs) = xtask::bundle::split_io(io).unwrap();
     let stem = io
         .file_name()
         .unwrap()
@@ -471,4 +463,51 @@ fn this_build_has_libtorch_only_with_the_torch_feature() {
         let (_, err) = text(&o);
         assert!(err.contains("built without libtorch"), "{err}");
     }
+}
+
+#[test]
+fn the_gpu_bundle_runs_every_fixture_and_catches_a_fault() {
+    // `cargo xtask gpu-bundle` with this binary, run as on a GPU machine with the CPU
+    // plugin standing in for CUDA.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bundle");
+    xtask::bundle::make_bundle(root(), Path::new(env!("CARGO_BIN_EXE_graphbug")), &out)
+        .expect("the bundle is made");
+    let fixtures = xtask::bundle::fixtures(root()).unwrap();
+    let left_out = std::fs::read_to_string(out.join("LEFT_OUT.txt")).unwrap_or_default();
+    assert_eq!(
+        left_out.lines().count(),
+        1,
+        "only custom_call's LAPACK call: {left_out}"
+    );
+    let run = Command::new(out.join("run.sh"))
+        .env("PLUGIN", "cpu")
+        .output()
+        .expect("run.sh runs");
+    let (stdout, stderr) = text(&run);
+    assert!(run.status.success(), "{stdout}{stderr}");
+    let want = format!(
+        "{0}/{0} fixtures match pjrt:cpu on pjrt:cpu; injected fault: caught",
+        fixtures.len() - 1
+    );
+    assert!(stdout.contains(&want), "{stdout}");
+    // A recorded output changed: run.sh must say so and fail.
+    let cpu = out.join("fixtures/hlo-convnet.cpu.npz");
+    let mut outputs = read(&cpu).unwrap();
+    let t = &outputs[0].1;
+    let bumped = HostTensor::new(t.dtype, t.shape.clone(), vec![0x7f; t.data.len()]).unwrap();
+    outputs[0].1 = bumped;
+    write(&cpu, &outputs).unwrap();
+    let run = Command::new(out.join("run.sh"))
+        .env("PLUGIN", "cpu")
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&run);
+    assert!(!run.status.success(), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("hlo-convnet") && l.contains("MISMATCH")),
+        "{stdout}"
+    );
 }

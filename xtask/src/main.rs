@@ -55,7 +55,8 @@ enum Cmd {
     /// Create .venv with torch 2.13.0 (and torchvision, JAX 0.10.2, the XLA CPU PJRT plugin)
     /// and the .libtorch symlink (idempotent).
     Setup,
-    /// Run setup, then `cargo test --workspace [ARGS]`, then every example in examples/.
+    /// Run setup, then `cargo test --workspace [ARGS]`, then every example in examples/, then
+    /// (without ARGS) tests/xla.rs on a graphbug built without libtorch.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -88,6 +89,17 @@ enum Cmd {
     /// PyTorch and XLA programs with JAX, run each through graphbug's stages, print the table,
     /// write target/conformance/report.json; exit 1 under the targets.
     Conformance(ConformanceArgs),
+    /// Pack the stripped libtorch-free graphbug, the XLA fixtures (inputs, and outputs
+    /// recorded on pjrt:cpu) and run.sh, which runs them on a GPU's CUDA PJRT plugin and
+    /// prints the figures: at most 64 MiB, for a GPU machine without Rust or network.
+    GpuBundle {
+        /// Where the bundle goes (emptied first).
+        #[arg(long, default_value = "target/gpu-bundle")]
+        out: PathBuf,
+        /// A graphbug binary to pack instead of building the stripped release one.
+        #[arg(long)]
+        binary: Option<PathBuf>,
+    },
 }
 
 /// Arguments of `cargo xtask conformance`.
@@ -154,13 +166,67 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
-            run_examples(&root)
+            let code = run_examples(&root)?;
+            if code != ExitCode::SUCCESS || !args.is_empty() {
+                return Ok(code);
+            }
+            test_without_libtorch(&root)
         }
         Cmd::Bench { args } => bench(&root, &args),
+        Cmd::GpuBundle { out, binary } => {
+            setup(&root)?;
+            let binary = match binary {
+                Some(b) => b,
+                None => xtask::bundle::build_xla_binary(&root)?,
+            };
+            let size = xtask::bundle::make_bundle(&root, &binary, &root.join(out))?;
+            let max = xtask::bundle::MAX_BUNDLE_BYTES;
+            ensure!(
+                size <= max,
+                "the bundle weighs {:.1} MiB, over the {} MiB a GPU machine takes",
+                size as f64 / (1 << 20) as f64,
+                max >> 20
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Fuzz { seconds, seed } => fuzz(&root, seconds, seed),
         Cmd::Repro { args } => repro(&root, &args),
         Cmd::Conformance(args) => run_conformance(&root, &args),
     }
+}
+
+/// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs` on a graphbug built
+/// without libtorch (`--no-default-features`; the test checks that nothing links it). The
+/// dependencies' artifacts are shared with the default build; the default binary is put
+/// back afterwards.
+fn test_without_libtorch(root: &Path) -> Result<ExitCode> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = xtask::process::die_with_parent(&mut Command::new(&cargo))
+        .args([
+            "test",
+            "-p",
+            "graphbug",
+            "--no-default-features",
+            "--test",
+            "xla",
+        ])
+        .current_dir(root)
+        .status()
+        .context("cannot run cargo test")?;
+    let restored = xtask::process::die_with_parent(&mut Command::new(&cargo))
+        .args(["build", "-p", "graphbug", "--bin", "graphbug"])
+        .current_dir(root)
+        .status()
+        .context("cannot run cargo build")?;
+    ensure!(
+        restored.success(),
+        "the default graphbug build failed ({restored})"
+    );
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// The workspace root: the parent of this package's manifest directory.
