@@ -443,6 +443,80 @@ fn fmt_and_check_read_every_form() {
 }
 
 #[test]
+fn generic_mlir_and_bare_functions_are_read_through_mlir() {
+    // The generic form (MLIR's print_generic_op_form, every op quoted, the module too)
+    // and a bare func.func, made by JAX's MLIR from a fixture.
+    let dir = tempfile::tempdir().unwrap();
+    let (generic, bare) = (
+        dir.path().join("generic.mlir"),
+        dir.path().join("bare.mlir"),
+    );
+    let python = root().join(".venv/bin/python");
+    let script = r#"
+import sys
+from jax._src.interpreters import mlir
+from jax._src.lib.mlir import ir
+with mlir.make_ir_context():
+    m = ir.Module.parse(open(sys.argv[1]).read())
+    generic = m.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    open(sys.argv[2], "w").write(generic)
+    open(sys.argv[3], "w").write("\n".join(str(op) for op in m.body.operations))
+"#;
+    let made = Command::new(&python)
+        .args(["-c", script])
+        .args([stablehlo("train.mlir"), generic.clone(), bare.clone()])
+        .output()
+        .expect("the venv's python runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert!(std::fs::read_to_string(&generic)
+        .unwrap()
+        .contains("\"builtin.module\"()"));
+    let py = [("GRAPHBUG_PYTHON", python.to_str().unwrap())];
+    let dir_io = tempfile::tempdir().unwrap();
+    let (inputs, outputs) = split_io(&stablehlo("train.io.npz"), dir_io.path());
+    for file in [&generic, &bare] {
+        let o = graphbug(&["check", s(file)], &py);
+        assert_eq!(
+            text(&o).0,
+            "44 statements, 2 parameters, 2 outputs\n",
+            "{:?}",
+            text(&o)
+        );
+        // fmt prints the pretty form, which graphbug reads itself.
+        let o = graphbug(&["fmt", s(file)], &py);
+        let pretty = String::from_utf8(o.stdout).unwrap();
+        assert!(pretty.contains("stablehlo.dot_general %"), "{pretty}");
+        let o = graphbug(
+            &[
+                "run",
+                s(file),
+                "--inputs",
+                s(&inputs),
+                "--compare",
+                s(&outputs),
+            ],
+            &py,
+        );
+        assert!(o.status.success(), "{:?}", text(&o));
+    }
+    // Without a Python that has JAX, the error says what to do.
+    let o = graphbug(
+        &["check", s(&generic)],
+        &[("GRAPHBUG_PYTHON", "/nonexistent/python")],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("generic.mlir") && err.contains("GRAPHBUG_PYTHON"),
+        "{err}"
+    );
+}
+
+#[test]
 fn this_build_has_libtorch_only_with_the_torch_feature() {
     let ldd = Command::new("ldd")
         .arg(env!("CARGO_BIN_EXE_graphbug"))

@@ -97,6 +97,13 @@ impl Program {
                     .map_err(|e| ProgramError(format!("not an HLO module proto: {e}")))?,
                 kind,
             },
+            Kind::StableHloText if stablehlo::needs_mlir(text()?) => {
+                // Generic form, or a bare function: MLIR prints it pretty, in a module.
+                let pretty = stablehlo::mlir_to_text(bytes).map_err(ProgramError)?;
+                Program::StableHlo(
+                    stablehlo::parse_module(&pretty).map_err(|e| ProgramError(e.to_string()))?,
+                )
+            }
             Kind::StableHloText => Program::StableHlo(
                 stablehlo::parse_module(text()?).map_err(|e| ProgramError(e.to_string()))?,
             ),
@@ -105,13 +112,14 @@ impl Program {
     }
 
     /// The program as text: HLO exactly as it was read (a proto's as XLA prints it),
-    /// StableHLO as written; bytecode only through MLIR (see
-    /// [`stablehlo::bytecode_to_text`]).
+    /// StableHLO as written (generic form and bare functions as MLIR prints them: pretty,
+    /// in a module); bytecode only through MLIR (see
+    /// [`stablehlo::mlir_to_text`]).
     pub fn text(&self) -> Result<String, ProgramError> {
         match self {
             Program::Hlo { module, .. } => Ok(hlo::text::print_module(module)),
             Program::StableHlo(m) => Ok(m.text.clone()),
-            Program::Bytecode(bytes) => stablehlo::bytecode_to_text(bytes).map_err(ProgramError),
+            Program::Bytecode(bytes) => stablehlo::mlir_to_text(bytes).map_err(ProgramError),
         }
     }
 
@@ -128,7 +136,7 @@ impl Program {
             }
             Program::StableHlo(m) => stablehlo::check(m).map_err(|e| ProgramError(e.to_string())),
             Program::Bytecode(bytes) => {
-                let text = stablehlo::bytecode_to_text(bytes).map_err(ProgramError)?;
+                let text = stablehlo::mlir_to_text(bytes).map_err(ProgramError)?;
                 let m = stablehlo::parse_module(&text).map_err(|e| ProgramError(e.to_string()))?;
                 stablehlo::check(&m).map_err(|e| ProgramError(e.to_string()))
             }
@@ -158,11 +166,11 @@ impl Program {
     }
 
     /// The program with bytecode read as StableHLO text (through MLIR: see
-    /// [`stablehlo::bytecode_to_text`]); text programs as they are.
+    /// [`stablehlo::mlir_to_text`]); text programs as they are.
     pub fn as_text(&self) -> Result<Program, ProgramError> {
         match self {
             Program::Bytecode(bytes) => {
-                let text = stablehlo::bytecode_to_text(bytes).map_err(ProgramError)?;
+                let text = stablehlo::mlir_to_text(bytes).map_err(ProgramError)?;
                 Ok(Program::StableHlo(
                     stablehlo::parse_module(&text).map_err(|e| ProgramError(e.to_string()))?,
                 ))

@@ -1317,11 +1317,20 @@ impl StableHloGraph {
 /// The Python graphbug asks to read MLIR bytecode: `GRAPHBUG_PYTHON`, else `python3`.
 pub const PYTHON_ENV: &str = "GRAPHBUG_PYTHON";
 
-/// MLIR bytecode (a StableHLO portable artifact, or plain MLIR bytecode) as text, through
-/// JAX's MLIR (`jaxlib`): graphbug reads MLIR text itself, but bytecode only MLIR can
-/// read. The Python is `GRAPHBUG_PYTHON` or `python3`; it runs in a child process, with
-/// the bytes on its input, for at most a minute.
-pub fn bytecode_to_text(bytes: &[u8]) -> Result<String, String> {
+/// Whether MLIR text needs MLIR to be read: its first operation is not a pretty `module`
+/// (the generic `"builtin.module"() ...`, or a bare `func.func` MLIR wraps in one).
+pub fn needs_mlir(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with("#loc"))
+        .is_some_and(|l| !l.starts_with("module"))
+}
+
+/// MLIR as pretty text, through JAX's MLIR (`jaxlib`): bytecode (a StableHLO portable
+/// artifact, or plain MLIR bytecode), which only MLIR can read, and text graphbug does not
+/// read itself (see [`needs_mlir`]). The Python is `GRAPHBUG_PYTHON` or `python3`; it runs
+/// in a child process, with the bytes on its input, for at most a minute.
+pub fn mlir_to_text(bytes: &[u8]) -> Result<String, String> {
     use std::io::Write;
     const SCRIPT: &str = r#"
 import sys
@@ -1344,7 +1353,7 @@ with mlir.make_ir_context():
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("StableHLO bytecode is read through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax, or give the program as text (graphbug runs bytecode through PJRT as it is)"))?;
+        .map_err(|e| format!("StableHLO bytecode and generic MLIR are read through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax, or give the program as pretty text (graphbug runs bytecode through PJRT as it is)"))?;
     let mut input = child.stdin.take().expect("piped");
     let data = bytes.to_vec();
     let writer = std::thread::spawn(move || input.write_all(&data));
@@ -1357,7 +1366,7 @@ with mlir.make_ir_context():
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("no message");
-        return Err(format!("StableHLO bytecode could not be read through JAX's MLIR (`{python}`, set {PYTHON_ENV} to another): {last}"));
+        return Err(format!("the program could not be read through JAX's MLIR (`{python}`, set {PYTHON_ENV} to another): {last}"));
     }
     String::from_utf8(out.stdout).map_err(|e| format!("JAX's MLIR printed no text: {e}"))
 }
