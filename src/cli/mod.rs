@@ -52,6 +52,19 @@ pub fn supervise(
     .map(Some)
 }
 
+/// Prints the comparison of a run's outputs with the file at `path` (the reference: NaN/Inf
+/// must sit where the file has them, and the float64 rule excuses a difference only when
+/// the file is close to graphbug's own float64 run) and its verdict; exit 1 on a mismatch.
+pub fn report_comparison(report: &graphbug::accuracy::AccuracyReport, path: &Path) -> ExitCode {
+    print!("{report}");
+    if !report.passed() {
+        eprintln!("outputs do not match {}", path.display());
+        return ExitCode::FAILURE;
+    }
+    println!("outputs match {}", path.display());
+    ExitCode::SUCCESS
+}
+
 /// Re-runs this command in a child bounded by `limit` (its stage file in `scratch`): the
 /// child's exit code is passed on; a child that crashed or hung has none, and `lost`
 /// answers for it.

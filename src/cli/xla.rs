@@ -249,16 +249,8 @@ pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         let expected = expected_outputs(path, outputs.len())?;
         let ours: Vec<Option<HostTensor>> = outputs.into_iter().map(Some).collect();
         let fp64: Option<Vec<Option<HostTensor>>> = fp64.map(|f| f.into_iter().map(Some).collect());
-        // The file is the reference: NaN/Inf must sit where the file has them, and the
-        // float64 rule excuses a difference only when the file is close to graphbug's own
-        // float64 run.
         let report = same(&expected, &ours, fp64.as_deref(), &SameOptions::repro());
-        print!("{report}");
-        if !report.passed() {
-            eprintln!("outputs do not match {}", path.display());
-            return Ok(ExitCode::FAILURE);
-        }
-        println!("outputs match {}", path.display());
+        return Ok(super::report_comparison(&report, path));
     }
     Ok(ExitCode::SUCCESS)
 }
