@@ -157,8 +157,7 @@ pub fn fp64_reference(
 ) -> Result<Vec<HostTensor>> {
     let raised = program.raise_to_f64()?;
     let inputs: Vec<HostTensor> = inputs.iter().map(to_fp64).collect();
-    let backend = reference;
-    let compiled = backend.compile(&raised).map_err(|f| anyhow!("{f}"))?;
+    let compiled = reference.compile(&raised).map_err(|f| anyhow!("{f}"))?;
     compiled.execute(&inputs).map_err(|f| anyhow!("{f}"))
 }
 
