@@ -72,6 +72,21 @@ pub fn host_of(name: &str, tensor: &Tensor) -> Result<HostTensor, String> {
             describe(tensor)
         )
     })?;
+    // Autograd's efficient zeros (sgn's gradient, among others) have no storage to copy:
+    // they are read as the zeros they stand for.
+    let zeros;
+    let tensor = if tensor.f_internal_is_zerotensor().unwrap_or(false) {
+        zeros =
+            Tensor::f_zeros(tensor.size(), (bits_kind(dtype), tensor.device())).map_err(|e| {
+                format!(
+                    "cannot make the zeros of tensor `{name}` ({}): {e}",
+                    describe(tensor)
+                )
+            })?;
+        &zeros
+    } else {
+        tensor
+    };
     let strides = (!tensor.is_contiguous() && tensor.numel() > 1).then(|| tensor.stride());
     // uint16/32/64 are read through the signed kind of their width (tch lacks them).
     let host = view_bits(tensor, bits_dtype(dtype))
@@ -334,6 +349,18 @@ mod tests {
     use crate::dtype::{meta_of, to_dtype};
     use std::fs;
     use tch::Kind;
+
+    #[test]
+    fn efficient_zero_tensors_read_as_zeros() {
+        // What libtorch's autograd gives for sgn's gradient: zeros without storage.
+        let z = Tensor::f_internal_efficientzerotensor([2, 3], (Kind::Double, tch::Device::Cpu))
+            .unwrap();
+        assert!(z.f_internal_is_zerotensor().unwrap());
+        let host = host_of("grad0", &z).unwrap();
+        assert_eq!(host.shape, [2, 3]);
+        assert_eq!(host.data, vec![0u8; 48]);
+        assert_eq!(host.strides, None);
+    }
 
     const MLP_INPUTS: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
