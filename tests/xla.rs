@@ -440,6 +440,18 @@ fn fmt_and_check_read_every_form() {
     assert_eq!(o.stdout, std::fs::read(hlo("transformer.pb.hlo")).unwrap());
     let o = graphbug(&["check", s(&stablehlo("mlp.mlir"))], &[]);
     assert_eq!(text(&o).0, "29 statements, 2 parameters, 2 outputs\n");
+    // A proto under any name (torch_xla's proto bytes saved as the user likes) is one.
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("transformer.bytes");
+    std::fs::copy(hlo("transformer.pb"), &renamed).unwrap();
+    let o = graphbug(&["fmt", s(&renamed)], &[]);
+    assert_eq!(o.stdout, std::fs::read(hlo("transformer.pb.hlo")).unwrap());
+    // Bytes that are no program are not taken for one.
+    let junk = dir.path().join("junk.bin");
+    std::fs::write(&junk, [0xff, 0xfe, 0x00, 0x13, 0x37]).unwrap();
+    let o = graphbug(&["check", s(&junk)], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("junk.bin"), "{:?}", text(&o));
 }
 
 #[test]

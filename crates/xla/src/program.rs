@@ -37,25 +37,30 @@ impl Kind {
 }
 
 /// What kind of XLA program `bytes` (read from `path`) hold, if they hold one: by content
-/// (an `HloModule` header, an MLIR `module`, bytecode's magic), and for a binary file by
-/// extension (`.pb`): a proto has no magic. `None` for anything else (an aten graph).
+/// (an `HloModule` header, an MLIR `module`, bytecode's magic); a proto, which has no
+/// magic, by its extension (`.pb`) or by reading as an `HloModuleProto`. `None` for
+/// anything else (an aten graph).
 pub fn sniff(bytes: &[u8], path: &Path) -> Option<Kind> {
     if stablehlo::is_bytecode(bytes) {
         return Some(Kind::StableHloBytecode);
     }
-    match std::str::from_utf8(bytes) {
-        Ok(text) if hlo::text::looks_like_hlo(text) => Some(Kind::HloText),
-        Ok(text) if stablehlo::looks_like_mlir(text) => Some(Kind::StableHloText),
-        Ok(_) => None,
-        Err(_) => {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().to_lowercase())
-                .unwrap_or_default();
-            (name.ends_with(".pb") || name.ends_with(".proto") || name.ends_with(".binpb"))
-                .then_some(Kind::HloProto)
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        if hlo::text::looks_like_hlo(text) {
+            return Some(Kind::HloText);
+        }
+        if stablehlo::looks_like_mlir(text) {
+            return Some(Kind::StableHloText);
         }
     }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let named_proto = name.ends_with(".pb") || name.ends_with(".proto") || name.ends_with(".binpb");
+    // A proto has no magic: its name says so, or it reads as an HloModuleProto (torch_xla's
+    // _get_xla_tensors_hlo_proto bytes saved under any name).
+    (named_proto || (!bytes.is_empty() && hlo::proto::from_proto(bytes).is_ok()))
+        .then_some(Kind::HloProto)
 }
 
 /// An XLA program, read.
