@@ -137,7 +137,7 @@ fn bad_input_to_every_command_is_a_clear_error() {
         ));
         cases.push(with(
             &binary,
-            "binary.py: stream did not contain valid UTF-8",
+            "binary.py: not UTF-8 text: invalid utf-8 sequence of 1 bytes from index 0",
         ));
         cases.push(with(&empty, "empty.py: 1:1: expected `def`"));
         cases.push(with(&negative, "negative.py: 2:26: negative size `-8`"));

@@ -13,7 +13,7 @@ use graphbug::aten::memory::Available;
 use graphbug::aten::meta::{check_meta_with, GraphData};
 use graphbug::backends::plugin::{load_env_plugins, load_plugin};
 use graphbug::backends::registry::factories;
-use graphbug::ir::{parse_graph, print_graph, Graph};
+use graphbug::ir::{print_graph, Graph};
 use graphbug::ir::{Meta, NodeKind, TensorMeta};
 use graphbug::repro::isolate::preflight_eager;
 use graphbug::run::process::{Ended, Supervised};
@@ -381,7 +381,5 @@ pub fn worker_exe() -> Result<PathBuf> {
 
 /// Reads and parses a graph file (`-` reads standard input); errors name the file.
 pub fn load_graph(file: &Path) -> Result<Graph> {
-    let text = String::from_utf8(read_file(file)?)
-        .with_context(|| format!("{}: not UTF-8 text", file.display()))?;
-    parse_graph(&text).with_context(|| format!("{}", file.display()))
+    super::parse_graph_bytes(file, read_file(file)?)
 }

@@ -94,6 +94,14 @@ pub fn read_file(file: &Path) -> Result<Vec<u8>> {
     }
 }
 
+/// The aten graph `bytes` (read from `file`) hold; errors name the file, with the line and
+/// column of bad text.
+pub fn parse_graph_bytes(file: &Path, bytes: Vec<u8>) -> Result<graphbug::ir::Graph> {
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
+    parse_graph(&text).with_context(|| format!("{}", file.display()))
+}
+
 /// `graphbug fmt`: prints the canonical text of an aten graph, or an XLA program as it
 /// was written (told by content: see [`xla`]).
 pub fn fmt(file: &Path) -> Result<ExitCode> {
@@ -101,12 +109,7 @@ pub fn fmt(file: &Path) -> Result<ExitCode> {
     if let Some(kind) = graphbug::xla::program::sniff(&bytes, file) {
         return xla::fmt(file, &bytes, kind);
     }
-    let text =
-        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
-    print!(
-        "{}",
-        print_graph(&parse_graph(&text).with_context(|| format!("{}", file.display()))?)
-    );
+    print!("{}", print_graph(&parse_graph_bytes(file, bytes)?));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -127,9 +130,7 @@ pub fn check(
         }
         return xla::check(file, &bytes, kind);
     }
-    let text =
-        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
-    let graph = parse_graph(&text).with_context(|| format!("{}", file.display()))?;
+    let graph = parse_graph_bytes(file, bytes)?;
     if meta {
         #[cfg(feature = "torch")]
         return check_aten(file, graph, meta, inputs, binds, bound);
