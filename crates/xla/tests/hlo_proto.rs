@@ -247,12 +247,12 @@ fn python() -> Option<PathBuf> {
     ok.then_some(python)
 }
 
-/// A fresh scratch folder.
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("graphbug-hlo-proto-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh scratch folder, removed when the test ends.
+fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("graphbug-hlo-proto-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Runs a Python script with arguments; its stdout.
@@ -287,7 +287,8 @@ def opts(new_style):
 #[test]
 fn oracle_xla_reads_our_protos_as_it_reads_the_text() {
     let Some(python) = python() else { return };
-    let dir = scratch("a");
+    let scratch = scratch("a");
+    let dir = scratch.path();
     for stem in corpus() {
         std::fs::copy(
             corpus_dir().join(format!("{stem}.hlo")),
@@ -308,7 +309,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.hlo'))):
     print(stem, 'same' if same else 'DIFFERENT')
 "
     );
-    let out = run_python(&python, &script, &[&dir]);
+    let out = run_python(&python, &script, &[dir]);
     assert_eq!(out.lines().count(), corpus().len(), "{out}");
     assert!(out.lines().all(|l| l.ends_with(" same")), "{out}");
 }
@@ -316,7 +317,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.hlo'))):
 #[test]
 fn oracle_xla_reads_our_text_of_its_protos_as_the_same_module() {
     let Some(python) = python() else { return };
-    let dir = scratch("b");
+    let scratch = scratch("b");
+    let dir = scratch.path();
     for stem in corpus() {
         std::fs::copy(
             corpus_dir().join(format!("{stem}.hlo")),
@@ -348,7 +350,7 @@ for name, f, args in [
     open(os.path.join(sys.argv[1], name + '.jax.pb'), 'wb').write(proto)
 "
     );
-    run_python(&python, &make, &[&dir]);
+    run_python(&python, &make, &[dir]);
     let mut protos: Vec<(String, &str)> = corpus().into_iter().map(|s| (s, "xla")).collect();
     protos.extend([
         ("grad_scan".to_string(), "jax"),
@@ -374,7 +376,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.pb'))):
     print(stem, 'same' if same and ours_text == xla.to_string(opts(True)) else 'DIFFERENT')
 "
     );
-    let out = run_python(&python, &compare, &[&dir]);
+    let out = run_python(&python, &compare, &[dir]);
     assert_eq!(out.lines().count(), protos.len(), "{out}");
     assert!(out.lines().all(|l| l.ends_with(" same")), "{out}");
 }
@@ -382,7 +384,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.pb'))):
 #[test]
 fn oracle_our_protos_run_on_xla_cpu_as_jax_runs_the_programs() {
     let Some(python) = python() else { return };
-    let dir = scratch("c");
+    let scratch = scratch("c");
+    let dir = scratch.path();
     let mut runnable = Vec::new();
     for stem in corpus() {
         let program = stem.trim_end_matches(".old");
@@ -427,7 +430,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.pb'))):
     ok = len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
     print(stem, 'ok' if ok else 'MISMATCH', len(got), 'outputs')
 "#;
-    let out = run_python(&python, script, &[&dir]);
+    let out = run_python(&python, script, &[dir]);
     assert_eq!(out.lines().count(), runnable.len(), "{out}");
     assert!(out.lines().all(|l| l.contains(" ok ")), "{out}");
 }
