@@ -55,8 +55,8 @@ fn fmt_prints_canonical_text() {
 
 #[test]
 fn bad_input_exits_1_with_the_error() {
-    let dir = std::env::temp_dir().join(format!("graphbug-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tmpdir("bad");
+    let dir = tmp.path();
     let bad = dir.join("bad.py");
     std::fs::write(
         &bad,
@@ -74,14 +74,14 @@ fn bad_input_exits_1_with_the_error() {
     let out = graphbug(&["check", dir.join("missing.py").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("missing.py"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("graphbug-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh scratch folder, removed when it is dropped.
+fn tmpdir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("graphbug-cli-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Runs `graph` on `inputs` with `--compare outputs` (fixture paths, `extra` flags first)
@@ -200,9 +200,10 @@ fn dynamic_shape_graphs_run_equal_to_pytorch() {
         text(&out.stderr)
     );
     // A wrong reference fails: outputs of random inputs of the same sizes.
-    let dir = tmpdir("dynamic");
+    let tmp = tmpdir("dynamic");
+    let dir = tmp.path();
     assert_wrong_reference_fails(
-        &dir,
+        dir,
         "dynamic/mlp/fw.py",
         "dynamic/mlp/fw_inputs.safetensors",
         &["--bind", "s33=5"],
@@ -336,8 +337,9 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         text(&out.stdout)
     );
     // A wrong reference fails: outputs of random inputs.
+    let tmp = tmpdir("dynamo");
     assert_wrong_reference_fails(
-        &tmpdir("dynamo"),
+        tmp.path(),
         "dynamo/mlp.py",
         "dynamo/mlp_inputs.safetensors",
         &[],
@@ -394,7 +396,8 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
         text(&out.stderr)
     );
     // `input=` names aten's `self`, as PyTorch's argument parser reads it.
-    let keyword = tmpdir("dynamo-input").join("input.py");
+    let keyword_dir = tmpdir("dynamo-input");
+    let keyword = keyword_dir.path().join("input.py");
     std::fs::write(
         &keyword,
         "class GraphModule(torch.nn.Module):\n\
@@ -415,7 +418,8 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
     );
     // A form of a Python-level function that is not lowered is named, not run on guesses.
     let attention = std::fs::read_to_string(fixture("dynamo/attention.py")).unwrap();
-    let masked = tmpdir("dynamo-mask").join("attention.py");
+    let masked_dir = tmpdir("dynamo-mask");
+    let masked = masked_dir.path().join("attention.py");
     std::fs::write(
         &masked,
         attention.replace("key_padding_mask = None", "key_padding_mask = query"),
@@ -434,7 +438,8 @@ fn dynamo_level_graphs_run_equal_to_pytorch() {
 
 #[test]
 fn run_with_random_inputs_is_deterministic_and_saves_outputs() {
-    let dir = tmpdir("random");
+    let tmp = tmpdir("random");
+    let dir = tmp.path();
     let graph = fixture("gpt4/forward.py");
     let save = |name: &str, seed: &str| {
         let path = dir.join(name);
@@ -462,7 +467,6 @@ fn run_with_random_inputs_is_deterministic_and_saves_outputs() {
         summary_a.starts_with("out0: f32[2, 16, 128] min="),
         "{summary_a}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -535,7 +539,8 @@ fn check_meta_agrees_on_references_and_reports_bad_annotations() {
         text(&out.stdout),
         "613 nodes, 56 inputs, 56 outputs\nmeta: every annotation agrees with libtorch\n"
     );
-    let dir = tmpdir("meta");
+    let tmp = tmpdir("meta");
+    let dir = tmp.path();
     let bad = dir.join("bad.py");
     let original = std::fs::read_to_string(fixture("mlp/forward.py")).unwrap();
     std::fs::write(
@@ -547,7 +552,6 @@ fn check_meta_agrees_on_references_and_reports_bad_annotations() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout)
         .contains("meta mismatch: node `gelu`: annotated f32[8, 65], libtorch infers f32[8, 64]"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn graphbug_env(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -784,7 +788,7 @@ fn check_meta_checks_data_dependent_shapes_on_the_inputs() {
         );
         // A wrong annotation is caught.
         let tmp = tmpdir(&format!("check-data-{op}"));
-        let wrong = tmp.join("forward.py");
+        let wrong = tmp.path().join("forward.py");
         let original = std::fs::read_to_string(&forward).unwrap();
         let bad = if op == "nonzero" {
             "i64[1, 0]"
@@ -816,7 +820,8 @@ fn check_meta_checks_data_dependent_shapes_on_the_inputs() {
 /// to every schema, its shapes infer, and it partitions.
 #[test]
 fn joint_of_attention_with_dropout_traced_by_make_fx() {
-    let dir = tmpdir("joint-mha");
+    let tmp = tmpdir("joint-mha");
+    let dir = tmp.path();
     let forward = fixture("opinfo_mha_dropout/forward.py");
     let out = graphbug(&["joint", forward.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -836,7 +841,8 @@ fn joint_of_attention_with_dropout_traced_by_make_fx() {
 
 #[test]
 fn joint_and_partition_reproduce_aotautograd() {
-    let dir = tmpdir("joint");
+    let tmp = tmpdir("joint");
+    let dir = tmp.path();
     // The MLP's joint, differentiating the parameters but not the data (input 8), is
     // PyTorch's joint.py.
     let out = graphbug(&[
@@ -1020,7 +1026,6 @@ fn joint_and_partition_reproduce_aotautograd() {
             text(&out.stderr)
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `run --backward` is a training step through any backend: its outputs and gradients
@@ -1029,7 +1034,8 @@ fn joint_and_partition_reproduce_aotautograd() {
 #[test]
 fn run_backward_is_a_training_step_checked_against_pytorch() {
     use graphbug::aten::io::{read_tensors, write_tensors};
-    let dir = tmpdir("train");
+    let tmp = tmpdir("train");
+    let dir = tmp.path();
     let graph = fixture("mlp/forward.py");
     let inputs = fixture("mlp/inputs.npz");
     let expected = fixture("mlp/train_step.npz");
@@ -1119,7 +1125,6 @@ fn run_backward_is_a_training_step_checked_against_pytorch() {
         "{}",
         text(&out.stderr)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `--compare` must fail whenever the values differ from the file, however wrong the file:
@@ -1128,7 +1133,8 @@ fn run_backward_is_a_training_step_checked_against_pytorch() {
 fn compare_fails_against_wrong_reference_files() {
     use graphbug::aten::io::{order_tensors, read_tensors, write_tensors};
     use tch::Tensor;
-    let dir = tmpdir("compare");
+    let tmp = tmpdir("compare");
+    let dir = tmp.path();
     let graph = fixture("mlp/forward.py");
     let inputs = fixture("mlp/inputs.npz");
     let good = order_tensors(
@@ -1186,7 +1192,6 @@ fn compare_fails_against_wrong_reference_files() {
         assert!(stdout.contains(want), "{name}: {stdout}");
         assert!(text(&out.stderr).contains("outputs do not match"), "{name}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `functionalize` prints the graph without mutation (batch norm's running statistics and

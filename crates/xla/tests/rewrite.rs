@@ -203,12 +203,12 @@ fn python() -> Option<PathBuf> {
     ok.then_some(python)
 }
 
-/// A fresh scratch folder.
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("graphbug-rewrite-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh scratch folder, removed when the test ends.
+fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("graphbug-rewrite-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Runs programs on XLA CPU through jaxlib: a JSON list of jobs `{name, program, format
@@ -387,7 +387,8 @@ fn assert_closer(results: &BTreeMap<String, Value>, cases: &[(String, String, St
 #[test]
 fn oracle_raised_corpus_is_jaxs_float64_run() {
     let Some(python) = python() else { return };
-    let dir = scratch("raise-hlo");
+    let scratch = scratch("raise-hlo");
+    let dir = scratch.path();
     let mut jobs = Vec::new();
     let mut cases = Vec::new();
     for stem in corpus() {
@@ -421,14 +422,15 @@ fn oracle_raised_corpus_is_jaxs_float64_run() {
         cases.push((p.clone(), format!("{stem}.f64"), p));
     }
     assert!(cases.len() >= 19, "{cases:?}");
-    let results = run_jobs(&python, &dir, &jobs);
+    let results = run_jobs(&python, dir, &jobs);
     assert_closer(&results, &cases);
 }
 
 #[test]
 fn oracle_raised_stablehlo_is_jaxs_float64_run() {
     let Some(python) = python() else { return };
-    let dir = scratch("raise-mlir");
+    let scratch = scratch("raise-mlir");
+    let dir = scratch.path();
     let mut jobs = Vec::new();
     let mut cases = Vec::new();
     for (name, m) in mlir_fixtures() {
@@ -455,7 +457,7 @@ fn oracle_raised_stablehlo_is_jaxs_float64_run() {
         });
         cases.push((name.clone(), format!("{name}.f64"), name));
     }
-    let results = run_jobs(&python, &dir, &jobs);
+    let results = run_jobs(&python, dir, &jobs);
     assert_closer(&results, &cases);
 }
 
@@ -542,7 +544,8 @@ const SMALL_MLIR: &str = "module @small {
 #[test]
 fn oracle_faulted_programs_compute_the_fault() {
     let Some(python) = python() else { return };
-    let dir = scratch("inject");
+    let scratch = scratch("inject");
+    let dir = scratch.path();
     let mut jobs = Vec::new();
     // (job, output index, kind)
     let mut expect: Vec<(String, usize, &str)> = Vec::new();
@@ -654,7 +657,7 @@ fn oracle_faulted_programs_compute_the_fault() {
         });
         expect.push((name, 3, "accuracy"));
     }
-    let results = run_jobs(&python, &dir, &jobs);
+    let results = run_jobs(&python, dir, &jobs);
     for (job, k, kind) in &expect {
         let r = &results[job];
         let (lo, hi, scale) = (
