@@ -130,11 +130,23 @@ def jax_modules():
 
 
 def harnesses():
-    """JAX's primitive harnesses, in definition order."""
+    """JAX's primitive harnesses, in definition order. The order is not the same from one
+    process to the next (some groups are built from sets), so tasks name a harness by its
+    id (see `harness_by_id`), never by its index."""
     jax_modules()
     from jax._src.internal_test_util import test_harnesses
 
     return test_harnesses.all_harnesses
+
+
+_HARNESS_BY_ID = {}
+
+
+def harness_by_id(case_id):
+    """The harness whose `harness_id` is `case_id`, in this process."""
+    if not _HARNESS_BY_ID:
+        _HARNESS_BY_ID.update((harness_id(h), h) for h in harnesses())
+    return _HARNESS_BY_ID[case_id]
 
 
 def export_data():
@@ -370,9 +382,9 @@ def guarded(case_id, out_dir, meta, body):
 
 
 def harness_task(args):
-    index, out_root = args
-    h = harnesses()[index]
-    case_id, meta = harness_id(h), harness_meta(h)
+    case_id, out_root = args
+    h = harness_by_id(case_id)
+    meta = harness_meta(h)
     out_dir = os.path.join(out_root, case_id)
 
     def body():
@@ -466,9 +478,8 @@ def model_task(args):
 def task_case(fn, args):
     """(case id, out dir, meta) standing for a task whose worker died."""
     if fn is harness_task:
-        index, out_root = args
-        h = harnesses()[index]
-        return harness_id(h), os.path.join(out_root, harness_id(h)), harness_meta(h)
+        case_id, out_root = args
+        return case_id, os.path.join(out_root, case_id), harness_meta(harness_by_id(case_id))
     if fn is export_task:
         key, out_root = args
         case_id = export_id(key)
@@ -509,7 +520,7 @@ def select(subset, pattern, out_root, samples=None):
                 chosen.append(min(members, key=lambda i: zlib.crc32(hs[i].fullname.encode())))
     for i in chosen:
         if pattern is None or pattern.search(harness_id(hs[i])):
-            tasks.append((harness_task, (i, out_root)))
+            tasks.append((harness_task, (harness_id(hs[i]), out_root)))
     for key, _ in export_data():
         if subset == "ci" and key not in CI_EXPORT:
             continue
