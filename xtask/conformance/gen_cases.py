@@ -51,6 +51,8 @@ import torch  # noqa: E402
 import torch.utils._pytree as pytree  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
+from safetensors_file import write_safetensors_file  # noqa: E402
+
 FORMAT_VERSION = 1
 
 # Hand-picked OpInfo ops of the CI subset: common ops plus ops graphbug did not
@@ -118,9 +120,7 @@ def seed_of(case_id, salt=""):
 
 def write_safetensors(path, named):
     """Writes [(name, tensor)] as safetensors (keys sorted, 8-byte aligned header)."""
-    header = {}
-    blobs = []
-    offset = 0
+    entries = []
     for name, t in sorted(named, key=lambda kv: kv[0]):
         if t.layout != torch.strided:
             raise Unsupported(f"tensor `{name}` is {t.layout}: case files hold dense tensors")
@@ -135,20 +135,8 @@ def write_safetensors(path, named):
             data = b""
         else:
             data = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {
-            "dtype": ST_DTYPES[t.dtype],
-            "shape": list(t.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+        entries.append((name, ST_DTYPES[t.dtype], t.shape, data))
+    write_safetensors_file(path, entries)
 
 
 # ---------------------------------------------------------------- graph helpers

@@ -52,6 +52,8 @@ import warnings
 import zipfile
 import zlib
 
+from safetensors_file import write_safetensors_file
+
 warnings.filterwarnings("ignore")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -329,20 +331,9 @@ def write_npz(path, named):
 def write_safetensors(path, named):
     """safetensors (keys sorted, 8-byte aligned header), as gen_cases.py writes them."""
     np = jax_modules()["np"]
-    header, blobs, offset = {}, [], 0
-    for name, a in sorted(named, key=lambda kv: kv[0]):
-        data = np.ascontiguousarray(a).tobytes()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[a.dtype.name], "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+    write_safetensors_file(path, [
+        (name, SAFETENSORS_DTYPES[a.dtype.name], a.shape, np.ascontiguousarray(a).tobytes())
+        for name, a in named])
 
 
 # ---------------------------------------------------------------- tasks
