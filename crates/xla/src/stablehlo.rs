@@ -1347,12 +1347,13 @@ with mlir.make_ir_context():
     sys.stdout.write(mlir.module_to_string(module))
 "#;
     let python = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".into());
-    let mut child = std::process::Command::new(&python)
-        .args(["-c", SCRIPT])
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args(["-c", SCRIPT])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+        .stderr(std::process::Stdio::piped());
+    // Through graphbug-run: the child dies with graphbug (even by kill -9).
+    let mut child = graphbug_run::process::spawn(cmd, true)
         .map_err(|e| format!("StableHLO bytecode and generic MLIR are read through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax, or give the program as pretty text (graphbug runs bytecode through PJRT as it is)"))?;
     let mut input = child.stdin.take().expect("piped");
     let data = bytes.to_vec();
@@ -1371,44 +1372,34 @@ with mlir.make_ir_context():
     String::from_utf8(out.stdout).map_err(|e| format!("JAX's MLIR printed no text: {e}"))
 }
 
-/// `child`'s output, killing it after `limit`.
+/// `child`'s output, its pipes drained while [`graphbug_run::process::wait_bounded`] waits
+/// for it; the child and its group are killed after `limit`.
 fn wait_output(
     mut child: std::process::Child,
     limit: std::time::Duration,
 ) -> Result<std::process::Output, String> {
+    use graphbug_run::process::{wait_bounded, Ended};
     use std::io::Read;
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
-    });
-    let err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stderr.read_to_end(&mut b);
-        b
-    });
-    let deadline = std::time::Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
-            break s;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "reading StableHLO bytecode through JAX took more than {} s",
-                limit.as_secs()
-            ));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = pipe.read_to_end(&mut b);
+            b
+        })
     };
-    Ok(std::process::Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    match wait_bounded(&mut child, limit, true).map_err(|e| e.to_string())? {
+        Ended::Exited(status) => Ok(std::process::Output {
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        }),
+        Ended::TimedOut => Err(format!(
+            "reading StableHLO bytecode through JAX took more than {} s",
+            limit.as_secs()
+        )),
+    }
 }
 
 #[cfg(test)]
