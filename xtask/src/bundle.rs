@@ -122,7 +122,7 @@ pub fn make_bundle(root: &Path, binary: &Path, out: &Path) -> Result<u64> {
         graphbug_files::write(&input_file, &inputs)
             .with_context(|| format!("{}", input_file.display()))?;
         let cpu = fixtures_dir.join(format!("{}.cpu.npz", f.name));
-        let run = Command::new(&bin)
+        let run = crate::process::die_with_parent(&mut Command::new(&bin))
             .arg("run")
             .arg(&program)
             .args(["--backend", "pjrt:cpu", "--inputs"])
