@@ -18,28 +18,8 @@ use graphbug_xla::hlo::proto::{from_proto, proto_to_text, to_proto, HloModulePro
 use graphbug_xla::hlo::text::parse_module;
 use prost::Message;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn corpus_dir() -> PathBuf {
-    root().join("tests/fixtures/xla/hlo")
-}
-
-/// The corpus's programs: file stems of `*.hlo` (not `*.pb.hlo`).
-fn corpus() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(corpus_dir())
-        .expect("the corpus folder")
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let stem = name.strip_suffix(".hlo")?;
-            (!stem.ends_with(".pb")).then(|| stem.to_string())
-        })
-        .collect();
-    names.sort();
-    assert!(names.len() >= 25, "corpus: {names:?}");
-    names
-}
+mod common;
+use common::{corpus, corpus_dir};
 
 fn read(name: &str) -> String {
     std::fs::read_to_string(corpus_dir().join(name)).expect("a corpus file")
@@ -230,29 +210,14 @@ fn bad_protos_fail_naming_the_field() {
     );
 }
 
-/// jaxlib's Python, if this checkout has it.
+/// jaxlib's Python, if there is one.
 fn python() -> Option<PathBuf> {
-    let python = root().join(".venv/bin/python");
-    let ok = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import jax, jaxlib._hlo"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!(
-            "SKIPPED: no {} with jax and jaxlib: the XLA oracle does not run (the checks against XLA's committed answers do)",
-            python.display()
-        );
-    }
-    ok.then_some(python)
+    common::python("the XLA oracle does not run (the checks against XLA's committed answers do)")
 }
 
 /// A fresh scratch folder, removed when the test ends.
 fn scratch(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("graphbug-hlo-proto-{tag}-"))
-        .tempdir()
-        .unwrap()
+    common::scratch(&format!("hlo-proto-{tag}"))
 }
 
 /// Runs a Python script with arguments; its stdout.

@@ -23,30 +23,11 @@ use graphbug_xla::rewrite::{inject, raise_to_f64, RewriteError};
 use graphbug_xla::stablehlo;
 use serde_json::{json, Value};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn corpus_dir() -> PathBuf {
-    root().join("tests/fixtures/xla/hlo")
-}
+mod common;
+use common::{corpus, corpus_dir, root};
 
 fn mlir_dir() -> PathBuf {
     root().join("tests/fixtures/xla/stablehlo")
-}
-
-/// The corpus's programs: file stems of `*.hlo` (not `*.pb.hlo`).
-fn corpus() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(corpus_dir())
-        .expect("the corpus folder")
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let stem = name.strip_suffix(".hlo")?;
-            (!stem.ends_with(".pb")).then(|| stem.to_string())
-        })
-        .collect();
-    names.sort();
-    names
 }
 
 fn read(path: PathBuf) -> String {
@@ -186,29 +167,12 @@ fn stablehlo_fixtures_raise_and_reread() {
 
 /// jaxlib's Python, if there is one.
 fn python() -> Option<PathBuf> {
-    let python = std::env::var_os(stablehlo::PYTHON_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    let ok = Command::new(&python)
-        .args(["-c", "import jax, jaxlib._hlo, ml_dtypes"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!(
-            "SKIPPED: {} is no Python with jax and jaxlib (set {} to one): the rewrites are not run on XLA (the checks that need no Python are)",
-            python.display(),
-            stablehlo::PYTHON_ENV
-        );
-    }
-    ok.then_some(python)
+    common::python("the rewrites are not run on XLA (the checks that need no Python are)")
 }
 
 /// A fresh scratch folder, removed when the test ends.
 fn scratch(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("graphbug-rewrite-{tag}-"))
-        .tempdir()
-        .unwrap()
+    common::scratch(&format!("rewrite-{tag}"))
 }
 
 /// Runs programs on XLA CPU through jaxlib: a JSON list of jobs `{name, program, format
