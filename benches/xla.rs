@@ -21,7 +21,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 use graphbug::files::HostTensor;
-use graphbug::ir::bench::{Ratio, Targets};
+use graphbug::ir::bench::{median_time, Ratio, Targets};
 use graphbug::pjrt::{Client, Format, Plugin};
 use graphbug::xla::execute::pjrt_code;
 use graphbug::xla::program::{Kind, Program};
@@ -134,16 +134,11 @@ impl Drop for Jaxlib {
 
 /// graphbug's median seconds for `fmt` of `text` (read as HLO, printed) over `reps` runs.
 fn graphbug_fmt(text: &str, reps: usize) -> f64 {
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            let program = Program::read(text.as_bytes(), Kind::HloText).expect("HLO reads");
-            std::hint::black_box(program.text().expect("prints"));
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
+    median_time(reps, 0, || {
+        let program = Program::read(text.as_bytes(), Kind::HloText).expect("HLO reads");
+        std::hint::black_box(program.text().expect("prints"));
+    })
+    .as_secs_f64()
 }
 
 /// A fixture ready to run: its program, its inputs file, and what the reference compiles.

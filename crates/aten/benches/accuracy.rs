@@ -12,12 +12,12 @@ mod tch_same;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use graphbug_aten::accuracy::{same, SameOptions};
 use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::Interpreter;
-use graphbug_ir::bench::{Ratio, Targets};
+use graphbug_ir::bench::{median_time, Ratio, Targets};
 use graphbug_ir::{parse_graph, Device};
 use tch::{Kind, Tensor};
 
@@ -25,19 +25,8 @@ const TARGET_RATIO: f64 = 2.0;
 const ROUNDS: usize = 7;
 
 /// Median wall time of `f` over `runs` runs, after a warm-up.
-fn median(runs: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..2 {
-        f();
-    }
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[runs / 2]
+fn median(runs: usize, f: impl FnMut()) -> Duration {
+    median_time(runs, 2, f)
 }
 
 fn fixture(file: &str) -> PathBuf {

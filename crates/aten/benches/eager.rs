@@ -13,12 +13,12 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use graphbug_aten::dynamic::specialize_with_inputs;
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_aten::Interpreter;
-use graphbug_ir::bench::{Ratio, Targets};
+use graphbug_ir::bench::{median_time, Ratio, Targets};
 use graphbug_ir::{parse_graph, Device, Dtype, GraphBuilder, OpName, TensorMeta};
 use tch::{Kind, Tensor};
 
@@ -26,19 +26,8 @@ const TARGET_RATIO: f64 = 0.5;
 const CHAIN: usize = 2000;
 
 /// Median wall time of `f` over `runs` runs, after a warm-up.
-fn median(runs: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..runs / 10 + 2 {
-        f();
-    }
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[runs / 2]
+fn median(runs: usize, f: impl FnMut()) -> Duration {
+    median_time(runs, runs / 10 + 2, f)
 }
 
 fn root() -> PathBuf {

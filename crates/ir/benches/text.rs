@@ -7,27 +7,16 @@
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use graphbug_ir::bench::{Ratio, Targets};
+use graphbug_ir::bench::{median_time, Ratio, Targets};
 use graphbug_ir::{parse_graph, print_graph};
 
 const TARGET: Duration = Duration::from_millis(5);
 
 /// Median wall time of `f` over `runs` runs, after a short warm-up.
-fn median(runs: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..runs / 10 + 1 {
-        f();
-    }
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[runs / 2]
+fn median(runs: usize, f: impl FnMut()) -> Duration {
+    median_time(runs, runs / 10 + 1, f)
 }
 
 /// CPython's median `ast.parse` time for the file, if a Python is available.

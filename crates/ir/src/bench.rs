@@ -67,6 +67,22 @@ impl Targets {
     }
 }
 
+/// The median wall time of `f` over `runs` runs, after `warm_up` runs that are not timed.
+pub fn median_time(runs: usize, warm_up: usize, mut f: impl FnMut()) -> std::time::Duration {
+    for _ in 0..warm_up {
+        f();
+    }
+    let mut times: Vec<std::time::Duration> = (0..runs.max(1))
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
 /// A ratio of two timings measured in interleaved rounds: each round times both sides,
 /// alternating which goes first, so both meet the same machine (a busy core, a cold cache
 /// hits both rounds alike); the median of the rounds' ratios and the least and greatest.
