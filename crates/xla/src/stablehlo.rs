@@ -29,6 +29,18 @@ pub struct MlirError {
     pub message: String,
 }
 
+impl MlirError {
+    /// The error `message` at byte `at` of `text`.
+    fn at(text: &str, at: usize, message: String) -> MlirError {
+        let (line, column) = position(text, at);
+        MlirError {
+            line,
+            column,
+            message,
+        }
+    }
+}
+
 impl fmt::Display for MlirError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}: {}", self.line, self.column, self.message)
@@ -383,14 +395,7 @@ fn position(text: &str, at: usize) -> (usize, usize) {
 
 /// Reads a module.
 pub fn parse_module(text: &str) -> Result<Module, MlirError> {
-    let err = |at: usize, message: String| {
-        let (line, column) = position(text, at);
-        MlirError {
-            line,
-            column,
-            message,
-        }
-    };
+    let err = |at: usize, message: String| MlirError::at(text, at, message);
     let lines: Vec<Range<usize>> = line_spans(text);
     let mut k = 0;
     // Up to the module's header (location aliases may come first).
@@ -492,14 +497,7 @@ fn starts_statement(t: &str) -> bool {
 
 /// A function starting at line `k`; returns it and the line after it.
 fn parse_func(text: &str, lines: &[Range<usize>], k: usize) -> Result<(Func, usize), MlirError> {
-    let err = |at: usize, message: String| {
-        let (line, column) = position(text, at);
-        MlirError {
-            line,
-            column,
-            message,
-        }
-    };
+    let err = |at: usize, message: String| MlirError::at(text, at, message);
     let start = lines[k].start;
     // The header runs to the line its brackets balance on, ending in `{`.
     let (mut depth, mut j) = (0, k);
@@ -613,14 +611,7 @@ fn group_len(text: &str) -> Option<usize> {
 
 /// A statement starting at line `k`; returns it and the line after it.
 fn parse_stmt(text: &str, lines: &[Range<usize>], k: usize) -> Result<(Stmt, usize), MlirError> {
-    let err = |at: usize, message: String| {
-        let (line, column) = position(text, at);
-        MlirError {
-            line,
-            column,
-            message,
-        }
-    };
+    let err = |at: usize, message: String| MlirError::at(text, at, message);
     let start = lines[k].start;
     let (mut depth, mut j) = (0, k);
     loop {
@@ -902,14 +893,7 @@ fn result_types(s: &str, n: usize) -> Result<Vec<Type>, String> {
 /// function returns as many values as it declares. Returns (statements of the main
 /// function, its arguments, its results).
 pub fn check(module: &Module) -> Result<(usize, usize, usize), MlirError> {
-    let err = |at: usize, message: String| {
-        let (line, column) = position(&module.text, at);
-        MlirError {
-            line,
-            column,
-            message,
-        }
-    };
+    let err = |at: usize, message: String| MlirError::at(&module.text, at, message);
     let names: HashSet<&str> = module.funcs.iter().map(|f| f.name.as_str()).collect();
     for f in &module.funcs {
         let mut defined: HashMap<&str, usize> =
@@ -1033,14 +1017,7 @@ impl StableHloGraph {
             .iter()
             .position(|f| f.name == main_func.name)
             .expect("found above");
-        let err = |at: usize, message: String| {
-            let (line, column) = position(&module.text, at);
-            MlirError {
-                line,
-                column,
-                message,
-            }
-        };
+        let err = |at: usize, message: String| MlirError::at(&module.text, at, message);
         let mut graph = Graph::new_in(&main_func.name, Dialect::StableHlo);
         let mut id: HashMap<String, NodeId> = HashMap::new();
         let mut types = HashMap::new();
