@@ -487,8 +487,13 @@ fn parse_computation_header(line: &str, no: usize) -> Result<Computation, HloErr
     })
 }
 
-/// Splits at top-level commas (outside brackets and strings).
+/// Splits at top-level commas (outside brackets, strings and `/* */` comments).
 pub(crate) fn split_top(text: &str) -> Vec<&str> {
+    split_top_at(text, b',')
+}
+
+/// Splits at top-level `sep` bytes (outside brackets, strings and `/* */` comments).
+pub(crate) fn split_top_at(text: &str, sep: u8) -> Vec<&str> {
     let mut parts = Vec::new();
     let (mut depth, mut start, mut in_string, mut escaped) = (0i32, 0usize, false, false);
     let mut in_comment = false;
@@ -513,7 +518,7 @@ pub(crate) fn split_top(text: &str) -> Vec<&str> {
                 b'"' => in_string = true,
                 b'{' | b'(' | b'[' => depth += 1,
                 b'}' | b')' | b']' => depth -= 1,
-                b',' if depth == 0 => {
+                _ if c == sep && depth == 0 => {
                     parts.push(&text[start..i]);
                     start = i + 1;
                 }

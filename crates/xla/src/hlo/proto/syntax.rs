@@ -1,35 +1,9 @@
 //! The small pieces of HLO attribute syntax: `{1,2}`, `"escaped"`, `{a, b}`, top-level
-//! splitting, and `key=value` words.
+//! splitting (the text reader's, at any separator), and `key=value` words.
 
 use std::fmt::Write;
 
-/// Splits at top-level `sep` bytes (outside brackets and strings).
-pub(crate) fn split_top(text: &str, sep: u8) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start, mut in_string, mut escaped) = (0i32, 0usize, false, false);
-    for (i, c) in text.bytes().enumerate() {
-        if in_string {
-            match c {
-                b'\\' if !escaped => escaped = true,
-                b'"' if !escaped => in_string = false,
-                _ => escaped = false,
-            }
-            continue;
-        }
-        match c {
-            b'"' => in_string = true,
-            b'{' | b'(' | b'[' => depth += 1,
-            b'}' | b')' | b']' => depth -= 1,
-            _ if c == sep && depth == 0 => {
-                parts.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
-}
+pub(crate) use crate::hlo::text::split_top_at as split_top;
 
 /// The inside of `{...}`, or an error naming what was expected.
 pub(crate) fn braced<'a>(text: &'a str, what: &str) -> Result<&'a str, String> {
