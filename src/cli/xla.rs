@@ -11,6 +11,7 @@ use graphbug::files::{random_tensors, HostTensor};
 use graphbug::ir::TensorMeta;
 use graphbug::pjrt::{discover, Origin, Plugin, PLUGINS_VAR};
 use graphbug::run::memory::Available;
+use graphbug::run::process::is_supervised;
 use graphbug::xla::execute::{pjrt_code, XlaBackend, DEFAULT_BACKEND};
 use graphbug::xla::program::{Kind, Program};
 
@@ -184,18 +185,20 @@ pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     let backend = XlaBackend::parse(args.backend.as_deref().unwrap_or(DEFAULT_BACKEND))
         .and_then(XlaBackend::with_env_fault)
         .map_err(|e| anyhow!(e))?;
-    // Before the child: a plugin that is not found, or a fault that targets nothing, is
-    // the user's error, not the compiler's.
-    backend.plugin_path().map_err(|e| anyhow!(e))?;
-    backend.validate(&program).map_err(|e| anyhow!(e))?;
-    // What XLA's parser would refuse, and what the plugin is given (HLO's proto): the
-    // file's problems, named before any child starts.
-    program
-        .check()
-        .with_context(|| format!("{}", args.file.display()))?;
-    pjrt_code(&program)
-        .map_err(|e| anyhow!(e))
-        .with_context(|| format!("{}", args.file.display()))?;
+    // Before the child (which the same checks would pass): a plugin that is not found, or
+    // a fault that targets nothing, is the user's error, not the compiler's; what XLA's
+    // parser would refuse, and what the plugin cannot be given (HLO's proto), are the
+    // file's problems.
+    if !is_supervised() {
+        backend.plugin_path().map_err(|e| anyhow!(e))?;
+        backend.validate(&program).map_err(|e| anyhow!(e))?;
+        program
+            .check()
+            .with_context(|| format!("{}", args.file.display()))?;
+        pjrt_code(&program)
+            .map_err(|e| anyhow!(e))
+            .with_context(|| format!("{}", args.file.display()))?;
+    }
     let reference = XlaBackend::parse(args.reference_backend.as_deref().unwrap_or(DEFAULT_BACKEND))
         .map_err(|e| anyhow!("--reference-backend: {e}"))?;
     if reference.fault.is_some() {
