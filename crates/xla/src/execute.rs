@@ -215,7 +215,7 @@ pub fn pjrt_code(program: &Program) -> Result<(Vec<u8>, Format), String> {
             .map(|bytes| (bytes, Format::Hlo))
             .map_err(|e| e.to_string()),
         Program::StableHlo(m) => Ok((m.text.clone().into_bytes(), Format::Mlir)),
-        Program::Bytecode(bytes) => Ok((bytes.clone(), Format::Mlir)),
+        Program::Bytecode { bytes, .. } => Ok((bytes.clone(), Format::Mlir)),
     }
 }
 

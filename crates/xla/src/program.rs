@@ -76,7 +76,20 @@ pub enum Program {
     /// StableHLO text.
     StableHlo(stablehlo::Module),
     /// StableHLO bytecode, which graphbug runs as is but cannot read without MLIR.
-    Bytecode(Vec<u8>),
+    Bytecode {
+        /// The bytes, as the plugin is given them.
+        bytes: Vec<u8>,
+        /// The module MLIR reads from them, read once when first asked for (each read is a
+        /// Python process: see [`stablehlo::mlir_to_text`]).
+        read: std::sync::OnceLock<Result<stablehlo::Module, ProgramError>>,
+    },
+}
+
+/// The StableHLO module MLIR reads from `bytes` (bytecode, or text graphbug does not read
+/// itself), printed pretty and read by graphbug.
+fn read_through_mlir(bytes: &[u8]) -> Result<stablehlo::Module, ProgramError> {
+    let pretty = stablehlo::mlir_to_text(bytes).map_err(ProgramError)?;
+    stablehlo::parse_module(&pretty).map_err(|e| ProgramError(e.to_string()))
 }
 
 /// An XLA program that cannot be read: the form, and why (with `line:column` for text).
@@ -102,17 +115,17 @@ impl Program {
                     .map_err(|e| ProgramError(format!("not an HLO module proto: {e}")))?,
                 kind,
             },
+            // Generic form, or a bare function: MLIR prints it pretty, in a module.
             Kind::StableHloText if stablehlo::needs_mlir(text()?) => {
-                // Generic form, or a bare function: MLIR prints it pretty, in a module.
-                let pretty = stablehlo::mlir_to_text(bytes).map_err(ProgramError)?;
-                Program::StableHlo(
-                    stablehlo::parse_module(&pretty).map_err(|e| ProgramError(e.to_string()))?,
-                )
+                Program::StableHlo(read_through_mlir(bytes)?)
             }
             Kind::StableHloText => Program::StableHlo(
                 stablehlo::parse_module(text()?).map_err(|e| ProgramError(e.to_string()))?,
             ),
-            Kind::StableHloBytecode => Program::Bytecode(bytes.to_vec()),
+            Kind::StableHloBytecode => Program::Bytecode {
+                bytes: bytes.to_vec(),
+                read: std::sync::OnceLock::new(),
+            },
         })
     }
 
@@ -124,7 +137,7 @@ impl Program {
         match self {
             Program::Hlo { module, .. } => Ok(hlo::text::print_module(module)),
             Program::StableHlo(m) => Ok(m.text.clone()),
-            Program::Bytecode(bytes) => stablehlo::mlir_to_text(bytes).map_err(ProgramError),
+            Program::Bytecode { .. } => self.as_text()?.text(),
         }
     }
 
@@ -140,11 +153,7 @@ impl Program {
                 Ok((c.instructions, c.parameters, c.outputs))
             }
             Program::StableHlo(m) => stablehlo::check(m).map_err(|e| ProgramError(e.to_string())),
-            Program::Bytecode(bytes) => {
-                let text = stablehlo::mlir_to_text(bytes).map_err(ProgramError)?;
-                let m = stablehlo::parse_module(&text).map_err(|e| ProgramError(e.to_string()))?;
-                stablehlo::check(&m).map_err(|e| ProgramError(e.to_string()))
-            }
+            Program::Bytecode { .. } => self.as_text()?.check(),
         }
     }
 
@@ -166,7 +175,7 @@ impl Program {
             Program::StableHlo(m) => StableHloGraph::new(m)
                 .map(|g| g.graph)
                 .map_err(|e| ProgramError(e.to_string())),
-            Program::Bytecode(_) => self.as_text()?.graph(),
+            Program::Bytecode { .. } => self.as_text()?.graph(),
         }
     }
 
@@ -174,12 +183,10 @@ impl Program {
     /// [`stablehlo::mlir_to_text`]); text programs as they are.
     pub fn as_text(&self) -> Result<Program, ProgramError> {
         match self {
-            Program::Bytecode(bytes) => {
-                let text = stablehlo::mlir_to_text(bytes).map_err(ProgramError)?;
-                Ok(Program::StableHlo(
-                    stablehlo::parse_module(&text).map_err(|e| ProgramError(e.to_string()))?,
-                ))
-            }
+            Program::Bytecode { bytes, read } => read
+                .get_or_init(|| read_through_mlir(bytes))
+                .clone()
+                .map(Program::StableHlo),
             other => Ok(other.clone()),
         }
     }
@@ -239,7 +246,7 @@ impl Program {
                 kind,
             }),
             Program::StableHlo(m) => Ok(Program::StableHlo(mlir(&m).map_err(error)?)),
-            Program::Bytecode(_) => unreachable!("as_text reads bytecode as text"),
+            Program::Bytecode { .. } => unreachable!("as_text reads bytecode as text"),
         }
     }
 }

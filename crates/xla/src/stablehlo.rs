@@ -1331,7 +1331,7 @@ with mlir.make_ir_context():
         .stderr(std::process::Stdio::piped());
     // Through graphbug-run: the child dies with graphbug (even by kill -9).
     let mut child = graphbug_run::process::spawn(cmd, true)
-        .map_err(|e| format!("StableHLO bytecode and generic MLIR are read through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax, or give the program as pretty text (graphbug runs bytecode through PJRT as it is)"))?;
+        .map_err(|e| format!("StableHLO bytecode and generic MLIR are read through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax, or give the program as pretty text"))?;
     let mut input = child.stdin.take().expect("piped");
     let data = bytes.to_vec();
     let writer = std::thread::spawn(move || input.write_all(&data));
