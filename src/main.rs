@@ -79,9 +79,8 @@ enum Command {
     /// Find the pass of a backend at which a failure first appears, and the least number
     /// of its applications that still fails; write a repro of it.
     Bisect(Box<cli::bisect::BisectArgs>),
-    #[cfg(feature = "torch")]
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
-    Minify(Box<cli::minify::MinifyArgs>),
+    Minify(Box<cli::search::MinifyArgs>),
     #[cfg(feature = "torch")]
     /// The main job: compile a graph under repro levels, write and minify a repro; or run,
     /// minify and analyze a repro directory. Without arguments: the bundled demo.
@@ -95,7 +94,6 @@ enum Command {
     #[cfg(feature = "torch")]
     /// Split a joint graph into forward and backward graphs.
     Partition(cli::autodiff::PartitionArgs),
-    #[cfg(feature = "torch")]
     /// Internal: answers minifier queries in an isolated process.
     #[command(name = "__minify-worker", hide = true)]
     MinifyWorker {
@@ -138,8 +136,7 @@ fn main() -> ExitCode {
         Command::Backends { all } => cli::backends_command(all),
         #[cfg(feature = "torch")]
         Command::Explain(args) => cli::run::explain(&args),
-        #[cfg(feature = "torch")]
-        Command::Minify(args) => cli::minify::minify_command(&args, &cli.plugin),
+        Command::Minify(args) => cli::minify_command(&args, &cli.plugin),
         #[cfg(feature = "torch")]
         Command::Bisect(args) => cli::bisect::bisect(&args, &cli.plugin),
         #[cfg(feature = "torch")]
@@ -150,8 +147,7 @@ fn main() -> ExitCode {
         Command::Joint(args) => cli::autodiff::joint(&args),
         #[cfg(feature = "torch")]
         Command::Partition(args) => cli::autodiff::partition(&args),
-        #[cfg(feature = "torch")]
-        Command::MinifyWorker { spec } => graphbug::repro::isolate::worker_main(&spec)
+        Command::MinifyWorker { spec } => cli::minify_worker(&spec)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),
     });

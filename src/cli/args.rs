@@ -98,3 +98,41 @@ pub struct Bound {
     #[arg(long, conflicts_with = "timeout")]
     pub no_isolate: bool,
 }
+
+/// How many workers minify, and how they start (`graphbug minify`, `graphbug repro`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct WorkerArgs {
+    /// Workers querying candidates side by side: the ones the search tries next are
+    /// answered ahead of it, and it takes their verdicts in its own order, so the result,
+    /// the queries counted and every file written are the same for any number.
+    #[arg(short = 'j', long = "jobs", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+    /// Start each worker through this command, e.g. `srun -N1 --gres=gpu:1 {cmd}` (Slurm),
+    /// `kubectl exec -i POD -- graphbug {args}` or `ssh HOST {cmd}`: `{cmd}` is the worker
+    /// command (this binary and its arguments), `{args}` its arguments alone. Workers take
+    /// their graph and inputs on standard input; one lost mid-query is relaunched and asked
+    /// once more.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub worker_launcher: Option<String>,
+    /// Seconds a worker may take to be started before it is given up (default 600): a
+    /// worker whose job waits in an engine's queue holds up no query meanwhile (the others
+    /// go on; it joins when it starts), and the run fails only when the first cannot start.
+    #[arg(long, value_name = "SECS", value_parser = graphbug::run::limits::parse_timeout)]
+    pub worker_startup: Option<std::time::Duration>,
+}
+
+impl WorkerArgs {
+    /// The workers these arguments ask for.
+    pub fn workers(&self) -> anyhow::Result<graphbug::minifier::isolate::Workers> {
+        Ok(graphbug::minifier::isolate::Workers {
+            jobs: usize::from(self.jobs),
+            launcher: self
+                .worker_launcher
+                .as_deref()
+                .map(graphbug::minifier::isolate::Launcher::new)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!(e))?,
+            startup: self.worker_startup,
+        })
+    }
+}

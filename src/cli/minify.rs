@@ -2,94 +2,26 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Args;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
 use graphbug::backends::lookup;
 use graphbug::ir::{Device, Graph};
-use graphbug::minifier::{minify_parallel, Checker, Contains, MinifyOptions, NoSink};
+use graphbug::minifier::{Checker, Contains};
 use graphbug::repro::actions::{start_isolated_checkers, validate_backend};
 use graphbug::repro::checkers::AsRunnable;
-use graphbug::repro::command::CommandChecker;
+use graphbug::repro::command::{write_graphs, CommandChecker};
 use graphbug::repro::isolate::{WorkerCheck, WorkerSpec};
-use graphbug::repro::limits::{parse_timeout, TimeLimit};
-use graphbug::repro::progress::{inputs_fingerprint, MinifyDir, RunKey};
+use graphbug::repro::limits::TimeLimit;
+use graphbug::repro::progress::{inputs_fingerprint, out_dir};
 use graphbug::repro::scratch::Scratch;
 use graphbug::repro::{BackendChecker, CheckKind, ReferenceValues};
 use tch::Tensor;
 
-use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, worker_exe};
-
-/// Arguments of `graphbug minify`.
-#[derive(Args)]
-pub struct MinifyArgs {
-    /// Graph text file.
-    file: PathBuf,
-    /// Inputs (.safetensors or .npz); without it, seeded random inputs.
-    #[arg(long)]
-    inputs: Option<PathBuf>,
-    /// Seed of the random inputs.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Device to run on.
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// Backend whose failure to reproduce (with --check compile|runtime|accuracy).
-    #[arg(long)]
-    backend: Option<String>,
-    /// What counts as failing: compile, runtime, accuracy (with --backend), or
-    /// contains:OP[,OP...] (the candidate calls every op listed).
-    #[arg(long)]
-    check: Option<String>,
-    /// A shell command run as `CMD DIR` on each candidate's repro directory; it exits
-    /// non-zero when the candidate is interesting.
-    #[arg(long, conflicts_with = "check")]
-    check_command: Option<String>,
-    /// Regex the failure message must match (default: similar to the original's).
-    #[arg(long)]
-    check_str: Option<String>,
-    /// With --check accuracy: count every output (TorchDynamo's strict_accuracy). By
-    /// default non-floating outputs are ignored, as TorchDynamo's accuracy mode does.
-    #[arg(long)]
-    strict_accuracy: bool,
-    /// Run the backend in a worker process, so crashes and hangs become verdicts (the
-    /// default; kept for compatibility).
-    #[arg(long, conflicts_with = "no_isolate")]
-    isolate: bool,
-    /// Run the backend in this process: faster queries, but a crash ends the run and
-    /// nothing bounds a hang.
-    #[arg(long, conflicts_with = "timeout")]
-    no_isolate: bool,
-    /// Seconds a backend run (or check command) may take before it counts as a hang.
-    /// Default: derived from the original graph's eager run (printed at the start).
-    #[arg(long, value_parser = parse_timeout)]
-    timeout: Option<Duration>,
-    /// Directory for the original, the smallest failing graph so far, and the state.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Continue from the state a previous run left in --out.
-    #[arg(long, requires = "out")]
-    resume: bool,
-    /// Keep the reference values on disk and load them on demand.
-    #[arg(long)]
-    offload_to_disk: bool,
-    /// Stop after this many queries.
-    #[arg(long)]
-    max_queries: Option<usize>,
-    /// For a flaky bug: run the original K times, report how often it fails, and count a
-    /// candidate as failing only when it fails at least as often in K runs. Without it, an
-    /// original whose first two runs disagree is run 10 times and handled the same way.
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
-    repeat: Option<u32>,
-    /// End with a JSON line of counts.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    workers: super::WorkerArgs,
-}
+use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
+use super::{accuracy_mode, eager_in_worker, graph_inputs, parse_graph_bytes, worker_exe};
 
 /// One checker per worker.
 type Checkers = Vec<Box<dyn Checker + Send>>;
@@ -118,7 +50,7 @@ fn build_checkers(
     let offload = offload_path(args, scratch);
     let workers = args.workers.workers()?;
     if args.no_isolate {
-        workers.allow_in_process()?;
+        workers.allow_in_process().map_err(|e| anyhow!(e))?;
     }
     if workers.launcher.is_some()
         && (args.check_command.is_some()
@@ -149,8 +81,12 @@ fn build_checkers(
                     0 => scratch.path().join("command"),
                     k => scratch.path().join(format!("command-{k}")),
                 };
-                Box::new(CommandChecker::new(cmd, values.shallow_clone(), dir, limit))
-                    as Box<dyn Checker + Send>
+                Box::new(CommandChecker::new(
+                    cmd,
+                    write_graphs(values.shallow_clone()),
+                    dir,
+                    limit,
+                )) as Box<dyn Checker + Send>
             })
             .collect();
         return Ok((checkers, Some(values)));
@@ -227,90 +163,15 @@ fn structural_check(args: &MinifyArgs, graph: &Graph) -> Result<Option<Contains>
     Contains::parse(ops).map(Some).map_err(|e| anyhow!(e))
 }
 
-/// `graphbug minify` with a check that reads only the graph: nothing runs (no worker, no
-/// inputs, no eager run), only the search.
-fn minify_structurally(
-    args: &MinifyArgs,
-    graph: &Graph,
-    contains: Contains,
-    started: Instant,
-) -> Result<ExitCode> {
-    if args.workers.worker_launcher.is_some() {
-        bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
-    }
-    let mut checkers: Checkers = (0..args.workers.workers()?.count())
-        .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-        .collect();
-    let options = MinifyOptions {
-        check_str: args.check_str.clone(),
-        verbose: true,
-        progress: true,
-        max_queries: args.max_queries,
-        ..MinifyOptions::default()
-    };
-    let m = minify_parallel(graph, &mut checkers, &options, &mut NoSink).map_err(|e| anyhow!(e))?;
-    report(args, &m, started, None, checkers.len());
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Prints the result of a minification: the graph, the counts, and with `--json` a line
-/// of them.
-fn report(
-    args: &MinifyArgs,
-    m: &graphbug::minifier::Minified,
-    started: Instant,
-    saved: Option<&std::path::Path>,
-    jobs: usize,
-) {
-    let seconds = started.elapsed().as_secs_f64();
-    print!("{}", graphbug::repro::save::repro_text(m.graph()));
-    println!(
-        "minified {} nodes to {} in {} queries ({} cache hits), {seconds:.2} s; failure: {}: {}",
-        m.stats.start_nodes,
-        m.stats.end_nodes,
-        m.stats.queries,
-        m.stats.cache_hits,
-        m.signature.kind,
-        m.signature.message
-    );
-    if let Some(r) = m.stats.reliability {
-        println!("the original fails in {r}; the result failed at least as often in as many runs");
-    }
-    if let Some(d) = saved {
-        println!("smallest failing graph: {}", d.display());
-    }
-    if jobs > 1 {
-        println!(
-            "{jobs} workers; speculation: {} queries run that the search did not need",
-            m.speculative
-        );
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "start_nodes": m.stats.start_nodes,
-                "end_nodes": m.stats.end_nodes,
-                "queries": m.stats.queries,
-                "cache_hits": m.stats.cache_hits,
-                "jobs": jobs,
-                "speculative": m.speculative,
-                "original_failures": m.stats.reliability.map(|r| r.failures),
-                "original_runs": m.stats.reliability.map(|r| r.runs),
-                "seconds": (seconds * 1000.0).round() / 1000.0,
-            })
-        );
-    }
-}
-
 /// `graphbug minify`.
-pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
+pub fn minify_command(args: &MinifyArgs, bytes: Vec<u8>, plugins: &[PathBuf]) -> Result<ExitCode> {
     let started = Instant::now();
     // Candidates are cut from the graph as written (symbolic sizes and dynamo-level calls
     // kept) and run in its runnable form, `run_graph`.
-    let graph = load_graph(&args.file)?;
+    let graph = parse_graph_bytes(&args.file, bytes)?;
     if let Some(contains) = structural_check(args, &graph)? {
-        return minify_structurally(args, &graph, contains, started);
+        let text = |m: &graphbug::minifier::Minified| graphbug::repro::save::repro_text(m.graph());
+        return minify_structurally(args, &graph, contains, started, &text);
     }
     let mut run_graph = graph.clone();
     let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
@@ -379,70 +240,12 @@ pub fn minify_command(args: &MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode
                 .context("eager reference run of the original graph")?
         }
     };
-    let mut options = MinifyOptions {
-        value_keys: Some(values.value_keys().clone()),
-        check_str: args.check_str.clone(),
-        verbose: true,
-        progress: true,
-        max_queries: args.max_queries,
-        repeat: args.repeat.map(|k| k as usize),
-        ..MinifyOptions::default()
-    };
-    let run = RunKey {
-        check: match (&args.check, &args.check_command) {
-            (_, Some(cmd)) => format!("command:{cmd}"),
-            (Some(check), None) => check.clone(),
-            (None, None) => String::new(),
-        },
-        backend: args.backend.clone(),
-        check_str: args.check_str.clone(),
-        inputs: inputs_fingerprint(&graph, &values),
-    };
-    let mut dir = match &args.out {
-        Some(out) => Some(MinifyDir::create(
-            out,
-            &graph,
-            &inputs,
-            &values,
-            run,
-            args.resume,
-        )?),
+    let options = search_options(args, Some(values.value_keys().clone()));
+    let run = run_key(args, inputs_fingerprint(&graph, &values));
+    let dir = match &args.out {
+        Some(out) => Some(out_dir(out, &graph, &inputs, &values, run, args.resume)?),
         None => None,
     };
-    if args.resume {
-        let out = args.out.as_ref().expect("--resume requires --out");
-        let saved = dir.as_ref().expect("created above").saved_state()?;
-        match saved {
-            Some(state) => {
-                eprintln!(
-                    "resuming from {} nodes after {} queries",
-                    state.stats.end_nodes, state.stats.queries
-                );
-                options.resume = Some(state.resume_point());
-            }
-            None => eprintln!(
-                "nothing to resume in {} (no smaller failing graph was saved yet): starting over",
-                out.display()
-            ),
-        }
-    }
-    let result = match dir.as_mut() {
-        Some(d) => minify_parallel(&graph, &mut checkers, &options, d),
-        None => minify_parallel(&graph, &mut checkers, &options, &mut NoSink),
-    };
-    let m = match result {
-        Ok(m) => m,
-        Err(e) => bail!(e),
-    };
-    if let Some(d) = dir.as_mut() {
-        d.finish(&m)?;
-    }
-    report(
-        args,
-        &m,
-        started,
-        dir.as_ref().map(|d| d.minified()).as_deref(),
-        checkers.len(),
-    );
-    Ok(ExitCode::SUCCESS)
+    let text = |m: &graphbug::minifier::Minified| graphbug::repro::save::repro_text(m.graph());
+    search(args, &graph, &mut checkers, options, dir, started, &text)
 }

@@ -15,7 +15,9 @@ pub mod minify;
 pub mod repro;
 #[cfg(feature = "torch")]
 pub mod run;
+pub mod search;
 pub mod xla;
+pub mod xla_minify;
 
 #[cfg(feature = "torch")]
 pub use aten::*;
@@ -31,6 +33,7 @@ use graphbug::run::process::{is_supervised, rerun_self, Ended, Supervised};
 use graphbug::run::scratch::Scratch;
 
 use args::Bound;
+pub use args::WorkerArgs;
 
 /// Re-runs this command in a child process bounded by `bound` (default
 /// [`RUN_DEFAULT`]), unless this is that child or isolation is off: `Some(exit code)` in
@@ -162,6 +165,25 @@ pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
     bail!("{} is an aten graph, and this graphbug was built without libtorch (the `torch` feature): it reads, prints and checks aten graphs, and runs XLA programs", args.file.display())
 }
 
+/// `graphbug minify`: an XLA program through a PJRT plugin, or an aten graph (with
+/// libtorch).
+pub fn minify_command(
+    args: &search::MinifyArgs,
+    plugins: &[std::path::PathBuf],
+) -> Result<ExitCode> {
+    let bytes = read_file(&args.file)?;
+    if let Some(kind) = graphbug::xla::program::sniff(&bytes, &args.file) {
+        if !plugins.is_empty() {
+            bail!("--plugin loads backends of aten graphs; {} is an XLA program, which runs on PJRT plugins (--backend pjrt:<plugin>)", args.file.display());
+        }
+        return xla_minify::minify(args, &bytes, kind);
+    }
+    #[cfg(feature = "torch")]
+    return minify::minify_command(args, bytes, plugins);
+    #[cfg(not(feature = "torch"))]
+    bail!("{} is an aten graph, and this graphbug was built without libtorch (the `torch` feature): it minifies XLA programs", args.file.display())
+}
+
 /// `graphbug backends`: with libtorch the aten backends (`--all`: the debug and testing
 /// ones too), then the PJRT plugins XLA programs run on.
 pub fn backends_command(all: bool) -> Result<ExitCode> {
@@ -171,4 +193,18 @@ pub fn backends_command(all: bool) -> Result<ExitCode> {
     let _ = all;
     xla::list_plugins();
     Ok(ExitCode::SUCCESS)
+}
+
+/// `graphbug __minify-worker SPEC`: answers minifier queries in an isolated process, for
+/// an aten graph or an XLA program, as its spec says.
+pub fn minify_worker(spec: &Path) -> Result<()> {
+    let (text, bundled) =
+        graphbug::minifier::isolate::worker_spec_text(spec).map_err(|e| anyhow::anyhow!(e))?;
+    if graphbug::xla::minify::is_worker_spec(&text) {
+        return graphbug::xla::minify::worker_main(&text, bundled).map_err(|e| anyhow::anyhow!(e));
+    }
+    #[cfg(feature = "torch")]
+    return graphbug::repro::isolate::worker_main(&text, bundled).map_err(Into::into);
+    #[cfg(not(feature = "torch"))]
+    bail!("this worker spec is for an aten graph, and this graphbug was built without libtorch (the `torch` feature)")
 }

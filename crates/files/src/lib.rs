@@ -13,6 +13,9 @@ mod atomic;
 mod random;
 mod tensors;
 
-pub use atomic::{alive_since, sibling, sweep_stale_siblings, sync_dir, write_file_atomically};
+pub use atomic::{
+    alive_since, replace_dir_atomically, sibling, sweep_stale_siblings, sync_dir,
+    write_file_atomically,
+};
 pub use random::random_tensors;
 pub use tensors::{read, write, Format, HostTensor, TensorFileError, STRIDES_METADATA};

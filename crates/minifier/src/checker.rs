@@ -51,6 +51,59 @@ pub enum Startup {
     Failed(String),
 }
 
+/// Which failure of a backend a checker looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckKind {
+    /// Compiling fails (the candidate is not run).
+    Compile,
+    /// Compiling or running fails.
+    Runtime,
+    /// The outputs differ from eager's beyond TorchDynamo's `same()` tolerance.
+    Accuracy,
+}
+
+impl std::str::FromStr for CheckKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "compile" => Ok(CheckKind::Compile),
+            "runtime" => Ok(CheckKind::Runtime),
+            "accuracy" => Ok(CheckKind::Accuracy),
+            other => Err(format!(
+                "unknown check `{other}`: expected compile, runtime, accuracy, contains:OPS"
+            )),
+        }
+    }
+}
+
+/// The message of every accuracy failure, so candidates of one accuracy bug match.
+pub const ACCURACY_MESSAGE: &str = "outputs differ from eager beyond the same() tolerance";
+
+/// The signature of a backend failure: stage and symptom, op, message.
+pub fn signature_of(f: &graphbug_run::Failure) -> Signature {
+    Signature {
+        kind: format!("{} {}", f.stage, f.symptom),
+        op: f.op.clone(),
+        message: f.message.clone(),
+        ..Signature::default()
+    }
+}
+
+/// Told the stage a check enters (`compile`, `runtime`).
+pub type StageHook = Box<dyn FnMut(&str) + Send>;
+
+/// What a backend check looks for, for logs: e.g. `accuracy errors of backend eager`.
+pub fn describe_check(kind: CheckKind, backend: &str) -> String {
+    let kind = match kind {
+        CheckKind::Compile => "compile errors",
+        CheckKind::Runtime => "compile or runtime errors",
+        CheckKind::Accuracy => "accuracy errors",
+    };
+    format!("{kind} of backend {backend}")
+}
+
 /// Decides whether candidates fail.
 pub trait Checker {
     /// What is checked, for logs (e.g. `runtime error of backend eager`).

@@ -10,13 +10,17 @@
 pub mod bisect;
 pub mod candidate;
 pub mod checker;
+pub mod command;
+pub mod isolate;
+pub mod localize;
 pub mod minify;
 mod pool;
+pub mod progress;
 
 pub use candidate::{Candidate, Cut, Origin, Original};
 pub use checker::{
-    similar, BugIdentity, Checker, Contains, Reliability, Reliably, Signature, Startup, Verdict,
-    CLEAR_MARGIN,
+    similar, BugIdentity, CheckKind, Checker, Contains, Reliability, Reliably, Signature, Startup,
+    Verdict, CLEAR_MARGIN,
 };
 pub use minify::{
     margin_text, minify, minify_parallel, Minified, MinifyError, MinifyOptions, NoSink,

@@ -23,11 +23,11 @@ use tch::Tensor;
 use crate::case::{read_repro_dir_with_graph, ReproCase};
 use crate::checkers::{describe_check, signature_of, AsRunnable, BackendChecker, CheckKind};
 use crate::error::{ReproError, Result};
-use crate::isolate::{IsolatedChecker, Launcher, WorkerCheck, WorkerSpec, DEFAULT_WORKER_STARTUP};
+use crate::isolate::{IsolatedChecker, WorkerCheck, WorkerSpec};
 use crate::manifest::{FailureRecord, Manifest};
-use crate::progress::MinifyDir;
 use crate::scratch::Scratch;
 use crate::values::ReferenceValues;
+pub use graphbug_minifier::isolate::Workers;
 
 /// Overrides for acting on a repro directory.
 #[derive(Clone, Debug, Default)]
@@ -100,47 +100,6 @@ fn validate_case(backend: &dyn Backend, case: &ReproCase) -> Result<()> {
     validate_backend(backend, &case.graph, &case.inputs, &case.requires_grad())
 }
 
-/// How many workers answer minifier queries, and how they start.
-#[derive(Clone, Debug, Default)]
-pub struct Workers {
-    /// Workers querying side by side (`-j`; 0 and 1 both mean one).
-    pub jobs: usize,
-    /// Starts them through a launcher (Slurm, Kubernetes, ssh) instead of as children.
-    pub launcher: Option<Launcher>,
-    /// How long a worker may take to be started (an engine's queue may hold its job)
-    /// before it is given up (default [`crate::isolate::DEFAULT_WORKER_STARTUP`]).
-    pub startup: Option<Duration>,
-}
-
-impl Workers {
-    /// How many workers there are.
-    pub fn count(&self) -> usize {
-        self.jobs.max(1)
-    }
-
-    /// Refuses to run the backend in this process (`--no-isolate`) with several workers or
-    /// a launcher, which run it in worker processes.
-    pub fn allow_in_process(&self) -> Result<()> {
-        if self.count() > 1 || self.launcher.is_some() {
-            return Err(ReproError::Other(
-                "-j and --worker-launcher run candidates in worker processes; --no-isolate runs them in this process: drop one".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Threads libtorch may use in each worker: several workers on this machine share its
-    /// cores (libtorch's threads, one per core in each, would otherwise contend and spin);
-    /// one worker, or workers a launcher starts elsewhere, keep libtorch's default.
-    pub fn threads_each(&self) -> Option<usize> {
-        if self.count() == 1 || self.launcher.is_some() {
-            return None;
-        }
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        Some((cores / self.count()).max(1))
-    }
-}
-
 /// Checkers of `kind` failures of `backend`, one per worker process (started from `spec`,
 /// see [`WorkerSpec::write`], by `workers`' launcher if any). The first is started now:
 /// its start-up is the graph's eager run, and only after a worker survived it does this
@@ -156,38 +115,17 @@ pub fn start_isolated_checkers(
     (graph, inputs, requires_grad): (&Graph, &[Tensor], &[bool]),
     workers: &Workers,
 ) -> Result<Vec<Box<dyn Checker + Send>>> {
-    let launch = match &workers.launcher {
-        Some(l) => Some((l.clone(), IsolatedChecker::bundle(&spec)?)),
+    let bundle = match &workers.launcher {
+        Some(_) => Some(crate::isolate::bundle_line(&spec)?),
         None => None,
     };
-    let count = workers.count();
-    let make = |k: usize| {
-        let checker = IsolatedChecker::new(
-            exe.clone(),
-            spec.clone(),
-            describe_check(kind, backend.name()),
-            timeout,
+    let started = workers
+        .start(
+            IsolatedChecker::new(exe, spec, describe_check(kind, backend.name()), timeout),
+            bundle,
         )
-        .with_startup(
-            workers.startup.unwrap_or(DEFAULT_WORKER_STARTUP),
-            if count > 1 { k + 1 } else { 0 },
-        );
-        match &launch {
-            Some((l, bundle)) => checker.with_launcher(l.clone(), bundle.clone()),
-            None => checker,
-        }
-    };
-    // All workers are launched side by side, and only the first to be ready is waited for
-    // here: the others go on starting meanwhile (an engine may queue their jobs), and
-    // each joins the search when it is ready.
-    let mut started: Vec<IsolatedChecker> = (0..count).map(make).collect();
-    for checker in &mut started {
-        // One that cannot be launched is left out by start_first, which reports it.
-        let _ = checker.launch_now();
-    }
-    IsolatedChecker::start_first(&mut started)?;
+        .map_err(ReproError::Other)?;
     validate_backend(backend, graph, inputs, requires_grad)?;
-    eprintln!("{}", started[0].limit().describe());
     Ok(started
         .into_iter()
         .map(|c| Box::new(c) as Box<dyn Checker + Send>)
@@ -505,7 +443,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             })
             .collect()
     } else if opts.in_process {
-        opts.workers.allow_in_process()?;
+        opts.workers.allow_in_process().map_err(ReproError::Other)?;
         validate_case(backend.as_ref(), case)?;
         let recorded =
             ReferenceValues::record(written, &case.inputs, &case.constants, &device, None)?;
@@ -560,7 +498,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
         backend: backend.name().to_string(),
         ..case.manifest.clone()
     };
-    let mut sink = MinifyDir::in_repro_dir(dir, written, &values, manifest);
+    let mut sink = crate::progress::in_repro_dir(dir, written, &values, manifest);
     let options = MinifyOptions {
         check_str: opts.check_str.clone(),
         value_keys: Some(values.value_keys().clone()),
@@ -579,7 +517,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
             result.speculative
         );
     }
-    sink.finish(&result)?;
+    sink.finish(&result).map_err(ReproError::Other)?;
     Ok(result)
 }
 

@@ -111,8 +111,14 @@ fn write_text(dir: &Path, name: &str, text: &str) -> Result<()> {
 
 /// Writes `case` as a repro directory at `link` (a symlink swapped atomically).
 pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
+    replace_dir_atomically(link, |d| fill_repro_dir(d, case, link))
+}
+
+/// Writes the files of `case`'s repro directory into `d`, the new version of `link` (which
+/// its README and launcher name).
+pub fn fill_repro_dir(d: &Path, case: &ReproCase, link: &Path) -> Result<()> {
     let shown = std::path::absolute(link).unwrap_or_else(|_| link.to_path_buf());
-    replace_dir_atomically(link, |d| {
+    {
         let m = &case.manifest;
         let written = case.written();
         write_text(d, GRAPH_FILE, &crate::save::repro_text(written))?;
@@ -153,7 +159,7 @@ pub fn write_repro_dir(link: &Path, case: &ReproCase) -> Result<()> {
                 .map_err(|e| ReproError::io(&launcher, e))?;
         }
         Ok(())
-    })
+    }
 }
 
 /// graphbug's eager outputs of the case.

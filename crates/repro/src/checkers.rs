@@ -6,55 +6,15 @@ use graphbug_aten::accuracy::{same, AccuracyMode, SameOptions};
 use graphbug_aten::reference::fp64_reference;
 use graphbug_aten::Interpreter;
 use graphbug_backends::{Backend, CompileContext, Failure};
-use graphbug_ir::{Graph, Meta, NodeId, NodeKind, Value};
+use graphbug_ir::Graph;
+pub use graphbug_minifier::checker::{
+    describe_check, signature_of, CheckKind, StageHook, ACCURACY_MESSAGE,
+};
+use graphbug_minifier::localize::widen;
 use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
-use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::values::ReferenceValues;
-
-/// Which failure of a backend a checker looks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckKind {
-    /// Compiling fails (the candidate is not run).
-    Compile,
-    /// Compiling or running fails.
-    Runtime,
-    /// The outputs differ from eager's beyond TorchDynamo's `same()` tolerance.
-    Accuracy,
-}
-
-impl std::str::FromStr for CheckKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "compile" => Ok(CheckKind::Compile),
-            "runtime" => Ok(CheckKind::Runtime),
-            "accuracy" => Ok(CheckKind::Accuracy),
-            other => Err(format!(
-                "unknown check `{other}`: expected compile, runtime, accuracy, contains:OPS"
-            )),
-        }
-    }
-}
-
-/// The message of every accuracy failure, so candidates of one accuracy bug match.
-pub const ACCURACY_MESSAGE: &str = "outputs differ from eager beyond the same() tolerance";
-
-/// The signature of a backend failure: stage and symptom, op, message.
-pub fn signature_of(f: &Failure) -> Signature {
-    Signature {
-        kind: format!("{} {}", f.stage, f.symptom),
-        op: f.op.clone(),
-        message: f.message.clone(),
-        ..Signature::default()
-    }
-}
-
-/// Told the stage a check enters (`compile`, `runtime`).
-pub type StageHook = Box<dyn FnMut(&str) + Send>;
 
 /// Compiles and runs candidates with a backend, on the original run's values.
 pub struct BackendChecker {
@@ -216,64 +176,8 @@ impl BackendChecker {
                 .passed();
             }
         }
-        // A multi-output node diverges when one of its items does (its items are compared).
-        for (i, node) in g.nodes.iter().enumerate() {
-            if let NodeKind::GetItem { source, .. } = node.kind {
-                if diverging[i] {
-                    diverging[source.index()] = true;
-                }
-            }
-        }
-        let mut is_output = vec![false; g.nodes.len()];
-        for v in g.outputs() {
-            v.for_each_node(&mut |id| is_output[id.index()] = true);
-        }
-        let users = g.users();
-        let mut reach = vec![false; g.nodes.len()];
-        for i in (0..g.nodes.len()).rev() {
-            reach[i] =
-                diverging[i] && (is_output[i] || users.nodes[i].iter().any(|u| reach[u.index()]));
-        }
-        (0..g.nodes.len())
-            .filter(|&i| {
-                let mut fed = false;
-                g.nodes[i].for_each_input(|src| fed |= reach[src.index()]);
-                reach[i] && !fed
-            })
-            .map(|i| g.nodes[i].name.to_string())
-            .collect()
+        graphbug_minifier::localize::culprits(g, diverging)
     }
-}
-
-/// `graph` returning, after its own outputs, every single-tensor call node (getitems
-/// included, multi-output nodes not); and the node index of each extra output.
-fn widen(graph: &Graph) -> (Graph, Vec<usize>) {
-    let users = graph.users();
-    let extras: Vec<usize> = (0..graph.nodes.len())
-        .filter(|&i| {
-            let n = &graph.nodes[i];
-            n.is_call_function()
-                && !matches!(n.meta, Meta::Multi(_))
-                && !users.nodes[i]
-                    .iter()
-                    .any(|u| matches!(graph.nodes[u.index()].kind, NodeKind::GetItem { .. }))
-        })
-        .collect();
-    let mut wide = graph.clone();
-    let mut outputs = graph.outputs().to_vec();
-    outputs.extend(extras.iter().map(|&i| Value::Node(NodeId(i as u32))));
-    wide.output = Some(outputs);
-    (wide, extras)
-}
-
-/// What a backend check looks for, for logs: e.g. `accuracy errors of backend eager`.
-pub fn describe_check(kind: CheckKind, backend: &str) -> String {
-    let kind = match kind {
-        CheckKind::Compile => "compile errors",
-        CheckKind::Runtime => "compile or runtime errors",
-        CheckKind::Accuracy => "accuracy errors",
-    };
-    format!("{kind} of backend {backend}")
 }
 
 impl Checker for BackendChecker {

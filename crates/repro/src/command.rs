@@ -1,120 +1,19 @@
-//! `--check-command CMD`: an external interestingness test, as C-Reduce uses. The command
-//! gets the candidate as a repro directory and exits non-zero when it is interesting.
-//!
-//! A command that cannot be started (the shell's exit 126 or 127) judges nothing: that is
-//! an unresolved verdict naming the shell's complaint, never "interesting". Each run is
-//! bounded by a [`TimeLimit`] and runs in its own process group, so a timeout kills
-//! whatever the command started.
+//! `--check-command CMD` on aten graphs: the candidate is given to the command as a graph
+//! and its inputs (see [`graphbug_minifier::command`]).
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+pub use graphbug_minifier::command::CommandChecker;
+use graphbug_minifier::command::WriteCandidate;
 
-use graphbug_minifier::{Candidate, Checker, Signature, Verdict};
-
-use crate::limits::{FirstTook, TimeLimit};
-use crate::process::{self, Ended};
 use crate::save::write_graph_and_inputs;
 use crate::values::ReferenceValues;
 
-/// The shell's exit codes for "found but not executable" and "not found".
-const CANNOT_RUN: [i32; 2] = [126, 127];
-
-/// Runs a shell command on each candidate, written to a scratch repro directory.
-pub struct CommandChecker {
-    command: String,
-    values: ReferenceValues,
-    scratch: PathBuf,
-    limit: TimeLimit,
-    /// What the first run took.
-    first_took: FirstTook,
-}
-
-impl CommandChecker {
-    /// Runs `command DIR` through `sh -c`, with candidates written under `scratch`.
-    pub fn new(command: &str, values: ReferenceValues, scratch: PathBuf, limit: TimeLimit) -> Self {
-        CommandChecker {
-            command: command.to_string(),
-            values,
-            scratch,
-            limit,
-            first_took: FirstTook::default(),
-        }
-    }
-}
-
-impl Checker for CommandChecker {
-    fn describe(&self) -> String {
-        format!("command `{}` exits non-zero", self.command)
-    }
-
-    fn check(&mut self, candidate: &Candidate) -> Verdict {
-        let dir = self.scratch.join("candidate");
-        let _ = std::fs::remove_dir_all(&dir);
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            return Verdict::Unresolved(format!("{}: {e}", dir.display()));
-        }
-        let written = self
-            .values
+/// Writes candidates of the graph `values` were recorded on as `graph.py` and
+/// `inputs.safetensors`.
+pub fn write_graphs(values: ReferenceValues) -> WriteCandidate {
+    Box::new(move |candidate, dir| {
+        values
             .candidate_inputs(candidate)
-            .and_then(|(inputs, _)| write_graph_and_inputs(&dir, &candidate.graph, &inputs));
-        if let Err(e) = written {
-            return Verdict::Unresolved(e.to_string());
-        }
-        let stderr_path = self.scratch.join("stderr");
-        let stderr = match std::fs::File::create(&stderr_path) {
-            Ok(f) => f,
-            Err(e) => return Verdict::Unresolved(format!("{}: {e}", stderr_path.display())),
-        };
-        let script = format!("{} \"$1\"", self.command);
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", &script, "graphbug-check"])
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
-        let mut child = match process::spawn(cmd, true) {
-            Ok(c) => c,
-            Err(e) => return Verdict::Unresolved(format!("cannot run `{}`: {e}", self.command)),
-        };
-        let limit = self.first_took.next_limit(&self.limit);
-        let started = Instant::now();
-        let ended = process::wait_bounded(&mut child, limit, true);
-        let status = match ended {
-            Ok(Ended::Exited(s)) => s,
-            Ok(Ended::TimedOut) => {
-                self.first_took.record(None);
-                return Verdict::Unresolved(format!(
-                    "`{}` did not finish within {:.3} s",
-                    self.command,
-                    limit.as_secs_f64()
-                ));
-            }
-            Err(e) => return Verdict::Unresolved(format!("waiting for `{}`: {e}", self.command)),
-        };
-        self.first_took.record(Some(started.elapsed()));
-        if let Some(code) = status.code().filter(|c| CANNOT_RUN.contains(c)) {
-            let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            let said = said
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
-            return Verdict::Unresolved(format!(
-                "the check command `{}` cannot be run (exit {code}: {})",
-                self.command,
-                if said.is_empty() { "no message" } else { said }
-            ));
-        }
-        if status.success() {
-            Verdict::Passes
-        } else {
-            Verdict::Fails(Signature {
-                kind: "command".into(),
-                op: None,
-                message: "the check command found the candidate interesting".into(),
-                ..Signature::default()
-            })
-        }
-    }
+            .and_then(|(inputs, _)| write_graph_and_inputs(dir, &candidate.graph, &inputs))
+            .map_err(|e| e.to_string())
+    })
 }

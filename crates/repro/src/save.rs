@@ -2,8 +2,6 @@
 
 use std::path::Path;
 
-use graphbug_files::{sibling, sweep_stale_siblings, sync_dir};
-
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_ir::{parse_graph, Graph};
 use tch::Tensor;
@@ -30,51 +28,10 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     graphbug_files::write_file_atomically(path, bytes).map_err(|e| ReproError::io(path, e))
 }
 
-/// Fills a fresh directory with `fill`, then makes `link` (a symlink) point at it in one
-/// atomic rename, so readers of `link` see the old directory or the new one, never a mix.
-/// The directory `link` pointed at before is removed. A real directory at `link` is
-/// replaced only when it is empty.
+/// Fills a fresh directory with `fill`, then makes `link` point at it atomically (see
+/// [`graphbug_files::replace_dir_atomically`]).
 pub fn replace_dir_atomically(link: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let parent = link
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| ReproError::io(parent, e))?;
-    sweep_stale_siblings(link);
-    let dir = sibling(link, "v");
-    std::fs::create_dir(&dir).map_err(|e| ReproError::io(&dir, e))?;
-    if let Err(e) = fill(&dir) {
-        let _ = std::fs::remove_dir_all(&dir);
-        return Err(e);
-    }
-    let old = match std::fs::symlink_metadata(link) {
-        Ok(m) if m.file_type().is_symlink() => {
-            std::fs::read_link(link).ok().map(|t| parent.join(t))
-        }
-        Ok(m) if m.is_dir() => {
-            std::fs::remove_dir(link).map_err(|e| {
-                ReproError::io(
-                    link,
-                    format!("exists and is not a graphbug repro link ({e})"),
-                )
-            })?;
-            None
-        }
-        Ok(_) => return Err(ReproError::io(link, "exists and is not a directory")),
-        Err(_) => None,
-    };
-    let tmp_link = sibling(link, "link");
-    let target = dir.file_name().expect("sibling paths have a file name");
-    std::os::unix::fs::symlink(target, &tmp_link).map_err(|e| ReproError::io(&tmp_link, e))?;
-    // The new version's names, then the link's, are made durable before the old goes.
-    sync_dir(&dir)
-        .and_then(|()| std::fs::rename(&tmp_link, link))
-        .and_then(|()| sync_dir(parent))
-        .map_err(|e| ReproError::io(link, e))?;
-    if let Some(old) = old {
-        let _ = std::fs::remove_dir_all(old);
-    }
-    Ok(())
+    graphbug_files::replace_dir_atomically(link, fill, |p, e| ReproError::io(p, e))
 }
 
 /// Writes a graph and its inputs (in placeholder order) into `dir`.

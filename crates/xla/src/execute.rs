@@ -171,8 +171,7 @@ impl XlaBackend {
         }
         let (code, format) = pjrt_code(&program).map_err(failure)?;
         let path = self.plugin_path().map_err(failure)?;
-        let plugin = Plugin::load(&path).map_err(|e| failure(e.to_string()))?;
-        let client = Client::new(&plugin).map_err(|e| failure(e.to_string()))?;
+        let (plugin, client) = client_of(&path).map_err(failure)?;
         let executable = client
             .compile(&code, format)
             .map_err(|e| failure(e.to_string()))?;
@@ -206,6 +205,24 @@ impl Target {
     fn failure(&self, failure: Failure) -> Failure {
         failure.at(&self.node, &self.op)
     }
+}
+
+/// The clients made so far, one per plugin file: a process compiles every program of a
+/// plugin with one client (`PJRT_Client_Create` starts a runtime: threads, a GPU context),
+/// as JAX does.
+static CLIENTS: std::sync::Mutex<Vec<(PathBuf, Plugin, Client)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The plugin at `path` and this process's client of it.
+fn client_of(path: &std::path::Path) -> Result<(Plugin, Client), String> {
+    let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p, c)) = clients.iter().find(|(p, _, _)| p == path) {
+        return Ok((p.clone(), c.clone()));
+    }
+    let plugin = Plugin::load(path).map_err(|e| e.to_string())?;
+    let client = Client::new(&plugin).map_err(|e| e.to_string())?;
+    clients.push((path.to_path_buf(), plugin.clone(), client.clone()));
+    Ok((plugin, client))
 }
 
 /// What a PJRT plugin compiles for `program`, and in which format.

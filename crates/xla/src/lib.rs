@@ -5,6 +5,7 @@
 
 pub mod execute;
 pub mod hlo;
+pub mod minify;
 pub mod program;
 pub mod rewrite;
 pub mod stablehlo;

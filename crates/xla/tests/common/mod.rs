@@ -1,4 +1,5 @@
 //! Helpers the graphbug-xla integration tests share: the corpus, jaxlib's Python, scratch.
+#![allow(dead_code)] // each test binary uses some of the helpers
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

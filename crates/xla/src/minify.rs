@@ -1,0 +1,608 @@
+//! Minifying XLA programs with graphbug's one minifier: an HLO entry computation or a
+//! StableHLO main function is a graph ([`Printer::graph`]), every candidate the minifier
+//! cuts from it prints back as a program in the input's form ([`Printer::program`]), and
+//! [`XlaChecker`] compiles and runs candidates through a PJRT plugin on the values one run
+//! of the original on the reference plugin recorded ([`Recorded`]). Workers that isolate
+//! the plugin ([`worker_main`]) speak the minifier's protocol
+//! ([`graphbug_minifier::isolate`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use graphbug_accuracy::{same, to_fp64, AccuracyMode, SameOptions};
+use graphbug_files::HostTensor;
+use graphbug_ir::{Graph, Meta, Value};
+use graphbug_minifier::checker::{describe_check, signature_of, StageHook};
+use graphbug_minifier::isolate::{end_with_input, serve, Stages};
+use graphbug_minifier::localize::{culprits, widen};
+use graphbug_minifier::{Candidate, CheckKind, Checker, Origin, Original, Signature, Verdict};
+use serde::{Deserialize, Serialize};
+
+use crate::execute::XlaBackend;
+use crate::hlo::graph::HloGraph;
+use crate::program::{Kind, Program, ProgramError};
+use crate::stablehlo::{self, StableHloGraph};
+
+/// The message of every accuracy failure of an XLA program, so candidates of one bug match.
+pub const ACCURACY_MESSAGE: &str =
+    "outputs differ from the reference plugin's beyond the same() tolerance";
+
+/// What the reference run is called in messages.
+pub const REFERENCE_RUN: &str = "the reference run of the program";
+
+/// A program's graph, and how graphs cut from it print as programs of the input's form.
+#[derive(Clone, Debug)]
+pub enum Printer {
+    /// HLO (text or a proto: `kind` says which).
+    Hlo(Box<HloGraph>, Kind),
+    /// StableHLO (text, or bytecode read through MLIR: `kind` says which).
+    StableHlo(Box<StableHloGraph>, Kind),
+}
+
+impl Printer {
+    /// The printer of `program` (bytecode is read through MLIR).
+    pub fn new(program: &Program) -> Result<Printer, ProgramError> {
+        let kind = match program {
+            Program::Hlo { kind, .. } => *kind,
+            Program::StableHlo(_) => Kind::StableHloText,
+            Program::Bytecode { .. } => Kind::StableHloBytecode,
+        };
+        match program.as_text()? {
+            Program::Hlo { module, .. } => HloGraph::new(&module)
+                .map(|g| Printer::Hlo(Box::new(g), kind))
+                .map_err(|e| ProgramError(e.to_string())),
+            Program::StableHlo(m) => StableHloGraph::new(&m)
+                .map(|g| Printer::StableHlo(Box::new(g), kind))
+                .map_err(|e| ProgramError(e.to_string())),
+            Program::Bytecode { .. } => unreachable!("as_text reads bytecode as text"),
+        }
+    }
+
+    /// The program's graph.
+    pub fn graph(&self) -> &Graph {
+        match self {
+            Printer::Hlo(g, _) => &g.graph,
+            Printer::StableHlo(g, _) => &g.graph,
+        }
+    }
+
+    /// The form the program was read in.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Printer::Hlo(_, k) | Printer::StableHlo(_, k) => *k,
+        }
+    }
+
+    /// `cut` (a graph cut from [`Printer::graph`]) as text: HLO or StableHLO.
+    pub fn text(&self, cut: &Graph) -> Result<String, String> {
+        match self {
+            Printer::Hlo(g, _) => g.print(cut),
+            Printer::StableHlo(g, _) => g.print(cut),
+        }
+    }
+
+    /// `cut` as a program to run.
+    pub fn program(&self, cut: &Graph) -> Result<Program, String> {
+        let text = self.text(cut)?;
+        let bug = |e: String| format!("graphbug printed a program it cannot read back: {e}");
+        match self {
+            Printer::Hlo(..) => Ok(Program::Hlo {
+                module: crate::hlo::text::parse_module(&text).map_err(|e| bug(e.to_string()))?,
+                kind: Kind::HloText,
+            }),
+            Printer::StableHlo(..) => Ok(Program::StableHlo(
+                stablehlo::parse_module(&text).map_err(|e| bug(e.to_string()))?,
+            )),
+        }
+    }
+
+    /// `cut` as a file of the input's form: HLO text, an HLO proto, StableHLO text
+    /// (bytecode input too: writing bytecode takes MLIR, and StableHLO text is what every
+    /// tool that reads bytecode also reads).
+    pub fn file_bytes(&self, cut: &Graph) -> Result<Vec<u8>, String> {
+        let text = self.text(cut)?;
+        match self.kind() {
+            Kind::HloProto => {
+                let module = crate::hlo::text::parse_module(&text).map_err(|e| e.to_string())?;
+                crate::hlo::proto::to_proto(&module).map_err(|e| e.to_string())
+            }
+            _ => Ok(text.into_bytes()),
+        }
+    }
+
+    /// The file name a program of the input's form is written under.
+    pub fn file_name(&self) -> &'static str {
+        file_name(self.kind())
+    }
+}
+
+/// The file name a program of form `kind` is written under in graphbug's directories.
+pub fn file_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::HloText => "program.hlo",
+        Kind::HloProto => "program.hlo.pb",
+        Kind::StableHloText | Kind::StableHloBytecode => "program.mlir",
+    }
+}
+
+/// The value of every array the original program computes, from one run on the reference
+/// plugin, and (when the program raises to float64 and runs) the same values in float64.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// The original's inputs, by parameter.
+    pub inputs: Vec<HostTensor>,
+    /// The values of the original's nodes, by node id.
+    values: HashMap<u32, HostTensor>,
+    /// The float64 values of the original's nodes, when the float64 run worked.
+    fp64: Option<HashMap<u32, HostTensor>>,
+    /// Node ids by name.
+    ids: HashMap<String, u32>,
+}
+
+impl Recorded {
+    /// Records the values of `printer`'s program on `inputs`, run on `reference` (and in
+    /// float64 there). The program is run once with every array it computes as an output.
+    pub fn record(
+        printer: &Printer,
+        inputs: Vec<HostTensor>,
+        reference: &XlaBackend,
+    ) -> Result<Recorded, String> {
+        let graph = printer.graph();
+        let arrays: Vec<u32> = graph
+            .ids()
+            .filter(|&id| {
+                let n = graph.node(id);
+                !n.is_placeholder() && matches!(n.meta, Meta::Tensor(_))
+            })
+            .map(|id| id.0)
+            .collect();
+        let ids: HashMap<String, u32> = graph
+            .ids()
+            .map(|id| (graph.node(id).name.to_string(), id.0))
+            .collect();
+        let placeholders = graph.placeholders();
+        let mut recorded = Recorded {
+            values: HashMap::new(),
+            fp64: None,
+            ids,
+            inputs: Vec::new(),
+        };
+        for (k, id) in placeholders.iter().enumerate() {
+            if let Some(t) = inputs.get(k) {
+                recorded.values.insert(id.0, t.clone());
+            }
+        }
+        if !arrays.is_empty() {
+            let mut wide = graph.clone();
+            wide.output = Some(
+                arrays
+                    .iter()
+                    .map(|&i| Value::Node(graphbug_ir::NodeId(i)))
+                    .collect(),
+            );
+            let program = printer.program(&wide)?;
+            let run = |program: &Program, inputs: &[HostTensor]| {
+                reference
+                    .compile(program)
+                    .and_then(|c| c.execute(inputs))
+                    .map_err(|f| f.to_string())
+            };
+            let outputs = run(&program, &inputs)?;
+            if outputs.len() != arrays.len() {
+                return Err(format!(
+                    "the reference run returned {} values for {} arrays",
+                    outputs.len(),
+                    arrays.len()
+                ));
+            }
+            recorded.values.extend(arrays.iter().copied().zip(outputs));
+            // Float64 values judge whether a result is further from the truth than the
+            // reference's: without them accuracy falls back to allclose.
+            let fp64_inputs: Vec<HostTensor> = inputs.iter().map(to_fp64).collect();
+            recorded.fp64 = program
+                .raise_to_f64()
+                .map_err(|e| e.to_string())
+                .and_then(|p| run(&p, &fp64_inputs))
+                .ok()
+                .filter(|o| o.len() == arrays.len())
+                .map(|o| {
+                    let mut fp64: HashMap<u32, HostTensor> =
+                        arrays.iter().copied().zip(o).collect();
+                    for (k, id) in placeholders.iter().enumerate() {
+                        if let Some(t) = fp64_inputs.get(k) {
+                            fp64.insert(id.0, t.clone());
+                        }
+                    }
+                    fp64
+                });
+        }
+        recorded.inputs = inputs;
+        Ok(recorded)
+    }
+
+    /// The value of `origin`.
+    pub fn get(&self, origin: Origin) -> Result<&HostTensor, String> {
+        match origin {
+            Origin::Input(k) => self
+                .inputs
+                .get(k)
+                .ok_or_else(|| format!("the program has no parameter {k}")),
+            Origin::Node(id) => self
+                .values
+                .get(&id)
+                .ok_or_else(|| format!("no value was recorded for node {id}")),
+        }
+    }
+
+    /// The values of a candidate's parameters.
+    pub fn candidate_inputs(&self, candidate: &Candidate) -> Result<Vec<HostTensor>, String> {
+        candidate
+            .inputs
+            .iter()
+            .map(|&o| self.get(o).cloned())
+            .collect()
+    }
+
+    /// Whether float64 values were recorded.
+    pub fn has_fp64(&self) -> bool {
+        self.fp64.is_some()
+    }
+
+    /// Fingerprints of every value (dtype, shape and bytes): equal values, equal keys.
+    pub fn value_keys(&self, graph: &Graph) -> HashMap<Origin, u64> {
+        use std::hash::{Hash, Hasher};
+        let key = |t: &HostTensor| {
+            let mut h = std::hash::DefaultHasher::new();
+            t.dtype.short_name().hash(&mut h);
+            t.shape.hash(&mut h);
+            t.data.hash(&mut h);
+            h.finish()
+        };
+        let mut keys: HashMap<Origin, u64> = self
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, t)| (Origin::Input(k), key(t)))
+            .collect();
+        let placeholders: Vec<u32> = graph.placeholders().iter().map(|id| id.0).collect();
+        for (&id, t) in &self.values {
+            if !placeholders.contains(&id) {
+                keys.insert(Origin::Node(id), key(t));
+            }
+        }
+        keys
+    }
+
+    /// The recorded (and float64) values of `values`, nodes of a candidate graph `g` named
+    /// as the original's (a candidate's parameters by its inputs' origins).
+    fn of(
+        &self,
+        g: &Graph,
+        candidate: &Candidate,
+        values: &[Value],
+    ) -> Result<(Vec<Option<HostTensor>>, Option<Vec<Option<HostTensor>>>), String> {
+        let placeholders = g.placeholders();
+        let mut reference = Vec::with_capacity(values.len());
+        let mut fp64 = Vec::with_capacity(values.len());
+        for v in values {
+            let Value::Node(id) = v else {
+                return Err(format!("an output that is no value ({v:?})"));
+            };
+            let node = g.node(*id);
+            let original = match placeholders.iter().position(|p| p == id) {
+                Some(k) => candidate.inputs.get(k).copied(),
+                None => self.ids.get(node.name.as_str()).map(|&i| Origin::Node(i)),
+            }
+            .ok_or_else(|| format!("`{}` is no value of the original", node.name))?;
+            reference.push(Some(self.get(original)?.clone()));
+            let wide = match original {
+                Origin::Input(k) => self.inputs.get(k).map(to_fp64),
+                Origin::Node(i) => self.fp64.as_ref().and_then(|f| f.get(&i).cloned()),
+            };
+            fp64.push(wide);
+        }
+        let fp64 = (self.fp64.is_some() && fp64.iter().all(Option::is_some)).then_some(fp64);
+        Ok((reference, fp64))
+    }
+}
+
+/// Compiles and runs candidates of an XLA program with a PJRT backend, on the values the
+/// reference plugin recorded: a compile or runtime failure is the plugin's error; a wrong
+/// result is an output beyond TorchDynamo's `same()` tolerance of the recorded value
+/// (judged against float64 where recorded), localized to the instructions where the
+/// divergence starts.
+pub struct XlaChecker {
+    backend: XlaBackend,
+    kind: CheckKind,
+    printer: Arc<Printer>,
+    recorded: Arc<Recorded>,
+    same: SameOptions,
+    on_stage: Option<StageHook>,
+}
+
+impl XlaChecker {
+    /// A checker of `kind` failures of `backend`.
+    pub fn new(
+        backend: XlaBackend,
+        kind: CheckKind,
+        printer: Arc<Printer>,
+        recorded: Arc<Recorded>,
+        accuracy: AccuracyMode,
+    ) -> Self {
+        XlaChecker {
+            backend,
+            kind,
+            printer,
+            recorded,
+            same: accuracy.options(),
+            on_stage: None,
+        }
+    }
+
+    /// Calls `f("compile")` before compiling and `f("runtime")` before running.
+    pub fn on_stage(&mut self, f: StageHook) {
+        self.on_stage = Some(f);
+    }
+
+    fn stage(&mut self, name: &str) {
+        if let Some(f) = &mut self.on_stage {
+            f(name);
+        }
+    }
+
+    /// Compiles and runs `graph` (a cut of the original) on `inputs`: its outputs, `None`
+    /// when only compiling.
+    fn run(
+        &mut self,
+        graph: &Graph,
+        inputs: &[HostTensor],
+    ) -> Result<Result<Option<Vec<HostTensor>>, graphbug_run::Failure>, String> {
+        let program = self.printer.program(graph)?;
+        self.stage("compile");
+        let compiled = match self.backend.compile(&program) {
+            Ok(c) => c,
+            Err(f) => return Ok(Err(f)),
+        };
+        if self.kind == CheckKind::Compile {
+            return Ok(Ok(None));
+        }
+        self.stage("runtime");
+        Ok(compiled.execute(inputs).map(Some))
+    }
+
+    /// Where a wrong result of `candidate` starts (see [`culprits`]): the backend runs the
+    /// candidate with every array as an output, and each is judged against its recorded
+    /// value. Empty when that program does not run.
+    fn culprits(&mut self, candidate: &Candidate, inputs: &[HostTensor]) -> Vec<String> {
+        let g = &candidate.graph;
+        let (wide, extras) = widen(g);
+        let extra_values: Vec<Value> = extras
+            .iter()
+            .map(|&i| Value::Node(graphbug_ir::NodeId(i as u32)))
+            .collect();
+        let Ok((reference, fp64)) = self.recorded.of(g, candidate, &extra_values) else {
+            return Vec::new();
+        };
+        let Ok(Ok(Some(got))) = self.run(&wide, inputs) else {
+            return Vec::new();
+        };
+        let n = g.outputs().len();
+        let mut diverging = vec![false; g.nodes.len()];
+        for (k, &node) in extras.iter().enumerate() {
+            if let (Some(res), Some(Some(r))) = (got.get(n + k), reference.get(k)) {
+                let f = fp64.as_ref().map(|f| vec![f[k].clone()]);
+                diverging[node] = !same(
+                    &[Some(r.clone())],
+                    &[Some(res.clone())],
+                    f.as_deref(),
+                    &self.same,
+                )
+                .passed();
+            }
+        }
+        culprits(g, diverging)
+    }
+}
+
+impl Checker for XlaChecker {
+    fn describe(&self) -> String {
+        describe_check(self.kind, self.backend.name())
+    }
+
+    fn check(&mut self, candidate: &Candidate) -> Verdict {
+        let inputs = match self.recorded.candidate_inputs(candidate) {
+            Ok(i) => i,
+            Err(e) => return Verdict::Unresolved(e),
+        };
+        let outputs = match self.run(&candidate.graph, &inputs) {
+            Err(e) => return Verdict::Unresolved(e),
+            Ok(Err(f)) => return Verdict::Fails(signature_of(&f)),
+            Ok(Ok(None)) => return Verdict::Passes,
+            Ok(Ok(Some(o))) => o,
+        };
+        if self.kind != CheckKind::Accuracy {
+            return Verdict::Passes;
+        }
+        let g = &candidate.graph;
+        let (reference, fp64) = match self.recorded.of(g, candidate, g.outputs()) {
+            Ok(r) => r,
+            Err(e) => return Verdict::Unresolved(e),
+        };
+        let result: Vec<Option<HostTensor>> = outputs.into_iter().map(Some).collect();
+        let report = same(&reference, &result, fp64.as_deref(), &self.same);
+        if report.passed() {
+            return Verdict::Passes;
+        }
+        Verdict::Fails(Signature {
+            kind: "accuracy wrong result".into(),
+            op: None,
+            message: ACCURACY_MESSAGE.into(),
+            culprits: self.culprits(candidate, &inputs),
+            margin: report.failure_margin(),
+        })
+    }
+}
+
+/// What an XLA worker needs to answer queries (JSON). Launched workers get it with the
+/// inputs' bytes in it (`inputs_data`), as the first line of their input.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// Always `xla`: tells this spec from an aten graph's.
+    pub family: String,
+    /// The program as text (HLO, or StableHLO; bytecode as MLIR printed it).
+    pub program: String,
+    /// The inputs file (safetensors, `arg0`...).
+    pub inputs: Option<PathBuf>,
+    /// The inputs file's bytes, base64 (in a bundle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_data: Option<String>,
+    /// The backend checked (its fault, if any, written into its name).
+    pub backend: String,
+    /// The reference plugin's backend.
+    pub reference: String,
+    /// Which failure to look for.
+    pub check: CheckKind,
+    /// How accuracy is compared.
+    pub accuracy: AccuracyMode,
+}
+
+/// The spec's `family`.
+const FAMILY: &str = "xla";
+
+/// Whether `text` (a worker spec or bundle) is an XLA program's.
+pub fn is_worker_spec(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Family {
+        family: Option<String>,
+    }
+    serde_json::from_str::<Family>(text).is_ok_and(|f| f.family.as_deref() == Some(FAMILY))
+}
+
+impl WorkerSpec {
+    /// A spec checking `kind` failures of `backend` on `program` (text) and its `inputs`.
+    pub fn new(
+        program: String,
+        inputs: PathBuf,
+        backend: &XlaBackend,
+        reference: &XlaBackend,
+        check: CheckKind,
+        accuracy: AccuracyMode,
+    ) -> WorkerSpec {
+        WorkerSpec {
+            family: FAMILY.into(),
+            program,
+            inputs: Some(inputs),
+            inputs_data: None,
+            backend: backend.name().to_string(),
+            reference: reference.name().to_string(),
+            check,
+            accuracy,
+        }
+    }
+
+    /// Writes the spec into `dir`; returns the file to start workers with.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, String> {
+        let path = dir.join("xla-worker.json");
+        let text = serde_json::to_string(self).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// The spec with its inputs' bytes in it: the first line of a launched worker.
+    pub fn bundle(&self) -> Result<String, String> {
+        use base64::Engine;
+        let mut spec = self.clone();
+        if let Some(p) = spec.inputs.take() {
+            let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            spec.inputs_data = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+        }
+        serde_json::to_string(&spec).map_err(|e| e.to_string())
+    }
+
+    /// The spec of a bundle, its inputs written into `dir`.
+    fn unpack(mut self, dir: &Path) -> Result<WorkerSpec, String> {
+        use base64::Engine;
+        let data = self
+            .inputs_data
+            .take()
+            .ok_or("the XLA worker bundle carries no inputs")?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| format!("bad inputs in the worker bundle: {e}"))?;
+        let path = dir.join("inputs.safetensors");
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.inputs = Some(path);
+        Ok(self)
+    }
+
+    /// The inputs, by parameter.
+    fn read_inputs(&self, program: &Program) -> Result<Vec<HostTensor>, String> {
+        let path = self
+            .inputs
+            .as_ref()
+            .ok_or("the worker spec names no inputs")?;
+        let named = graphbug_files::read(path).map_err(|e| e.to_string())?;
+        let params = program.parameters().map_err(|e| e.to_string())?;
+        let mut by_name: HashMap<String, HostTensor> = named.into_iter().collect();
+        (0..params.len())
+            .map(|k| {
+                by_name
+                    .remove(&format!("arg{k}"))
+                    .ok_or_else(|| format!("the worker's inputs have no `arg{k}`"))
+            })
+            .collect()
+    }
+}
+
+/// Reads a program's text (HLO or StableHLO) as a program.
+pub fn program_of_text(text: &str) -> Result<Program, ProgramError> {
+    let kind = if crate::hlo::text::looks_like_hlo(text) {
+        Kind::HloText
+    } else {
+        Kind::StableHloText
+    };
+    Program::read(text.as_bytes(), kind)
+}
+
+/// The worker of an XLA program (see [`graphbug_minifier::isolate`]): `text` is its spec
+/// (with `bundled`, its bundle, inputs included). Its start-up is the reference run that
+/// records the values candidates run on.
+pub fn worker_main(text: &str, bundled: bool) -> Result<(), String> {
+    let mut spec: WorkerSpec =
+        serde_json::from_str(text).map_err(|e| format!("bad XLA worker spec: {e}"))?;
+    // Files a bundle brought live as long as the worker.
+    let mut unpacked = None;
+    if bundled {
+        let scratch = graphbug_run::scratch::Scratch::new("worker").map_err(|e| e.to_string())?;
+        spec = spec.unpack(scratch.path())?;
+        unpacked = Some(scratch);
+    }
+    let queries = end_with_input(unpacked.as_ref().map(|s| s.path().to_path_buf()))?;
+    let program = program_of_text(&spec.program).map_err(|e| e.to_string())?;
+    let printer = Arc::new(Printer::new(&program).map_err(|e| e.to_string())?);
+    let inputs = spec.read_inputs(&program)?;
+    let reference = XlaBackend::parse(&spec.reference)?;
+    let backend = XlaBackend::parse(&spec.backend)?;
+    let started = Instant::now();
+    let recorded = Arc::new(Recorded::record(&printer, inputs, &reference)?);
+    let original = Original::borrowing(printer.graph());
+    let mut checker = XlaChecker::new(
+        backend,
+        spec.check,
+        printer.clone(),
+        recorded,
+        spec.accuracy,
+    );
+    let stages = Stages::start();
+    checker.on_stage(stages.hook());
+    serve(
+        queries,
+        &original,
+        &|g| Ok(g),
+        &mut checker,
+        &stages,
+        started.elapsed(),
+    )
+}

@@ -1,0 +1,250 @@
+//! What `graphbug minify` shares between aten graphs ([`super::minify`]) and XLA programs
+//! ([`super::xla_minify`]): its arguments, the search with `--out` and `--resume`, and the
+//! report.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use graphbug::minifier::progress::{MinifyDir, RunKey};
+use graphbug::minifier::{minify_parallel, Checker, Contains, Minified, MinifyOptions, NoSink};
+use graphbug::run::limits::parse_timeout;
+
+/// Arguments of `graphbug minify`.
+#[derive(Args)]
+pub struct MinifyArgs {
+    /// Graph text file, or an XLA program (HLO text or proto, StableHLO text or bytecode).
+    pub file: PathBuf,
+    /// Inputs (.safetensors or .npz); without it, seeded random inputs.
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Device to run on.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Backend whose failure to reproduce (with --check compile|runtime|accuracy).
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// What counts as failing: compile, runtime, accuracy (with --backend), or
+    /// contains:OP[,OP...] (the candidate calls every op listed).
+    #[arg(long)]
+    pub check: Option<String>,
+    /// A shell command run as `CMD DIR` on each candidate's repro directory; it exits
+    /// non-zero when the candidate is interesting.
+    #[arg(long, conflicts_with = "check")]
+    pub check_command: Option<String>,
+    /// Regex the failure message must match (default: similar to the original's).
+    #[arg(long)]
+    pub check_str: Option<String>,
+    /// With --check accuracy: count every output (TorchDynamo's strict_accuracy). By
+    /// default non-floating outputs are ignored, as TorchDynamo's accuracy mode does.
+    #[arg(long)]
+    pub strict_accuracy: bool,
+    /// Run the backend in a worker process, so crashes and hangs become verdicts (the
+    /// default; kept for compatibility).
+    #[arg(long, conflicts_with = "no_isolate")]
+    pub isolate: bool,
+    /// Run the backend in this process: faster queries, but a crash ends the run and
+    /// nothing bounds a hang.
+    #[arg(long, conflicts_with = "timeout")]
+    pub no_isolate: bool,
+    /// Seconds a backend run (or check command) may take before it counts as a hang.
+    /// Default: derived from the original graph's eager run (printed at the start).
+    #[arg(long, value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+    /// Directory for the original, the smallest failing graph so far, and the state.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue from the state a previous run left in --out.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+    /// Keep the reference values on disk and load them on demand.
+    #[arg(long)]
+    pub offload_to_disk: bool,
+    /// Stop after this many queries.
+    #[arg(long)]
+    pub max_queries: Option<usize>,
+    /// For a flaky bug: run the original K times, report how often it fails, and count a
+    /// candidate as failing only when it fails at least as often in K runs. Without it, an
+    /// original whose first two runs disagree is run 10 times and handled the same way.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub repeat: Option<u32>,
+    /// XLA programs: the PJRT plugin whose run of the original records the values
+    /// candidates run on and are compared with (default pjrt:cpu).
+    #[arg(long, value_name = "BACKEND")]
+    pub reference_backend: Option<String>,
+    /// End with a JSON line of counts.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub workers: super::WorkerArgs,
+}
+
+/// The search's options from the arguments, with `value_keys` (see
+/// [`MinifyOptions::value_keys`]).
+pub fn search_options(
+    args: &MinifyArgs,
+    value_keys: Option<std::collections::HashMap<graphbug::minifier::Origin, u64>>,
+) -> MinifyOptions {
+    MinifyOptions {
+        value_keys,
+        check_str: args.check_str.clone(),
+        verbose: true,
+        progress: true,
+        max_queries: args.max_queries,
+        repeat: args.repeat.map(|k| k as usize),
+        ..MinifyOptions::default()
+    }
+}
+
+/// What makes this search the one `--resume` continues: the check, the backend,
+/// `--check-str`, and `inputs` (a fingerprint of the inputs' values).
+pub fn run_key(args: &MinifyArgs, inputs: String) -> RunKey {
+    RunKey {
+        check: match (&args.check, &args.check_command) {
+            (_, Some(cmd)) => format!("command:{cmd}"),
+            (Some(check), None) => check.clone(),
+            (None, None) => String::new(),
+        },
+        backend: args.backend.clone(),
+        check_str: args.check_str.clone(),
+        inputs,
+    }
+}
+
+/// `graphbug minify` with a check that reads only the program (`contains:`): nothing runs
+/// (no worker, no inputs, no reference run), only the search.
+pub fn minify_structurally(
+    args: &MinifyArgs,
+    graph: &graphbug::ir::Graph,
+    contains: Contains,
+    started: Instant,
+    text: &dyn Fn(&Minified) -> String,
+) -> Result<ExitCode> {
+    if args.workers.worker_launcher.is_some() {
+        bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
+    }
+    let mut checkers: Vec<Box<dyn Checker + Send>> = (0..args.workers.workers()?.count())
+        .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
+        .collect();
+    let options = MinifyOptions {
+        check_str: args.check_str.clone(),
+        verbose: true,
+        progress: true,
+        max_queries: args.max_queries,
+        ..MinifyOptions::default()
+    };
+    let m = minify_parallel(graph, &mut checkers, &options, &mut NoSink).map_err(|e| anyhow!(e))?;
+    report(args, &m, started, None, checkers.len(), &text(&m));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the search on `graph` with `checkers`, keeping `dir` (`--out`) current and
+/// resuming from it with `--resume`; prints the result (`text` prints the minified
+/// candidate) and the counts.
+pub fn search(
+    args: &MinifyArgs,
+    graph: &graphbug::ir::Graph,
+    checkers: &mut [Box<dyn Checker + Send>],
+    mut options: MinifyOptions,
+    mut dir: Option<MinifyDir<'_>>,
+    started: Instant,
+    text: &dyn Fn(&Minified) -> String,
+) -> Result<ExitCode> {
+    if args.resume {
+        let out = args.out.as_ref().expect("--resume requires --out");
+        let saved = dir
+            .as_ref()
+            .expect("created with --out")
+            .saved_state()
+            .map_err(|e| anyhow!(e))?;
+        match saved {
+            Some(state) => {
+                eprintln!(
+                    "resuming from {} nodes after {} queries",
+                    state.stats.end_nodes, state.stats.queries
+                );
+                options.resume = Some(state.resume_point());
+            }
+            None => eprintln!(
+                "nothing to resume in {} (no smaller failing graph was saved yet): starting over",
+                out.display()
+            ),
+        }
+    }
+    let result = match dir.as_mut() {
+        Some(d) => minify_parallel(graph, checkers, &options, d),
+        None => minify_parallel(graph, checkers, &options, &mut NoSink),
+    };
+    let m = match result {
+        Ok(m) => m,
+        Err(e) => bail!(e),
+    };
+    if let Some(d) = dir.as_mut() {
+        d.finish(&m).map_err(|e| anyhow!(e))?;
+    }
+    report(
+        args,
+        &m,
+        started,
+        dir.as_ref().map(|d| d.minified()).as_deref(),
+        checkers.len(),
+        &text(&m),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the result of a minification: the graph, the counts, and with `--json` a line
+/// of them.
+pub fn report(
+    args: &MinifyArgs,
+    m: &graphbug::minifier::Minified,
+    started: Instant,
+    saved: Option<&std::path::Path>,
+    jobs: usize,
+    text: &str,
+) {
+    let seconds = started.elapsed().as_secs_f64();
+    print!("{text}");
+    println!(
+        "minified {} nodes to {} in {} queries ({} cache hits), {seconds:.2} s; failure: {}: {}",
+        m.stats.start_nodes,
+        m.stats.end_nodes,
+        m.stats.queries,
+        m.stats.cache_hits,
+        m.signature.kind,
+        m.signature.message
+    );
+    if let Some(r) = m.stats.reliability {
+        println!("the original fails in {r}; the result failed at least as often in as many runs");
+    }
+    if let Some(d) = saved {
+        println!("smallest failing graph: {}", d.display());
+    }
+    if jobs > 1 {
+        println!(
+            "{jobs} workers; speculation: {} queries run that the search did not need",
+            m.speculative
+        );
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "start_nodes": m.stats.start_nodes,
+                "end_nodes": m.stats.end_nodes,
+                "queries": m.stats.queries,
+                "cache_hits": m.stats.cache_hits,
+                "jobs": jobs,
+                "speculative": m.speculative,
+                "original_failures": m.stats.reliability.map(|r| r.failures),
+                "original_runs": m.stats.reliability.map(|r| r.runs),
+                "seconds": (seconds * 1000.0).round() / 1000.0,
+            })
+        );
+    }
+}

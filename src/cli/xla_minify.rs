@@ -1,0 +1,273 @@
+//! `graphbug minify` of XLA programs: the minifier of aten graphs (its search, checks,
+//! workers, `--out`/`--resume`, `--check-command`) on an HLO entry computation or a
+//! StableHLO main function, candidates compiled and run by a PJRT plugin (see
+//! [`graphbug::xla::minify`]). Nothing here needs libtorch.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use graphbug::accuracy::AccuracyMode;
+use graphbug::files::HostTensor;
+use graphbug::minifier::checker::describe_check;
+use graphbug::minifier::command::CommandChecker;
+use graphbug::minifier::isolate::IsolatedChecker;
+use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
+use graphbug::minifier::{CheckKind, Checker, Contains, Minified};
+use graphbug::run::limits::TimeLimit;
+use graphbug::run::process::own_exe;
+use graphbug::run::scratch::Scratch;
+use graphbug::xla::execute::{XlaBackend, DEFAULT_BACKEND};
+use graphbug::xla::minify::{Printer, Recorded, WorkerSpec, XlaChecker, REFERENCE_RUN};
+use graphbug::xla::program::Kind;
+
+use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
+use super::xla::{program_inputs, read};
+
+/// One checker per worker.
+type Checkers = Vec<Box<dyn Checker + Send>>;
+
+/// The inputs file of graphbug's XLA directories: safetensors, `arg0`, `arg1`...
+pub const INPUTS_FILE: &str = "inputs.safetensors";
+
+/// Writes `inputs` as `dir/inputs.safetensors`, keyed `arg0`... (what `--inputs` reads).
+pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<(), String> {
+    let named: Vec<(String, HostTensor)> = inputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (format!("arg{k}"), t.clone()))
+        .collect();
+    graphbug::files::write(&dir.join(INPUTS_FILE), &named).map_err(|e| e.to_string())
+}
+
+/// Refuses the options of `graphbug minify` that are for aten graphs.
+fn refuse_aten_options(args: &MinifyArgs) -> Result<()> {
+    let given: Vec<&str> = [
+        (args.device != "cpu", "--device (an XLA program runs on its plugin's device: choose it with --backend pjrt:<plugin>)"),
+        (args.offload_to_disk, "--offload-to-disk"),
+    ]
+    .into_iter()
+    .filter_map(|(given, name)| given.then_some(name))
+    .collect();
+    if !given.is_empty() {
+        bail!(
+            "{} is an XLA program; these options are for aten graphs: {}",
+            args.file.display(),
+            given.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The backend under test: `--backend` with `GRAPHBUG_INJECT_FAULT`'s fault, a fault on
+/// the k-th instruction of a kind pinned to that instruction (so it stays on it while
+/// others are removed), its plugin found and its fault's target present.
+fn backend_under_test(args: &MinifyArgs, graph: &graphbug::ir::Graph) -> Result<XlaBackend> {
+    let name = args
+        .backend
+        .as_deref()
+        .ok_or_else(|| anyhow!("--check {} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})", args.check.as_deref().unwrap_or("")))?;
+    let mut backend = XlaBackend::parse(name)
+        .and_then(XlaBackend::with_env_fault)
+        .map_err(|e| anyhow!(e))?;
+    if let Some(pinned) = backend.fault.as_ref().and_then(|f| f.pinned(graph)) {
+        let name = format!("fault:{pinned}+pjrt:{}", backend.plugin);
+        eprintln!("the fault is pinned to one instruction: {name}");
+        backend = XlaBackend::parse(&name).map_err(|e| anyhow!(e))?;
+    }
+    backend.plugin_path().map_err(|e| anyhow!(e))?;
+    Ok(backend)
+}
+
+/// `graphbug minify` of an XLA program of form `kind` held in `bytes`.
+pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
+    let started = Instant::now();
+    refuse_aten_options(args)?;
+    let file = args.file.display().to_string();
+    let program = read(&args.file, bytes, kind)?;
+    program.check().with_context(|| file.clone())?;
+    let printer = Arc::new(Printer::new(&program).with_context(|| file.clone())?);
+    let graph = printer.graph().clone();
+    let text = |m: &Minified| {
+        printer
+            .text(m.graph())
+            .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
+    };
+    let contains = match args
+        .check
+        .as_deref()
+        .and_then(|c| c.strip_prefix("contains:"))
+    {
+        Some(ops) => Some(Contains::parse(ops).map_err(|e| anyhow!(e))?),
+        None => None,
+    };
+    if let (Some(contains), None) = (&contains, &args.out) {
+        return minify_structurally(args, &graph, contains.clone(), started, &text);
+    }
+    let reference = XlaBackend::parse(args.reference_backend.as_deref().unwrap_or(DEFAULT_BACKEND))
+        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
+    if reference.fault.is_some() {
+        bail!(
+            "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
+        );
+    }
+    reference
+        .plugin_path()
+        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
+    let inputs = program_inputs(&program, args.inputs.as_deref(), args.seed)?;
+    let scratch = Scratch::new("minify")?;
+    write_inputs(scratch.path(), &inputs).map_err(|e| anyhow!(e))?;
+    let workers = args.workers.workers()?;
+    let accuracy = if args.strict_accuracy {
+        AccuracyMode::StrictAccuracy
+    } else {
+        AccuracyMode::Accuracy
+    };
+    // The values candidates run on, from one run of the original on the reference plugin:
+    // in this process, after a worker survived the same run where one runs.
+    let record = || -> Result<Arc<Recorded>> {
+        let took = Instant::now();
+        let r = Recorded::record(&printer, inputs.clone(), &reference)
+            .map_err(|e| anyhow!("{REFERENCE_RUN} on {}: {e}", reference.name()))?;
+        if !r.has_fp64() {
+            eprintln!("note: the program did not run in float64 on {}; wrong results are judged by allclose against the reference alone", reference.name());
+        }
+        eprintln!(
+            "{REFERENCE_RUN} on {} took {:.3} s",
+            reference.name(),
+            took.elapsed().as_secs_f64()
+        );
+        Ok(Arc::new(r))
+    };
+    let (checkers, recorded): (Checkers, Arc<Recorded>) = if let Some(cmd) = &args.check_command {
+        if workers.launcher.is_some() {
+            bail!("--worker-launcher starts workers that run a backend; with --check-command the command itself can start its work elsewhere (e.g. `srun ... my-check`)");
+        }
+        let took = Instant::now();
+        let recorded = record()?;
+        let limit = TimeLimit::new(args.timeout, took.elapsed());
+        eprintln!("{}", limit.describe());
+        let checkers = (0..workers.count())
+            .map(|k| {
+                let dir = scratch.path().join(format!("command-{k}"));
+                let (printer, recorded) = (printer.clone(), recorded.clone());
+                let write = Box::new(move |c: &graphbug::minifier::Candidate, d: &Path| {
+                    write_candidate(&printer, &recorded, c, d)
+                });
+                Box::new(CommandChecker::new(cmd, write, dir, limit)) as Box<dyn Checker + Send>
+            })
+            .collect();
+        (checkers, recorded)
+    } else if let Some(contains) = contains {
+        if workers.launcher.is_some() {
+            bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
+        }
+        let checkers = (0..workers.count())
+            .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
+            .collect();
+        (checkers, record()?)
+    } else {
+        let check = args.check.as_deref().ok_or_else(|| {
+            anyhow!("say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD")
+        })?;
+        let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
+        let backend = backend_under_test(args, &graph)?;
+        backend.validate(&program).map_err(|e| anyhow!(e))?;
+        if args.no_isolate {
+            workers.allow_in_process().map_err(|e| anyhow!(e))?;
+            let recorded = record()?;
+            let checker =
+                XlaChecker::new(backend, kind, printer.clone(), recorded.clone(), accuracy);
+            (vec![Box::new(checker) as Box<dyn Checker + Send>], recorded)
+        } else {
+            let spec = WorkerSpec::new(
+                program.text().with_context(|| file.clone())?,
+                scratch.path().join(super::xla_minify::INPUTS_FILE),
+                &backend,
+                &reference,
+                kind,
+                accuracy,
+            );
+            let spec_file = spec.write(scratch.path()).map_err(|e| anyhow!(e))?;
+            let bundle = match &workers.launcher {
+                Some(_) => Some(Arc::new(spec.bundle().map_err(|e| anyhow!(e))?)),
+                None => None,
+            };
+            let exe = own_exe().context("locating the graphbug binary")?;
+            let first = IsolatedChecker::new(
+                exe,
+                spec_file,
+                describe_check(kind, backend.name()),
+                args.timeout,
+            )
+            .with_startup_run(&format!("{REFERENCE_RUN} on {}", reference.name()));
+            let started = workers.start(first, bundle).map_err(|e| anyhow!(e))?;
+            let checkers = started
+                .into_iter()
+                .map(|c| Box::new(c) as Box<dyn Checker + Send>)
+                .collect();
+            (checkers, record()?)
+        }
+    };
+    let mut checkers = checkers;
+    let options = search_options(args, Some(recorded.value_keys(&graph)));
+    let inputs_key = fnv(recorded.inputs.iter().flat_map(|t| t.data.iter().copied()));
+    let run = run_key(args, inputs_key);
+    let dir = match &args.out {
+        Some(out) => Some(out_dir(out, &printer, bytes, &recorded, run, args.resume)?),
+        None => None,
+    };
+    search(args, &graph, &mut checkers, options, dir, started, &text)
+}
+
+/// Writes candidate `c` into `d`: the program in the input's form and its inputs.
+fn write_candidate(
+    printer: &Printer,
+    recorded: &Recorded,
+    c: &graphbug::minifier::Candidate,
+    d: &Path,
+) -> Result<(), String> {
+    let bytes = printer.file_bytes(&c.graph)?;
+    let path = d.join(printer.file_name());
+    graphbug::files::write_file_atomically(&path, &bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    write_inputs(d, &recorded.candidate_inputs(c)?)
+}
+
+/// The output directory (`--out`) of an XLA program's minification: the original as
+/// given (`bytes`) and the smallest failing program in the input's form, each with its
+/// inputs.
+fn out_dir<'a>(
+    out: &Path,
+    printer: &'a Printer,
+    bytes: &'a [u8],
+    recorded: &'a Recorded,
+    run: graphbug::minifier::progress::RunKey,
+    resume: bool,
+) -> Result<MinifyDir<'a>> {
+    let name = printer.file_name();
+    let held = |original: &Path| {
+        let held = std::fs::read(original.join(name)).ok()?;
+        Some(Some(fnv(held)))
+    };
+    let write_original = |d: &Path| {
+        let path = d.join(name);
+        graphbug::files::write_file_atomically(&path, bytes)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        write_inputs(d, &recorded.inputs)
+    };
+    let write: WriteBest<'a> =
+        Box::new(move |best, _, _, d| write_candidate(printer, recorded, best, d));
+    MinifyDir::create(
+        out,
+        fnv(bytes.iter().copied()),
+        held,
+        write_original,
+        write,
+        run,
+        resume,
+    )
+    .map_err(|e| anyhow!(e))
+}
