@@ -195,7 +195,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs` on a graphbug built
+/// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs` and
+/// `tests/xla_minify.rs` on a graphbug built
 /// without libtorch (`--no-default-features`; the test checks that nothing links it). The
 /// dependencies' artifacts are shared with the default build; the default binary is put
 /// back afterwards.
@@ -209,6 +210,8 @@ fn test_without_libtorch(root: &Path) -> Result<ExitCode> {
             "--no-default-features",
             "--test",
             "xla",
+            "--test",
+            "xla_minify",
         ])
         .current_dir(root)
         .status()

@@ -76,7 +76,12 @@ pub struct OpPattern {
 }
 
 impl OpPattern {
-    fn parse(text: &str) -> Result<OpPattern, String> {
+    /// Parses `relu`, `aten.relu`, `aten.relu.default`, `aten::relu.default`, or in XLA
+    /// programs `add`, `hlo.add`, `stablehlo.dot_general`; also `torch.ops.aten.relu.default`.
+    pub fn parse(text: &str) -> Result<OpPattern, String> {
+        if let Some(rest) = text.strip_prefix("torch.ops.") {
+            return OpPattern::parse(rest);
+        }
         let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
         let parts: Vec<&str> = match text.split_once("::") {
             Some((ns, rest)) => std::iter::once(ns).chain(rest.split('.')).collect(),

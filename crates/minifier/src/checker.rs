@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use graphbug_ir::OpName;
+use graphbug_ir::fault::OpPattern;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -226,17 +226,18 @@ pub fn similar(a: &str, b: &str) -> bool {
 /// `contains:OP[,OP…]`: a candidate "fails" when it calls every listed op.
 #[derive(Clone, Debug)]
 pub struct Contains {
-    ops: Vec<OpName>,
+    ops: Vec<OpPattern>,
 }
 
 impl Contains {
-    /// Parses `aten._softmax.default,aten.native_layer_norm.default` (also `aten::x.y`).
+    /// Parses `aten._softmax.default,aten.native_layer_norm.default` (also `aten::x.y`,
+    /// `_softmax`, and in XLA programs `hlo.dot`, `dot_general`: as fault specs name ops).
     pub fn parse(list: &str) -> Result<Contains, String> {
         let ops = list
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(OpName::parse)
+            .map(OpPattern::parse)
             .collect::<Result<Vec<_>, _>>()?;
         if ops.is_empty() {
             return Err("contains: needs at least one op, e.g. contains:aten.gelu.default".into());
@@ -247,12 +248,18 @@ impl Contains {
 
 impl Checker for Contains {
     fn describe(&self) -> String {
-        let names: Vec<String> = self.ops.iter().map(OpName::qualified).collect();
+        let names: Vec<String> = self.ops.iter().map(ToString::to_string).collect();
         format!("contains {}", names.join(", "))
     }
 
     fn check(&mut self, candidate: &Candidate) -> Verdict {
-        let present = |op: &OpName| candidate.graph.nodes.iter().any(|n| n.op() == Some(op));
+        let present = |op: &OpPattern| {
+            candidate
+                .graph
+                .nodes
+                .iter()
+                .any(|n| n.op().is_some_and(|o| op.matches(o)))
+        };
         if self.ops.iter().all(present) {
             Verdict::Fails(Signature {
                 kind: "contains".into(),
@@ -331,7 +338,30 @@ mod tests {
     fn contains_parses_op_lists() {
         assert!(Contains::parse("aten._softmax.default, aten::native_layer_norm.default").is_ok());
         assert!(Contains::parse("").is_err());
-        assert!(Contains::parse("softmax").is_err());
+        assert!(Contains::parse("a b").is_err());
+        assert!(Contains::parse("aten..relu").is_err());
+        // Ops are named as fault specs name them: bare, with a namespace, or in full.
+        let graph = graphbug_ir::parse_graph(
+            r#"
+class G(torch.nn.Module):
+    def forward(self, x: "f32[4]"):
+        relu: "f32[4]" = torch.ops.aten.relu.default(x)
+        return (relu,)
+"#,
+        )
+        .unwrap();
+        let candidate = crate::Original::borrowing(&graph).as_given();
+        for (ops, contains) in [
+            ("relu", true),
+            ("aten.relu", true),
+            ("torch.ops.aten.relu.default", true),
+            ("aten::relu.default", true),
+            ("hlo.relu", false),
+            ("relu,sin", false),
+        ] {
+            let verdict = Contains::parse(ops).unwrap().check(&candidate);
+            assert_eq!(matches!(verdict, Verdict::Fails(_)), contains, "{ops}");
+        }
     }
 }
 

@@ -1,0 +1,294 @@
+//! `graphbug minify` of XLA programs through the binary, on XLA's CPU plugin: faults of
+//! every kind minify to the faulted instruction in the input's form (HLO text, HLO proto,
+//! StableHLO), with the guarantees aten graphs have (-j byte-identical, --out/--resume,
+//! --check-command, crashes and hangs as verdicts); bad input names its culprit. These
+//! tests build and pass without libtorch
+//! (`cargo test -p graphbug --no-default-features --test xla_minify`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn hlo(name: &str) -> String {
+    s(&root().join("tests/fixtures/xla/hlo").join(name))
+}
+
+fn stablehlo(name: &str) -> String {
+    s(&root().join("tests/fixtures/xla/stablehlo").join(name))
+}
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+/// Runs the binary with scratch under `tmp`.
+fn graphbug(args: &[&str], tmp: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(args)
+        .env_remove("GRAPHBUG_INJECT_FAULT")
+        .env("TMPDIR", tmp)
+        .output()
+        .expect("graphbug runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The `--json` line's counts.
+fn counts(stdout: &str) -> serde_json::Value {
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Minifies `program` under `backend` and `check`, writing `out`; returns stdout.
+fn minify(program: &str, backend: &str, check: &str, out: &Path, extra: &[&str]) -> String {
+    let tmp = out.parent().unwrap();
+    let mut args = vec![
+        "minify",
+        program,
+        "--backend",
+        backend,
+        "--check",
+        check,
+        "--json",
+    ];
+    let out_s = s(out);
+    args.extend(["--out", &out_s]);
+    args.extend(extra);
+    let o = graphbug(&args, tmp);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{args:?}\n{stdout}\n{stderr}");
+    stdout
+}
+
+#[test]
+fn faults_minify_to_their_instruction_in_the_inputs_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            hlo("transformer.hlo"),
+            "fault:accuracy@node:dot_general.12+pjrt:cpu",
+            "accuracy",
+            "program.hlo",
+            "ROOT dot_general.12 = f32[2,2,4,4]{3,2,1,0} dot(div.17, transpose.6)",
+        ),
+        (
+            hlo("transformer.pb"),
+            "fault:runtime@node:dot_general.12+pjrt:cpu",
+            "runtime",
+            "program.hlo.pb",
+            "ROOT dot_general.12",
+        ),
+        (
+            stablehlo("mlp.mlir"),
+            "fault:compile@dot_general+pjrt:cpu",
+            "compile",
+            "program.mlir",
+            "%0 = stablehlo.dot_general %arg0, %cst",
+        ),
+    ];
+    for (k, (program, backend, check, file, says)) in cases.into_iter().enumerate() {
+        let out = tmp.path().join(format!("out{k}"));
+        let stdout = minify(&program, backend, check, &out, &[]);
+        assert!(stdout.contains(says), "{program}: {stdout}");
+        assert_eq!(counts(&stdout)["end_nodes"], 1, "{program}: {stdout}");
+        // The result is written in the input's form, with its inputs, and reproduces.
+        let minified = out.join("minified").join(file);
+        assert!(minified.is_file(), "{}", minified.display());
+        let inputs = s(&out.join("minified/inputs.safetensors"));
+        let run = graphbug(
+            &[
+                "run",
+                &s(&minified),
+                "--inputs",
+                &inputs,
+                "--backend",
+                backend,
+            ],
+            tmp.path(),
+        );
+        let (_, stderr) = text(&run);
+        assert!(!run.status.success() || check == "accuracy", "{stderr}");
+        let fine = graphbug(&["run", &s(&minified), "--inputs", &inputs], tmp.path());
+        assert!(fine.status.success(), "{:?}", text(&fine));
+        // The original is kept as given.
+        assert_eq!(
+            std::fs::read(out.join("original").join(file)).unwrap(),
+            std::fs::read(&program).unwrap()
+        );
+    }
+}
+
+#[test]
+fn jobs_and_resume_end_byte_for_byte_where_one_worker_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let program = hlo("transformer.hlo");
+    let backend = "fault:accuracy@node:dot_general.12+pjrt:cpu";
+    let one = tmp.path().join("one");
+    let first = minify(&program, backend, "accuracy", &one, &["-j", "1"]);
+    let three = tmp.path().join("three");
+    let second = minify(&program, backend, "accuracy", &three, &["-j", "3"]);
+    let resumed = tmp.path().join("resumed");
+    minify(
+        &program,
+        backend,
+        "accuracy",
+        &resumed,
+        &["--max-queries", "6"],
+    );
+    let third = minify(&program, backend, "accuracy", &resumed, &["--resume"]);
+    let program_text = |o: &str| o.split("minified ").next().unwrap().to_string();
+    assert_eq!(program_text(&first), program_text(&second));
+    assert_eq!(program_text(&first), program_text(&third));
+    assert_eq!(counts(&first)["queries"], counts(&second)["queries"]);
+    for file in [
+        "minified/program.hlo",
+        "minified/inputs.safetensors",
+        "state.json",
+    ] {
+        let read = |d: &Path| std::fs::read(d.join(file)).unwrap();
+        let (a, b, c) = (read(&one), read(&three), read(&resumed));
+        if file == "state.json" {
+            // Counts differ in time only.
+            let kept =
+                |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap()["kept"].clone();
+            assert_eq!(kept(&a), kept(&b));
+            assert_eq!(kept(&a), kept(&c));
+        } else {
+            assert!(a == b && a == c, "{file} differs");
+        }
+    }
+}
+
+#[test]
+fn crashes_and_hangs_of_the_plugin_are_verdicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let program = stablehlo("mlp.mlir");
+    for (k, (backend, kind)) in [
+        ("fault:crash@dot_general+pjrt:cpu", "runtime crash"),
+        ("fault:hang@dot_general+pjrt:cpu", "runtime timeout"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = tmp.path().join(format!("out{k}"));
+        let stdout = minify(&program, backend, "runtime", &out, &["--timeout", "2"]);
+        assert!(stdout.contains(&format!("failure: {kind}")), "{stdout}");
+        assert_eq!(counts(&stdout)["end_nodes"], 1, "{stdout}");
+    }
+    // Nothing is left in the scratch root.
+    let scratch = tmp.path().join("graphbug-scratch");
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_check_command_gets_each_candidate_in_the_inputs_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Interesting: a candidate still holding the batched dot with contracting dims {2}.
+    let cmd = r#"f() { test -f "$1/inputs.safetensors" && ! grep -q "rhs_contracting_dims={2}" "$1/program.hlo"; }; f"#;
+    let o = graphbug(
+        &[
+            "minify",
+            &hlo("transformer.hlo"),
+            "--check-command",
+            cmd,
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stdout.contains("ROOT dot_general.12"), "{stdout}");
+    assert_eq!(counts(&stdout)["end_nodes"], 1);
+    // A structural check runs nothing at all.
+    let o = graphbug(
+        &[
+            "minify",
+            &hlo("transformer.hlo"),
+            "--check",
+            "contains:hlo.dot,hlo.exponential",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(counts(&stdout)["end_nodes"], 2, "{stdout}");
+}
+
+#[test]
+fn bad_minify_input_names_the_culprit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let program = hlo("transformer.hlo");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--check", "accuracy"],
+            "--check accuracy needs --backend pjrt:<plugin>",
+        ),
+        (
+            vec!["--check", "accuracy", "--backend", "eager"],
+            "`eager` is not a backend for XLA programs",
+        ),
+        (
+            vec!["--check", "wrong", "--backend", "pjrt:cpu"],
+            "unknown check `wrong`",
+        ),
+        (
+            vec![
+                "--check",
+                "runtime",
+                "--backend",
+                "fault:runtime@node:nosuch.1+pjrt:cpu",
+            ],
+            "nosuch.1",
+        ),
+        (
+            vec!["--check", "runtime", "--backend", "pjrt:nosuch"],
+            "nosuch",
+        ),
+        (
+            vec![
+                "--check",
+                "runtime",
+                "--backend",
+                "pjrt:cpu",
+                "--device",
+                "cuda",
+            ],
+            "these options are for aten graphs: --device",
+        ),
+        (
+            vec!["--check", "runtime", "--backend", "pjrt:cpu"],
+            "does not fail",
+        ),
+        (
+            vec![
+                "--check",
+                "runtime",
+                "--backend",
+                "pjrt:cpu",
+                "--reference-backend",
+                "fault:nan@add+pjrt:cpu",
+            ],
+            "the reference runs without faults",
+        ),
+    ];
+    for (extra, says) in cases {
+        let mut args = vec!["minify", program.as_str()];
+        args.extend(extra.iter().copied());
+        let o = graphbug(&args, tmp.path());
+        let (_, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
