@@ -457,26 +457,62 @@ fn file_bytes(p: &Path) -> Vec<u8> {
 
 #[test]
 fn minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result() {
-    let tmp = tempfile::tempdir().unwrap();
-    let marker = tmp.path().display().to_string();
     let gpt4 = fixture("gpt4/forward.py").display().to_string();
     let inputs = fixture("gpt4/inputs.npz").display().to_string();
+    killed_minify_resumes(
+        &[
+            &gpt4,
+            "--inputs",
+            &inputs,
+            "--backend",
+            "fault:runtime@gelu#3",
+        ],
+        &[
+            "minified/graph.py",
+            "minified/inputs.safetensors",
+            "original/graph.py",
+        ],
+    );
+}
+
+#[test]
+fn xla_minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result() {
+    // The workers run XLA's CPU plugin; a kill -9 of graphbug ends them too.
+    let transformer = fixture("xla/hlo/transformer.hlo").display().to_string();
+    killed_minify_resumes(
+        &[
+            &transformer,
+            "--backend",
+            "fault:runtime@node:dot_general.12+pjrt:cpu",
+        ],
+        &[
+            "minified/program.hlo",
+            "minified/inputs.safetensors",
+            "original/program.hlo",
+        ],
+    );
+}
+
+/// Minifies `program` (its file and options) for a runtime failure under kill -9 at random
+/// points, with one worker and with three: no process or scratch survives a kill, and the
+/// resumed run ends with `files` byte for byte as an uninterrupted run's.
+fn killed_minify_resumes(program: &[&str], files: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().display().to_string();
     // Runs with one worker and with three: the same search, the same files.
     let args = |out: &Path, resume: bool, jobs: usize| {
-        let mut a = vec![
-            "minify".to_string(),
-            format!("-j{jobs}"),
-            gpt4.clone(),
-            "--inputs".into(),
-            inputs.clone(),
-            "--backend".into(),
-            "fault:runtime@gelu#3".into(),
-            "--check".into(),
-            "runtime".into(),
-            "--out".into(),
-            out.display().to_string(),
-            "--json".into(),
-        ];
+        let mut a = vec!["minify".to_string(), format!("-j{jobs}")];
+        a.extend(program.iter().map(|s| s.to_string()));
+        a.extend(
+            [
+                "--check",
+                "runtime",
+                "--out",
+                &out.display().to_string(),
+                "--json",
+            ]
+            .map(String::from),
+        );
         if resume {
             a.push("--resume".into());
         }
@@ -538,11 +574,7 @@ fn minify_killed_at_random_points_leaves_nothing_and_resumes_to_the_same_result(
     );
     let done = run_to_end(&out, true, 3);
     // Byte for byte where the uninterrupted run ended.
-    for file in [
-        "minified/graph.py",
-        "minified/inputs.safetensors",
-        "original/graph.py",
-    ] {
+    for file in files {
         assert!(
             file_bytes(&out.join(file)) == file_bytes(&reference.join(file)),
             "{file} differs after resuming:\n{}",
