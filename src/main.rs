@@ -81,10 +81,10 @@ enum Command {
     Bisect(Box<cli::bisect::BisectArgs>),
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
     Minify(Box<cli::search::MinifyArgs>),
-    #[cfg(feature = "torch")]
-    /// The main job: compile a graph under repro levels, write and minify a repro; or run,
-    /// minify and analyze a repro directory. Without arguments: the bundled demo.
-    Repro(Box<cli::repro::ReproArgs>),
+    /// The main job: compile a graph or an XLA program under repro levels, write and
+    /// minify a repro; or run, minify and analyze a repro directory. Without arguments:
+    /// the bundled demo.
+    Repro(Box<cli::args::ReproArgs>),
     #[cfg(feature = "torch")]
     /// Print the functional form of a graph (no mutation; mutated inputs become outputs).
     Functionalize(cli::autodiff::FunctionalizeArgs),
@@ -139,8 +139,7 @@ fn main() -> ExitCode {
         Command::Minify(args) => cli::minify_command(&args, &cli.plugin),
         #[cfg(feature = "torch")]
         Command::Bisect(args) => cli::bisect::bisect(&args, &cli.plugin),
-        #[cfg(feature = "torch")]
-        Command::Repro(args) => cli::repro::repro(&args, &cli.plugin),
+        Command::Repro(args) => cli::repro_command(&args, &cli.plugin),
         #[cfg(feature = "torch")]
         Command::Functionalize(args) => cli::autodiff::functionalize_graph(&args),
         #[cfg(feature = "torch")]

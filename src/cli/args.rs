@@ -136,3 +136,76 @@ impl WorkerArgs {
         })
     }
 }
+
+/// Arguments of `graphbug repro`.
+#[derive(Args)]
+pub struct ReproArgs {
+    /// A graph file or an XLA program (run the whole flow on it), or a repro directory (with
+    /// an action).
+    /// Without it: the bundled demo.
+    pub target: Option<PathBuf>,
+    /// For a repro directory: run, minify or analyze.
+    pub action: Option<String>,
+    /// Backend (for a graph file: required; for a repro: overrides the manifest's).
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Repro level 0-4 (default: GRAPHBUG_REPRO_LEVEL, else 4 for a graph file).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
+    pub level: Option<u8>,
+    /// Where to take the repro: `dynamo` (the graph given to the backend) or `aot` (the
+    /// forward or backward graph an AOT pipeline gives its inner compiler). Default:
+    /// GRAPHBUG_REPRO_AFTER, else dynamo.
+    #[arg(long, value_parser = ["dynamo", "aot"])]
+    pub after: Option<String>,
+    /// Inputs for a graph file (.safetensors/.npz); without it, seeded random inputs.
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// Seed of random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Record only shapes and the seed in the repro, not the real inputs.
+    #[arg(long)]
+    pub random_inputs: bool,
+    /// Device to run on.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Where a graph file's repro goes.
+    #[arg(long, default_value = "repro_out")]
+    pub out: PathBuf,
+    /// Run the backend in worker processes, so crashes and hangs become verdicts (the
+    /// default; kept for compatibility).
+    #[arg(long, conflicts_with = "no_isolate")]
+    pub isolate: bool,
+    /// Run the backend in this process: a crash ends the run and nothing bounds a hang.
+    #[arg(long, conflicts_with = "timeout")]
+    pub no_isolate: bool,
+    /// Seconds a backend run may take before it counts as a hang. Default: derived from
+    /// the graph's eager run (printed).
+    #[arg(long, value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+    /// Regex the failure message must match.
+    #[arg(long)]
+    pub check_str: Option<String>,
+    /// Minify accuracy failures counting every output (TorchDynamo's strict_accuracy);
+    /// recorded in the repro directory. By default non-floating outputs are ignored
+    /// (unless only they show the failure).
+    #[arg(long)]
+    pub strict_accuracy: bool,
+    /// For a flaky failure: `minify` runs the original K times and holds candidates to
+    /// its failure rate; `run` re-checks a recorded rate over K runs (default: as many as
+    /// it was measured over).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub repeat: Option<u32>,
+    /// For a graph file: write the repro directory and stop, without minifying.
+    #[arg(long)]
+    pub no_minify: bool,
+    /// For `minify` of a repro directory: what counts as failing, as `graphbug minify`
+    /// takes it (compile, runtime, accuracy, contains:OP[,OP...]). Default: the failure
+    /// the directory records; for one that records none (a captured graph), any failure
+    /// of the backend, wrong results included (compared with eager, as level 4 does).
+    #[arg(long)]
+    pub check: Option<String>,
+    #[command(flatten)]
+    pub workers: WorkerArgs,
+}
+

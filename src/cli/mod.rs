@@ -18,6 +18,7 @@ pub mod run;
 pub mod search;
 pub mod xla;
 pub mod xla_minify;
+pub mod xla_repro;
 
 #[cfg(feature = "torch")]
 pub use aten::*;
@@ -182,6 +183,29 @@ pub fn minify_command(
     return minify::minify_command(args, bytes, plugins);
     #[cfg(not(feature = "torch"))]
     bail!("{} is an aten graph, and this graphbug was built without libtorch (the `torch` feature): it minifies XLA programs", args.file.display())
+}
+
+/// `graphbug repro`: on an XLA program or an XLA repro directory through PJRT plugins, or
+/// on an aten graph or repro directory (with libtorch; also the demo).
+pub fn repro_command(args: &args::ReproArgs, plugins: &[std::path::PathBuf]) -> Result<ExitCode> {
+    if let Some(target) = &args.target {
+        if graphbug::xla::repro::is_repro_dir(target) {
+            return xla_repro::on_dir(target, args);
+        }
+        if target.is_file() {
+            let bytes = read_file(target)?;
+            if let Some(kind) = graphbug::xla::program::sniff(&bytes, target) {
+                return xla_repro::flow(target, &bytes, kind, args);
+            }
+        }
+    }
+    #[cfg(feature = "torch")]
+    return repro::repro(args, plugins);
+    #[cfg(not(feature = "torch"))]
+    {
+        let _ = plugins;
+        bail!("graphbug repro of aten graphs (and its demo) needs libtorch, and this graphbug was built without it (the `torch` feature): it reproduces XLA programs and their repro directories")
+    }
 }
 
 /// `graphbug backends`: with libtorch the aten backends (`--all`: the debug and testing

@@ -3,10 +3,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Args;
 use graphbug::aten::accuracy::AccuracyMode;
 use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
@@ -20,91 +19,16 @@ use graphbug::repro::actions::{
 };
 use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
-use graphbug::repro::limits::{parse_timeout, TimeLimit};
+use graphbug::repro::limits::TimeLimit;
 use graphbug::repro::manifest::ReproAfter;
 use graphbug::repro::process::{is_supervised, rerun_self};
 use graphbug::repro::scratch::Scratch;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+use super::args::ReproArgs;
 use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, rerun_bounded, worker_exe};
 use tch::Tensor;
-
-/// Arguments of `graphbug repro`.
-#[derive(Args)]
-pub struct ReproArgs {
-    /// A graph file (run the whole flow on it) or a repro directory (with an action).
-    /// Without it: the bundled demo.
-    target: Option<PathBuf>,
-    /// For a repro directory: run, minify or analyze.
-    action: Option<String>,
-    /// Backend (for a graph file: required; for a repro: overrides the manifest's).
-    #[arg(long)]
-    backend: Option<String>,
-    /// Repro level 0-4 (default: GRAPHBUG_REPRO_LEVEL, else 4 for a graph file).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
-    level: Option<u8>,
-    /// Where to take the repro: `dynamo` (the graph given to the backend) or `aot` (the
-    /// forward or backward graph an AOT pipeline gives its inner compiler). Default:
-    /// GRAPHBUG_REPRO_AFTER, else dynamo.
-    #[arg(long)]
-    after: Option<ReproAfter>,
-    /// Inputs for a graph file (.safetensors/.npz); without it, seeded random inputs.
-    #[arg(long)]
-    inputs: Option<PathBuf>,
-    /// Seed of random inputs.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Record only shapes and the seed in the repro, not the real inputs.
-    #[arg(long)]
-    random_inputs: bool,
-    /// Device to run on.
-    #[arg(long)]
-    device: Option<String>,
-    /// Where a graph file's repro goes.
-    #[arg(long, default_value = "repro_out")]
-    out: PathBuf,
-    /// Run the backend in worker processes, so crashes and hangs become verdicts (the
-    /// default; kept for compatibility).
-    #[arg(long, conflicts_with = "no_isolate")]
-    isolate: bool,
-    /// Run the backend in this process: a crash ends the run and nothing bounds a hang.
-    #[arg(long, conflicts_with = "timeout")]
-    no_isolate: bool,
-    /// Seconds a backend run may take before it counts as a hang. Default: derived from
-    /// the graph's eager run (printed).
-    #[arg(long, value_parser = parse_timeout)]
-    timeout: Option<Duration>,
-    /// Regex the failure message must match.
-    #[arg(long)]
-    check_str: Option<String>,
-    /// Minify accuracy failures counting every output (TorchDynamo's strict_accuracy);
-    /// recorded in the repro directory. By default non-floating outputs are ignored
-    /// (unless only they show the failure).
-    #[arg(long)]
-    strict_accuracy: bool,
-    /// For a flaky failure: `minify` runs the original K times and holds candidates to
-    /// its failure rate; `run` re-checks a recorded rate over K runs (default: as many as
-    /// it was measured over).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
-    repeat: Option<u32>,
-    /// For a graph file: write the repro directory and stop, without minifying.
-    #[arg(long)]
-    no_minify: bool,
-    /// For `minify` of a repro directory: what counts as failing, as `graphbug minify`
-    /// takes it (compile, runtime, accuracy, contains:OP[,OP...]). Default: the failure
-    /// the directory records; for one that records none (a captured graph), any failure
-    /// of the backend, wrong results included (compared with eager, as level 4 does).
-    #[arg(long, value_parser = parse_check)]
-    check: Option<ReproCheck>,
-    #[command(flatten)]
-    workers: super::WorkerArgs,
-}
-
-/// A `--check` value.
-fn parse_check(text: &str) -> std::result::Result<ReproCheck, String> {
-    text.parse()
-}
 
 fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
     Ok(ActionOptions {
@@ -117,7 +41,12 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
         workers: args.workers.workers()?,
         repeat: args.repeat.map(|k| k as usize),
-        check: args.check.clone(),
+        check: args
+            .check
+            .as_deref()
+            .map(str::parse::<ReproCheck>)
+            .transpose()
+            .map_err(|e| anyhow!(e))?,
     })
 }
 
@@ -197,8 +126,8 @@ fn flow(
     } else if std::env::var(graphbug::repro::compile::REPRO_LEVEL_ENV).is_err() {
         options.level = 4;
     }
-    if let Some(after) = args.after {
-        options.after = after;
+    if let Some(after) = &args.after {
+        options.after = after.parse().map_err(|e: String| anyhow!(e))?;
     }
     if options.after == ReproAfter::Aot && !training {
         bail!("repros after aot are taken of the forward and backward graphs an AOT pipeline (such as aot_eager) hands to its inner compilers; `{backend}` compiles the graph whole: use --after dynamo");

@@ -86,17 +86,34 @@ pub struct MinifyArgs {
 
 /// The search's options from the arguments, with `value_keys` (see
 /// [`MinifyOptions::value_keys`]).
-pub fn search_options(
-    args: &MinifyArgs,
-    value_keys: Option<std::collections::HashMap<graphbug::minifier::Origin, u64>>,
+pub fn search_options(args: &MinifyArgs, value_keys: Option<ValueKeys>) -> MinifyOptions {
+    search_options_with(
+        args.check_str.clone(),
+        args.repeat.map(|k| k as usize),
+        args.max_queries,
+        value_keys,
+    )
+}
+
+/// Fingerprints of the values a search's candidates read (see
+/// [`MinifyOptions::value_keys`]).
+pub type ValueKeys = std::collections::HashMap<graphbug::minifier::Origin, u64>;
+
+/// The search's options: `--check-str`, `--repeat`, `--max-queries`, and `value_keys`;
+/// verbose, with progress.
+pub fn search_options_with(
+    check_str: Option<String>,
+    repeat: Option<usize>,
+    max_queries: Option<usize>,
+    value_keys: Option<ValueKeys>,
 ) -> MinifyOptions {
     MinifyOptions {
         value_keys,
-        check_str: args.check_str.clone(),
+        check_str,
         verbose: true,
         progress: true,
-        max_queries: args.max_queries,
-        repeat: args.repeat.map(|k| k as usize),
+        max_queries,
+        repeat,
         ..MinifyOptions::default()
     }
 }

@@ -13,9 +13,9 @@ use graphbug::accuracy::AccuracyMode;
 use graphbug::files::HostTensor;
 use graphbug::minifier::checker::describe_check;
 use graphbug::minifier::command::CommandChecker;
-use graphbug::minifier::isolate::IsolatedChecker;
+use graphbug::minifier::isolate::{IsolatedChecker, Workers};
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
-use graphbug::minifier::{CheckKind, Checker, Contains, Minified};
+use graphbug::minifier::{Candidate, CheckKind, Checker, Contains, Minified};
 use graphbug::run::limits::TimeLimit;
 use graphbug::run::process::own_exe;
 use graphbug::run::scratch::Scratch;
@@ -27,7 +27,7 @@ use super::search::{minify_structurally, run_key, search, search_options, Minify
 use super::xla::{program_inputs, read};
 
 /// One checker per worker.
-type Checkers = Vec<Box<dyn Checker + Send>>;
+pub type Checkers = Vec<Box<dyn Checker + Send>>;
 
 /// The inputs file of graphbug's XLA directories: safetensors, `arg0`, `arg1`...
 pub const INPUTS_FILE: &str = "inputs.safetensors";
@@ -64,11 +64,12 @@ fn refuse_aten_options(args: &MinifyArgs) -> Result<()> {
 /// The backend under test: `--backend` with `GRAPHBUG_INJECT_FAULT`'s fault, a fault on
 /// the k-th instruction of a kind pinned to that instruction (so it stays on it while
 /// others are removed), its plugin found and its fault's target present.
-fn backend_under_test(args: &MinifyArgs, graph: &graphbug::ir::Graph) -> Result<XlaBackend> {
-    let name = args
-        .backend
-        .as_deref()
-        .ok_or_else(|| anyhow!("--check {} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})", args.check.as_deref().unwrap_or("")))?;
+pub fn backend_under_test(
+    name: Option<&str>,
+    check: &str,
+    graph: &graphbug::ir::Graph,
+) -> Result<XlaBackend> {
+    let name = name.ok_or_else(|| anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})"))?;
     let mut backend = XlaBackend::parse(name)
         .and_then(XlaBackend::with_env_fault)
         .map_err(|e| anyhow!(e))?;
@@ -79,6 +80,144 @@ fn backend_under_test(args: &MinifyArgs, graph: &graphbug::ir::Graph) -> Result<
     }
     backend.plugin_path().map_err(|e| anyhow!(e))?;
     Ok(backend)
+}
+
+/// What counts as failing in a minification of an XLA program.
+pub enum XlaCheck {
+    /// A command run on each candidate's directory (`--check-command`).
+    Command(String),
+    /// A structural check (`contains:`), with `--out`: nothing runs but the reference.
+    Contains(Contains),
+    /// A failure of this kind of the backend.
+    Backend(XlaBackend, CheckKind),
+}
+
+/// How candidates run: workers, time limit, isolation, accuracy mode.
+pub struct Runs {
+    /// The workers (`-j`, a launcher).
+    pub workers: Workers,
+    /// `--timeout`.
+    pub timeout: Option<std::time::Duration>,
+    /// `--no-isolate`: the backend runs in this process.
+    pub in_process: bool,
+    /// How wrong results are judged.
+    pub accuracy: AccuracyMode,
+}
+
+/// The checkers of `check` (one per worker) on candidates of `printer`'s program (`text`,
+/// as read) with `inputs`, and the values the reference plugin recorded for them: in this
+/// process, after a worker survived the same run where one runs.
+pub fn start_checkers(
+    check: XlaCheck,
+    runs: &Runs,
+    (printer, text): (&Arc<Printer>, String),
+    inputs: &[HostTensor],
+    reference: &XlaBackend,
+    scratch: &Scratch,
+) -> Result<(Checkers, Arc<Recorded>)> {
+    write_inputs(scratch.path(), inputs).map_err(|e| anyhow!(e))?;
+    let workers = &runs.workers;
+    let record = || -> Result<Arc<Recorded>> {
+        let took = Instant::now();
+        let r = Recorded::record(printer, inputs.to_vec(), reference)
+            .map_err(|e| anyhow!("{REFERENCE_RUN} on {}: {e}", reference.name()))?;
+        if !r.has_fp64() {
+            eprintln!("note: the program did not run in float64 on {}; wrong results are judged by allclose against the reference alone", reference.name());
+        }
+        eprintln!(
+            "{REFERENCE_RUN} on {} took {:.3} s",
+            reference.name(),
+            took.elapsed().as_secs_f64()
+        );
+        Ok(Arc::new(r))
+    };
+    if workers.launcher.is_some() && !matches!(check, XlaCheck::Backend(..)) {
+        bail!("--worker-launcher starts workers that run a backend; with --check-command the command itself can start its work elsewhere (e.g. `srun ... my-check`), and a contains: check runs no backend");
+    }
+    Ok(match check {
+        XlaCheck::Command(cmd) => {
+            let took = Instant::now();
+            let recorded = record()?;
+            let limit = TimeLimit::new(runs.timeout, took.elapsed());
+            eprintln!("{}", limit.describe());
+            let checkers = (0..workers.count())
+                .map(|k| {
+                    let dir = scratch.path().join(format!("command-{k}"));
+                    let (printer, recorded) = (printer.clone(), recorded.clone());
+                    let write = Box::new(move |c: &Candidate, d: &Path| {
+                        write_candidate(&printer, &recorded, c, d)
+                    });
+                    Box::new(CommandChecker::new(&cmd, write, dir, limit))
+                        as Box<dyn Checker + Send>
+                })
+                .collect();
+            (checkers, recorded)
+        }
+        XlaCheck::Contains(contains) => {
+            let checkers = (0..workers.count())
+                .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
+                .collect();
+            (checkers, record()?)
+        }
+        XlaCheck::Backend(backend, kind) if runs.in_process => {
+            workers.allow_in_process().map_err(|e| anyhow!(e))?;
+            let recorded = record()?;
+            let checker =
+                XlaChecker::new(backend, kind, printer.clone(), recorded.clone(), runs.accuracy);
+            (vec![Box::new(checker) as Box<dyn Checker + Send>], recorded)
+        }
+        XlaCheck::Backend(backend, kind) => {
+            let spec = WorkerSpec::new(
+                text,
+                scratch.path().join(INPUTS_FILE),
+                &backend,
+                reference,
+                kind,
+                runs.accuracy,
+            );
+            let spec_file = spec.write(scratch.path()).map_err(|e| anyhow!(e))?;
+            let bundle = match &workers.launcher {
+                Some(_) => Some(Arc::new(spec.bundle().map_err(|e| anyhow!(e))?)),
+                None => None,
+            };
+            let exe = own_exe().context("locating the graphbug binary")?;
+            let first = IsolatedChecker::new(
+                exe,
+                spec_file,
+                describe_check(kind, backend.name()),
+                runs.timeout,
+            )
+            .with_startup_run(&format!("{REFERENCE_RUN} on {}", reference.name()));
+            let started = workers.start(first, bundle).map_err(|e| anyhow!(e))?;
+            let checkers = started
+                .into_iter()
+                .map(|c| Box::new(c) as Box<dyn Checker + Send>)
+                .collect();
+            (checkers, record()?)
+        }
+    })
+}
+
+/// The reference backend: `name` (default pjrt:cpu), a plugin without a fault.
+pub fn reference_backend(name: Option<&str>) -> Result<XlaBackend> {
+    let reference = XlaBackend::parse(name.unwrap_or(DEFAULT_BACKEND))
+        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
+    if reference.fault.is_some() {
+        bail!("--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)");
+    }
+    reference
+        .plugin_path()
+        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
+    Ok(reference)
+}
+
+/// The accuracy mode `--strict-accuracy` asks for.
+pub fn accuracy_mode(strict: bool) -> AccuracyMode {
+    if strict {
+        AccuracyMode::StrictAccuracy
+    } else {
+        AccuracyMode::Accuracy
+    }
 }
 
 /// `graphbug minify` of an XLA program of form `kind` held in `bytes`.
@@ -95,126 +234,46 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
             .text(m.graph())
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
     };
-    let contains = match args
-        .check
-        .as_deref()
-        .and_then(|c| c.strip_prefix("contains:"))
-    {
+    let contains = match args.check.as_deref().and_then(|c| c.strip_prefix("contains:")) {
         Some(ops) => Some(Contains::parse(ops).map_err(|e| anyhow!(e))?),
         None => None,
     };
     if let (Some(contains), None) = (&contains, &args.out) {
         return minify_structurally(args, &graph, contains.clone(), started, &text);
     }
-    let reference = XlaBackend::parse(args.reference_backend.as_deref().unwrap_or(DEFAULT_BACKEND))
-        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
-    if reference.fault.is_some() {
-        bail!(
-            "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
-        );
-    }
-    reference
-        .plugin_path()
-        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
+    let reference = reference_backend(args.reference_backend.as_deref())?;
+    let check = match (&args.check_command, contains) {
+        (Some(cmd), _) => XlaCheck::Command(cmd.clone()),
+        (None, Some(contains)) => XlaCheck::Contains(contains),
+        (None, None) => {
+            let check = args.check.as_deref().ok_or_else(|| {
+                anyhow!("say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD")
+            })?;
+            let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
+            let backend = backend_under_test(args.backend.as_deref(), check, &graph)?;
+            backend.validate(&program).map_err(|e| anyhow!(e))?;
+            XlaCheck::Backend(backend, kind)
+        }
+    };
     let inputs = program_inputs(&program, args.inputs.as_deref(), args.seed)?;
     let scratch = Scratch::new("minify")?;
-    write_inputs(scratch.path(), &inputs).map_err(|e| anyhow!(e))?;
-    let workers = args.workers.workers()?;
-    let accuracy = if args.strict_accuracy {
-        AccuracyMode::StrictAccuracy
-    } else {
-        AccuracyMode::Accuracy
+    let runs = Runs {
+        workers: args.workers.workers()?,
+        timeout: args.timeout,
+        in_process: args.no_isolate,
+        accuracy: accuracy_mode(args.strict_accuracy),
     };
-    // The values candidates run on, from one run of the original on the reference plugin:
-    // in this process, after a worker survived the same run where one runs.
-    let record = || -> Result<Arc<Recorded>> {
-        let took = Instant::now();
-        let r = Recorded::record(&printer, inputs.clone(), &reference)
-            .map_err(|e| anyhow!("{REFERENCE_RUN} on {}: {e}", reference.name()))?;
-        if !r.has_fp64() {
-            eprintln!("note: the program did not run in float64 on {}; wrong results are judged by allclose against the reference alone", reference.name());
-        }
-        eprintln!(
-            "{REFERENCE_RUN} on {} took {:.3} s",
-            reference.name(),
-            took.elapsed().as_secs_f64()
-        );
-        Ok(Arc::new(r))
-    };
-    let (checkers, recorded): (Checkers, Arc<Recorded>) = if let Some(cmd) = &args.check_command {
-        if workers.launcher.is_some() {
-            bail!("--worker-launcher starts workers that run a backend; with --check-command the command itself can start its work elsewhere (e.g. `srun ... my-check`)");
-        }
-        let took = Instant::now();
-        let recorded = record()?;
-        let limit = TimeLimit::new(args.timeout, took.elapsed());
-        eprintln!("{}", limit.describe());
-        let checkers = (0..workers.count())
-            .map(|k| {
-                let dir = scratch.path().join(format!("command-{k}"));
-                let (printer, recorded) = (printer.clone(), recorded.clone());
-                let write = Box::new(move |c: &graphbug::minifier::Candidate, d: &Path| {
-                    write_candidate(&printer, &recorded, c, d)
-                });
-                Box::new(CommandChecker::new(cmd, write, dir, limit)) as Box<dyn Checker + Send>
-            })
-            .collect();
-        (checkers, recorded)
-    } else if let Some(contains) = contains {
-        if workers.launcher.is_some() {
-            bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
-        }
-        let checkers = (0..workers.count())
-            .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-            .collect();
-        (checkers, record()?)
-    } else {
-        let check = args.check.as_deref().ok_or_else(|| {
-            anyhow!("say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD")
-        })?;
-        let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
-        let backend = backend_under_test(args, &graph)?;
-        backend.validate(&program).map_err(|e| anyhow!(e))?;
-        if args.no_isolate {
-            workers.allow_in_process().map_err(|e| anyhow!(e))?;
-            let recorded = record()?;
-            let checker =
-                XlaChecker::new(backend, kind, printer.clone(), recorded.clone(), accuracy);
-            (vec![Box::new(checker) as Box<dyn Checker + Send>], recorded)
-        } else {
-            let spec = WorkerSpec::new(
-                program.text().with_context(|| file.clone())?,
-                scratch.path().join(super::xla_minify::INPUTS_FILE),
-                &backend,
-                &reference,
-                kind,
-                accuracy,
-            );
-            let spec_file = spec.write(scratch.path()).map_err(|e| anyhow!(e))?;
-            let bundle = match &workers.launcher {
-                Some(_) => Some(Arc::new(spec.bundle().map_err(|e| anyhow!(e))?)),
-                None => None,
-            };
-            let exe = own_exe().context("locating the graphbug binary")?;
-            let first = IsolatedChecker::new(
-                exe,
-                spec_file,
-                describe_check(kind, backend.name()),
-                args.timeout,
-            )
-            .with_startup_run(&format!("{REFERENCE_RUN} on {}", reference.name()));
-            let started = workers.start(first, bundle).map_err(|e| anyhow!(e))?;
-            let checkers = started
-                .into_iter()
-                .map(|c| Box::new(c) as Box<dyn Checker + Send>)
-                .collect();
-            (checkers, record()?)
-        }
-    };
-    let mut checkers = checkers;
+    let program_text = program.text().with_context(|| file.clone())?;
+    let (mut checkers, recorded) = start_checkers(
+        check,
+        &runs,
+        (&printer, program_text),
+        &inputs,
+        &reference,
+        &scratch,
+    )?;
     let options = search_options(args, Some(recorded.value_keys(&graph)));
-    let inputs_key = fnv(recorded.inputs.iter().flat_map(|t| t.data.iter().copied()));
-    let run = run_key(args, inputs_key);
+    let run = run_key(args, inputs_key(&recorded));
     let dir = match &args.out {
         Some(out) => Some(out_dir(out, &printer, bytes, &recorded, run, args.resume)?),
         None => None,
@@ -222,11 +281,16 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     search(args, &graph, &mut checkers, options, dir, started, &text)
 }
 
+/// A fingerprint of the inputs' values, for `--resume` to tell searches apart.
+pub fn inputs_key(recorded: &Recorded) -> String {
+    fnv(recorded.inputs.iter().flat_map(|t| t.data.iter().copied()))
+}
+
 /// Writes candidate `c` into `d`: the program in the input's form and its inputs.
-fn write_candidate(
+pub fn write_candidate(
     printer: &Printer,
     recorded: &Recorded,
-    c: &graphbug::minifier::Candidate,
+    c: &Candidate,
     d: &Path,
 ) -> Result<(), String> {
     let bytes = printer.file_bytes(&c.graph)?;

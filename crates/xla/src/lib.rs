@@ -7,5 +7,6 @@ pub mod execute;
 pub mod hlo;
 pub mod minify;
 pub mod program;
+pub mod repro;
 pub mod rewrite;
 pub mod stablehlo;

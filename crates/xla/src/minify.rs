@@ -245,6 +245,13 @@ impl Recorded {
             .collect()
     }
 
+    /// The recorded values of the original's outputs (the reference run's outputs).
+    pub fn outputs(&self, graph: &Graph) -> Result<Vec<HostTensor>, String> {
+        let all = Original::borrowing(graph).as_given();
+        let (values, _) = self.of(graph, &all, graph.outputs())?;
+        Ok(values.into_iter().flatten().collect())
+    }
+
     /// Whether float64 values were recorded.
     pub fn has_fp64(&self) -> bool {
         self.fp64.is_some()
@@ -605,4 +612,68 @@ pub fn worker_main(text: &str, bundled: bool) -> Result<(), String> {
         &stages,
         started.elapsed(),
     )
+}
+
+/// Where a wrong result of the whole program starts (`graphbug repro DIR analyze`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Analysis {
+    /// Arrays compared.
+    pub checked: usize,
+    /// The first instruction (in the program's order) whose value diverges, with what
+    /// its comparison said.
+    pub first: Option<(String, String)>,
+    /// The instructions where the divergence that reaches the outputs starts.
+    pub culprits: Vec<String>,
+    /// How many diverge.
+    pub diverging: usize,
+}
+
+/// Runs the whole program on `backend` with every array as an output and judges each
+/// against the reference's value and float64 (TorchDynamo's `same()` rules, `accuracy`):
+/// the first instruction that diverges, and the culprits (see [`culprits`]).
+pub fn analyze(
+    printer: &Printer,
+    recorded: &Recorded,
+    backend: &XlaBackend,
+    accuracy: AccuracyMode,
+) -> Result<Analysis, String> {
+    let g = printer.graph();
+    let all = Original::borrowing(g).as_given();
+    let (wide, extras) = widen(g);
+    let extra_values: Vec<Value> = extras
+        .iter()
+        .map(|&i| Value::Node(graphbug_ir::NodeId(i as u32)))
+        .collect();
+    let (reference, fp64) = recorded.of(g, &all, &extra_values)?;
+    let program = printer.program(&wide)?;
+    let got = backend
+        .compile(&program)
+        .and_then(|c| c.execute(&recorded.inputs))
+        .map_err(|f| format!("the backend fails before anything can be compared: {f}"))?;
+    let n = g.outputs().len();
+    let same_options = accuracy.options();
+    let mut diverging = vec![false; g.nodes.len()];
+    let mut first = None;
+    for (k, &node) in extras.iter().enumerate() {
+        let (Some(res), Some(Some(r))) = (got.get(n + k), reference.get(k)) else {
+            continue;
+        };
+        let f = fp64.as_ref().map(|f| vec![f[k].clone()]);
+        let report = same(&[Some(r.clone())], &[Some(res.clone())], f.as_deref(), &same_options);
+        if !report.passed() {
+            diverging[node] = true;
+            first.get_or_insert_with(|| {
+                (
+                    g.nodes[node].name.to_string(),
+                    report.to_string().trim().to_string(),
+                )
+            });
+        }
+    }
+    Ok(Analysis {
+        checked: extras.len(),
+        diverging: diverging.iter().filter(|d| **d).count(),
+        first,
+        culprits: culprits(g, diverging),
+    })
 }
