@@ -754,6 +754,26 @@ impl Session<'_> {
         s[..hi].to_vec()
     }
 
+    /// The node where the shortest failing prefix ends, alone (everything it reads an
+    /// input of recorded value): where a fault in one node is after truncation, as XLA's
+    /// `hlo_bisect` finds it by making every other value a constant. One query.
+    fn truncation_point_alone(&mut self, s: Vec<u32>) -> Vec<u32> {
+        let Some(&last) = s.last() else {
+            return s;
+        };
+        let alone = self.original.normalize(&[last]);
+        if alone.len() >= s.len() || self.out_of_queries() {
+            return s;
+        }
+        let ok = self.test(&alone);
+        self.attempt("Truncation point alone", &s, &alone, ok);
+        if ok {
+            alone
+        } else {
+            s
+        }
+    }
+
     /// Removes outputs and the code only they need, in halving groups.
     fn remove_outputs(&mut self, mut s: Vec<u32>) -> Vec<u32> {
         let mut g = self.original.sinks(&s).len() / 2;
@@ -948,7 +968,8 @@ fn ddmin_try(s: &[u32], n: usize, from: usize) -> Option<(usize, Vec<u32>, usize
 /// graph does.
 ///
 /// The original is checked first (and once more, to catch a flaky checker). Strategies
-/// then loop until nothing shrinks: eliminate dead code, truncate suffix, remove outputs,
+/// then loop until nothing shrinks: eliminate dead code, truncate suffix, the truncation
+/// point alone, remove outputs,
 /// consolidate inputs (with value fingerprints), delta debugging; a final pass makes the
 /// result 1-minimal. Unused inputs never arise: a candidate's inputs are exactly what its
 /// nodes read. No candidate is queried twice.
@@ -1344,6 +1365,7 @@ impl<'o, 'g> Start<'o, 'g> {
             let before = (s.clone(), session.retained.clone());
             s = session.eliminate_dead_code(s);
             s = session.truncate_suffix(s);
+            s = session.truncation_point_alone(s);
             s = session.remove_outputs(s);
             s = session.consolidate_inputs(s);
             s = session.delta_debugging(s);
