@@ -1,11 +1,25 @@
-"""Capture the graphs torch.compile hands a backend, as graphbug repro directories.
+"""Capture programs as graphbug repro directories.
 
-``torch.compile(model, backend="graphbug_capture", options={"out": DIR, "inner": "inductor"})``
-writes every graph it receives (with its real inputs) under ``DIR``, then compiles it with
-the inner backend. ``python -m graphbug_capture --out DIR script.py ARGS`` does the same for
-an unmodified script. Then ``graphbug repro DIR/<graph> minify --backend ...``.
+PyTorch: ``torch.compile(model, backend="graphbug_capture", options={"out": DIR, "inner":
+"inductor"})`` writes every graph it receives (with its real inputs) under ``DIR``, then
+compiles it with the inner backend. ``python -m graphbug_capture --out DIR script.py ARGS``
+does the same for an unmodified script. Then ``graphbug repro DIR/<graph> minify --backend ...``.
+
+JAX: ``graphbug_capture.jax.dump(f, *args, out=DIR)`` writes the program ``jax.jit(f)`` lowers
+to and the arguments of one call as an XLA repro directory (see ``graphbug_capture.jax``).
+
+``graphbug_capture.graphbug_capture`` (the torch.compile backend) is imported on first use,
+so that the JAX side works without PyTorch installed.
 """
 
-from .backend import graphbug_capture  # noqa: F401
-
 __all__ = ["graphbug_capture"]
+
+
+def __getattr__(name):
+    """Imports the torch.compile backend on first use (it needs PyTorch)."""
+    if name == "graphbug_capture":
+        from .backend import graphbug_capture
+
+        globals()["graphbug_capture"] = graphbug_capture
+        return graphbug_capture
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

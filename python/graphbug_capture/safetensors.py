@@ -53,3 +53,34 @@ def _bytes(flat_u8):
         return flat_u8.numpy().tobytes()
     except (ImportError, RuntimeError):
         return bytes(flat_u8.tolist())
+
+
+#: numpy dtype names the numpy writer stores (bfloat16 is ml_dtypes', which jax ships).
+_NUMPY_DTYPES = dict(_DTYPES)
+
+
+def save_numpy(path, named):
+    """Writes [(name, numpy array)] to `path` with numpy alone (no torch): keys sorted, dense
+    little-endian data, bfloat16 as BF16. Refuses dtypes safetensors cannot hold."""
+    import numpy as np
+
+    header, blobs, offset = {}, [], 0
+    for name, array in sorted(named, key=lambda kv: kv[0]):
+        array = np.asarray(array)
+        kind = _NUMPY_DTYPES.get(array.dtype.name)
+        if kind is None:
+            raise ValueError(f"array `{name}` ({array.dtype}) cannot be written as safetensors")
+        if array.dtype.byteorder == ">":
+            array = array.astype(array.dtype.newbyteorder("<"))
+        data = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": kind, "shape": [int(d) for d in array.shape],
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)))
+        fh.write(text)
+        for blob in blobs:
+            fh.write(blob)

@@ -208,4 +208,3 @@ pub struct ReproArgs {
     #[command(flatten)]
     pub workers: WorkerArgs,
 }
-

@@ -3,7 +3,7 @@
 //! StableHLO main function, candidates compiled and run by a PJRT plugin (see
 //! [`graphbug::xla::minify`]). Nothing here needs libtorch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -73,10 +73,9 @@ pub fn backend_under_test(
     let mut backend = XlaBackend::parse(name)
         .and_then(XlaBackend::with_env_fault)
         .map_err(|e| anyhow!(e))?;
-    if let Some(pinned) = backend.fault.as_ref().and_then(|f| f.pinned(graph)) {
-        let name = format!("fault:{pinned}+pjrt:{}", backend.plugin);
-        eprintln!("the fault is pinned to one instruction: {name}");
-        backend = XlaBackend::parse(&name).map_err(|e| anyhow!(e))?;
+    if let Some(pinned) = backend.pinned(graph) {
+        eprintln!("the fault is pinned to one instruction: {}", pinned.name());
+        backend = pinned;
     }
     backend.plugin_path().map_err(|e| anyhow!(e))?;
     Ok(backend)
@@ -117,11 +116,13 @@ pub fn start_checkers(
 ) -> Result<(Checkers, Arc<Recorded>)> {
     write_inputs(scratch.path(), inputs).map_err(|e| anyhow!(e))?;
     let workers = &runs.workers;
+    // Float64 values only where this process judges wrong results itself.
+    let fp64 = matches!(check, XlaCheck::Backend(_, CheckKind::Accuracy)) && runs.in_process;
     let record = || -> Result<Arc<Recorded>> {
         let took = Instant::now();
-        let r = Recorded::record(printer, inputs.to_vec(), reference)
+        let r = Recorded::record(printer, inputs.to_vec(), reference, fp64)
             .map_err(|e| anyhow!("{REFERENCE_RUN} on {}: {e}", reference.name()))?;
-        if !r.has_fp64() {
+        if fp64 && !r.has_fp64() {
             eprintln!("note: the program did not run in float64 on {}; wrong results are judged by allclose against the reference alone", reference.name());
         }
         eprintln!(
@@ -162,12 +163,17 @@ pub fn start_checkers(
         XlaCheck::Backend(backend, kind) if runs.in_process => {
             workers.allow_in_process().map_err(|e| anyhow!(e))?;
             let recorded = record()?;
-            let checker =
-                XlaChecker::new(backend, kind, printer.clone(), recorded.clone(), runs.accuracy);
+            let checker = XlaChecker::new(
+                backend,
+                kind,
+                printer.clone(),
+                recorded.clone(),
+                runs.accuracy,
+            );
             (vec![Box::new(checker) as Box<dyn Checker + Send>], recorded)
         }
         XlaCheck::Backend(backend, kind) => {
-            let spec = WorkerSpec::new(
+            let mut spec = WorkerSpec::new(
                 text,
                 scratch.path().join(INPUTS_FILE),
                 &backend,
@@ -175,25 +181,70 @@ pub fn start_checkers(
                 kind,
                 runs.accuracy,
             );
-            let spec_file = spec.write(scratch.path()).map_err(|e| anyhow!(e))?;
-            let bundle = match &workers.launcher {
-                Some(_) => Some(Arc::new(spec.bundle().map_err(|e| anyhow!(e))?)),
-                None => None,
-            };
             let exe = own_exe().context("locating the graphbug binary")?;
-            let first = IsolatedChecker::new(
-                exe,
-                spec_file,
-                describe_check(kind, backend.name()),
-                runs.timeout,
-            )
-            .with_startup_run(&format!("{REFERENCE_RUN} on {}", reference.name()));
-            let started = workers.start(first, bundle).map_err(|e| anyhow!(e))?;
-            let checkers = started
-                .into_iter()
-                .map(|c| Box::new(c) as Box<dyn Checker + Send>)
-                .collect();
-            (checkers, record()?)
+            let checker = |spec_file: PathBuf| {
+                IsolatedChecker::new(
+                    exe.clone(),
+                    spec_file,
+                    describe_check(kind, backend.name()),
+                    runs.timeout,
+                )
+                .with_startup_run(&format!("{REFERENCE_RUN} on {}", reference.name()))
+            };
+            let boxed = |started: Vec<IsolatedChecker>| -> Checkers {
+                started
+                    .into_iter()
+                    .map(|c| Box::new(c) as Box<dyn Checker + Send>)
+                    .collect()
+            };
+            if workers.launcher.is_some() {
+                // Workers elsewhere each record the values (they may share no files).
+                let spec_file = spec
+                    .write(scratch.path(), "xla-worker.json")
+                    .map_err(|e| anyhow!(e))?;
+                let bundle = Arc::new(spec.bundle().map_err(|e| anyhow!(e))?);
+                let started = workers
+                    .start(checker(spec_file), Some(bundle))
+                    .map_err(|e| anyhow!(e))?;
+                return Ok((boxed(started), record()?));
+            }
+            // The first worker's reference run records the values once: this process and
+            // the other workers read them from its file.
+            let values = scratch.path().join("values.safetensors");
+            spec.save_values = Some(values.clone());
+            let first_spec = spec
+                .write(scratch.path(), "xla-worker.json")
+                .map_err(|e| anyhow!(e))?;
+            let one = Workers {
+                jobs: 1,
+                ..workers.clone()
+            };
+            let mut started = one
+                .start(checker(first_spec), None)
+                .map_err(|e| anyhow!(e))?;
+            let recorded = match Recorded::load(printer.graph(), inputs.to_vec(), &values) {
+                Ok(r) => Arc::new(r),
+                Err(_) => record()?,
+            };
+            if workers.count() > 1 {
+                spec.save_values = None;
+                spec.values = values.exists().then_some(values);
+                let rest_spec = spec
+                    .write(scratch.path(), "xla-worker-rest.json")
+                    .map_err(|e| anyhow!(e))?;
+                // They join the search as they become ready.
+                let startup = workers
+                    .startup
+                    .unwrap_or(graphbug::minifier::isolate::DEFAULT_WORKER_STARTUP);
+                started = vec![started.remove(0).with_startup(startup, 1)];
+                for k in 2..=workers.count() {
+                    let mut c = checker(rest_spec.clone()).with_startup(startup, k);
+                    // One that cannot be launched is reported when the search asks it.
+                    let _ = c.launch_now();
+                    started.push(c);
+                }
+            }
+            (boxed(started), recorded)
         }
     })
 }
@@ -203,7 +254,9 @@ pub fn reference_backend(name: Option<&str>) -> Result<XlaBackend> {
     let reference = XlaBackend::parse(name.unwrap_or(DEFAULT_BACKEND))
         .map_err(|e| anyhow!("--reference-backend: {e}"))?;
     if reference.fault.is_some() {
-        bail!("--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)");
+        bail!(
+            "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
+        );
     }
     reference
         .plugin_path()
@@ -234,7 +287,11 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
             .text(m.graph())
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
     };
-    let contains = match args.check.as_deref().and_then(|c| c.strip_prefix("contains:")) {
+    let contains = match args
+        .check
+        .as_deref()
+        .and_then(|c| c.strip_prefix("contains:"))
+    {
         Some(ops) => Some(Contains::parse(ops).map_err(|e| anyhow!(e))?),
         None => None,
     };

@@ -12,8 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use graphbug::files::HostTensor;
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
 use graphbug::minifier::{
-    minify_parallel, BugIdentity, CheckKind, Contains, Minified, Original, Signature,
-    Verdict,
+    minify_parallel, BugIdentity, CheckKind, Contains, Minified, Original, Signature, Verdict,
 };
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::XlaBackend;
@@ -25,8 +24,7 @@ use super::args::{Bound, ReproArgs};
 use super::search::search_options_with;
 use super::xla::{program_inputs, read};
 use super::xla_minify::{
-    accuracy_mode, backend_under_test, reference_backend, start_checkers, Runs,
-    XlaCheck,
+    accuracy_mode, backend_under_test, reference_backend, start_checkers, Runs, XlaCheck,
 };
 
 /// The environment variable that sets the repro level, as TorchDynamo's.
@@ -154,7 +152,8 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
         loaded.printer.graph().num_call_function_nodes(),
         backend.name()
     );
-    let (verdict, recorded) = check_once(&loaded, &backend, kind_checked, (&inputs, &reference), args)?;
+    let (verdict, recorded) =
+        check_once(&loaded, &backend, kind_checked, (&inputs, &reference), args)?;
     let sig = match verdict {
         Verdict::Passes => {
             println!(
@@ -225,7 +224,10 @@ fn case_backend(case: &XlaCase, args: &ReproArgs, printer: &Printer) -> Result<X
 pub fn on_dir(dir: &Path, args: &ReproArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let action = args.action.as_deref().ok_or_else(|| {
-        anyhow!("say what to do with {}: run, minify or analyze", dir.display())
+        anyhow!(
+            "say what to do with {}: run, minify or analyze",
+            dir.display()
+        )
     })?;
     let what = dir.display().to_string();
     refuse_aten_options(args, &what)?;
@@ -253,7 +255,11 @@ fn run_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
     let recorded = case.manifest.failure.clone();
     match (verdict, recorded) {
         (Verdict::Passes, _) => {
-            println!("no failure: `{}` ran {what} as {} does", backend.name(), reference.name());
+            println!(
+                "no failure: `{}` ran {what} as {} does",
+                backend.name(),
+                reference.name()
+            );
             Ok(ExitCode::SUCCESS)
         }
         (Verdict::Unresolved(e), _) => bail!("{what} could not be judged: {e}"),
@@ -335,7 +341,15 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
             check: manifest.check.or(Some(check_of(signature))),
             ..manifest.clone()
         };
-        fill_dir(d, &m, (&bytes, &program), &backend, &inputs, outputs.as_deref(), &link)
+        fill_dir(
+            d,
+            &m,
+            (&bytes, &program),
+            &backend,
+            &inputs,
+            outputs.as_deref(),
+            &link,
+        )
     });
     let mut sink = MinifyDir::in_place(&case.dir, fnv(case.bytes.iter().copied()), write);
     let m = minify_parallel(graph, &mut checkers, &options, &mut sink).map_err(|e| anyhow!(e))?;
@@ -389,10 +403,13 @@ fn analyze_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
     let loaded = load(case.program.clone(), &what)?;
     let backend = case_backend(case, args, &loaded.printer)?;
     let reference = reference_backend(Some(&case.manifest.reference_backend))?;
-    let recorded = Recorded::record(&loaded.printer, case.inputs.clone(), &reference)
+    let recorded = Recorded::record(&loaded.printer, case.inputs.clone(), &reference, true)
         .map_err(|e| anyhow!("the reference run on {}: {e}", reference.name()))?;
     if !recorded.has_fp64() {
-        println!("note: the program did not run in float64 on {}: values are judged against it alone", reference.name());
+        println!(
+            "note: the program did not run in float64 on {}: values are judged against it alone",
+            reference.name()
+        );
     }
     let a = analyze(&loaded.printer, &recorded, &backend, case.manifest.accuracy)
         .map_err(|e| anyhow!(e))?;
@@ -417,7 +434,8 @@ fn analyze_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
                     t.lines()
                         .find(|l| {
                             let l = l.trim_start().trim_start_matches("ROOT ");
-                            l.starts_with(&format!("{name} ")) || l.starts_with(&format!("%{name} "))
+                            l.starts_with(&format!("{name} "))
+                                || l.starts_with(&format!("%{name} "))
                         })
                         .map(|l| l.trim().to_string())
                 });

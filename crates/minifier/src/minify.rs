@@ -443,11 +443,27 @@ impl Session<'_> {
             Truncation::Halving(lo, hi) => match truncate_step(s, (*lo, *hi)) {
                 Some(step) => Some(step.map(|(lo, hi)| Truncation::Halving(lo, hi))),
                 None => {
-                    let prefix = (self.original.normalize(&s[..*hi]), 2, 0);
-                    self.ddmin_step(&prefix, least)
-                        .map(|step| step.map(Truncation::Ddmin))
+                    let alone = s[..*hi]
+                        .last()
+                        .map(|&last| self.original.normalize(&[last]))
+                        .filter(|a| a.len() < *hi);
+                    match alone {
+                        Some(kept) => Some(Step {
+                            kind: (5, 0, 0),
+                            kept,
+                            yes: Truncation::Over,
+                            no: Truncation::Prefix(*hi),
+                        }),
+                        None => self.truncation_step(s, &Truncation::Prefix(*hi)),
+                    }
                 }
             },
+            Truncation::Prefix(hi) => {
+                let prefix = (self.original.normalize(&s[..*hi]), 2, 0);
+                self.ddmin_step(&prefix, least)
+                    .map(|step| step.map(Truncation::Ddmin))
+            }
+            Truncation::Over => None,
             Truncation::Ddmin(st) => self
                 .ddmin_step(st, least)
                 .map(|step| step.map(Truncation::Ddmin)),
@@ -765,6 +781,10 @@ impl Session<'_> {
         if alone.len() >= s.len() || self.out_of_queries() {
             return s;
         }
+        self.speculate(
+            || Truncation::Halving(s.len() - 1, s.len()),
+            |st| self.truncation_step(&s, st),
+        );
         let ok = self.test(&alone);
         self.attempt("Truncation point alone", &s, &alone, ok);
         if ok {
@@ -883,10 +903,13 @@ fn truncate_step(s: &[u32], (lo, hi): (usize, usize)) -> Option<Step<(usize, usi
 }
 
 /// Where suffix truncation stands, for [`Session::speculate`]: the prefix lengths still
-/// possible (`lo` does not fail, `hi` fails), then delta debugging of the prefix found.
+/// possible (`lo` does not fail, `hi` fails), then the truncation point alone, then (when
+/// that passes) delta debugging of the prefix found.
 enum Truncation {
     Halving(usize, usize),
+    Prefix(usize),
     Ddmin((Vec<u32>, usize, usize)),
+    Over,
 }
 
 /// Where the opening of a search stands, for [`Session::speculate`]: the preprocessing

@@ -38,12 +38,26 @@ pub struct XlaBackend {
     pub fault: Option<FaultSpec>,
     /// How the user wrote the fault, for messages (`fault:...` or the environment's).
     source: String,
+    /// `slow:<ms>+...`: how long each compile waits first (an expensive compiler, for
+    /// testing tools).
+    pub delay: Option<std::time::Duration>,
 }
 
 impl XlaBackend {
-    /// Parses a backend name: `pjrt:<plugin>` or `fault:<spec>[+pjrt:<plugin>]` (the
-    /// inner backend defaults to [`DEFAULT_BACKEND`]).
+    /// Parses a backend name: `pjrt:<plugin>`, `fault:<spec>[+<inner>]` or
+    /// `slow:<ms>[+<inner>]` (a compiler that takes `ms` longer, for testing tools); the
+    /// inner backend defaults to [`DEFAULT_BACKEND`].
     pub fn parse(name: &str) -> Result<XlaBackend, String> {
+        if let Some(rest) = name.strip_prefix("slow:") {
+            let (ms, inner) = rest.split_once('+').unwrap_or((rest, DEFAULT_BACKEND));
+            let ms: u64 = ms.parse().map_err(|_| {
+                format!("`{name}`: slow:<ms>+<backend> takes the milliseconds a compile waits, e.g. slow:1000+{DEFAULT_BACKEND}")
+            })?;
+            let mut inner = XlaBackend::parse(inner).map_err(|e| format!("inner backend: {e}"))?;
+            inner.name = format!("slow:{ms}+{}", inner.name);
+            inner.delay = Some(std::time::Duration::from_millis(ms));
+            return Ok(inner);
+        }
         if let Some(rest) = name.strip_prefix("fault:") {
             let (spec_text, inner) = rest.split_once('+').unwrap_or((rest, DEFAULT_BACKEND));
             let spec = FaultSpec::parse(spec_text)?;
@@ -53,7 +67,7 @@ impl XlaBackend {
                     "`{name}`: one fault per backend (the inner backend has one too)"
                 ));
             }
-            return XlaBackend::plain(&inner.plugin).with_fault(spec, format!("fault:{spec_text}"));
+            return inner.with_fault(spec, format!("fault:{spec_text}"));
         }
         let plugin = name.strip_prefix("pjrt:").ok_or_else(|| {
             format!(
@@ -76,6 +90,7 @@ impl XlaBackend {
             plugin: plugin.to_string(),
             fault: None,
             source: String::new(),
+            delay: None,
         }
     }
 
@@ -115,6 +130,20 @@ impl XlaBackend {
         }
     }
 
+    /// The backend with its fault pinned to the node its `<op>#<k>` names in `graph` (so it
+    /// stays on that node while the minifier removes others); `None` when the fault names
+    /// no node by position.
+    pub fn pinned(&self, graph: &Graph) -> Option<XlaBackend> {
+        let spec = self.fault.as_ref()?;
+        let pinned = spec.pinned(graph)?;
+        let mut b = self.clone();
+        b.name = self
+            .name
+            .replacen(&spec.to_string(), &pinned.to_string(), 1);
+        b.fault = Some(pinned);
+        Some(b)
+    }
+
     /// The backend's name, e.g. `pjrt:cpu` or `fault:nan@add+pjrt:cpu`.
     pub fn name(&self) -> &str {
         &self.name
@@ -145,6 +174,9 @@ impl XlaBackend {
     /// plugin that cannot load is a compile failure that names it.
     pub fn compile(&self, program: &Program) -> Result<Compiled, Failure> {
         report_stage("compile");
+        if let Some(d) = self.delay {
+            std::thread::sleep(d);
+        }
         let failure =
             |message: String| Failure::new(&self.name, Stage::Compile, Symptom::Error, message);
         let mut program = std::borrow::Cow::Borrowed(program);

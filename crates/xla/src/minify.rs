@@ -142,12 +142,14 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    /// Records the values of `printer`'s program on `inputs`, run on `reference` (and in
-    /// float64 there). The program is run once with every array it computes as an output.
+    /// Records the values of `printer`'s program on `inputs`, run on `reference` (and, with
+    /// `fp64`, in float64 there: what judging wrong results needs). The program is run once
+    /// with every array it computes as an output.
     pub fn record(
         printer: &Printer,
         inputs: Vec<HostTensor>,
         reference: &XlaBackend,
+        fp64: bool,
     ) -> Result<Recorded, String> {
         let graph = printer.graph();
         let arrays: Vec<u32> = graph
@@ -201,9 +203,8 @@ impl Recorded {
             // Float64 values judge whether a result is further from the truth than the
             // reference's: without them accuracy falls back to allclose.
             let fp64_inputs: Vec<HostTensor> = inputs.iter().map(to_fp64).collect();
-            recorded.fp64 = program
-                .raise_to_f64()
-                .map_err(|e| e.to_string())
+            let raised = || program.raise_to_f64().map_err(|e| e.to_string());
+            recorded.fp64 = (if fp64 { raised() } else { Err(String::new()) })
                 .and_then(|p| run(&p, &fp64_inputs))
                 .ok()
                 .filter(|o| o.len() == arrays.len())
@@ -220,6 +221,51 @@ impl Recorded {
         }
         recorded.inputs = inputs;
         Ok(recorded)
+    }
+
+    /// Saves the recorded values (not the inputs) to a safetensors file: `v<id>` and, in
+    /// float64, `f<id>`.
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let mut named: Vec<(String, HostTensor)> = self
+            .values
+            .iter()
+            .map(|(id, t)| (format!("v{id}"), t.clone()))
+            .collect();
+        if let Some(fp64) = &self.fp64 {
+            named.extend(fp64.iter().map(|(id, t)| (format!("f{id}"), t.clone())));
+        }
+        let tmp = path.with_extension("partial.safetensors");
+        graphbug_files::write(&tmp, &named).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The values [`Recorded::save`] saved for `graph`'s program, with its `inputs`.
+    pub fn load(graph: &Graph, inputs: Vec<HostTensor>, path: &Path) -> Result<Recorded, String> {
+        let named = graphbug_files::read(path).map_err(|e| e.to_string())?;
+        let mut values = HashMap::new();
+        let mut fp64 = HashMap::new();
+        for (name, t) in named {
+            let bad = || format!("{}: `{name}` is no recorded value", path.display());
+            let (kind, id) = name.split_at(1);
+            let id: u32 = id.parse().map_err(|_| bad())?;
+            if id as usize >= graph.nodes.len() {
+                return Err(bad());
+            }
+            match kind {
+                "v" => values.insert(id, t),
+                "f" => fp64.insert(id, t),
+                _ => return Err(bad()),
+            };
+        }
+        Ok(Recorded {
+            inputs,
+            values,
+            fp64: (!fp64.is_empty()).then_some(fp64),
+            ids: graph
+                .ids()
+                .map(|id| (graph.node(id).name.to_string(), id.0))
+                .collect(),
+        })
     }
 
     /// The value of `origin`.
@@ -327,6 +373,7 @@ pub struct XlaChecker {
     recorded: Arc<Recorded>,
     same: SameOptions,
     on_stage: Option<StageHook>,
+    plugin_time: std::time::Duration,
 }
 
 impl XlaChecker {
@@ -345,7 +392,14 @@ impl XlaChecker {
             recorded,
             same: accuracy.options(),
             on_stage: None,
+            plugin_time: std::time::Duration::ZERO,
         }
+    }
+
+    /// The time spent in the plugin so far: compiling and executing candidates (what a
+    /// query cannot do without; the rest is graphbug's overhead).
+    pub fn plugin_time(&self) -> std::time::Duration {
+        self.plugin_time
     }
 
     /// Calls `f("compile")` before compiling and `f("runtime")` before running.
@@ -368,7 +422,10 @@ impl XlaChecker {
     ) -> Result<Result<Option<Vec<HostTensor>>, graphbug_run::Failure>, String> {
         let program = self.printer.program(graph)?;
         self.stage("compile");
-        let compiled = match self.backend.compile(&program) {
+        let started = Instant::now();
+        let compiled = self.backend.compile(&program);
+        self.plugin_time += started.elapsed();
+        let compiled = match compiled {
             Ok(c) => c,
             Err(f) => return Ok(Err(f)),
         };
@@ -376,7 +433,10 @@ impl XlaChecker {
             return Ok(Ok(None));
         }
         self.stage("runtime");
-        Ok(compiled.execute(inputs).map(Some))
+        let started = Instant::now();
+        let outputs = compiled.execute(inputs).map(Some);
+        self.plugin_time += started.elapsed();
+        Ok(outputs)
     }
 
     /// Where a wrong result of `candidate` starts (see [`culprits`]): the backend runs the
@@ -473,6 +533,14 @@ pub struct WorkerSpec {
     pub check: CheckKind,
     /// How accuracy is compared.
     pub accuracy: AccuracyMode,
+    /// Where the worker saves the values it records (for this process and the workers
+    /// after it, which then need no reference run of their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save_values: Option<PathBuf>,
+    /// Values recorded by an earlier worker (see `save_values`), read instead of a
+    /// reference run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<PathBuf>,
 }
 
 /// The spec's `family`.
@@ -506,12 +574,14 @@ impl WorkerSpec {
             reference: reference.name().to_string(),
             check,
             accuracy,
+            save_values: None,
+            values: None,
         }
     }
 
-    /// Writes the spec into `dir`; returns the file to start workers with.
-    pub fn write(&self, dir: &Path) -> Result<PathBuf, String> {
-        let path = dir.join("xla-worker.json");
+    /// Writes the spec into `dir` as `name`; returns the file to start workers with.
+    pub fn write(&self, dir: &Path, name: &str) -> Result<PathBuf, String> {
+        let path = dir.join(name);
         let text = serde_json::to_string(self).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(path)
@@ -593,7 +663,21 @@ pub fn worker_main(text: &str, bundled: bool) -> Result<(), String> {
     let reference = XlaBackend::parse(&spec.reference)?;
     let backend = XlaBackend::parse(&spec.backend)?;
     let started = Instant::now();
-    let recorded = Arc::new(Recorded::record(&printer, inputs, &reference)?);
+    let fp64 = spec.check == CheckKind::Accuracy;
+    let recorded = match &spec.values {
+        Some(path) => Recorded::load(printer.graph(), inputs, path)?,
+        None => {
+            let r = Recorded::record(&printer, inputs, &reference, fp64)?;
+            if let Some(path) = &spec.save_values {
+                // Those after this worker record the values themselves if this fails.
+                if let Err(e) = r.save(path) {
+                    eprintln!("the recorded values are not saved: {e}");
+                }
+            }
+            r
+        }
+    };
+    let recorded = Arc::new(recorded);
     let original = Original::borrowing(printer.graph());
     let mut checker = XlaChecker::new(
         backend,
@@ -659,7 +743,12 @@ pub fn analyze(
             continue;
         };
         let f = fp64.as_ref().map(|f| vec![f[k].clone()]);
-        let report = same(&[Some(r.clone())], &[Some(res.clone())], f.as_deref(), &same_options);
+        let report = same(
+            &[Some(r.clone())],
+            &[Some(res.clone())],
+            f.as_deref(),
+            &same_options,
+        );
         if !report.passed() {
             diverging[node] = true;
             first.get_or_insert_with(|| {

@@ -140,7 +140,14 @@ pub fn form_of(name: &str) -> Result<Kind, String> {
 
 /// What a plugin says of itself: its path, platform, PJRT API and StableHLO versions
 /// (each `None` where it cannot say).
-pub fn plugin_facts(backend: &XlaBackend) -> (Option<String>, Option<String>, Option<String>, Option<String>) {
+pub fn plugin_facts(
+    backend: &XlaBackend,
+) -> (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+) {
     let Ok(path) = backend.plugin_path() else {
         return (None, None, None, None);
     };
@@ -233,9 +240,10 @@ fn numbered(file: &Path, prefix: &str, n: Option<usize>) -> Result<Vec<HostTenso
     let mut out = Vec::with_capacity(count);
     for k in 0..count {
         let key = format!("{prefix}{k}");
-        let j = named.iter().position(|(n, _)| *n == key).ok_or_else(|| {
-            format!("{}: no `{key}` ({count} expected)", file.display())
-        })?;
+        let j = named
+            .iter()
+            .position(|(n, _)| *n == key)
+            .ok_or_else(|| format!("{}: no `{key}` ({count} expected)", file.display()))?;
         out.push(named.remove(j).1);
     }
     if let Some((extra, _)) = named.first() {
@@ -257,8 +265,7 @@ pub fn read_dir(dir: &Path) -> Result<XlaCase, String> {
     let kind = form_of(&manifest.form).map_err(|e| format!("{}: {e}", mpath.display()))?;
     let ppath = dir.join(&manifest.program);
     let bytes = std::fs::read(&ppath).map_err(|e| format!("{}: {e}", ppath.display()))?;
-    let program =
-        Program::read(&bytes, kind).map_err(|e| format!("{}: {e}", ppath.display()))?;
+    let program = Program::read(&bytes, kind).map_err(|e| format!("{}: {e}", ppath.display()))?;
     let params = program
         .parameters()
         .map_err(|e| format!("{}: {e}", ppath.display()))?;
@@ -296,7 +303,10 @@ pub fn program_bytes(program: &Program, kind: Kind) -> Result<Vec<u8>, String> {
         (Program::Hlo { module, .. }, Kind::HloProto) => {
             crate::hlo::proto::to_proto(module).map_err(|e| e.to_string())
         }
-        _ => program.text().map(String::into_bytes).map_err(|e| e.to_string()),
+        _ => program
+            .text()
+            .map(String::into_bytes)
+            .map_err(|e| e.to_string()),
     }
 }
 

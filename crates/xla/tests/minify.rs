@@ -26,7 +26,7 @@ fn transformer() -> (Arc<Printer>, Arc<Recorded>) {
         .collect();
     let inputs = random_tensors(&metas, 0).unwrap();
     let reference = XlaBackend::parse("pjrt:cpu").unwrap();
-    let recorded = Arc::new(Recorded::record(&printer, inputs, &reference).unwrap());
+    let recorded = Arc::new(Recorded::record(&printer, inputs, &reference, true).unwrap());
     assert!(recorded.has_fp64(), "the transformer runs in float64");
     (printer, recorded)
 }

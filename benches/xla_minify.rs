@@ -1,0 +1,488 @@
+//! Benchmark: minifying XLA programs, against the field's own strategies in the same run.
+//!
+//! - Lowered transformer blocks (the corpus's `transformer`, the RFC's BART-like decoder
+//!   layer) with one faulted instruction (compile, runtime and accuracy faults, at
+//!   instructions spread over the program): graphbug's minifier must end at that one
+//!   instruction, in no more queries than a port of XLA's `hlo_bisect` strategy (outputs
+//!   bisection, prefix truncation in post order, every value a constant) and than PyTorch's
+//!   own minifier (functorch's `fx_minifier`, run on a mirror of the program's graph, asking
+//!   this benchmark for each verdict). Every check is the same: the XLA CPU plugin on the
+//!   values one reference run recorded, the original's failure kept.
+//! - Per-query overhead beyond the plugin's compile and execute: at most 10%, in this
+//!   process and through `graphbug minify`'s isolated workers.
+//! - `-j 4` against `-j 1` through the binary on a program whose compile takes at least 1 s a
+//!   query (`slow:1000+...`): wall time at most 0.5x.
+//!
+//! Needs the venv (the XLA CPU plugin; torch for PyTorch's minifier): `cargo xtask setup`.
+//!
+//! `cargo bench --bench xla_minify`
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use graphbug::accuracy::AccuracyMode;
+use graphbug::files::{random_tensors, HostTensor};
+use graphbug::ir::bench::{Ratio, Targets};
+use graphbug::ir::{Graph, Meta, NodeKind, TensorMeta};
+use graphbug::minifier::{
+    minify, BugIdentity, CheckKind, Checker, MinifyOptions, NoSink, Original, Verdict,
+};
+use graphbug::xla::execute::XlaBackend;
+use graphbug::xla::minify::{Printer, Recorded, XlaChecker};
+use graphbug::xla::program::{sniff, Program};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A program, its graph printer, and the values the reference recorded.
+struct Case {
+    name: &'static str,
+    path: PathBuf,
+    printer: Arc<Printer>,
+    recorded: Arc<Recorded>,
+}
+
+fn load(name: &'static str, path: PathBuf, inputs: Option<PathBuf>) -> Case {
+    let bytes = std::fs::read(&path).unwrap();
+    let program = Program::read(&bytes, sniff(&bytes, &path).unwrap()).unwrap();
+    let printer = Arc::new(Printer::new(&program).unwrap());
+    let params = program.parameters().unwrap();
+    let inputs: Vec<HostTensor> = match inputs {
+        Some(file) => {
+            let mut named = graphbug::files::read(&file).unwrap();
+            (0..params.len())
+                .map(|k| {
+                    let j = named
+                        .iter()
+                        .position(|(n, _)| *n == format!("arg{k}"))
+                        .unwrap();
+                    named.remove(j).1
+                })
+                .collect()
+        }
+        None => {
+            let metas: Vec<TensorMeta> = params.into_iter().map(|(_, m)| m).collect();
+            random_tensors(&metas, 0).unwrap()
+        }
+    };
+    let reference = XlaBackend::parse("pjrt:cpu").unwrap();
+    let recorded = Arc::new(Recorded::record(&printer, inputs, &reference, true).unwrap());
+    Case {
+        name,
+        path,
+        printer,
+        recorded,
+    }
+}
+
+/// Instructions to fault: `n` spread over the program (arrays computed by a call).
+fn positions(g: &Graph, n: usize) -> Vec<String> {
+    let skip = [
+        "constant",
+        "parameter",
+        "tuple",
+        "get-tuple-element",
+        "iota",
+    ];
+    let calls: Vec<String> = g
+        .nodes
+        .iter()
+        .filter(|node| {
+            matches!(node.meta, Meta::Tensor(_))
+                && node
+                    .op()
+                    .is_some_and(|op| !skip.contains(&op.name.as_str()))
+        })
+        .map(|node| node.name.to_string())
+        .collect();
+    (0..n)
+        .map(|k| calls[(calls.len() * (2 * k + 1)) / (2 * n)].clone())
+        .collect()
+}
+
+/// A yes/no oracle over kept sets: the checker's verdict on the candidate, held to the
+/// original's failure (as graphbug's search holds it).
+struct Oracle<'a> {
+    original: Original<'a>,
+    checker: XlaChecker,
+    identity: Option<BugIdentity>,
+    queries: usize,
+}
+
+impl Oracle<'_> {
+    fn fails(&mut self, kept: &[u32]) -> bool {
+        self.queries += 1;
+        let kept = self.original.normalize(kept);
+        if kept.is_empty() {
+            return false;
+        }
+        let candidate = self.original.candidate(&kept);
+        match self.checker.check(&candidate) {
+            Verdict::Fails(sig) => match &self.identity {
+                Some(id) => id.matches(&sig),
+                None => {
+                    self.identity = Some(BugIdentity::new(sig, None).unwrap());
+                    true
+                }
+            },
+            _ => false,
+        }
+    }
+}
+
+/// XLA's `hlo_bisect` strategy, ported to kept sets: check the module; then alternately
+/// bisect the ROOT tuple's outputs and truncate the instructions (in post order) to the
+/// shortest failing prefix, each success verified by another run, until neither changes
+/// anything (at least once each); then replace every value but the root's by a constant
+/// (here: an input holding the recorded value). Returns the queries and the result.
+fn hlo_bisect(o: &mut Oracle) -> (usize, Vec<u32>) {
+    let all = o.original.all();
+    if !o.fails(&all) {
+        return (o.queries, all);
+    }
+    let mut s = all;
+    let mut outs = o.original.sinks(&s);
+    let keep_outputs = |o: &Oracle, s: &[u32], outs: &[u32], keep: &[u32]| {
+        let drop: Vec<u32> = outs.iter().copied().filter(|x| !keep.contains(x)).collect();
+        o.original.without_outputs(s, &drop)
+    };
+    let mut changed = false;
+    let mut iter = 0;
+    while changed || iter < 2 {
+        if iter % 2 == 0 {
+            // TrimByOutputs.
+            changed = false;
+            if outs.len() >= 2 {
+                let (mut lo, mut hi) = (0usize, outs.len() - 1);
+                while lo < hi {
+                    let cur = lo + (hi - lo) / 2;
+                    let first = keep_outputs(o, &s, &outs, &outs[lo..=cur]);
+                    if o.fails(&first) {
+                        hi = cur;
+                        continue;
+                    }
+                    let second = keep_outputs(o, &s, &outs, &outs[cur + 1..=hi]);
+                    if o.fails(&second) {
+                        lo = cur + 1;
+                    } else {
+                        break;
+                    }
+                }
+                changed = hi - lo < outs.len() - 1;
+                if changed {
+                    s = keep_outputs(o, &s, &outs, &outs[lo..=hi]);
+                    outs = outs[lo..=hi].to_vec();
+                    assert!(o.fails(&s), "hlo_bisect lost the bug");
+                }
+            }
+        } else {
+            // TrimByInstructions.
+            let (mut lo, mut hi) = (0usize, s.len());
+            while lo + 1 < hi {
+                let cur = lo + (hi - lo) / 2;
+                if o.fails(&s[..cur]) {
+                    hi = cur;
+                } else {
+                    lo = cur;
+                }
+            }
+            changed = hi < s.len();
+            if changed {
+                s.truncate(hi);
+                outs = o.original.sinks(&s);
+                assert!(o.fails(&s), "hlo_bisect lost the bug");
+            }
+        }
+        iter += 1;
+    }
+    // TrimByUsingConstants: a tuple root's outputs become constants too, and the module
+    // computes nothing; one output alone is the root with constant operands.
+    o.queries += 1;
+    if let [out] = outs[..] {
+        o.queries -= 1;
+        if o.fails(&[out]) {
+            s = vec![out];
+        }
+    }
+    (o.queries, s)
+}
+
+/// PyTorch's minifier on a mirror of `g` (see benches/python/fx_minifier_driver.py), each
+/// verdict from `o`. `None` when the venv has no torch.
+fn fx_minifier(g: &Graph, o: &mut Oracle) -> Option<(usize, Vec<u32>)> {
+    let python = root().join(".venv/bin/python");
+    let has_torch = Command::new(&python)
+        .args(["-c", "import functorch.compile"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_torch {
+        return None;
+    }
+    let nodes: Vec<serde_json::Value> = g
+        .ids()
+        .map(|id| {
+            let n = g.node(id);
+            let mut args = Vec::new();
+            n.for_each_input(|src| args.push(src.0));
+            match &n.kind {
+                NodeKind::Placeholder => serde_json::json!({"id": id.0, "kind": "input"}),
+                NodeKind::GetItem { source, index } => {
+                    serde_json::json!({"id": id.0, "kind": "getitem", "args": [source.0], "index": index})
+                }
+                _ => {
+                    let items = match &n.meta {
+                        Meta::Multi(items) => items.len(),
+                        _ => 0,
+                    };
+                    serde_json::json!({"id": id.0, "kind": "call", "args": args, "items": items})
+                }
+            }
+        })
+        .collect();
+    let mut outputs = Vec::new();
+    for v in g.outputs() {
+        v.for_each_node(&mut |id| outputs.push(id.0));
+    }
+    let desc = serde_json::json!({"nodes": nodes, "outputs": outputs});
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(&python)
+        .arg(root().join("benches/python/fx_minifier_driver.py"))
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    writeln!(input, "{desc}").unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut result = None;
+    for line in lines {
+        let msg: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let kept: Vec<u32> = serde_json::from_value(msg["kept"].clone()).unwrap();
+        if msg["done"] == true {
+            result = Some((msg["queries"].as_u64().unwrap() as usize, kept));
+            break;
+        }
+        let fails = o.fails(&kept);
+        writeln!(input, "{}", if fails { 1 } else { 0 }).unwrap();
+    }
+    drop(input);
+    let _ = child.wait();
+    result
+}
+
+fn checker(case: &Case, backend: &str, kind: CheckKind) -> XlaChecker {
+    XlaChecker::new(
+        XlaBackend::parse(backend).unwrap(),
+        kind,
+        case.printer.clone(),
+        case.recorded.clone(),
+        AccuracyMode::Accuracy,
+    )
+}
+
+/// The names of a kept set's nodes.
+fn names(g: &Graph, kept: &[u32]) -> String {
+    kept.iter()
+        .map(|&i| g.nodes[i as usize].name.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `graphbug minify ... --json` through the binary; its counts.
+fn cli_minify(program: &Path, backend: &str, check: &str, jobs: usize) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(["minify", program.to_str().unwrap(), "--backend", backend])
+        .args(["--check", check, "--json", "-j", &jobs.to_string()])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "graphbug minify failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+fn main() {
+    if let Some(filter) = std::env::args().skip(1).find(|a| !a.starts_with('-')) {
+        if !"xla_minify".contains(&filter) {
+            return;
+        }
+    }
+    let mut targets = Targets::new("xla_minify");
+    let fixtures = root().join("tests/fixtures/xla");
+    let mut cases = vec![load(
+        "transformer",
+        fixtures.join("hlo/transformer.hlo"),
+        None,
+    )];
+    let bart = fixtures.join("bart/decoder.hlo");
+    if bart.exists() {
+        cases.push(load(
+            "bart decoder",
+            bart,
+            Some(fixtures.join("bart/inputs.safetensors")),
+        ));
+    }
+    let (mut ours, mut bisect, mut pytorch) = (0usize, 0usize, 0usize);
+    let mut pytorch_ran = true;
+    let (mut wall, mut plugin) = (Duration::ZERO, Duration::ZERO);
+    let mut exact = 0;
+    let mut runs = 0;
+    println!(
+        "{:<14} {:<22} {:<9} {:>9} {:>11} {:>9}",
+        "program", "faulted instruction", "fault", "graphbug", "hlo_bisect", "PyTorch"
+    );
+    for case in &cases {
+        let g = case.printer.graph();
+        for at in positions(g, 4) {
+            for (fault, kind) in [
+                ("compile", CheckKind::Compile),
+                ("runtime", CheckKind::Runtime),
+                ("accuracy", CheckKind::Accuracy),
+            ] {
+                let backend = format!("fault:{fault}@node:{at}+pjrt:cpu");
+                let original = Original::borrowing(g);
+                let mut c = checker(case, &backend, kind);
+                if !matches!(c.check(&original.as_given()), Verdict::Fails(_)) {
+                    println!(
+                        "{:<14} {at:<22} {fault:<9} (masked: the outputs do not show it)",
+                        case.name
+                    );
+                    continue;
+                }
+                runs += 1;
+                let mut c = checker(case, &backend, kind);
+                let started = Instant::now();
+                let m = minify(g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+                wall += started.elapsed();
+                plugin += c.plugin_time();
+                let ours_end = names(g, &m.candidate.kept);
+                exact += usize::from(ours_end == at);
+                let mut oracle = |_: ()| Oracle {
+                    original: Original::borrowing(g),
+                    checker: checker(case, &backend, kind),
+                    identity: None,
+                    queries: 0,
+                };
+                let (hq, hkept) = hlo_bisect(&mut oracle(()));
+                let fx = fx_minifier(g, &mut oracle(()));
+                ours += m.stats.queries;
+                bisect += hq;
+                let fx_text = match &fx {
+                    Some((q, kept)) => {
+                        pytorch += q;
+                        format!("{q} ({})", kept.len())
+                    }
+                    None => {
+                        pytorch_ran = false;
+                        "n/a".into()
+                    }
+                };
+                println!(
+                    "{:<14} {at:<22} {fault:<9} {:>9} {:>11} {:>9}",
+                    case.name,
+                    format!("{} ({})", m.stats.queries, m.candidate.kept.len()),
+                    format!("{hq} ({})", hkept.len()),
+                    fx_text
+                );
+                if ours_end != at {
+                    println!("  graphbug ended at {ours_end}");
+                }
+            }
+        }
+    }
+    println!("(queries, and in parentheses the instructions left)");
+    targets.at_most(
+        &format!("faulted runs not minified to the faulted instruction alone (of {runs})"),
+        (runs - exact) as f64,
+        0.0,
+        "",
+    );
+    targets.at_most(
+        &format!("graphbug's queries against hlo_bisect's port ({ours} vs {bisect}, {runs} runs)"),
+        ours as f64 / bisect as f64,
+        1.0,
+        "x",
+    );
+    if pytorch_ran {
+        targets.at_most(
+            &format!(
+                "graphbug's queries against PyTorch's minifier ({ours} vs {pytorch}, {runs} runs)"
+            ),
+            ours as f64 / pytorch as f64,
+            1.0,
+            "x",
+        );
+    } else {
+        println!("PyTorch's minifier: n/a (no torch in .venv)");
+    }
+    let overhead = (wall.as_secs_f64() - plugin.as_secs_f64()) / plugin.as_secs_f64();
+    targets.at_most(
+        &format!(
+            "per-query overhead beyond the plugin's compile and execute, in process ({:.2} s of {:.2} s)",
+            wall.as_secs_f64() - plugin.as_secs_f64(),
+            wall.as_secs_f64()
+        ),
+        overhead,
+        0.10,
+        "",
+    );
+    // Through the binary's isolated workers: the same search on the transformer, its
+    // plugin time measured in this process on the same candidates.
+    let case = &cases[0];
+    let at = &positions(case.printer.graph(), 4)[1];
+    let backend = format!("fault:runtime@node:{at}+pjrt:cpu");
+    let mut c = checker(case, &backend, CheckKind::Runtime);
+    let m = minify(
+        case.printer.graph(),
+        &mut c,
+        &MinifyOptions::default(),
+        &mut NoSink,
+    )
+    .unwrap();
+    let plugin_each = c.plugin_time().as_secs_f64() / m.stats.queries as f64;
+    let mut isolated = Vec::new();
+    for _ in 0..3 {
+        let counts = cli_minify(&case.path, &backend, "runtime", 1);
+        assert_eq!(counts["queries"].as_u64(), Some(m.stats.queries as u64));
+        isolated.push(counts["search_seconds"].as_f64().unwrap());
+    }
+    isolated.sort_by(f64::total_cmp);
+    let each = isolated[1] / m.stats.queries as f64;
+    targets.at_most(
+        &format!(
+            "per-query overhead through isolated workers ({:.1} ms a query, the plugin {:.1} ms)",
+            each * 1e3,
+            plugin_each * 1e3
+        ),
+        (each - plugin_each) / plugin_each,
+        0.10,
+        "",
+    );
+    // -j 4 against -j 1 on a compiler that takes a second a query.
+    let slow = format!("slow:1000+{backend}");
+    let ratio = Ratio::measure(
+        2,
+        || {
+            cli_minify(&case.path, &slow, "runtime", 4)["search_seconds"]
+                .as_f64()
+                .unwrap()
+        },
+        || {
+            cli_minify(&case.path, &slow, "runtime", 1)["search_seconds"]
+                .as_f64()
+                .unwrap()
+        },
+    );
+    targets.ratio_at_most(
+        "-j 4 against -j 1, wall time, 1 s a compile (transformer, a runtime fault)",
+        &ratio,
+        0.5,
+    );
+    targets.finish();
+}

@@ -1,0 +1,647 @@
+#!/usr/bin/env python3
+"""Run a graphbug XLA repro directory: the program on the backend under test and on XLA CPU.
+
+This script is copied verbatim into every XLA repro directory as ``repro.py``. It finds its
+files next to itself (``--dir`` names another directory) and needs only the standard library,
+numpy and jax/jaxlib::
+
+    python repro.py                          # the backend the manifest names
+    python repro.py --plugin /path/pjrt.so   # another PJRT plugin library
+    python repro.py --platform cuda          # a backend jax has installed (jax[cuda])
+
+It reads ``manifest.json``, the program (``program.mlir``, ``program.hlo`` or
+``program.hlo.pb``; for the backend side ``program.faulted.*`` when the manifest names one)
+and ``inputs.safetensors`` (keys ``arg0``, ``arg1``, ... in parameter order), compiles and
+runs the program on the backend's device, runs the clean program on XLA CPU (jax's builtin
+``cpu`` backend) as the reference, or reads ``reference_outputs.safetensors`` with
+``--reference recorded``, and compares every output with the manifest's tolerance (NaN equals
+NaN).
+
+Exit status: 0 when every output matches, 1 when the backend fails to compile or run the
+program (an error, a crash, or no end within ``--timeout`` seconds) or an output differs, 2 for
+bad input (missing or malformed files, a plugin that cannot be loaded, inputs that do not fit
+the program, a reference run that fails). The work runs in a child process (this script
+again), so that a backend that aborts or hangs is reported rather than taking the script down;
+``--in-process`` runs it in this one.
+"""
+
+import argparse
+import json
+import logging
+import os
+import struct
+import sys
+import time
+import traceback
+
+import numpy as np
+
+#: The name the manifest's plugin library is registered under.
+PLUGIN_NAME = "graphbug_repro"
+
+#: Program files by form.
+FORMS = {"hlo-text": ".hlo", "hlo-proto": ".hlo.pb", "stablehlo-text": ".mlir"}
+
+DEFAULT_TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
+
+
+class BadInput(Exception):
+    """The directory, its files or the command line cannot be used (exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors
+
+
+def _safetensors_dtypes():
+    """safetensors dtype names -> numpy dtypes (the ml_dtypes ones when ml_dtypes is present)."""
+    table = {
+        "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
+        "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"),
+        "I8": np.dtype("i1"), "U64": np.dtype("<u8"), "U32": np.dtype("<u4"),
+        "U16": np.dtype("<u2"), "U8": np.dtype("u1"), "BOOL": np.dtype("bool"),
+    }
+    try:
+        import ml_dtypes  # jax depends on it
+
+        table["BF16"] = np.dtype(ml_dtypes.bfloat16)
+        table["F8_E4M3"] = np.dtype(ml_dtypes.float8_e4m3fn)
+        table["F8_E5M2"] = np.dtype(ml_dtypes.float8_e5m2)
+    except ImportError:
+        pass
+    return table
+
+
+def read_safetensors(path):
+    """Reads a safetensors file into {name: numpy array} (the ``__metadata__`` entry dropped)."""
+    try:
+        with open(path, "rb") as fh:
+            blob = fh.read()
+    except OSError as err:
+        raise BadInput(f"cannot read {path}: {err}") from None
+    if len(blob) < 8:
+        raise BadInput(f"{path}: not a safetensors file (too short)")
+    (size,) = struct.unpack("<Q", blob[:8])
+    if 8 + size > len(blob):
+        raise BadInput(f"{path}: not a safetensors file (header length {size} past the end)")
+    try:
+        header = json.loads(blob[8:8 + size].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise BadInput(f"{path}: the safetensors header is not JSON: {err}") from None
+    if not isinstance(header, dict):
+        raise BadInput(f"{path}: the safetensors header is not a JSON object")
+    dtypes = _safetensors_dtypes()
+    data = memoryview(blob)[8 + size:]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            kind, shape, (start, end) = info["dtype"], info["shape"], info["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise BadInput(f"{path}: tensor `{name}` has a malformed header entry") from None
+        if kind not in dtypes:
+            raise BadInput(f"{path}: tensor `{name}` has dtype {kind}, which this script "
+                           f"cannot read (it reads {', '.join(sorted(dtypes))})")
+        dtype = dtypes[kind]
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if not 0 <= start <= end <= len(data) or end - start != count * dtype.itemsize:
+            raise BadInput(f"{path}: tensor `{name}` ({kind}{list(shape)}) has data offsets "
+                           f"[{start}, {end}] that do not fit it")
+        array = np.frombuffer(data[start:end], dtype=dtype, count=count).reshape(shape)
+        tensors[name] = array.copy()
+    return tensors
+
+
+def numbered(tensors, prefix, path):
+    """The tensors named ``<prefix>0``, ``<prefix>1``, ... in order; refuses gaps and others."""
+    indices = {}
+    for name in tensors:
+        if not (name.startswith(prefix) and name[len(prefix):].isdigit()):
+            raise BadInput(f"{path}: unexpected tensor `{name}` (keys are {prefix}0, {prefix}1, ...)")
+        indices[int(name[len(prefix):])] = tensors[name]
+    if sorted(indices) != list(range(len(indices))):
+        raise BadInput(f"{path}: keys must be {prefix}0 .. {prefix}{len(indices) - 1} without gaps, "
+                       f"found {sorted(tensors)}")
+    return [indices[i] for i in range(len(indices))]
+
+
+# ---------------------------------------------------------------------------------------------
+# The repro directory
+
+
+def read_manifest(directory):
+    """The manifest of an XLA repro directory, checked for its required fields."""
+    path = os.path.join(directory, "manifest.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except OSError as err:
+        raise BadInput(f"cannot read {path}: {err}") from None
+    except ValueError as err:
+        raise BadInput(f"{path} is not JSON: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("graphbug_xla_repro") is None:
+        raise BadInput(f"{path} is not the manifest of a graphbug XLA repro directory "
+                       "(no \"graphbug_xla_repro\" field)")
+    if not isinstance(manifest.get("program"), str):
+        raise BadInput(f"{path}: \"program\" must name the program file")
+    return manifest
+
+
+def program_form(manifest, file_name):
+    """The program's form: the manifest's, else guessed from the file name."""
+    form = manifest.get("form")
+    if form is None:
+        for candidate, ext in sorted(FORMS.items(), key=lambda kv: -len(kv[1])):
+            if file_name.endswith(ext):
+                return candidate
+    if form not in FORMS:
+        raise BadInput(f"manifest: unknown form {form!r} (known: {', '.join(sorted(FORMS))})")
+    return form
+
+
+def read_program(directory, file_name, form):
+    """The program file's contents: str for text forms, bytes for the HLO proto."""
+    path = os.path.join(directory, file_name)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as err:
+        raise BadInput(f"cannot read the program {path}: {err}") from None
+    if form == "hlo-proto":
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadInput(f"{path} is not UTF-8 text ({form}): {err}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# JAX (private API kept to these functions; JAX versions differ)
+
+
+def _jax_lib():
+    """jaxlib's extension module (``_jax`` on recent jaxlib, ``xla_extension`` before)."""
+    try:
+        from jax._src.lib import _jax
+
+        return _jax
+    except ImportError:
+        pass
+    try:
+        from jax._src.lib import xla_extension
+
+        return xla_extension
+    except ImportError:
+        raise BadInput("this jaxlib has neither jax._src.lib._jax nor xla_extension; "
+                       "repro.py knows jax 0.10 and 0.11") from None
+
+
+def _hlo_lib():
+    """The module with ``hlo_module_from_text`` and ``XlaComputation`` (``jaxlib._hlo``, or the
+    extension module on older jaxlib)."""
+    try:
+        from jaxlib import _hlo
+
+        return _hlo
+    except ImportError:
+        return _jax_lib()
+
+
+def get_backend(name):
+    """jax's backend (PJRT client) called `name`."""
+    try:
+        from jax.extend.backend import get_backend as _get
+    except ImportError:
+        from jax._src.xla_bridge import get_backend as _get
+    return _get(name)
+
+
+def hlo_text_to_proto(text):
+    """HLO text -> serialized HloModuleProto (bytes)."""
+    hlo = _hlo_lib()
+    parse = getattr(hlo, "hlo_module_from_text", None)
+    if parse is None:
+        raise BadInput("this jaxlib has no hlo_module_from_text; cannot read HLO text "
+                       "(convert the program to StableHLO or an HLO proto)")
+    return parse(text).as_serialized_hlo_module_proto()
+
+
+def hlo_proto_to_stablehlo(proto):
+    """Serialized HloModuleProto -> what ``compile_and_load`` takes (StableHLO bytecode)."""
+    mlir = getattr(_jax_lib(), "mlir", None)
+    if mlir is not None and hasattr(mlir, "hlo_to_stablehlo"):
+        return mlir.hlo_to_stablehlo(proto)
+    if mlir is not None and hasattr(mlir, "xla_computation_to_mlir_module"):
+        return mlir.xla_computation_to_mlir_module(_hlo_lib().XlaComputation(proto))
+    raise BadInput("this jaxlib has neither mlir.hlo_to_stablehlo nor "
+                   "mlir.xla_computation_to_mlir_module; cannot compile HLO")
+
+
+def check_stablehlo_text(text, file_name):
+    """Parses StableHLO text with jax's MLIR (unregistered dialects allowed), so that a
+    malformed file is bad input rather than a backend failure. Skipped when jax's MLIR
+    bindings are not where this script looks."""
+    try:
+        from jax._src.interpreters import mlir as jax_mlir
+        from jax._src.lib.mlir import ir
+
+        context = jax_mlir.make_ir_context()
+        context.allow_unregistered_dialects = True
+    except Exception:  # noqa: BLE001 - only a check
+        return
+    try:
+        with context:
+            ir.Module.parse(text)
+    except Exception as err:  # noqa: BLE001 - MLIRError
+        raise BadInput(f"{file_name} is not valid MLIR: {err}") from None
+
+
+def to_compilable(program, form):
+    """The program as ``compile_and_load`` takes it; HLO parse errors are bad input."""
+    if form == "stablehlo-text":
+        return program
+    try:
+        proto = hlo_text_to_proto(program) if form == "hlo-text" else program
+        return hlo_proto_to_stablehlo(proto)
+    except BadInput:
+        raise
+    except Exception as err:  # noqa: BLE001 - jaxlib raises its own error types
+        raise BadInput(f"cannot read the {form} program: {err}") from None
+
+
+def compile_program(backend, device, program):
+    """Compiles `program` (StableHLO text or bytecode) for the one `device` of `backend`."""
+    lib = _jax_lib()
+    device_list_type = getattr(lib, "DeviceList", None)
+    if device_list_type is None:
+        from jax._src.lib import xla_client
+
+        device_list_type = xla_client.DeviceList
+    devices = device_list_type((device,))
+    options = lib.CompileOptions()
+    if hasattr(backend, "compile_and_load"):
+        return backend.compile_and_load(program, devices, options)
+    return backend.compile(program, devices, options)  # jaxlib before compile_and_load
+
+
+def parameter_shapes(executable):
+    """[(numpy dtype, shape)] of the compiled program's parameters, or None when unknown."""
+    try:
+        module = executable.hlo_modules()[0]
+        shape = _hlo_lib().XlaComputation(module.as_serialized_hlo_module_proto()).program_shape()
+        return [(s.numpy_dtype(), tuple(s.dimensions())) for s in shape.parameter_shapes()]
+    except Exception:  # noqa: BLE001 - only a check before running
+        return None
+
+
+def execute(executable, device, args):
+    """Runs `executable` on `device` with numpy `args`; the outputs as numpy arrays."""
+    import jax
+
+    buffers = [jax.device_put(a, device) for a in args]
+    if hasattr(executable, "execute_sharded"):
+        results = executable.execute_sharded(buffers)
+        per_output = results.disassemble_into_single_device_arrays()
+        outputs = [shards[0] for shards in per_output]
+    elif hasattr(executable, "execute_sharded_on_local_devices"):
+        per_output = executable.execute_sharded_on_local_devices([[b] for b in buffers])
+        outputs = [shards[0] for shards in per_output]
+    else:
+        outputs = executable.execute(buffers)
+    return [np.asarray(o) for o in outputs]
+
+
+def check_inputs(executable, args):
+    """Refuses inputs whose count, dtypes or shapes do not fit the program's parameters."""
+    params = parameter_shapes(executable)
+    if params is None:
+        return
+    if len(params) != len(args):
+        raise BadInput(f"the program has {len(params)} parameter(s), inputs.safetensors holds "
+                       f"{len(args)} tensor(s)")
+    for i, ((dtype, shape), arg) in enumerate(zip(params, args)):
+        if np.dtype(dtype) != arg.dtype or tuple(shape) != tuple(arg.shape):
+            raise BadInput(f"arg{i} is {arg.dtype}{list(arg.shape)}, the program's parameter {i} "
+                           f"is {np.dtype(dtype)}{list(shape)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugins
+
+
+def _installed_plugin_platform(path):
+    """The platform name jax registers `path` under when it is the library of an installed
+    ``jax_plugins`` package (e.g. jax's CUDA plugin, registered as ``cuda``), else None.
+    jax's own registration also registers the plugin's custom calls, so it is preferred."""
+    try:
+        import jax_plugins
+    except ImportError:
+        return None
+    for root in getattr(jax_plugins, "__path__", []):
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                candidate = os.path.join(dirpath, name)
+                try:
+                    same = name.endswith(".so") and os.path.samefile(candidate, path)
+                except OSError:
+                    same = False
+                if same:
+                    package = os.path.relpath(dirpath, root).split(os.sep)[0].lower()
+                    for platform in ("cuda", "rocm", "tpu"):
+                        if platform in package:
+                            return platform
+    return None
+
+
+def backend_choice(manifest, plugin_arg, platform_arg):
+    """('plugin', path) or ('platform', name): what runs the program under test."""
+    if plugin_arg:
+        return ("plugin", plugin_arg)
+    if platform_arg:
+        return ("platform", platform_arg)
+    plugin = manifest.get("plugin")
+    if plugin:
+        return ("plugin", plugin)
+    # No plugin: jax's builtin backend of the manifest's platform (normally cpu).
+    return ("platform", manifest.get("platform") or "cpu")
+
+
+def open_backend(choice):
+    """Sets up jax for the backend under test and returns (backend, its first device, a label).
+    Must run before jax initializes its backends."""
+    import jax
+
+    kind, value = choice
+    if kind == "plugin":
+        path = os.path.abspath(os.path.expanduser(value))
+        if not os.path.isfile(path):
+            raise BadInput(f"the PJRT plugin library {path} does not exist on this machine; "
+                           "name another with --plugin PATH, or a jax backend with --platform NAME")
+        installed = _installed_plugin_platform(path)
+        if installed is not None:
+            name = installed
+        else:
+            name = PLUGIN_NAME
+        jax.config.update("jax_platforms", "cpu" if name == "cpu" else f"cpu,{name}")
+        if installed is None:
+            from jax._src import xla_bridge
+
+            logging.getLogger(xla_bridge.__name__).setLevel(logging.ERROR)
+            try:
+                xla_bridge.register_plugin(name, library_path=path)
+            except Exception as err:  # noqa: BLE001
+                if "already" not in str(err).lower():
+                    raise BadInput(f"cannot load the PJRT plugin {path}: {err}") from None
+        label = f"plugin {path}"
+    else:
+        name = value
+        jax.config.update("jax_platforms", "cpu" if name == "cpu" else f"cpu,{name}")
+        label = f"jax backend `{name}`"
+    try:
+        backend = get_backend(name)
+        device = backend.devices()[0]
+    except Exception as err:  # noqa: BLE001
+        where = f"the PJRT plugin {value}" if kind == "plugin" else f"jax's `{name}` backend"
+        raise BadInput(f"cannot start {where}: {err}") from None
+    return backend, device, f"{label} (platform {backend.platform}, {device})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparison
+
+
+def compare(name, got, want, rtol, atol):
+    """Prints one output's comparison; True when it matches."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        print(f"{name}: {got.dtype}{list(got.shape)} where the reference has "
+              f"{want.dtype}{list(want.shape)}, DIFFERS")
+        return False
+    if got.size == 0:
+        print(f"{name}: empty, ok")
+        return True
+    kind = np.dtype(got.dtype).kind
+    if kind in "biu":
+        wide = np.uint64 if kind == "u" else np.int64
+        a, b = got.astype(wide), want.astype(wide)
+        bad = a != b
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    else:
+        complex_ = kind == "c"
+        a = got.astype(np.complex128 if complex_ else np.float64)
+        b = want.astype(np.complex128 if complex_ else np.float64)
+        both_nan = np.isnan(a) & np.isnan(b)
+        equal = (a == b) | both_nan
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(equal, 0.0, np.abs(a - b))
+            bad = ~equal & ~(diff <= atol + rtol * np.abs(b))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+    worst = float(np.max(diff))
+    count = int(np.count_nonzero(bad))
+    if count:
+        index = np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))), got.shape)
+        print(f"{name}: max abs diff {worst:.6g}, {count} of {got.size} element(s) out of "
+              f"tolerance (the worst at {list(map(int, index))}: {_scalar(got[index])} vs "
+              f"{_scalar(want[index])}), DIFFERS")
+        return False
+    print(f"{name}: max abs diff {worst:.6g}, ok")
+    return True
+
+
+def _scalar(value):
+    """A numpy scalar as plain Python prints it."""
+    try:
+        return repr(value.item())
+    except (AttributeError, ValueError):
+        return repr(value)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="repro.py",
+        description="Run a graphbug XLA repro directory: the program on the backend under test "
+                    "and on XLA CPU, and compare the outputs. Exit status 0: every output "
+                    "matches; 1: the backend fails or an output differs; 2: bad input.")
+    parser.add_argument("--dir", default=os.path.dirname(os.path.abspath(__file__)),
+                        help="the repro directory (default: the directory of this script)")
+    parser.add_argument("--plugin", metavar="PATH",
+                        help="PJRT plugin library to run on (overrides the manifest's plugin)")
+    parser.add_argument("--platform", metavar="NAME",
+                        help="a backend jax has installed, e.g. cpu, cuda (overrides the manifest)")
+    parser.add_argument("--reference", choices=("cpu", "recorded"), default="cpu",
+                        help="compare with a run on XLA CPU (default) or with "
+                             "reference_outputs.safetensors")
+    parser.add_argument("--clean", action="store_true",
+                        help="run the clean program on the backend even when the manifest "
+                             "names a faulted one")
+    parser.add_argument("--rtol", type=float, help="relative tolerance (overrides the manifest)")
+    parser.add_argument("--atol", type=float, help="absolute tolerance (overrides the manifest)")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                        help="seconds the whole run may take (default 600; 0: no limit); a "
+                             "backend that runs past it hangs (exit status 1)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run in this process: a crash of the backend then ends this "
+                             "script with the signal instead of exit status 1")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def run(opts):
+    """Runs the repro; returns the exit status."""
+    directory = os.path.abspath(opts.dir)
+    manifest = read_manifest(directory)
+    form = program_form(manifest, manifest["program"])
+    clean = read_program(directory, manifest["program"], form)
+    faulted_name = None if opts.clean else manifest.get("faulted_program")
+    under_test = read_program(directory, faulted_name, form) if faulted_name else clean
+    inputs_path = os.path.join(directory, "inputs.safetensors")
+    args = numbered(read_safetensors(inputs_path), "arg", inputs_path)
+    tolerance = dict(DEFAULT_TOLERANCE)
+    tolerance.update({k: float(v) for k, v in (manifest.get("tolerance") or {}).items()
+                      if k in ("rtol", "atol") and v is not None})
+    rtol = tolerance["rtol"] if opts.rtol is None else opts.rtol
+    atol = tolerance["atol"] if opts.atol is None else opts.atol
+    recorded = None
+    if opts.reference == "recorded":
+        path = os.path.join(directory, "reference_outputs.safetensors")
+        recorded = numbered(read_safetensors(path), "out", path)
+
+    import jax
+
+    # Before any backend starts: f64 stays f64 when inputs are put on devices.
+    jax.config.update("jax_enable_x64", True)
+    backend, device, label = open_backend(backend_choice(manifest, opts.plugin, opts.platform))
+
+    program_file = faulted_name or manifest["program"]
+    print(f"program: {os.path.join(directory, program_file)} ({form}), "
+          f"{len(args)} input(s); backend {manifest.get('backend')!r}")
+    print(f"running on {label}")
+    if form == "stablehlo-text":
+        check_stablehlo_text(clean, manifest["program"])
+        if faulted_name:
+            check_stablehlo_text(under_test, faulted_name)
+    compilable = to_compilable(under_test, form)
+    clean_compilable = compilable if under_test is clean else None
+    try:
+        start = time.perf_counter()
+        executable = compile_program(backend, device, compilable)
+        compiled = time.perf_counter() - start
+    except Exception as err:  # noqa: BLE001
+        print(f"the backend fails to compile the program: {type(err).__name__}: {err}")
+        return 1
+    check_inputs(executable, args)
+    try:
+        start = time.perf_counter()
+        outputs = execute(executable, device, args)
+        ran = time.perf_counter() - start
+    except Exception as err:  # noqa: BLE001
+        print(f"the backend fails to run the program: {type(err).__name__}: {err}")
+        return 1
+    print(f"backend: compiled in {compiled:.3f} s, ran in {ran:.3f} s, {len(outputs)} output(s)")
+
+    if recorded is not None:
+        reference = recorded
+        print("reference: reference_outputs.safetensors")
+    else:
+        try:
+            cpu = get_backend("cpu")
+            cpu_device = cpu.devices()[0]
+            if clean_compilable is None:
+                clean_compilable = to_compilable(clean, form)
+            reference = execute(compile_program(cpu, cpu_device, clean_compilable),
+                                cpu_device, args)
+        except BadInput:
+            raise
+        except Exception as err:  # noqa: BLE001
+            raise BadInput(f"the reference run on XLA CPU fails: {type(err).__name__}: {err}") from None
+        print(f"reference: XLA CPU ({cpu_device})")
+    if len(reference) != len(outputs):
+        print(f"the backend gives {len(outputs)} output(s), the reference {len(reference)}: DIFFERS")
+        return 1
+    print(f"tolerance: rtol {rtol:g}, atol {atol:g}")
+    matches = [compare(f"out{i}", got, want, rtol, atol)
+               for i, (got, want) in enumerate(zip(outputs, reference))]
+    differing = [f"out{i}" for i, ok in enumerate(matches) if not ok]
+    if differing:
+        print(f"DIFFERS: {', '.join(differing)}")
+        return 1
+    print("ok: every output matches")
+    return 0
+
+
+#: What the child is doing, by the lines it prints: (line prefix, the step it starts).
+_STEPS = (("running on ", "backend"), ("backend: compiled", "reference"),
+          ("reference: ", "comparison"))
+
+
+def supervise(argv, timeout):
+    """Runs this script again in a child process (its output passed through), so that a
+    backend that crashes (a signal) or hangs is exit status 1, not the end of this one."""
+    import signal
+    import subprocess
+    import threading
+
+    command = [sys.executable, os.path.abspath(__file__), *argv, "--child"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
+    step = ["setup"]
+
+    def relay():
+        for line in child.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            for prefix, name in _STEPS:
+                if line.startswith(prefix):
+                    step[0] = name
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
+    try:
+        status = child.wait(timeout=timeout if timeout and timeout > 0 else None)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        reader.join(timeout=5)
+        if step[0] == "backend":
+            print(f"the backend did not finish within {timeout:g} s (killed): it hangs")
+            return 1
+        print(f"repro.py: the {step[0]} step did not finish within {timeout:g} s", file=sys.stderr)
+        return 2
+    reader.join(timeout=5)
+    if status >= 0:
+        return status
+    try:
+        name = signal.Signals(-status).name
+    except ValueError:
+        name = f"signal {-status}"
+    if step[0] == "backend":
+        print(f"the backend crashed: the process was killed by {name}")
+        return 1
+    print(f"repro.py: the {step[0]} step crashed ({name})", file=sys.stderr)
+    return 2
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    opts = parse_args(argv)
+    if not (opts.child or opts.in_process):
+        return supervise(argv, opts.timeout)
+    if opts.child:  # each line reaches the parent before a crash can lose it
+        sys.stdout.reconfigure(line_buffering=True)
+    try:
+        return run(opts)
+    except BadInput as err:
+        print(f"repro.py: {err}", file=sys.stderr)
+        return 2
+    except ImportError as err:
+        print(f"repro.py: {err} (repro.py needs numpy and jax)", file=sys.stderr)
+        return 2
+    except Exception:  # noqa: BLE001 - an unexpected failure is not a reproduction
+        traceback.print_exc()
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
