@@ -195,8 +195,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs` and
-/// `tests/xla_minify.rs` on a graphbug built
+/// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs`,
+/// `tests/xla_minify.rs` and `tests/xla_repro.rs` on a graphbug built
 /// without libtorch (`--no-default-features`; the test checks that nothing links it). The
 /// dependencies' artifacts are shared with the default build; the default binary is put
 /// back afterwards.
@@ -212,6 +212,8 @@ fn test_without_libtorch(root: &Path) -> Result<ExitCode> {
             "xla",
             "--test",
             "xla_minify",
+            "--test",
+            "xla_repro",
         ])
         .current_dir(root)
         .status()

@@ -1,0 +1,244 @@
+//! `graphbug repro` of XLA programs through the binary, on XLA's CPU plugin: the RFC's own
+//! example (a BART-like decoder layer whose logits go wrong under a fault pinned to one
+//! instruction) minifies to that instruction, and its repro directory reproduces with
+//! graphbug and with JAX alone (`repro.py`); a JAX capture (`graphbug_capture.jax.dump`)
+//! is a repro directory graphbug runs and minifies; bad directories name the culprit.
+//! These tests build and pass without libtorch
+//! (`cargo test -p graphbug --no-default-features --test xla_repro`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bart(name: &str) -> String {
+    s(&root().join("tests/fixtures/xla/bart").join(name))
+}
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+fn python() -> PathBuf {
+    root().join(".venv/bin/python")
+}
+
+/// Runs the binary with scratch under `tmp`.
+fn graphbug(args: &[&str], tmp: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(args)
+        .env_remove("GRAPHBUG_INJECT_FAULT")
+        .env_remove("GRAPHBUG_REPRO_LEVEL")
+        .env("TMPDIR", tmp)
+        .output()
+        .expect("graphbug runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The instruction the RFC example faults: a multiply in the decoder's feed-forward block.
+const FAULTED: &str = "mul.68";
+
+#[test]
+fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_jax() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("bart_repro");
+    let backend = format!("fault:accuracy@node:{FAULTED}+pjrt:cpu");
+    let o = graphbug(
+        &[
+            "repro",
+            &bart("decoder.hlo"),
+            "--inputs",
+            &bart("inputs.safetensors"),
+            "--backend",
+            &backend,
+            "--out",
+            &s(&out),
+            "-j",
+            "2",
+        ],
+        tmp.path(),
+    );
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(
+        said.contains("detected: accuracy wrong result"),
+        "{said}"
+    );
+    assert!(said.contains("minified 410 instructions to 1"), "{said}");
+    // The directory: the program as given, the faulted program, inputs, reference outputs,
+    // manifest, README, repro.py; the minified one holds the faulted instruction alone.
+    for file in [
+        "program.hlo",
+        "program.faulted.hlo",
+        "inputs.safetensors",
+        "reference_outputs.safetensors",
+        "manifest.json",
+        "README.md",
+        "repro.py",
+    ] {
+        assert!(out.join(file).is_file(), "{file}");
+        assert!(out.join("minified").join(file).is_file(), "minified/{file}");
+    }
+    assert_eq!(
+        std::fs::read(out.join("program.hlo")).unwrap(),
+        std::fs::read(bart("decoder.hlo")).unwrap()
+    );
+    let minified = std::fs::read_to_string(out.join("minified/program.hlo")).unwrap();
+    let instructions: Vec<&str> = minified
+        .lines()
+        .filter(|l| l.contains(" = ") && !l.contains("parameter(") && !l.starts_with("HloModule"))
+        .collect();
+    assert_eq!(instructions.len(), 1, "{minified}");
+    assert!(instructions[0].contains(&format!("ROOT {FAULTED} = ")), "{minified}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["backend"], backend.as_str());
+    assert_eq!(manifest["check"], "accuracy");
+    assert_eq!(manifest["failure"]["culprits"][0], FAULTED);
+    assert!(manifest["plugin"].as_str().unwrap().ends_with(".so"));
+    assert!(manifest["pjrt_api"].as_str().unwrap().starts_with("0."));
+    assert!(manifest["stablehlo_version"].is_string(), "{manifest}");
+
+    // graphbug reproduces both directories, and names the instruction.
+    for dir in [out.clone(), out.join("minified")] {
+        let o = graphbug(&["repro", &s(&dir), "run"], tmp.path());
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("reproduced: accuracy wrong result"), "{}", text(&o));
+    }
+    let o = graphbug(&["repro", &s(&out), "analyze"], tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("first diverging instruction: `{FAULTED}`")),
+        "{}",
+        text(&o)
+    );
+    // Without the fault, nothing reproduces.
+    let o = graphbug(
+        &["repro", &s(&out), "run", "--backend", "pjrt:cpu"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // JAX alone, on the same plugin against XLA CPU: the faulted program differs, the
+    // clean one does not.
+    for (dir, extra, code) in [
+        (out.join("minified"), None, 1),
+        (out.clone(), None, 1),
+        (out.clone(), Some("--clean"), 0),
+    ] {
+        let mut cmd = Command::new(python());
+        cmd.arg(dir.join("repro.py")).current_dir(tmp.path());
+        if let Some(e) = extra {
+            cmd.arg(e);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "{} {extra:?}: {}", dir.display(), text(&o));
+        if code == 1 {
+            assert!(text(&o).contains("DIFFERS"), "{}", text(&o));
+        }
+    }
+}
+
+#[test]
+fn a_jax_capture_is_a_repro_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(python())
+        .arg(root().join("tests/python/jax_dump_check.py"))
+        .arg(tmp.path())
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let captured = tmp.path().join("captured");
+    // The capture runs as JAX ran it.
+    let o = graphbug(&["repro", &s(&captured), "run"], tmp.path());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // It minifies for any failure of a backend (none is recorded), here a runtime fault
+    // on its first multiply.
+    let o = graphbug(
+        &[
+            "repro",
+            &s(&captured),
+            "minify",
+            "--backend",
+            "fault:runtime@multiply+pjrt:cpu",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("to 1 in"), "{}", text(&o));
+    let minified = std::fs::read_to_string(captured.join("minified/program.mlir")).unwrap();
+    assert!(minified.contains("stablehlo.multiply"), "{minified}");
+}
+
+#[test]
+fn bad_repro_directories_name_the_culprit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r");
+    let o = graphbug(
+        &[
+            "repro",
+            &s(&root().join("tests/fixtures/xla/hlo/transformer.hlo")),
+            "--backend",
+            "fault:runtime@node:dot_general.12+pjrt:cpu",
+            "--level",
+            "2",
+            "--no-minify",
+            "--out",
+            &s(&out),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"check\": \"runtime\""), "{manifest}");
+    assert!(!out.join("minified").exists());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["dance"], "unknown action `dance`"),
+        (vec![], "say what to do with"),
+        (vec!["run", "--check", "accuracy"], "--check says what `minify` looks for"),
+        (vec!["run", "--device", "cuda"], "these options are for aten graphs: --device"),
+        (vec!["run", "--backend", "eager"], "`eager` is not a backend for XLA programs"),
+    ];
+    for (extra, says) in cases {
+        let mut args = vec!["repro", out.to_str().unwrap()];
+        args.extend(extra.iter().copied());
+        let o = graphbug(&args, tmp.path());
+        assert_ne!(o.status.code(), Some(0), "{args:?}");
+        assert!(text(&o).contains(says), "{args:?}: {}", text(&o));
+    }
+    // A missing or mismatched file is named.
+    std::fs::rename(out.join("inputs.safetensors"), tmp.path().join("moved")).unwrap();
+    let o = graphbug(&["repro", out.to_str().unwrap(), "run"], tmp.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("inputs.safetensors"), "{}", text(&o));
+    std::fs::write(out.join("inputs.safetensors"), b"junk").unwrap();
+    let o = graphbug(&["repro", out.to_str().unwrap(), "run"], tmp.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("inputs.safetensors"), "{}", text(&o));
+    // A program that passes is no repro.
+    let o = graphbug(
+        &[
+            "repro",
+            &s(&root().join("tests/fixtures/xla/hlo/transformer.hlo")),
+            "--backend",
+            "pjrt:cpu",
+            "--out",
+            &s(&tmp.path().join("none")),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("no failure"), "{}", text(&o));
+    assert!(!tmp.path().join("none").exists());
+}
