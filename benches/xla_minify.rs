@@ -11,7 +11,8 @@
 //! - Per-query overhead beyond the plugin's compile and execute: at most 10%, in this
 //!   process and through `graphbug minify`'s isolated workers.
 //! - `-j 4` against `-j 1` through the binary on a program whose compile takes at least 1 s a
-//!   query (`slow:1000+...`): wall time at most 0.5x.
+//!   query (`slow:1000+...`): the search's wall time at most 0.5x (the whole command's,
+//!   start-up included, is printed beside it).
 //!
 //! Needs the venv (the XLA CPU plugin; torch for PyTorch's minifier): `cargo xtask setup`.
 //!
@@ -363,7 +364,7 @@ fn main() {
                 plugin += c.plugin_time();
                 let ours_end = names(g, &m.candidate.kept);
                 exact += usize::from(ours_end == at);
-                let mut oracle = |_: ()| Oracle {
+                let oracle = |_: ()| Oracle {
                     original: Original::borrowing(g),
                     checker: checker(case, &backend, kind),
                     identity: None,
@@ -465,22 +466,31 @@ fn main() {
         "",
     );
     // -j 4 against -j 1 on a compiler that takes a second a query.
+    // The search's wall time is the target (start-up, a reference run in one worker while
+    // the others start, happens once a run, not once a query); the whole command's is
+    // reported beside it.
     let slow = format!("slow:1000+{backend}");
-    let ratio = Ratio::measure(
-        2,
-        || {
-            cli_minify(&case.path, &slow, "runtime", 4)["search_seconds"]
-                .as_f64()
-                .unwrap()
-        },
-        || {
-            cli_minify(&case.path, &slow, "runtime", 1)["search_seconds"]
-                .as_f64()
-                .unwrap()
-        },
+    let totals = std::cell::RefCell::new((Vec::new(), Vec::new()));
+    let timed = |jobs: usize| {
+        let c = cli_minify(&case.path, &slow, "runtime", jobs);
+        let mut t = totals.borrow_mut();
+        let whole = c["seconds"].as_f64().unwrap();
+        if jobs == 4 {
+            t.0.push(whole)
+        } else {
+            t.1.push(whole)
+        }
+        c["search_seconds"].as_f64().unwrap()
+    };
+    let ratio = Ratio::measure(2, || timed(4), || timed(1));
+    let (four, one) = totals.into_inner();
+    let (four, one): (f64, f64) = (four.iter().sum(), one.iter().sum());
+    println!(
+        "the whole command, start-up included: -j 4 against -j 1: {:.3}x",
+        four / one
     );
     targets.ratio_at_most(
-        "-j 4 against -j 1, wall time, 1 s a compile (transformer, a runtime fault)",
+        "-j 4 against -j 1, the search's wall time, 1 s a compile (transformer, a runtime fault)",
         &ratio,
         0.5,
     );

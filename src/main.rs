@@ -146,9 +146,7 @@ fn main() -> ExitCode {
         Command::Joint(args) => cli::autodiff::joint(&args),
         #[cfg(feature = "torch")]
         Command::Partition(args) => cli::autodiff::partition(&args),
-        Command::MinifyWorker { spec } => cli::minify_worker(&spec)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Into::into),
+        Command::MinifyWorker { spec } => cli::minify_worker(&spec).map(|()| ExitCode::SUCCESS),
     });
     // Workers being ended (input closed, then SIGTERM, then SIGKILL) get their grace
     // periods; any still under way get their death signal as this process exits.

@@ -5,7 +5,7 @@
 //! tests build and pass without libtorch
 //! (`cargo test -p graphbug --no-default-features --test xla_minify`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn root() -> &'static Path {
@@ -144,7 +144,17 @@ fn jobs_and_resume_end_byte_for_byte_where_one_worker_does() {
         &["--max-queries", "6"],
     );
     let third = minify(&program, backend, "accuracy", &resumed, &["--resume"]);
+    // Workers started through a launcher get the program and inputs on standard input.
+    let launched = tmp.path().join("launched");
+    let fourth = minify(
+        &program,
+        backend,
+        "accuracy",
+        &launched,
+        &["-j", "2", "--worker-launcher", "env {cmd}"],
+    );
     let program_text = |o: &str| o.split("minified ").next().unwrap().to_string();
+    assert_eq!(program_text(&first), program_text(&fourth));
     assert_eq!(program_text(&first), program_text(&second));
     assert_eq!(program_text(&first), program_text(&third));
     assert_eq!(counts(&first)["queries"], counts(&second)["queries"]);

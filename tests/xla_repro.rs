@@ -69,10 +69,7 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
     );
     let said = text(&o);
     assert!(o.status.success(), "{said}");
-    assert!(
-        said.contains("detected: accuracy wrong result"),
-        "{said}"
-    );
+    assert!(said.contains("detected: accuracy wrong result"), "{said}");
     assert!(said.contains("minified 410 instructions to 1"), "{said}");
     // The directory: the program as given, the faulted program, inputs, reference outputs,
     // manifest, README, repro.py; the minified one holds the faulted instruction alone.
@@ -98,10 +95,12 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
         .filter(|l| l.contains(" = ") && !l.contains("parameter(") && !l.starts_with("HloModule"))
         .collect();
     assert_eq!(instructions.len(), 1, "{minified}");
-    assert!(instructions[0].contains(&format!("ROOT {FAULTED} = ")), "{minified}");
+    assert!(
+        instructions[0].contains(&format!("ROOT {FAULTED} = ")),
+        "{minified}"
+    );
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["backend"], backend.as_str());
     assert_eq!(manifest["check"], "accuracy");
     assert_eq!(manifest["failure"]["culprits"][0], FAULTED);
@@ -113,7 +112,11 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
     for dir in [out.clone(), out.join("minified")] {
         let o = graphbug(&["repro", &s(&dir), "run"], tmp.path());
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-        assert!(text(&o).contains("reproduced: accuracy wrong result"), "{}", text(&o));
+        assert!(
+            text(&o).contains("reproduced: accuracy wrong result"),
+            "{}",
+            text(&o)
+        );
     }
     let o = graphbug(&["repro", &s(&out), "analyze"], tmp.path());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -142,7 +145,13 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
             cmd.arg(e);
         }
         let o = cmd.output().unwrap();
-        assert_eq!(o.status.code(), Some(code), "{} {extra:?}: {}", dir.display(), text(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{} {extra:?}: {}",
+            dir.display(),
+            text(&o)
+        );
         if code == 1 {
             assert!(text(&o).contains("DIFFERS"), "{}", text(&o));
         }
@@ -206,9 +215,18 @@ fn bad_repro_directories_name_the_culprit() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["dance"], "unknown action `dance`"),
         (vec![], "say what to do with"),
-        (vec!["run", "--check", "accuracy"], "--check says what `minify` looks for"),
-        (vec!["run", "--device", "cuda"], "these options are for aten graphs: --device"),
-        (vec!["run", "--backend", "eager"], "`eager` is not a backend for XLA programs"),
+        (
+            vec!["run", "--check", "accuracy"],
+            "--check says what `minify` looks for",
+        ),
+        (
+            vec!["run", "--device", "cuda"],
+            "these options are for aten graphs: --device",
+        ),
+        (
+            vec!["run", "--backend", "eager"],
+            "`eager` is not a backend for XLA programs",
+        ),
     ];
     for (extra, says) in cases {
         let mut args = vec!["repro", out.to_str().unwrap()];

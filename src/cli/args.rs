@@ -205,6 +205,10 @@ pub struct ReproArgs {
     /// of the backend, wrong results included (compared with eager, as level 4 does).
     #[arg(long)]
     pub check: Option<String>,
+    /// XLA programs: the PJRT plugin whose run records the reference values (default
+    /// pjrt:cpu; a repro directory's manifest names its own).
+    #[arg(long, value_name = "BACKEND")]
+    pub reference_backend: Option<String>,
     #[command(flatten)]
     pub workers: WorkerArgs,
 }

@@ -88,7 +88,7 @@ pub enum XlaCheck {
     /// A structural check (`contains:`), with `--out`: nothing runs but the reference.
     Contains(Contains),
     /// A failure of this kind of the backend.
-    Backend(XlaBackend, CheckKind),
+    Backend(Box<XlaBackend>, CheckKind),
 }
 
 /// How candidates run: workers, time limit, isolation, accuracy mode.
@@ -164,7 +164,7 @@ pub fn start_checkers(
             workers.allow_in_process().map_err(|e| anyhow!(e))?;
             let recorded = record()?;
             let checker = XlaChecker::new(
-                backend,
+                *backend,
                 kind,
                 printer.clone(),
                 recorded.clone(),
@@ -258,9 +258,10 @@ pub fn reference_backend(name: Option<&str>) -> Result<XlaBackend> {
             "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
         );
     }
-    reference
-        .plugin_path()
-        .map_err(|e| anyhow!("--reference-backend: {e}"))?;
+    reference.plugin_path().map_err(|e| match name {
+        Some(_) => anyhow!("--reference-backend: {e}"),
+        None => anyhow!("the reference plugin: {e}; the reference is XLA's CPU plugin unless --reference-backend names another (`pip install xla-cpu-pjrt` installs it; JAX's own CPU backend is no plugin library)"),
+    })?;
     Ok(reference)
 }
 
@@ -309,7 +310,7 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
             let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
             let backend = backend_under_test(args.backend.as_deref(), check, &graph)?;
             backend.validate(&program).map_err(|e| anyhow!(e))?;
-            XlaCheck::Backend(backend, kind)
+            XlaCheck::Backend(Box::new(backend), kind)
         }
     };
     let inputs = program_inputs(&program, args.inputs.as_deref(), args.seed)?;

@@ -98,7 +98,7 @@ fn check_once(
         accuracy: accuracy_mode(args.strict_accuracy),
     };
     let (mut checkers, recorded) = start_checkers(
-        XlaCheck::Backend(backend.clone(), kind),
+        XlaCheck::Backend(Box::new(backend.clone()), kind),
         &runs,
         (&loaded.printer, loaded.text.clone()),
         inputs,
@@ -140,7 +140,7 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
         .ok_or_else(|| anyhow!("--backend pjrt:<plugin> is needed to compile {what}"))?;
     let backend = backend_under_test(Some(name), "", loaded.printer.graph())?;
     backend.validate(&loaded.program).map_err(|e| anyhow!(e))?;
-    let reference = reference_backend(None)?;
+    let reference = reference_backend(args.reference_backend.as_deref())?;
     let inputs = program_inputs(&loaded.program, args.inputs.as_deref(), args.seed)?;
     let kind_checked = if level >= 4 {
         CheckKind::Accuracy
@@ -249,7 +249,11 @@ fn run_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
     let what = case.dir.display().to_string();
     let loaded = load(case.program.clone(), &what)?;
     let backend = case_backend(case, args, &loaded.printer)?;
-    let reference = reference_backend(Some(&case.manifest.reference_backend))?;
+    let reference = reference_backend(Some(
+        args.reference_backend
+            .as_deref()
+            .unwrap_or(&case.manifest.reference_backend),
+    ))?;
     let kind = case.manifest.check.unwrap_or(CheckKind::Accuracy);
     let (verdict, _) = check_once(&loaded, &backend, kind, (&case.inputs, &reference), args)?;
     let recorded = case.manifest.failure.clone();
@@ -291,14 +295,21 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     let loaded = load(case.program.clone(), &what)?;
     let graph = loaded.printer.graph();
     let backend = case_backend(case, args, &loaded.printer)?;
-    let reference = reference_backend(Some(&case.manifest.reference_backend))?;
+    let reference = reference_backend(Some(
+        args.reference_backend
+            .as_deref()
+            .unwrap_or(&case.manifest.reference_backend),
+    ))?;
     let check = match args.check.as_deref() {
         Some(c) => match c.strip_prefix("contains:") {
             Some(ops) => XlaCheck::Contains(Contains::parse(ops).map_err(|e| anyhow!(e))?),
-            None => XlaCheck::Backend(backend.clone(), c.parse().map_err(|e: String| anyhow!(e))?),
+            None => XlaCheck::Backend(
+                Box::new(backend.clone()),
+                c.parse().map_err(|e: String| anyhow!(e))?,
+            ),
         },
         None => XlaCheck::Backend(
-            backend.clone(),
+            Box::new(backend.clone()),
             case.manifest.check.unwrap_or(CheckKind::Accuracy),
         ),
     };
@@ -402,7 +413,11 @@ fn analyze_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
     let what = case.dir.display().to_string();
     let loaded = load(case.program.clone(), &what)?;
     let backend = case_backend(case, args, &loaded.printer)?;
-    let reference = reference_backend(Some(&case.manifest.reference_backend))?;
+    let reference = reference_backend(Some(
+        args.reference_backend
+            .as_deref()
+            .unwrap_or(&case.manifest.reference_backend),
+    ))?;
     let recorded = Recorded::record(&loaded.printer, case.inputs.clone(), &reference, true)
         .map_err(|e| anyhow!("the reference run on {}: {e}", reference.name()))?;
     if !recorded.has_fp64() {

@@ -194,6 +194,58 @@ fn boot_time() -> Option<SystemTime> {
     })
 }
 
+/// Fills a fresh directory with `fill`, then makes `link` (a symlink) point at it in one
+/// atomic rename, so readers of `link` see the old directory or the new one, never a mix.
+/// The directory `link` pointed at before is removed. A real directory at `link` is
+/// replaced only when it is empty.
+pub fn replace_dir_atomically<E>(
+    link: &Path,
+    fill: impl FnOnce(&Path) -> Result<(), E>,
+    io_error: impl Fn(&Path, String) -> E,
+) -> Result<(), E> {
+    let parent = link
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e.to_string()))?;
+    sweep_stale_siblings(link);
+    let dir = sibling(link, "v");
+    std::fs::create_dir(&dir).map_err(|e| io_error(&dir, e.to_string()))?;
+    if let Err(e) = fill(&dir) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
+    let old = match std::fs::symlink_metadata(link) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::read_link(link).ok().map(|t| parent.join(t))
+        }
+        Ok(m) if m.is_dir() => {
+            std::fs::remove_dir(link).map_err(|e| {
+                io_error(
+                    link,
+                    format!("exists and is not a graphbug repro link ({e})"),
+                )
+            })?;
+            None
+        }
+        Ok(_) => return Err(io_error(link, "exists and is not a directory".into())),
+        Err(_) => None,
+    };
+    let tmp_link = sibling(link, "link");
+    let target = dir.file_name().expect("sibling paths have a file name");
+    std::os::unix::fs::symlink(target, &tmp_link)
+        .map_err(|e| io_error(&tmp_link, e.to_string()))?;
+    // The new version's names, then the link's, are made durable before the old goes.
+    sync_dir(&dir)
+        .and_then(|()| std::fs::rename(&tmp_link, link))
+        .and_then(|()| sync_dir(parent))
+        .map_err(|e| io_error(link, e.to_string()))?;
+    if let Some(old) = old {
+        let _ = std::fs::remove_dir_all(old);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,55 +304,4 @@ mod tests {
         let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
         assert!(!alive_since(me, long_ago), "a reused pid counts as alive");
     }
-}
-/// Fills a fresh directory with `fill`, then makes `link` (a symlink) point at it in one
-/// atomic rename, so readers of `link` see the old directory or the new one, never a mix.
-/// The directory `link` pointed at before is removed. A real directory at `link` is
-/// replaced only when it is empty.
-pub fn replace_dir_atomically<E>(
-    link: &Path,
-    fill: impl FnOnce(&Path) -> Result<(), E>,
-    io_error: impl Fn(&Path, String) -> E,
-) -> Result<(), E> {
-    let parent = link
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e.to_string()))?;
-    sweep_stale_siblings(link);
-    let dir = sibling(link, "v");
-    std::fs::create_dir(&dir).map_err(|e| io_error(&dir, e.to_string()))?;
-    if let Err(e) = fill(&dir) {
-        let _ = std::fs::remove_dir_all(&dir);
-        return Err(e);
-    }
-    let old = match std::fs::symlink_metadata(link) {
-        Ok(m) if m.file_type().is_symlink() => {
-            std::fs::read_link(link).ok().map(|t| parent.join(t))
-        }
-        Ok(m) if m.is_dir() => {
-            std::fs::remove_dir(link).map_err(|e| {
-                io_error(
-                    link,
-                    format!("exists and is not a graphbug repro link ({e})"),
-                )
-            })?;
-            None
-        }
-        Ok(_) => return Err(io_error(link, "exists and is not a directory".into())),
-        Err(_) => None,
-    };
-    let tmp_link = sibling(link, "link");
-    let target = dir.file_name().expect("sibling paths have a file name");
-    std::os::unix::fs::symlink(target, &tmp_link)
-        .map_err(|e| io_error(&tmp_link, e.to_string()))?;
-    // The new version's names, then the link's, are made durable before the old goes.
-    sync_dir(&dir)
-        .and_then(|()| std::fs::rename(&tmp_link, link))
-        .and_then(|()| sync_dir(parent))
-        .map_err(|e| io_error(link, e.to_string()))?;
-    if let Some(old) = old {
-        let _ = std::fs::remove_dir_all(old);
-    }
-    Ok(())
 }

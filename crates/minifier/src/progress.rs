@@ -171,7 +171,7 @@ impl<'a> MinifyDir<'a> {
             if existing.is_some() {
                 this.clear()?;
             }
-            replace_dir_atomically(&original, write_original, |p, e| io(p, e))?;
+            replace_dir_atomically(&original, write_original, io)?;
         }
         Ok(this)
     }
@@ -258,7 +258,7 @@ impl Sink for MinifyDir<'_> {
         replace_dir_atomically(
             &self.dir.join("minified"),
             |d| write(best, signature, stats, d),
-            |p, e| io(p, e),
+            io,
         )?;
         let state = MinifyState {
             graph_fingerprint: self.fingerprint.clone(),

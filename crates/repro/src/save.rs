@@ -31,7 +31,7 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Fills a fresh directory with `fill`, then makes `link` point at it atomically (see
 /// [`graphbug_files::replace_dir_atomically`]).
 pub fn replace_dir_atomically(link: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    graphbug_files::replace_dir_atomically(link, fill, |p, e| ReproError::io(p, e))
+    graphbug_files::replace_dir_atomically(link, fill, ReproError::io)
 }
 
 /// Writes a graph and its inputs (in placeholder order) into `dir`.

@@ -335,7 +335,7 @@ impl Recorded {
         g: &Graph,
         candidate: &Candidate,
         values: &[Value],
-    ) -> Result<(Vec<Option<HostTensor>>, Option<Vec<Option<HostTensor>>>), String> {
+    ) -> Result<(Outputs, Option<Outputs>), String> {
         let placeholders = g.placeholders();
         let mut reference = Vec::with_capacity(values.len());
         let mut fp64 = Vec::with_capacity(values.len());
@@ -360,6 +360,9 @@ impl Recorded {
         Ok((reference, fp64))
     }
 }
+
+/// Values of a graph's outputs, each where known.
+type Outputs = Vec<Option<HostTensor>>;
 
 /// Compiles and runs candidates of an XLA program with a PJRT backend, on the values the
 /// reference plugin recorded: a compile or runtime failure is the plugin's error; a wrong
