@@ -38,6 +38,11 @@ def save(path, named):
         offset += len(data)
     if strides:
         header["__metadata__"] = {"strides": json.dumps(strides, separators=(",", ":"))}
+    _write(path, header, blobs)
+
+
+def _write(path, header, blobs):
+    """Writes a safetensors file: the header (8-byte aligned), then the data blobs."""
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as fh:
@@ -77,10 +82,4 @@ def save_numpy(path, named):
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(text)))
-        fh.write(text)
-        for blob in blobs:
-            fh.write(blob)
+    _write(path, header, blobs)

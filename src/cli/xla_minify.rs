@@ -24,7 +24,7 @@ use graphbug::xla::minify::{Printer, Recorded, WorkerSpec, XlaChecker, REFERENCE
 use graphbug::xla::program::Kind;
 
 use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
-use super::xla::{program_inputs, read};
+use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
 
 /// One checker per worker.
 pub type Checkers = Vec<Box<dyn Checker + Send>>;
@@ -40,25 +40,6 @@ pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<(), String> {
         .map(|(k, t)| (format!("arg{k}"), t.clone()))
         .collect();
     graphbug::files::write(&dir.join(INPUTS_FILE), &named).map_err(|e| e.to_string())
-}
-
-/// Refuses the options of `graphbug minify` that are for aten graphs.
-fn refuse_aten_options(args: &MinifyArgs) -> Result<()> {
-    let given: Vec<&str> = [
-        (args.device != "cpu", "--device (an XLA program runs on its plugin's device: choose it with --backend pjrt:<plugin>)"),
-        (args.offload_to_disk, "--offload-to-disk"),
-    ]
-    .into_iter()
-    .filter_map(|(given, name)| given.then_some(name))
-    .collect();
-    if !given.is_empty() {
-        bail!(
-            "{} is an XLA program; these options are for aten graphs: {}",
-            args.file.display(),
-            given.join(", ")
-        );
-    }
-    Ok(())
 }
 
 /// The backend under test: `--backend` with `GRAPHBUG_INJECT_FAULT`'s fault, a fault on
@@ -277,7 +258,13 @@ pub fn accuracy_mode(strict: bool) -> AccuracyMode {
 /// `graphbug minify` of an XLA program of form `kind` held in `bytes`.
 pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     let started = Instant::now();
-    refuse_aten_options(args)?;
+    refuse_aten_options(
+        &args.file,
+        &[
+            (args.device != "cpu", DEVICE_OPTION),
+            (args.offload_to_disk, "--offload-to-disk"),
+        ],
+    )?;
     let file = args.file.display().to_string();
     let program = read(&args.file, bytes, kind)?;
     program.check().with_context(|| file.clone())?;

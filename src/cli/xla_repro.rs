@@ -22,7 +22,7 @@ use graphbug::xla::repro::{fill_dir, program_bytes, read_dir, XlaCase, XlaManife
 
 use super::args::{Bound, ReproArgs};
 use super::search::search_options_with;
-use super::xla::{program_inputs, read};
+use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
 use super::xla_minify::{
     accuracy_mode, backend_under_test, reference_backend, start_checkers, Runs, XlaCheck,
 };
@@ -42,25 +42,25 @@ fn check_of(sig: &Signature) -> CheckKind {
 }
 
 /// Refuses the options of `graphbug repro` that are for aten graphs.
-fn refuse_aten_options(args: &ReproArgs, what: &str) -> Result<()> {
-    let given: Vec<&str> = [
-        (args.after.is_some(), "--after"),
-        (args.random_inputs, "--random-inputs"),
-        (
-            args.device.is_some(),
-            "--device (an XLA program runs on its plugin's device: --backend pjrt:<plugin>)",
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(given, name)| given.then_some(name))
-    .collect();
-    if !given.is_empty() {
-        bail!(
-            "{what} is an XLA program; these options are for aten graphs: {}",
-            given.join(", ")
-        );
-    }
-    Ok(())
+fn refuse_repro_options(args: &ReproArgs, what: &Path) -> Result<()> {
+    refuse_aten_options(
+        what,
+        &[
+            (args.after.is_some(), "--after"),
+            (args.random_inputs, "--random-inputs"),
+            (args.device.is_some(), DEVICE_OPTION),
+        ],
+    )
+}
+
+/// The reference plugin of a directory's action: `--reference-backend`, else the
+/// manifest's.
+fn case_reference(case: &XlaCase, args: &ReproArgs) -> Result<XlaBackend> {
+    reference_backend(Some(
+        args.reference_backend
+            .as_deref()
+            .unwrap_or(&case.manifest.reference_backend),
+    ))
 }
 
 /// The program of a case, as the plugin under test and the minifier read it.
@@ -116,7 +116,7 @@ fn check_once(
 pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let what = file.display().to_string();
-    refuse_aten_options(args, &what)?;
+    refuse_repro_options(args, file)?;
     if let Some(a) = &args.action {
         bail!("{what} is not a repro directory, so `{a}` does not apply; give a program alone to run the whole flow");
     }
@@ -230,7 +230,7 @@ pub fn on_dir(dir: &Path, args: &ReproArgs) -> Result<ExitCode> {
         )
     })?;
     let what = dir.display().to_string();
-    refuse_aten_options(args, &what)?;
+    refuse_repro_options(args, dir)?;
     if args.check.is_some() && action != "minify" {
         bail!("--check says what `minify` looks for; `{action}` checks the failure the directory records");
     }
@@ -249,11 +249,7 @@ fn run_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
     let what = case.dir.display().to_string();
     let loaded = load(case.program.clone(), &what)?;
     let backend = case_backend(case, args, &loaded.printer)?;
-    let reference = reference_backend(Some(
-        args.reference_backend
-            .as_deref()
-            .unwrap_or(&case.manifest.reference_backend),
-    ))?;
+    let reference = case_reference(case, args)?;
     let kind = case.manifest.check.unwrap_or(CheckKind::Accuracy);
     let (verdict, _) = check_once(&loaded, &backend, kind, (&case.inputs, &reference), args)?;
     let recorded = case.manifest.failure.clone();
@@ -295,11 +291,7 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     let loaded = load(case.program.clone(), &what)?;
     let graph = loaded.printer.graph();
     let backend = case_backend(case, args, &loaded.printer)?;
-    let reference = reference_backend(Some(
-        args.reference_backend
-            .as_deref()
-            .unwrap_or(&case.manifest.reference_backend),
-    ))?;
+    let reference = case_reference(case, args)?;
     let check = match args.check.as_deref() {
         Some(c) => match c.strip_prefix("contains:") {
             Some(ops) => XlaCheck::Contains(Contains::parse(ops).map_err(|e| anyhow!(e))?),
@@ -413,11 +405,7 @@ fn analyze_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
     let what = case.dir.display().to_string();
     let loaded = load(case.program.clone(), &what)?;
     let backend = case_backend(case, args, &loaded.printer)?;
-    let reference = reference_backend(Some(
-        args.reference_backend
-            .as_deref()
-            .unwrap_or(&case.manifest.reference_backend),
-    ))?;
+    let reference = case_reference(case, args)?;
     let recorded = Recorded::record(&loaded.printer, case.inputs.clone(), &reference, true)
         .map_err(|e| anyhow!("the reference run on {}: {e}", reference.name()))?;
     if !recorded.has_fp64() {
