@@ -513,6 +513,7 @@ const XLA_PASSING_STAGES: &[Stage] = &[
     Stage::Check,
     Stage::RunHlo,
     Stage::RunStableHlo,
+    Stage::MinifyHlo,
 ];
 
 /// Generates the XLA CI subset once per test process: one JAX primitive harness of every
@@ -575,7 +576,10 @@ fn xla_ci_subset_matches_jax() {
                     failures.push(format!("{} [{}]: {line}", r.id, stage.name()))
                 }
                 Outcome::NotApplicable(why)
-                    if !matches!(stage, Stage::RunHlo | Stage::RunStableHlo) =>
+                    if !matches!(
+                        stage,
+                        Stage::RunHlo | Stage::RunStableHlo | Stage::MinifyHlo
+                    ) =>
                 {
                     failures.push(format!("{} [{}]: n/a: {why}", r.id, stage.name()))
                 }
@@ -653,6 +657,14 @@ fn xla_wrong_answers_fail_their_stage() {
         j["num_outputs"] = Value::from(n + 1);
     });
     expect.push(("wrong/xla-counts", &[Stage::Check]));
+
+    // The minified program is held to another instruction than the faulted one.
+    let d = copy_case(cases, "xla/model/transformer", &dir, "wrong/xla-minify");
+    let hlo = fs::read_to_string(d.join("jax.hlo")).unwrap();
+    let targets = xtask::conformance::xla::fault_targets(&hlo);
+    assert!(targets.len() > 2, "{targets:?}");
+    edit_json(&d, |j| j["minify_root"] = Value::from(targets[0].clone()));
+    expect.push(("wrong/xla-minify", &[Stage::MinifyHlo]));
 
     let mut opts = options(&dir, "xla-wrong-work");
     opts.jobs = 1;

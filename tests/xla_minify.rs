@@ -178,6 +178,50 @@ fn jobs_and_resume_end_byte_for_byte_where_one_worker_does() {
 }
 
 #[test]
+fn an_out_directory_of_another_program_is_refused_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    minify(
+        &hlo("transformer.hlo"),
+        "fault:runtime@node:dot_general.12+pjrt:cpu",
+        "runtime",
+        &out,
+        &[],
+    );
+    let before = std::fs::read(out.join("minified/program.hlo")).unwrap();
+    for (program, op) in [
+        (stablehlo("mlp.mlir"), "dot_general"),
+        (hlo("transformer.pb"), "dot"),
+    ] {
+        let backend = format!("fault:runtime@{op}+pjrt:cpu");
+        let o = graphbug(
+            &[
+                "minify",
+                &program,
+                "--backend",
+                &backend,
+                "--check",
+                "runtime",
+                "--out",
+                &s(&out),
+            ],
+            tmp.path(),
+        );
+        let (_, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{program}: {stderr}");
+        assert!(
+            stderr.contains("holds the minification of another program"),
+            "{program}: {stderr}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(out.join("minified/program.hlo")).unwrap(),
+        before
+    );
+    assert!(out.join("original/program.hlo").is_file());
+}
+
+#[test]
 fn crashes_and_hangs_of_the_plugin_are_verdicts() {
     let tmp = tempfile::tempdir().unwrap();
     let program = stablehlo("mlp.mlir");

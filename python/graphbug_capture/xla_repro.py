@@ -72,6 +72,20 @@ def _safetensors_dtypes():
     return table
 
 
+def read_tensors(directory, stem):
+    """Reads ``stem.safetensors`` of `directory`, or ``stem.npz`` (graphbug writes npz when a
+    tensor is complex, which safetensors cannot hold): (path, {name: numpy array})."""
+    npz = os.path.join(directory, stem + ".npz")
+    if not os.path.exists(os.path.join(directory, stem + ".safetensors")) and os.path.exists(npz):
+        try:
+            with np.load(npz) as z:
+                return npz, {k: z[k] for k in z.files}
+        except (OSError, ValueError) as err:
+            raise BadInput(f"{npz}: not an npz file: {err}") from err
+    path = os.path.join(directory, stem + ".safetensors")
+    return path, read_safetensors(path)
+
+
 def read_safetensors(path):
     """Reads a safetensors file into {name: numpy array} (the ``__metadata__`` entry dropped)."""
     try:
@@ -497,8 +511,8 @@ def run(opts):
     clean = read_program(directory, manifest["program"], form)
     faulted_name = None if opts.clean else manifest.get("faulted_program")
     under_test = read_program(directory, faulted_name, form) if faulted_name else clean
-    inputs_path = os.path.join(directory, "inputs.safetensors")
-    args = numbered(read_safetensors(inputs_path), "arg", inputs_path)
+    inputs_path, named = read_tensors(directory, "inputs")
+    args = numbered(named, "arg", inputs_path)
     tolerance = dict(DEFAULT_TOLERANCE)
     tolerance.update({k: float(v) for k, v in (manifest.get("tolerance") or {}).items()
                       if k in ("rtol", "atol") and v is not None})
@@ -506,8 +520,8 @@ def run(opts):
     atol = tolerance["atol"] if opts.atol is None else opts.atol
     recorded = None
     if opts.reference == "recorded":
-        path = os.path.join(directory, "reference_outputs.safetensors")
-        recorded = numbered(read_safetensors(path), "out", path)
+        path, named = read_tensors(directory, "reference_outputs")
+        recorded = numbered(named, "out", path)
 
     import jax
 

@@ -20,8 +20,9 @@ use graphbug::run::limits::TimeLimit;
 use graphbug::run::process::own_exe;
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::{XlaBackend, DEFAULT_BACKEND};
-use graphbug::xla::minify::{Printer, Recorded, WorkerSpec, XlaChecker, REFERENCE_RUN};
+use graphbug::xla::minify::{file_name, Printer, Recorded, WorkerSpec, XlaChecker, REFERENCE_RUN};
 use graphbug::xla::program::Kind;
+use graphbug::xla::repro::{write_numbered, INPUTS};
 
 use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
 use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
@@ -29,17 +30,10 @@ use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
 /// One checker per worker.
 pub type Checkers = Vec<Box<dyn Checker + Send>>;
 
-/// The inputs file of graphbug's XLA directories: safetensors, `arg0`, `arg1`...
-pub const INPUTS_FILE: &str = "inputs.safetensors";
-
-/// Writes `inputs` as `dir/inputs.safetensors`, keyed `arg0`... (what `--inputs` reads).
-pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<(), String> {
-    let named: Vec<(String, HostTensor)> = inputs
-        .iter()
-        .enumerate()
-        .map(|(k, t)| (format!("arg{k}"), t.clone()))
-        .collect();
-    graphbug::files::write(&dir.join(INPUTS_FILE), &named).map_err(|e| e.to_string())
+/// Writes `inputs` into `dir` as `inputs.safetensors` (`.npz` when one is complex), keyed
+/// `arg0`... (what `--inputs` reads); returns the file.
+pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<PathBuf, String> {
+    write_numbered(dir, INPUTS, "arg", inputs)
 }
 
 /// The backend under test: `--backend` with `GRAPHBUG_INJECT_FAULT`'s fault, a fault on
@@ -95,7 +89,7 @@ pub fn start_checkers(
     reference: &XlaBackend,
     scratch: &Scratch,
 ) -> Result<(Checkers, Arc<Recorded>)> {
-    write_inputs(scratch.path(), inputs).map_err(|e| anyhow!(e))?;
+    let inputs_file = write_inputs(scratch.path(), inputs).map_err(|e| anyhow!(e))?;
     let workers = &runs.workers;
     // Float64 values only where this process judges wrong results itself.
     let fp64 = matches!(check, XlaCheck::Backend(_, CheckKind::Accuracy)) && runs.in_process;
@@ -154,14 +148,8 @@ pub fn start_checkers(
             (vec![Box::new(checker) as Box<dyn Checker + Send>], recorded)
         }
         XlaCheck::Backend(backend, kind) => {
-            let mut spec = WorkerSpec::new(
-                text,
-                scratch.path().join(INPUTS_FILE),
-                &backend,
-                reference,
-                kind,
-                runs.accuracy,
-            );
+            let mut spec =
+                WorkerSpec::new(text, inputs_file, &backend, reference, kind, runs.accuracy);
             let exe = own_exe().context("locating the graphbug binary")?;
             let checker = |spec_file: PathBuf| {
                 IsolatedChecker::new(
@@ -191,7 +179,7 @@ pub fn start_checkers(
             }
             // The first worker's reference run records the values once: this process and
             // the other workers read them from its file.
-            let values = scratch.path().join("values.safetensors");
+            let values = scratch.path().join("values.npz");
             spec.save_values = Some(values.clone());
             let first_spec = spec
                 .write(scratch.path(), "xla-worker.json")
@@ -342,7 +330,7 @@ pub fn write_candidate(
     let path = d.join(printer.file_name());
     graphbug::files::write_file_atomically(&path, &bytes)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    write_inputs(d, &recorded.candidate_inputs(c)?)
+    write_inputs(d, &recorded.candidate_inputs(c)?).map(|_| ())
 }
 
 /// The output directory (`--out`) of an XLA program's minification: the original as
@@ -357,21 +345,30 @@ fn out_dir<'a>(
     resume: bool,
 ) -> Result<MinifyDir<'a>> {
     let name = printer.file_name();
+    // What a directory holds: a program of any form, or something else (refused).
     let held = |original: &Path| {
-        let held = std::fs::read(original.join(name)).ok()?;
-        Some(Some(fnv(held)))
+        if !original.exists() {
+            return None;
+        }
+        let forms = [Kind::HloText, Kind::HloProto, Kind::StableHloText];
+        Some(
+            forms
+                .iter()
+                .find_map(|&k| std::fs::read(original.join(file_name(k))).ok())
+                .map(fnv),
+        )
     };
     let write_original = |d: &Path| {
         let path = d.join(name);
         graphbug::files::write_file_atomically(&path, bytes)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        write_inputs(d, &recorded.inputs)
+        write_inputs(d, &recorded.inputs).map(|_| ())
     };
     let write: WriteBest<'a> =
         Box::new(move |best, _, _, d| write_candidate(printer, recorded, best, d));
     MinifyDir::create(
         out,
-        fnv(bytes.iter().copied()),
+        ("program", fnv(bytes.iter().copied())),
         held,
         write_original,
         write,

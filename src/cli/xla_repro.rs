@@ -354,7 +354,11 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
             &link,
         )
     });
-    let mut sink = MinifyDir::in_place(&case.dir, fnv(case.bytes.iter().copied()), write);
+    let mut sink = MinifyDir::in_place(
+        &case.dir,
+        ("program", fnv(case.bytes.iter().copied())),
+        write,
+    );
     let m = minify_parallel(graph, &mut checkers, &options, &mut sink).map_err(|e| anyhow!(e))?;
     sink.finish(&m).map_err(|e| anyhow!(e))?;
     report_minified(&m, &loaded.printer, &case.dir, started, checkers.len());

@@ -118,6 +118,8 @@ pub type WriteBest<'a> =
 /// The output directory of a minification, and the sink that keeps it current.
 pub struct MinifyDir<'a> {
     dir: PathBuf,
+    /// What the family calls what it minifies, for messages (`graph`, `program`).
+    noun: &'static str,
     fingerprint: String,
     write: WriteBest<'a>,
     /// The search this directory records (`--out` runs).
@@ -129,8 +131,8 @@ fn io(path: &Path, e: impl std::fmt::Display) -> String {
 }
 
 impl<'a> MinifyDir<'a> {
-    /// Prepares `dir` for the minification `run` of the original whose fingerprint is
-    /// `fingerprint`; `held` reads the fingerprint of the original a directory already
+    /// Prepares `dir` for the minification `run` of the original (a `noun`: `graph`,
+    /// `program`) whose fingerprint is `fingerprint`; `held` reads the fingerprint of the original a directory already
     /// holds (in `dir/original`), `write_original` writes the original there.
     ///
     /// A directory holding another original's minification is refused, never mixed or
@@ -139,7 +141,7 @@ impl<'a> MinifyDir<'a> {
     /// is rewritten.
     pub fn create(
         dir: &Path,
-        fingerprint: String,
+        (noun, fingerprint): (&'static str, String),
         held: impl FnOnce(&Path) -> Option<Option<String>>,
         write_original: impl FnOnce(&Path) -> Result<(), String>,
         write: WriteBest<'a>,
@@ -155,7 +157,7 @@ impl<'a> MinifyDir<'a> {
                 return Err(io(
                     dir,
                     format!(
-                        "holds the minification of another program ({}); choose another --out, or delete it",
+                        "holds the minification of another {noun} ({}); choose another --out, or delete it",
                         original.display()
                     ),
                 ));
@@ -163,6 +165,7 @@ impl<'a> MinifyDir<'a> {
         }
         let this = MinifyDir {
             dir: dir.to_path_buf(),
+            noun,
             fingerprint,
             write,
             run: Some(run),
@@ -194,9 +197,14 @@ impl<'a> MinifyDir<'a> {
 
     /// Minifies inside directory `dir`, which is the original (a repro directory): each
     /// improvement is written to `dir/minified/` by `write`.
-    pub fn in_place(dir: &Path, fingerprint: String, write: WriteBest<'a>) -> Self {
+    pub fn in_place(
+        dir: &Path,
+        (noun, fingerprint): (&'static str, String),
+        write: WriteBest<'a>,
+    ) -> Self {
         MinifyDir {
             dir: dir.to_path_buf(),
+            noun,
             fingerprint,
             write,
             run: None,
@@ -217,7 +225,7 @@ impl<'a> MinifyDir<'a> {
         if state.graph_fingerprint != self.fingerprint {
             return Err(io(
                 &path,
-                "this state was saved while minifying another program",
+                format!("this state was saved while minifying another {}", self.noun),
             ));
         }
         if let (Some(saved), Some(now)) = (&state.run, &self.run) {

@@ -47,13 +47,13 @@ pub fn out_dir<'v>(
     run: RunKey,
     resume: bool,
 ) -> Result<MinifyDir<'v>> {
+    // What a directory holds: a graph, or something else (refused).
     let held = |original: &Path| {
-        let text = std::fs::read_to_string(original.join(GRAPH_FILE)).ok()?;
-        Some(
-            graphbug_ir::parse_graph(&text)
-                .ok()
-                .map(|g| fingerprint(&g)),
-        )
+        if !original.exists() {
+            return None;
+        }
+        let text = std::fs::read_to_string(original.join(GRAPH_FILE)).ok();
+        Some(text.and_then(|t| graphbug_ir::parse_graph(&t).ok().map(|g| fingerprint(&g))))
     };
     let write: WriteBest<'v> = Box::new(move |best, _, _, d| {
         let (inputs, _) = values.candidate_inputs(best).map_err(|e| e.to_string())?;
@@ -61,7 +61,7 @@ pub fn out_dir<'v>(
     });
     MinifyDir::create(
         dir,
-        fingerprint(graph),
+        ("graph", fingerprint(graph)),
         held,
         |d| write_graph_and_inputs(d, graph, inputs).map_err(|e| e.to_string()),
         write,
@@ -98,5 +98,5 @@ pub fn in_repro_dir<'v>(
             .map_err(|e| e.to_string())?;
         fill_repro_dir(d, &case, &link).map_err(|e| e.to_string())
     });
-    MinifyDir::in_place(dir, fingerprint(graph), write)
+    MinifyDir::in_place(dir, ("graph", fingerprint(graph)), write)
 }

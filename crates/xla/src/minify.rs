@@ -223,8 +223,8 @@ impl Recorded {
         Ok(recorded)
     }
 
-    /// Saves the recorded values (not the inputs) to a safetensors file: `v<id>` and, in
-    /// float64, `f<id>`.
+    /// Saves the recorded values (not the inputs) to a tensors file (`.npz` holds every
+    /// dtype): `v<id>` and, in float64, `f<id>`; atomically, so a reader sees all or none.
     pub fn save(&self, path: &Path) -> Result<(), String> {
         let mut named: Vec<(String, HostTensor)> = self
             .values
@@ -234,9 +234,7 @@ impl Recorded {
         if let Some(fp64) = &self.fp64 {
             named.extend(fp64.iter().map(|(id, t)| (format!("f{id}"), t.clone())));
         }
-        let tmp = path.with_extension("partial.safetensors");
-        graphbug_files::write(&tmp, &named).map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+        graphbug_files::write(path, &named).map_err(|e| e.to_string())
     }
 
     /// The values [`Recorded::save`] saved for `graph`'s program, with its `inputs`.
@@ -611,7 +609,13 @@ impl WorkerSpec {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(data)
             .map_err(|e| format!("bad inputs in the worker bundle: {e}"))?;
-        let path = dir.join("inputs.safetensors");
+        // An npz file is a zip archive; anything else graphbug wrote is safetensors.
+        let ext = if bytes.starts_with(b"PK") {
+            "npz"
+        } else {
+            "safetensors"
+        };
+        let path = dir.join(format!("inputs.{ext}"));
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         self.inputs = Some(path);
         Ok(self)

@@ -5,7 +5,8 @@
 //! DIR/program.hlo | program.hlo.pb | program.mlir   the program, in the form it came in
 //! DIR/program.faulted.<ext>          with a graphbug fault only: what the simulated
 //!                                    miscompiling compiler compiled
-//! DIR/inputs.safetensors             its arguments: arg0, arg1, ...
+//! DIR/inputs.safetensors             its arguments: arg0, arg1, ... (`.npz` when one is
+//!                                    complex, which safetensors cannot hold)
 //! DIR/reference_outputs.safetensors  the reference plugin's outputs: out0, out1, ...
 //! DIR/manifest.json                  backend, plugin (path, PJRT and StableHLO versions),
 //!                                    check, tolerance, the failure
@@ -29,11 +30,43 @@ use crate::program::{Kind, Program};
 /// The manifest's file name.
 pub const MANIFEST_FILE: &str = "manifest.json";
 
-/// The inputs' file name (keys `arg0`, `arg1`...).
-pub const INPUTS_FILE: &str = "inputs.safetensors";
+/// The inputs' file (keys `arg0`, `arg1`...): `inputs.safetensors`, or `inputs.npz` (see
+/// [`write_numbered`]).
+pub const INPUTS: &str = "inputs";
 
-/// The reference outputs' file name (keys `out0`, `out1`...).
-pub const REFERENCE_OUTPUTS_FILE: &str = "reference_outputs.safetensors";
+/// The reference outputs' file (keys `out0`, `out1`...): `reference_outputs.safetensors`
+/// or `.npz`.
+pub const REFERENCE_OUTPUTS: &str = "reference_outputs";
+
+/// Writes `tensors` as `prefix0`, `prefix1`... into `dir/stem.safetensors`, or
+/// `dir/stem.npz` when one is complex (safetensors has no complex type); returns the file.
+pub fn write_numbered(
+    dir: &Path,
+    stem: &str,
+    prefix: &str,
+    tensors: &[HostTensor],
+) -> Result<PathBuf, String> {
+    let complex = tensors.iter().any(|t| t.dtype.is_complex());
+    let path = dir.join(format!(
+        "{stem}.{}",
+        if complex { "npz" } else { "safetensors" }
+    ));
+    let named: Vec<(String, HostTensor)> = tensors
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (format!("{prefix}{k}"), t.clone()))
+        .collect();
+    graphbug_files::write(&path, &named).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// The file [`write_numbered`] wrote for `stem` in `dir`, if any.
+pub fn numbered_file(dir: &Path, stem: &str) -> Option<PathBuf> {
+    ["safetensors", "npz"]
+        .iter()
+        .map(|ext| dir.join(format!("{stem}.{ext}")))
+        .find(|p| p.exists())
+}
 
 /// The script that reproduces a directory with JAX alone (the same file the Python
 /// package copies into the directories it writes).
@@ -269,24 +302,23 @@ pub fn read_dir(dir: &Path) -> Result<XlaCase, String> {
     let params = program
         .parameters()
         .map_err(|e| format!("{}: {e}", ppath.display()))?;
-    let inputs = numbered(&dir.join(INPUTS_FILE), "arg", Some(params.len()))?;
+    let ipath = numbered_file(dir, INPUTS)
+        .ok_or_else(|| format!("{}: no inputs.safetensors (or inputs.npz)", dir.display()))?;
+    let inputs = numbered(&ipath, "arg", Some(params.len()))?;
     for (k, ((name, meta), t)) in params.iter().zip(&inputs).enumerate() {
         let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
         if t.dtype != meta.dtype || dims != meta.shape.as_slice() {
             return Err(format!(
                 "{}: arg{k} is {}{:?}, parameter {k} `{name}` takes {meta}",
-                dir.join(INPUTS_FILE).display(),
+                ipath.display(),
                 t.dtype.short_name(),
                 t.shape
             ));
         }
     }
-    let rpath = dir.join(REFERENCE_OUTPUTS_FILE);
-    let reference_outputs = if rpath.exists() {
-        Some(numbered(&rpath, "out", None)?)
-    } else {
-        None
-    };
+    let reference_outputs = numbered_file(dir, REFERENCE_OUTPUTS)
+        .map(|p| numbered(&p, "out", None))
+        .transpose()?;
     Ok(XlaCase {
         dir: dir.to_path_buf(),
         manifest,
@@ -364,17 +396,9 @@ pub fn fill_dir(
         }
         None => None,
     };
-    let numbered = |prefix: &str, ts: &[HostTensor]| -> Vec<(String, HostTensor)> {
-        ts.iter()
-            .enumerate()
-            .map(|(k, t)| (format!("{prefix}{k}"), t.clone()))
-            .collect()
-    };
-    graphbug_files::write(&d.join(INPUTS_FILE), &numbered("arg", inputs))
-        .map_err(|e| e.to_string())?;
+    write_numbered(d, INPUTS, "arg", inputs)?;
     if let Some(outs) = reference_outputs {
-        graphbug_files::write(&d.join(REFERENCE_OUTPUTS_FILE), &numbered("out", outs))
-            .map_err(|e| e.to_string())?;
+        write_numbered(d, REFERENCE_OUTPUTS, "out", outs)?;
     }
     write(MANIFEST_FILE, manifest.to_json().as_bytes())?;
     write("README.md", readme(&manifest, shown).as_bytes())?;
@@ -416,7 +440,7 @@ pub fn readme(m: &XlaManifest, dir: &Path) -> String {
         "# XLA repro: `{program}` on `{backend}`\n\n\
          Failure: {failure}.\n\
          Plugin: {plugin} (PJRT API {api}, platform {platform}, StableHLO {shlo}); reference: `{reference}`.\n{fault}\n\
-         Files: `{program}` ({form}), `{INPUTS_FILE}` (arg0...), `{REFERENCE_OUTPUTS_FILE}` (the reference's out0...), `{MANIFEST_FILE}`, `repro.py`.\n\n\
+         Files: `{program}` ({form}), `{INPUTS}.safetensors` (arg0...; `.npz` when complex), `{REFERENCE_OUTPUTS}.safetensors` (the reference's out0...), `{MANIFEST_FILE}`, `repro.py`.\n\n\
          ```sh\n\
          graphbug repro {dir} run        # reproduce (exit 1 when the failure reproduces)\n\
          graphbug repro {dir} minify     # shrink it (written to {dir}/minified)\n\

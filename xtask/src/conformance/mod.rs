@@ -37,12 +37,13 @@ pub const STAGES: [Stage; 10] = [
 ];
 
 /// The stages of XLA programs (the `xla` source), in order.
-pub const XLA_STAGES: [Stage; 5] = [
+pub const XLA_STAGES: [Stage; 6] = [
     Stage::Fmt,
     Stage::Proto,
     Stage::Check,
     Stage::RunHlo,
     Stage::RunStableHlo,
+    Stage::MinifyHlo,
 ];
 
 /// The stages a case of `source` goes through.
@@ -106,6 +107,9 @@ pub enum Stage {
     /// (XLA) `graphbug run` of the StableHLO (text, and bytecode) on `pjrt:cpu` gives JAX's
     /// outputs.
     RunStableHlo,
+    /// (XLA) `graphbug minify` of the HLO text under a runtime fault pinned to an
+    /// instruction in the middle of the entry computation ends at that instruction alone.
+    MinifyHlo,
 }
 
 impl Stage {
@@ -127,6 +131,7 @@ impl Stage {
             Stage::Check => "check",
             Stage::RunHlo => "run-hlo",
             Stage::RunStableHlo => "run-stablehlo",
+            Stage::MinifyHlo => "minify-hlo",
         }
     }
 }
@@ -653,6 +658,7 @@ impl Runner<'_> {
             Stage::Check => self.xla_check(),
             Stage::RunHlo => self.xla_run("run_hlo"),
             Stage::RunStableHlo => self.xla_run("run_stablehlo"),
+            Stage::MinifyHlo => self.xla_minify(),
         };
         result.unwrap_or_else(|e| Outcome::Failed(format!("runner error: {e:#}")))
     }

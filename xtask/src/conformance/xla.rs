@@ -11,6 +11,90 @@ use super::{first_error_line, os, string_list, Outcome, Runner};
 pub const BACKEND: &str = "pjrt:cpu";
 
 impl Runner<'_> {
+    /// `graphbug minify` of the case's first HLO program under
+    /// `fault:runtime@node:T+pjrt:cpu`, T the middle one of [`fault_targets`] (or the
+    /// case's `minify_target`): it must end at one instruction, the case's `minify_root`
+    /// (default T), as the program's ROOT.
+    pub(super) fn xla_minify(&self) -> Result<Outcome> {
+        if let Some(why) = self.case.json["run_skip"].as_str() {
+            return Ok(Outcome::NotApplicable(why.to_string()));
+        }
+        let program = string_list(&self.case.json["run_hlo"])
+            .into_iter()
+            .next()
+            .context("case.json has no `run_hlo` list")?;
+        let path = self.file(&program);
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let targets = fault_targets(&text);
+        let target = match self.case.json["minify_target"].as_str() {
+            Some(t) => t.to_string(),
+            None => match targets.get(targets.len() / 2) {
+                Some(t) => t.clone(),
+                None => {
+                    return Ok(Outcome::NotApplicable(
+                        "the entry computation computes nothing to fault".into(),
+                    ))
+                }
+            },
+        };
+        let root = self.case.json["minify_root"]
+            .as_str()
+            .unwrap_or(&target)
+            .to_string();
+        let inputs = self.file(
+            self.case.json["inputs"]
+                .as_str()
+                .context("case.json has no `inputs` file")?,
+        );
+        let backend = format!("fault:runtime@node:{target}+{BACKEND}");
+        let exec = self.graphbug(
+            "minify-hlo",
+            &[
+                os("minify"),
+                path.as_os_str(),
+                os("--inputs"),
+                inputs.as_os_str(),
+                os("--backend"),
+                os(&backend),
+                os("--check"),
+                os("runtime"),
+                os("--json"),
+            ],
+        )?;
+        if exec.code != Some(0) {
+            // The plugin's gap, said by the plugin (here through the reference run).
+            if let Some(t) = exec.stderr.lines().find_map(missing_ffi_handler) {
+                return Ok(Outcome::NotApplicable(format!(
+                    "the {BACKEND} plugin has no handler for custom call `{t}`"
+                )));
+            }
+            return Ok(Outcome::Failed(format!(
+                "{program}: {}",
+                exec.error_line(&format!("minify --backend {backend}"))
+            )));
+        }
+        let counts: serde_json::Value = exec
+            .stdout
+            .lines()
+            .last()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_default();
+        let ends = |name: &str| {
+            exec.stdout.lines().any(|l| {
+                l.trim_start().starts_with(&format!("ROOT {name} = "))
+                    || l.trim_start().starts_with(&format!("ROOT %{name} = "))
+            })
+        };
+        if counts["end_nodes"] != 1 || !ends(&root) {
+            return Ok(Outcome::Failed(format!(
+                "{program}: minify under {backend} ended at {} instructions, not `{root}` alone",
+                counts["end_nodes"]
+            )));
+        }
+        Ok(Outcome::Passed)
+    }
+
     /// The `(file, expected)` pairs of a case.json list: `{"file": F}` expects F's own bytes,
     /// `{"file": F, "expected": E}` the text of E.
     fn expected_prints(&self, key: &str) -> Result<Vec<(String, String)>> {
@@ -154,6 +238,44 @@ impl Runner<'_> {
         }
         Ok(Outcome::Passed)
     }
+}
+
+/// The instructions a fault may be pinned to in HLO text: the entry computation's
+/// array-valued instructions other than parameters, constants, tuples and
+/// get-tuple-elements (names without XLA's `%`), in text order.
+pub fn fault_targets(hlo: &str) -> Vec<String> {
+    let mut in_entry = false;
+    let mut out = Vec::new();
+    for line in hlo.lines() {
+        let t = line.trim_start();
+        if t.starts_with("ENTRY ") {
+            in_entry = true;
+            continue;
+        }
+        if !in_entry {
+            continue;
+        }
+        if t.starts_with('}') {
+            break;
+        }
+        let t = t.strip_prefix("ROOT ").unwrap_or(t);
+        let Some((name, rest)) = t.split_once(" = ") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let Some((shape_and_op, _)) = rest.split_once('(') else {
+            continue;
+        };
+        // A tuple shape starts with `(`: nothing before it.
+        let op = shape_and_op.trim_end().rsplit(' ').next().unwrap_or("");
+        if shape_and_op.trim().is_empty()
+            || ["parameter", "constant", "tuple", "get-tuple-element"].contains(&op)
+        {
+            continue;
+        }
+        out.push(name.trim_start_matches('%').to_string());
+    }
+    out
 }
 
 /// The custom-call target of a plugin's `No FFI handler registered for TARGET` compile
