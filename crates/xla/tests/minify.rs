@@ -134,3 +134,34 @@ fn compile_and_runtime_failures_are_the_plugins_errors() {
         assert_eq!(check.check(&elsewhere), Verdict::Passes, "{backend}");
     }
 }
+
+#[test]
+fn a_cut_keeps_every_computation_its_instructions_call() {
+    // select_and_scatter names its computations in `select=` and `scatter=`.
+    let path = common::corpus_dir().join("conv_train.hlo");
+    let program = Program::read(&std::fs::read(path).unwrap(), Kind::HloText).unwrap();
+    let printer = Printer::new(&program).unwrap();
+    let g = printer.graph();
+    let id = g
+        .ids()
+        .find(|&id| g.node(id).name.as_str() == "select_and_scatter.9")
+        .unwrap();
+    let cut = Original::borrowing(g).candidate(&[id.0]);
+    let text = printer.text(&cut.graph).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("select_and_scatter.9 = "))
+        .unwrap();
+    for attr in ["select=", "scatter="] {
+        let called = line.split(attr).nth(1).unwrap();
+        let name = called.split([',', ' ']).next().unwrap();
+        assert!(
+            text.lines().any(
+                |l| l.starts_with(&format!("{name} {{")) || l.starts_with(&format!("{name} ("))
+            ),
+            "{name} is not printed:\n{text}"
+        );
+    }
+    // And the cut reads back as a program.
+    printer.program(&cut.graph).unwrap();
+}

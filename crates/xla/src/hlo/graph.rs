@@ -218,6 +218,27 @@ impl HloGraph {
         self.module.computations[self.entry].instructions.get(*k)
     }
 
+    /// The computations `i` calls: every attribute value naming one of the module's
+    /// computations (`to_apply=`, `calls=`, `body=`, `select=`, `scatter=`,
+    /// `called_computations={...}`, and whatever else an opcode names them in), asked of
+    /// the module rather than of a list of attribute keys.
+    fn calls_of(&self, i: &Instruction) -> Vec<String> {
+        let is_name_char = |c: char| c.is_alphanumeric() || matches!(c, '.' | '_' | '-');
+        let mut out: Vec<String> = Vec::new();
+        for a in &i.attrs {
+            for word in a.value.split(|c: char| !is_name_char(c) && c != '%') {
+                let word = word.trim_start_matches('%');
+                if !word.is_empty()
+                    && !out.iter().any(|w| w == word)
+                    && self.module.computation(word).is_some()
+                {
+                    out.push(word.to_string());
+                }
+            }
+        }
+        out
+    }
+
     /// `cut` (a graph cut from [`HloGraph::graph`]: its nodes named as the original's)
     /// printed as an HLO module (see the module docs).
     pub fn print(&self, cut: &Graph) -> Result<String, String> {
@@ -255,7 +276,7 @@ impl HloGraph {
                 body.push_str(&style.parameter_line(&node.name, &i.shape, k));
                 continue;
             }
-            called.extend(i.called());
+            called.extend(self.calls_of(i));
             body.push_str(&with_root(&i.text, single_root == Some(id)));
         }
         if single_root.is_none() {
@@ -280,7 +301,7 @@ impl HloGraph {
                 .computations
                 .iter()
                 .filter(|c| needed.contains(&c.name))
-                .flat_map(|c| c.instructions.iter().flat_map(Instruction::called))
+                .flat_map(|c| c.instructions.iter().flat_map(|i| self.calls_of(i)))
                 .filter(|n| !needed.contains(n))
                 .collect();
             if more.is_empty() {

@@ -138,7 +138,7 @@ pub struct Attr {
 }
 
 /// Attributes whose value names computations (one, or a `{...}` list).
-pub const CALLING_ATTRS: [&str; 8] = [
+pub const CALLING_ATTRS: [&str; 11] = [
     "to_apply",
     "calls",
     "body",
@@ -146,6 +146,9 @@ pub const CALLING_ATTRS: [&str; 8] = [
     "branch_computations",
     "true_computation",
     "false_computation",
+    "select",
+    "scatter",
+    "called_computations",
     "async_execution_thread",
 ];
 
@@ -170,7 +173,7 @@ impl Instruction {
     pub fn called(&self) -> Vec<String> {
         let mut out = Vec::new();
         for a in &self.attrs {
-            if !CALLING_ATTRS[..7].contains(&a.key.as_str()) {
+            if !CALLING_ATTRS[..CALLING_ATTRS.len() - 1].contains(&a.key.as_str()) {
                 continue;
             }
             let v = a.value.trim();
