@@ -115,7 +115,7 @@ pub fn start_checkers(
             let took = Instant::now();
             let recorded = record()?;
             let limit = TimeLimit::new(runs.timeout, took.elapsed());
-            eprintln!("{}", limit.describe());
+            eprintln!("{}", limit.describe_from("the reference run"));
             let checkers = (0..workers.count())
                 .map(|k| {
                     let dir = scratch.path().join(format!("command-{k}"));

@@ -400,7 +400,11 @@ impl Workers {
             let _ = checker.launch_now();
         }
         IsolatedChecker::start_first(&mut started)?;
-        eprintln!("{}", started[0].limit().describe());
+        let run = match started[0].startup_run.as_str() {
+            EAGER_STARTUP => "the eager run",
+            other => other,
+        };
+        eprintln!("{}", started[0].limit().describe_from(run));
         Ok(started)
     }
 }

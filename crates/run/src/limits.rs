@@ -80,10 +80,16 @@ impl TimeLimit {
 
     /// A line for logs: where the limit comes from.
     pub fn describe(&self) -> String {
+        self.describe_from("the eager run")
+    }
+
+    /// [`TimeLimit::describe`], the limit derived from `run` (`the eager run`, or for XLA
+    /// programs the reference run).
+    pub fn describe_from(&self, run: &str) -> String {
         match *self {
             TimeLimit::Fixed(d) => format!("each run may take {:.3} s (--timeout)", d.as_secs_f64()),
             TimeLimit::Derived { eager } => format!(
-                "the original's run may take {:.0} s ({FIRST_FACTOR}x the eager run of {:.3} s, at least {} s), later runs {LATER_FACTOR}x what it took (at least {} s); --timeout S sets one limit",
+                "the original's run may take {:.0} s ({FIRST_FACTOR}x {run} of {:.3} s, at least {} s), later runs {LATER_FACTOR}x what it took (at least {} s); --timeout S sets one limit",
                 self.first().as_secs_f64(),
                 eager.as_secs_f64(),
                 FIRST_FLOOR.as_secs(),
