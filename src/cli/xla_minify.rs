@@ -39,12 +39,7 @@ pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<PathBuf, String
 /// The backend under test: `--backend` with `GRAPHBUG_INJECT_FAULT`'s fault, a fault on
 /// the k-th instruction of a kind pinned to that instruction (so it stays on it while
 /// others are removed), its plugin found and its fault's target present.
-pub fn backend_under_test(
-    name: Option<&str>,
-    check: &str,
-    graph: &graphbug::ir::Graph,
-) -> Result<XlaBackend> {
-    let name = name.ok_or_else(|| anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})"))?;
+pub fn backend_under_test(name: &str, graph: &graphbug::ir::Graph) -> Result<XlaBackend> {
     let mut backend = XlaBackend::parse(name)
         .and_then(XlaBackend::with_env_fault)
         .map_err(|e| anyhow!(e))?;
@@ -283,7 +278,10 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
                 anyhow!("say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD")
             })?;
             let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
-            let backend = backend_under_test(args.backend.as_deref(), check, &graph)?;
+            let name = args.backend.as_deref().ok_or_else(|| {
+                anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
+            })?;
+            let backend = backend_under_test(name, &graph)?;
             backend.validate(&program).map_err(|e| anyhow!(e))?;
             XlaCheck::Backend(Box::new(backend), kind)
         }
