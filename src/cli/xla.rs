@@ -204,7 +204,10 @@ pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     // file's problems.
     if !is_supervised() {
         backend.plugin_path().map_err(|e| anyhow!(e))?;
-        backend.validate(&program).map_err(|e| anyhow!(e))?;
+        let graph = program
+            .graph()
+            .with_context(|| format!("{}", args.file.display()))?;
+        backend.validate(&graph).map_err(|e| anyhow!(e))?;
         program
             .check()
             .with_context(|| format!("{}", args.file.display()))?;

@@ -43,6 +43,7 @@ pub fn backend_under_test(name: &str, graph: &graphbug::ir::Graph) -> Result<Xla
     let mut backend = XlaBackend::parse(name)
         .and_then(XlaBackend::with_env_fault)
         .map_err(|e| anyhow!(e))?;
+    backend.validate(graph).map_err(|e| anyhow!(e))?;
     if let Some(pinned) = backend.pinned(graph) {
         eprintln!("the fault is pinned to one instruction: {}", pinned.name());
         backend = pinned;
@@ -179,35 +180,18 @@ pub fn start_checkers(
             let first_spec = spec
                 .write(scratch.path(), "xla-worker.json")
                 .map_err(|e| anyhow!(e))?;
-            let one = Workers {
-                jobs: 1,
-                ..workers.clone()
-            };
-            let mut started = one
-                .start(checker(first_spec), None)
+            let started = workers
+                .start_then(checker(first_spec), || {
+                    spec.save_values = None;
+                    spec.values = values.exists().then(|| values.clone());
+                    spec.write(scratch.path(), "xla-worker-rest.json")
+                        .map(&checker)
+                })
                 .map_err(|e| anyhow!(e))?;
             let recorded = match Recorded::load(printer.graph(), inputs.to_vec(), &values) {
                 Ok(r) => Arc::new(r),
                 Err(_) => record()?,
             };
-            if workers.count() > 1 {
-                spec.save_values = None;
-                spec.values = values.exists().then_some(values);
-                let rest_spec = spec
-                    .write(scratch.path(), "xla-worker-rest.json")
-                    .map_err(|e| anyhow!(e))?;
-                // They join the search as they become ready.
-                let startup = workers
-                    .startup
-                    .unwrap_or(graphbug::minifier::isolate::DEFAULT_WORKER_STARTUP);
-                started = vec![started.remove(0).with_startup(startup, 1)];
-                for k in 2..=workers.count() {
-                    let mut c = checker(rest_spec.clone()).with_startup(startup, k);
-                    // One that cannot be launched is reported when the search asks it.
-                    let _ = c.launch_now();
-                    started.push(c);
-                }
-            }
             (boxed(started), recorded)
         }
     })
@@ -282,7 +266,6 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
                 anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
             })?;
             let backend = backend_under_test(name, &graph)?;
-            backend.validate(&program).map_err(|e| anyhow!(e))?;
             XlaCheck::Backend(Box::new(backend), kind)
         }
     };

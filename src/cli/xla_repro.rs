@@ -16,7 +16,7 @@ use graphbug::minifier::{
 };
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::XlaBackend;
-use graphbug::xla::minify::{analyze, Printer, Recorded};
+use graphbug::xla::minify::{Printer, Recorded, XlaChecker};
 use graphbug::xla::program::{Kind, Program};
 use graphbug::xla::repro::{fill_dir, program_bytes, read_dir, XlaCase, XlaManifest};
 
@@ -139,7 +139,6 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
         .as_deref()
         .ok_or_else(|| anyhow!("--backend pjrt:<plugin> is needed to compile {what}"))?;
     let backend = backend_under_test(name, loaded.printer.graph())?;
-    backend.validate(&loaded.program).map_err(|e| anyhow!(e))?;
     let reference = reference_backend(args.reference_backend.as_deref())?;
     let inputs = program_inputs(&loaded.program, args.inputs.as_deref(), args.seed)?;
     let kind_checked = if level >= 4 {
@@ -418,8 +417,15 @@ fn analyze_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
             reference.name()
         );
     }
-    let a = analyze(&loaded.printer, &recorded, &backend, case.manifest.accuracy)
-        .map_err(|e| anyhow!(e))?;
+    let a = XlaChecker::new(
+        backend.clone(),
+        CheckKind::Accuracy,
+        loaded.printer.clone(),
+        Arc::new(recorded),
+        case.manifest.accuracy,
+    )
+    .analyze()
+    .map_err(|e| anyhow!(e))?;
     println!(
         "compared {} arrays of `{}` with {} and float64: {} diverge",
         a.checked,

@@ -183,7 +183,7 @@ fn inputs_hash(inputs: &[Origin]) -> u64 {
 /// a small write that follows another unacknowledged one waits for the delayed
 /// acknowledgement (40 ms a query through `srun`).
 #[derive(Clone)]
-struct StageReports(Arc<Mutex<Option<(String, Instant, bool)>>>);
+pub struct Stages(Arc<Mutex<Option<(String, Instant, bool)>>>);
 
 /// The `@stage` line of the current stage, for the fatal-signal handler: its bytes and
 /// length (0: no query running).
@@ -247,11 +247,11 @@ fn report_stage_on_crash() {
 /// How long a stage lasts before it is reported.
 const STAGE_QUIET: Duration = Duration::from_millis(50);
 
-impl StageReports {
+impl Stages {
     /// Reports with a thread of their own (and a crash's fatal-signal handler).
-    fn start() -> StageReports {
+    pub fn start() -> Stages {
         report_stage_on_crash();
-        let reports = StageReports(Arc::new(Mutex::new(None)));
+        let reports = Stages(Arc::new(Mutex::new(None)));
         let watched = reports.clone();
         std::thread::spawn(move || loop {
             std::thread::sleep(STAGE_QUIET / 4);
@@ -265,6 +265,12 @@ impl StageReports {
             }
         });
         reports
+    }
+
+    /// The hook a checker calls when a query enters a stage (`compile`, `runtime`).
+    pub fn hook(&self) -> Box<dyn FnMut(&str) + Send> {
+        let reports = self.clone();
+        Box::new(move |stage| reports.entered(stage))
     }
 
     /// The query entered `stage`.
@@ -284,8 +290,9 @@ impl StageReports {
     }
 }
 
-/// The CPUs Slurm gave the job this process runs in, on this node (`SLURM_CPUS_ON_NODE`).
-fn slurm_cpus() -> Option<usize> {
+/// The threads a worker's backend should use, when something says: the CPUs Slurm gave
+/// the job this process runs in, on this node (`SLURM_CPUS_ON_NODE`).
+pub fn worker_cpus() -> Option<usize> {
     std::env::var("SLURM_CPUS_ON_NODE")
         .ok()?
         .trim()
@@ -372,6 +379,34 @@ impl Workers {
         Some((cores / self.count()).max(1))
     }
 
+    /// The `k`th checker of the run (from 0), a copy of `proto` (see
+    /// [`IsolatedChecker::copy`]) named and given its start-up limit, launched through
+    /// `bundle` when the workers have a launcher.
+    fn make(
+        &self,
+        proto: &IsolatedChecker,
+        bundle: Option<&Arc<String>>,
+        k: usize,
+    ) -> IsolatedChecker {
+        let checker = proto.copy().with_startup(
+            self.startup.unwrap_or(DEFAULT_WORKER_STARTUP),
+            if self.count() > 1 { k + 1 } else { 0 },
+        );
+        match (&self.launcher, bundle) {
+            (Some(l), Some(b)) => checker.with_launcher(l.clone(), b.clone()),
+            _ => checker,
+        }
+    }
+
+    /// Prints the limits queries get, from the started first worker's start-up run.
+    fn describe_limit(first: &IsolatedChecker) {
+        let run = match first.startup_run.as_str() {
+            EAGER_STARTUP => "the eager run",
+            other => other,
+        };
+        eprintln!("{}", first.limit().describe_from(run));
+    }
+
     /// The checkers of a run, one per worker: `first` (a checker not yet started, holding
     /// the worker's command and spec) and copies of it, with `bundle` (the spec's
     /// [`Launcher`] line) when the workers are launched. All are launched side by side,
@@ -383,28 +418,39 @@ impl Workers {
         first: IsolatedChecker,
         bundle: Option<Arc<String>>,
     ) -> Result<Vec<IsolatedChecker>, String> {
-        let count = self.count();
-        let make = |k: usize| {
-            let checker = first.copy().with_startup(
-                self.startup.unwrap_or(DEFAULT_WORKER_STARTUP),
-                if count > 1 { k + 1 } else { 0 },
-            );
-            match (&self.launcher, &bundle) {
-                (Some(l), Some(b)) => checker.with_launcher(l.clone(), b.clone()),
-                _ => checker,
-            }
-        };
-        let mut started: Vec<IsolatedChecker> = (0..count).map(make).collect();
+        let mut started: Vec<IsolatedChecker> = (0..self.count())
+            .map(|k| self.make(&first, bundle.as_ref(), k))
+            .collect();
         for checker in &mut started {
             // One that cannot be launched is left out by start_first, which reports it.
             let _ = checker.launch_now();
         }
         IsolatedChecker::start_first(&mut started)?;
-        let run = match started[0].startup_run.as_str() {
-            EAGER_STARTUP => "the eager run",
-            other => other,
-        };
-        eprintln!("{}", started[0].limit().describe_from(run));
+        Self::describe_limit(&started[0]);
+        Ok(started)
+    }
+
+    /// The checkers of a run of workers on this machine, the first started alone and
+    /// waited for; the others are then launched from the checker `then` makes (what the
+    /// first worker's start-up left, such as values it recorded, can serve them), each
+    /// joining the search when it is ready.
+    pub fn start_then(
+        &self,
+        first: IsolatedChecker,
+        then: impl FnOnce() -> Result<IsolatedChecker, String>,
+    ) -> Result<Vec<IsolatedChecker>, String> {
+        let mut started = vec![self.make(&first, None, 0)];
+        IsolatedChecker::start_first(&mut started)?;
+        Self::describe_limit(&started[0]);
+        if self.count() > 1 {
+            let rest = then()?;
+            for k in 1..self.count() {
+                let mut checker = self.make(&rest, None, k);
+                // One that cannot be launched is reported when the search asks it.
+                let _ = checker.launch_now();
+                started.push(checker);
+            }
+        }
         Ok(started)
     }
 }
@@ -431,30 +477,6 @@ pub fn worker_spec_text(spec_path: &Path) -> Result<(String, bool), String> {
         .map_err(|e| format!("{}: {e}", spec_path.display()))
 }
 
-/// The threads a worker's backend should use, when something says: Slurm's CPUs for the
-/// job step on this node.
-pub fn worker_cpus() -> Option<usize> {
-    slurm_cpus()
-}
-
-/// A worker's stage reports (see [`StageReports`]): a hook for the checker to call on
-/// entering a stage.
-#[derive(Clone)]
-pub struct Stages(StageReports);
-
-impl Stages {
-    /// Starts reporting stages (and installs the crash handler that reports the last).
-    pub fn start() -> Stages {
-        Stages(StageReports::start())
-    }
-
-    /// Called by the checker when a query enters `stage` (`compile`, `runtime`).
-    pub fn hook(&self) -> Box<dyn FnMut(&str) + Send> {
-        let reports = self.0.clone();
-        Box::new(move |stage| reports.entered(stage))
-    }
-}
-
 /// The worker's side of the protocol, once it is ready: says `@ready` with the seconds its
 /// start-up run took, then answers every query on `queries` (see [`end_with_input`]) by
 /// cutting the requested candidate from `original`, making it runnable with `runnable`,
@@ -476,7 +498,7 @@ pub fn serve(
             Ok(candidate) => checker.check(&candidate),
             Err(e) => Verdict::Unresolved(e),
         };
-        let _quiet = stages.0.answered();
+        let _quiet = stages.answered();
         let mut out = stdout.lock();
         writeln!(
             out,

@@ -156,14 +156,13 @@ impl XlaBackend {
             .map_err(|e| e.to_string())
     }
 
-    /// An error unless the fault (if any) targets a node of `program`: the spec, and what
-    /// the program has instead.
-    pub fn validate(&self, program: &Program) -> Result<(), String> {
+    /// An error unless the fault (if any) targets a node of `graph` (a program's, see
+    /// [`Program::graph`]): the spec, and what the program has instead.
+    pub fn validate(&self, graph: &Graph) -> Result<(), String> {
         let Some(spec) = &self.fault else {
             return Ok(());
         };
-        let graph = program.graph().map_err(|e| e.to_string())?;
-        match spec.why_no_target(&graph, &self.source) {
+        match spec.why_no_target(graph, &self.source) {
             Some(why) => Err(why),
             None => Ok(()),
         }

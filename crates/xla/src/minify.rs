@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use graphbug_accuracy::{same, to_fp64, AccuracyMode, SameOptions};
+use graphbug_accuracy::{same, to_fp64, AccuracyMode, AccuracyReport, SameOptions};
 use graphbug_files::HostTensor;
 use graphbug_ir::{Graph, Meta, Value};
 use graphbug_minifier::checker::{describe_check, signature_of, StageHook};
@@ -127,6 +127,14 @@ pub fn file_name(kind: Kind) -> &'static str {
     }
 }
 
+/// The node ids of `graph`, by node name.
+fn ids_by_name(graph: &Graph) -> HashMap<String, u32> {
+    graph
+        .ids()
+        .map(|id| (graph.node(id).name.to_string(), id.0))
+        .collect()
+}
+
 /// The value of every array the original program computes, from one run on the reference
 /// plugin, and (when the program raises to float64 and runs) the same values in float64.
 #[derive(Debug, Default)]
@@ -160,10 +168,7 @@ impl Recorded {
             })
             .map(|id| id.0)
             .collect();
-        let ids: HashMap<String, u32> = graph
-            .ids()
-            .map(|id| (graph.node(id).name.to_string(), id.0))
-            .collect();
+        let ids = ids_by_name(graph);
         let placeholders = graph.placeholders();
         let mut recorded = Recorded {
             values: HashMap::new(),
@@ -259,10 +264,7 @@ impl Recorded {
             inputs,
             values,
             fp64: (!fp64.is_empty()).then_some(fp64),
-            ids: graph
-                .ids()
-                .map(|id| (graph.node(id).name.to_string(), id.0))
-                .collect(),
+            ids: ids_by_name(graph),
         })
     }
 
@@ -440,37 +442,83 @@ impl XlaChecker {
         Ok(outputs)
     }
 
-    /// Where a wrong result of `candidate` starts (see [`culprits`]): the backend runs the
-    /// candidate with every array as an output, and each is judged against its recorded
-    /// value. Empty when that program does not run.
-    fn culprits(&mut self, candidate: &Candidate, inputs: &[HostTensor]) -> Vec<String> {
+    /// Runs `candidate` on the backend with every array it computes as an output (see
+    /// [`widen`]) and judges each against its recorded value and float64 (TorchDynamo's
+    /// `same()` rules): how many were judged, and the report of each node that diverges,
+    /// by node index.
+    fn divergences(
+        &mut self,
+        candidate: &Candidate,
+        inputs: &[HostTensor],
+    ) -> Result<(usize, Vec<Option<AccuracyReport>>), String> {
         let g = &candidate.graph;
         let (wide, extras) = widen(g);
         let extra_values: Vec<Value> = extras
             .iter()
             .map(|&i| Value::Node(graphbug_ir::NodeId(i as u32)))
             .collect();
-        let Ok((reference, fp64)) = self.recorded.of(g, candidate, &extra_values) else {
-            return Vec::new();
-        };
-        let Ok(Ok(Some(got))) = self.run(&wide, inputs) else {
-            return Vec::new();
+        let (reference, fp64) = self.recorded.of(g, candidate, &extra_values)?;
+        let got = match self.run(&wide, inputs)? {
+            Ok(Some(got)) => got,
+            Ok(None) => return Err("a compile check runs nothing to compare".into()),
+            Err(f) => {
+                return Err(format!(
+                    "the backend fails before anything can be compared: {f}"
+                ))
+            }
         };
         let n = g.outputs().len();
-        let mut diverging = vec![false; g.nodes.len()];
+        let mut reports = vec![None; g.nodes.len()];
         for (k, &node) in extras.iter().enumerate() {
             if let (Some(res), Some(Some(r))) = (got.get(n + k), reference.get(k)) {
                 let f = fp64.as_ref().map(|f| vec![f[k].clone()]);
-                diverging[node] = !same(
+                let report = same(
                     &[Some(r.clone())],
                     &[Some(res.clone())],
                     f.as_deref(),
                     &self.same,
-                )
-                .passed();
+                );
+                if !report.passed() {
+                    reports[node] = Some(report);
+                }
             }
         }
-        culprits(g, diverging)
+        Ok((extras.len(), reports))
+    }
+
+    /// Where a wrong result of `candidate` starts (see [`culprits`]); empty when the
+    /// candidate with every array as an output does not run.
+    fn culprits(&mut self, candidate: &Candidate, inputs: &[HostTensor]) -> Vec<String> {
+        match self.divergences(candidate, inputs) {
+            Ok((_, reports)) => culprits(
+                &candidate.graph,
+                reports.iter().map(Option::is_some).collect(),
+            ),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Where a wrong result of the whole program starts (`graphbug repro DIR analyze`):
+    /// the first instruction that diverges, and the culprits (see [`culprits`]).
+    pub fn analyze(&mut self) -> Result<Analysis, String> {
+        let printer = self.printer.clone();
+        let g = printer.graph();
+        let inputs = self.recorded.inputs.clone();
+        let (checked, reports) = self.divergences(&Original::borrowing(g).as_given(), &inputs)?;
+        let first = reports.iter().enumerate().find_map(|(node, r)| {
+            r.as_ref().map(|r| {
+                (
+                    g.nodes[node].name.to_string(),
+                    r.to_string().trim().to_string(),
+                )
+            })
+        });
+        Ok(Analysis {
+            checked,
+            diverging: reports.iter().filter(|r| r.is_some()).count(),
+            first,
+            culprits: culprits(g, reports.iter().map(Option::is_some).collect()),
+        })
     }
 }
 
@@ -717,59 +765,4 @@ pub struct Analysis {
     pub culprits: Vec<String>,
     /// How many diverge.
     pub diverging: usize,
-}
-
-/// Runs the whole program on `backend` with every array as an output and judges each
-/// against the reference's value and float64 (TorchDynamo's `same()` rules, `accuracy`):
-/// the first instruction that diverges, and the culprits (see [`culprits`]).
-pub fn analyze(
-    printer: &Printer,
-    recorded: &Recorded,
-    backend: &XlaBackend,
-    accuracy: AccuracyMode,
-) -> Result<Analysis, String> {
-    let g = printer.graph();
-    let all = Original::borrowing(g).as_given();
-    let (wide, extras) = widen(g);
-    let extra_values: Vec<Value> = extras
-        .iter()
-        .map(|&i| Value::Node(graphbug_ir::NodeId(i as u32)))
-        .collect();
-    let (reference, fp64) = recorded.of(g, &all, &extra_values)?;
-    let program = printer.program(&wide)?;
-    let got = backend
-        .compile(&program)
-        .and_then(|c| c.execute(&recorded.inputs))
-        .map_err(|f| format!("the backend fails before anything can be compared: {f}"))?;
-    let n = g.outputs().len();
-    let same_options = accuracy.options();
-    let mut diverging = vec![false; g.nodes.len()];
-    let mut first = None;
-    for (k, &node) in extras.iter().enumerate() {
-        let (Some(res), Some(Some(r))) = (got.get(n + k), reference.get(k)) else {
-            continue;
-        };
-        let f = fp64.as_ref().map(|f| vec![f[k].clone()]);
-        let report = same(
-            &[Some(r.clone())],
-            &[Some(res.clone())],
-            f.as_deref(),
-            &same_options,
-        );
-        if !report.passed() {
-            diverging[node] = true;
-            first.get_or_insert_with(|| {
-                (
-                    g.nodes[node].name.to_string(),
-                    report.to_string().trim().to_string(),
-                )
-            });
-        }
-    }
-    Ok(Analysis {
-        checked: extras.len(),
-        diverging: diverging.iter().filter(|d| **d).count(),
-        first,
-        culprits: culprits(g, diverging),
-    })
 }

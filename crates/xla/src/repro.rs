@@ -111,7 +111,7 @@ pub struct XlaManifest {
     /// The plugin library the backend runs on.
     #[serde(default)]
     pub plugin: Option<String>,
-    /// The plugin's PJRT platform (`cpu`, `cuda`).
+    /// The plugin's PJRT platform (`cpu`, `cuda`), when the backend names it as JAX does.
     #[serde(default)]
     pub platform: Option<String>,
     /// The plugin's PJRT C API version.
@@ -171,21 +171,15 @@ pub fn form_of(name: &str) -> Result<Kind, String> {
     }
 }
 
-/// What a plugin says of itself: its path, platform, PJRT API and StableHLO versions
-/// (each `None` where it cannot say).
-pub fn plugin_facts(
-    backend: &XlaBackend,
-) -> (
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-) {
+/// What a plugin says of itself, without starting a client (which compiles nothing, but
+/// may abort or hang as a compiler can; this process does not run one): its path, PJRT API
+/// and StableHLO versions (each `None` where it cannot say).
+fn plugin_facts(backend: &XlaBackend) -> (Option<String>, Option<String>, Option<String>) {
     let Ok(path) = backend.plugin_path() else {
-        return (None, None, None, None);
+        return (None, None, None);
     };
     let Ok(plugin) = graphbug_pjrt::Plugin::load(&path) else {
-        return (Some(path.display().to_string()), None, None, None);
+        return (Some(path.display().to_string()), None, None);
     };
     let stablehlo = plugin.attributes().ok().and_then(|attrs| {
         attrs
@@ -193,12 +187,8 @@ pub fn plugin_facts(
             .find(|(k, _)| k == "stablehlo_current_version")
             .map(|(_, v)| v.to_string())
     });
-    let platform = graphbug_pjrt::Client::new(&plugin)
-        .and_then(|c| c.platform_name())
-        .ok();
     (
         Some(path.display().to_string()),
-        platform,
         Some(plugin.api_version().to_string()),
         stablehlo,
     )
@@ -208,8 +198,14 @@ impl XlaManifest {
     /// The manifest of a program of form `kind` checked against `backend` (with
     /// `reference`), its facts asked of the plugins.
     pub fn new(kind: Kind, backend: &XlaBackend, reference: &XlaBackend) -> XlaManifest {
-        let (plugin, platform, pjrt_api, stablehlo_version) = plugin_facts(backend);
-        let (reference_plugin, ..) = plugin_facts(reference);
+        let (plugin, pjrt_api, stablehlo_version) = plugin_facts(backend);
+        // A plugin named as JAX names platforms (`pjrt:cpu`, `pjrt:cuda`) is that platform.
+        let platform = (!backend.plugin.contains('/')).then(|| backend.plugin.clone());
+        // Only its path: the facts of a plugin start a client of it.
+        let reference_plugin = reference
+            .plugin_path()
+            .ok()
+            .map(|p| p.display().to_string());
         XlaManifest {
             graphbug_xla_repro: LAYOUT_VERSION,
             program: file_name(kind).to_string(),
