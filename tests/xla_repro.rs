@@ -260,3 +260,33 @@ fn bad_repro_directories_name_the_culprit() {
     assert!(text(&o).contains("no failure"), "{}", text(&o));
     assert!(!tmp.path().join("none").exists());
 }
+
+#[test]
+fn repro_py_leaves_an_installed_jax_plugin_to_jax() {
+    // jax registers each `name:path` of PJRT_NAMES_AND_LIBRARY_PATHS and each installed
+    // `jax_plugins` package registers its own library: a library in both is registered twice
+    // and jax fails (`ALREADY_EXISTS`, seen with jax-cuda13-pjrt). repro.py drops such entries.
+    let tmp = tempfile::tempdir().unwrap();
+    let package = tmp.path().join("site/jax_plugins/xla_cuda13");
+    std::fs::create_dir_all(&package).unwrap();
+    let library = package.join("xla_cuda_plugin.so");
+    std::fs::write(&library, b"").unwrap();
+    let script = format!(
+        "import os, sys\nsys.path[:0] = [{site:?}, {python:?}]\nimport xla_repro\n\
+         os.environ['PJRT_NAMES_AND_LIBRARY_PATHS'] = 'cuda:{lib},mine:/opt/mine.so'\n\
+         xla_repro.drop_installed_plugins_from_env()\n\
+         print(os.environ.get('PJRT_NAMES_AND_LIBRARY_PATHS'))",
+        site = s(&tmp.path().join("site")),
+        python = s(&root().join("python/graphbug_capture")),
+        lib = s(&library),
+    );
+    let o = Command::new(python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "mine:/opt/mine.so"
+    );
+}

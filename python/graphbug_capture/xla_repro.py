@@ -368,6 +368,22 @@ def _installed_plugin_platform(path):
     return None
 
 
+def drop_installed_plugins_from_env():
+    """Drops from ``PJRT_NAMES_AND_LIBRARY_PATHS`` (``name:path,...``, read by jax and by
+    graphbug) every entry whose library an installed ``jax_plugins`` package registers itself:
+    jax would register that library twice and fail (``ALREADY_EXISTS: PJRT_Api already exists
+    for device type cuda``). Must run before jax discovers its plugins."""
+    value = os.environ.get("PJRT_NAMES_AND_LIBRARY_PATHS")
+    if not value:
+        return
+    kept = [entry for entry in value.split(",")
+            if ":" not in entry or _installed_plugin_platform(entry.split(":", 1)[1]) is None]
+    if kept:
+        os.environ["PJRT_NAMES_AND_LIBRARY_PATHS"] = ",".join(kept)
+    else:
+        del os.environ["PJRT_NAMES_AND_LIBRARY_PATHS"]
+
+
 def backend_choice(manifest, plugin_arg, platform_arg):
     """('plugin', path) or ('platform', name): what runs the program under test."""
     if plugin_arg:
@@ -384,6 +400,7 @@ def backend_choice(manifest, plugin_arg, platform_arg):
 def open_backend(choice):
     """Sets up jax for the backend under test and returns (backend, its first device, a label).
     Must run before jax initializes its backends."""
+    drop_installed_plugins_from_env()
     import jax
 
     kind, value = choice

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use graphbug_files::HostTensor;
 
-use crate::plugin::{call, text, Api, Plugin};
+use crate::plugin::{call, text, Api, Attribute, Plugin};
 use crate::sys::{self, PJRT_Buffer, PJRT_Device};
 use crate::{proto, ElementType, Error, TensorSpec};
 
@@ -58,18 +58,82 @@ impl Drop for ClientInner {
     }
 }
 
-/// A PJRT client of a plugin (`PJRT_Client_Create`, no options); destroyed when it and every
-/// executable compiled with it are dropped.
+/// A PJRT client of a plugin (`PJRT_Client_Create`); destroyed when it and every executable
+/// compiled with it are dropped.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
 }
 
 impl Client {
-    /// Creates a client of `plugin`.
+    /// Creates a client of `plugin` with the plugin's default options.
     pub fn new(plugin: &Plugin) -> Result<Client, Error> {
+        Client::with_options(plugin, &[])
+    }
+
+    /// Creates a client of `plugin` with `PJRT_Client_Create`'s `create_options`, named
+    /// values whose meaning is the plugin's (XLA's GPU plugin: `preallocate`,
+    /// `memory_fraction`, `allocator`; its CPU plugin: `cpu_device_count`). A plugin refuses
+    /// an option it does not know with an error naming it.
+    pub fn with_options(plugin: &Plugin, options: &[(String, Attribute)]) -> Result<Client, Error> {
         let api = plugin.api.clone();
+        // The values the named values point into, alive until the call returns.
+        let strings: Vec<&[u8]> = options
+            .iter()
+            .map(|(_, v)| match v {
+                Attribute::String(s) => s.as_bytes(),
+                _ => &[],
+            })
+            .collect();
+        let named: Vec<sys::PJRT_NamedValue> = options
+            .iter()
+            .zip(&strings)
+            .map(|((name, value), string)| {
+                let (type_, value, value_size) = match value {
+                    Attribute::String(_) => (
+                        sys::PJRT_NamedValue_kString,
+                        sys::PJRT_NamedValue_Value {
+                            string_value: string.as_ptr().cast(),
+                        },
+                        string.len(),
+                    ),
+                    Attribute::Int64(i) => (
+                        sys::PJRT_NamedValue_kInt64,
+                        sys::PJRT_NamedValue_Value { int64_value: *i },
+                        1,
+                    ),
+                    Attribute::Int64List(l) => (
+                        sys::PJRT_NamedValue_kInt64List,
+                        sys::PJRT_NamedValue_Value {
+                            int64_array_value: l.as_ptr(),
+                        },
+                        l.len(),
+                    ),
+                    Attribute::Float(f) => (
+                        sys::PJRT_NamedValue_kFloat,
+                        sys::PJRT_NamedValue_Value { float_value: *f },
+                        1,
+                    ),
+                    Attribute::Bool(b) => (
+                        sys::PJRT_NamedValue_kBool,
+                        sys::PJRT_NamedValue_Value { bool_value: *b },
+                        1,
+                    ),
+                };
+                sys::PJRT_NamedValue {
+                    struct_size: std::mem::size_of::<sys::PJRT_NamedValue>(),
+                    extension_start: std::ptr::null_mut(),
+                    name: name.as_ptr().cast(),
+                    name_size: name.len(),
+                    type_,
+                    value,
+                    value_size,
+                }
+            })
+            .collect();
         let mut args = sys::PJRT_Client_Create_Args::new();
+        args.create_options = named.as_ptr();
+        args.num_options = named.len();
         call!(&api, PJRT_Client_Create, &mut args)?;
         if args.client.is_null() {
             return Err(unexpected(&api, "PJRT_Client_Create", "no client returned"));

@@ -158,7 +158,7 @@ pub(crate) unsafe fn text(ptr: *const c_char, len: usize) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A value of a plugin attribute.
+/// A named value of PJRT: a plugin attribute, or a `PJRT_Client_Create` option.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Attribute {
     /// A string, e.g. `xla_version`'s.

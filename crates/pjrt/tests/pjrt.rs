@@ -451,3 +451,16 @@ fn element_types_graphbug_cannot_hold_are_named() {
         "{err}"
     );
 }
+
+#[test]
+fn create_options_reach_the_plugin() {
+    let Some(client) = cpu() else { return };
+    let plugin = Plugin::load(resolve("cpu", Some(workspace())).unwrap()).unwrap();
+    let two = Client::with_options(
+        &plugin,
+        &[("cpu_device_count".to_string(), Attribute::Int64(2))],
+    )
+    .expect("a CPU client of two devices");
+    assert_eq!(two.addressable_devices().unwrap().len(), 2);
+    drop(client);
+}

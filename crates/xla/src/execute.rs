@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use graphbug_files::HostTensor;
 use graphbug_ir::fault::{flaky_fires, FaultKind, FaultSpec, GRAMMAR};
 use graphbug_ir::{Graph, NodeId};
-use graphbug_pjrt::{Client, Executable, Format, Plugin};
+use graphbug_pjrt::{Attribute, Client, Executable, Format, Plugin};
 use graphbug_run::stage::report_stage;
 use graphbug_run::{Failure, Stage, Symptom};
 
@@ -202,7 +202,7 @@ impl XlaBackend {
         }
         let (code, format) = pjrt_code(&program).map_err(failure)?;
         let path = self.plugin_path().map_err(failure)?;
-        let (plugin, client) = client_of(&path).map_err(failure)?;
+        let (plugin, client) = client_of(&path, &self.plugin).map_err(failure)?;
         let executable = client
             .compile(&code, format)
             .map_err(|e| failure(e.to_string()))?;
@@ -244,16 +244,74 @@ impl Target {
 static CLIENTS: std::sync::Mutex<Vec<(PathBuf, Plugin, Client)>> =
     std::sync::Mutex::new(Vec::new());
 
-/// The plugin at `path` and this process's client of it.
-fn client_of(path: &std::path::Path) -> Result<(Plugin, Client), String> {
+/// The plugin at `path` (named `name` by the backend) and this process's client of it.
+fn client_of(path: &std::path::Path, name: &str) -> Result<(Plugin, Client), String> {
     let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, p, c)) = clients.iter().find(|(p, _, _)| p == path) {
         return Ok((p.clone(), c.clone()));
     }
     let plugin = Plugin::load(path).map_err(|e| e.to_string())?;
-    let client = Client::new(&plugin).map_err(|e| e.to_string())?;
+    let options = if is_xla_gpu_plugin(name, path) {
+        gpu_client_options(|var| std::env::var(var).ok())?
+    } else {
+        Vec::new()
+    };
+    let client = Client::with_options(&plugin, &options).map_err(|e| e.to_string())?;
     clients.push((path.to_path_buf(), plugin.clone(), client.clone()));
     Ok((plugin, client))
+}
+
+/// Whether the plugin `name` (at `path`) is XLA's GPU plugin (`pjrt:cuda`, `pjrt:rocm`, JAX's
+/// `jax_plugins/xla_cuda13/xla_cuda_plugin.so`, XLA's `pjrt_c_api_gpu_plugin.so`).
+pub fn is_xla_gpu_plugin(name: &str, path: &std::path::Path) -> bool {
+    let text = format!("{name} {}", path.display()).to_lowercase();
+    ["cuda", "rocm", "pjrt_c_api_gpu"]
+        .iter()
+        .any(|k| text.contains(k))
+}
+
+/// The `PJRT_Client_Create` options of XLA's GPU plugin, from JAX's variables
+/// (`XLA_PYTHON_CLIENT_PREALLOCATE`, `XLA_PYTHON_CLIENT_MEM_FRACTION`,
+/// `XLA_PYTHON_CLIENT_ALLOCATOR`) as JAX's own plugin reads them, except that preallocation is
+/// off unless a variable asks for it: graphbug runs several processes on one GPU (its
+/// workers), and the plugin's default, each client taking 75% of the GPU's memory, would leave
+/// the second none. `var` reads a variable.
+pub fn gpu_client_options(
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, Attribute)>, String> {
+    let mut options = Vec::new();
+    let preallocate = match var("XLA_PYTHON_CLIENT_PREALLOCATE").as_deref() {
+        None | Some("") => false,
+        Some(v) => match v.to_lowercase().as_str() {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            _ => {
+                return Err(format!(
+                    "XLA_PYTHON_CLIENT_PREALLOCATE={v}: expected true or false"
+                ))
+            }
+        },
+    };
+    options.push(("preallocate".to_string(), Attribute::Bool(preallocate)));
+    if let Some(v) = var("XLA_PYTHON_CLIENT_MEM_FRACTION").filter(|v| !v.is_empty()) {
+        let fraction: f32 = v
+            .parse()
+            .ok()
+            .filter(|f| (0.0..=1.0).contains(f))
+            .ok_or_else(|| {
+                format!("XLA_PYTHON_CLIENT_MEM_FRACTION={v}: expected a fraction in [0, 1]")
+            })?;
+        options.push(("memory_fraction".to_string(), Attribute::Float(fraction)));
+    }
+    if let Some(v) = var("XLA_PYTHON_CLIENT_ALLOCATOR").filter(|v| !v.is_empty()) {
+        if !["default", "platform", "bfc", "cuda_async"].contains(&v.as_str()) {
+            return Err(format!(
+                "XLA_PYTHON_CLIENT_ALLOCATOR={v}: expected default, platform, bfc or cuda_async"
+            ));
+        }
+        options.push(("allocator".to_string(), Attribute::String(v)));
+    }
+    Ok(options)
 }
 
 /// What a PJRT plugin compiles for `program`, and in which format.
@@ -304,5 +362,59 @@ impl Compiled {
         self.executable
             .execute(inputs)
             .map_err(|e| failure(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn vars<'a>(set: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            set.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn xla_gpu_plugins_are_told_apart_from_others() {
+        let jax = "/venv/site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so";
+        assert!(is_xla_gpu_plugin("cuda", Path::new(jax)));
+        assert!(is_xla_gpu_plugin(jax, Path::new(jax)));
+        assert!(is_xla_gpu_plugin("rocm", Path::new("/opt/rocm_plugin.so")));
+        let cpu = "/venv/site-packages/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
+        assert!(!is_xla_gpu_plugin("cpu", Path::new(cpu)));
+    }
+
+    #[test]
+    fn gpu_clients_do_not_preallocate_unless_jax_variables_ask() {
+        let get = |o: &[(String, Attribute)], k: &str| {
+            o.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        let none = gpu_client_options(vars(&[])).unwrap();
+        assert_eq!(get(&none, "preallocate"), Some(Attribute::Bool(false)));
+        assert_eq!(none.len(), 1);
+        let set = gpu_client_options(vars(&[
+            ("XLA_PYTHON_CLIENT_PREALLOCATE", "true"),
+            ("XLA_PYTHON_CLIENT_MEM_FRACTION", ".2"),
+            ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"),
+        ]))
+        .unwrap();
+        assert_eq!(get(&set, "preallocate"), Some(Attribute::Bool(true)));
+        assert_eq!(get(&set, "memory_fraction"), Some(Attribute::Float(0.2)));
+        assert_eq!(
+            get(&set, "allocator"),
+            Some(Attribute::String("platform".into()))
+        );
+        for (k, v) in [
+            ("XLA_PYTHON_CLIENT_PREALLOCATE", "maybe"),
+            ("XLA_PYTHON_CLIENT_MEM_FRACTION", "2"),
+            ("XLA_PYTHON_CLIENT_ALLOCATOR", "mine"),
+        ] {
+            let err = gpu_client_options(vars(&[(k, v)])).unwrap_err();
+            assert!(err.contains(k), "{err}");
+        }
     }
 }
