@@ -264,6 +264,38 @@ fn a_check_command_gets_each_candidate_in_the_inputs_form() {
     assert!(o.status.success(), "{stderr}");
     assert!(stdout.contains("ROOT dot_general.12"), "{stdout}");
     assert_eq!(counts(&stdout)["end_nodes"], 1);
+    // Its operands became constants of their recorded values: the bug survived that.
+    assert!(
+        stdout.contains(" constant(") && !stdout.contains(" parameter("),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("SUCCESS: Its 2 inputs are constants"),
+        "{stderr}"
+    );
+    // A bug that needs parameters (a compiler's constant folding would hide it) keeps them.
+    let cmd = r#"f() { ! { grep -q "rhs_contracting_dims={2}" "$1/program.hlo" && grep -q " parameter(" "$1/program.hlo"; }; }; f"#;
+    let o = graphbug(
+        &[
+            "minify",
+            &hlo("transformer.hlo"),
+            "--check-command",
+            cmd,
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(counts(&stdout)["end_nodes"], 1);
+    assert!(
+        stdout.contains(" parameter(") && !stdout.contains(" constant("),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("FAIL: The failure needs them as parameters"),
+        "{stderr}"
+    );
     // A structural check runs nothing at all.
     let o = graphbug(
         &[

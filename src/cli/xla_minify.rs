@@ -15,13 +15,15 @@ use graphbug::minifier::checker::describe_check;
 use graphbug::minifier::command::CommandChecker;
 use graphbug::minifier::isolate::{IsolatedChecker, Workers};
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
-use graphbug::minifier::{Candidate, CheckKind, Checker, Contains, Minified};
+use graphbug::minifier::{Candidate, CheckKind, Checker, Contains, Minified, MinifyOptions};
 use graphbug::run::limits::TimeLimit;
 use graphbug::run::process::own_exe;
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::{XlaBackend, DEFAULT_BACKEND};
-use graphbug::xla::minify::{file_name, Printer, Recorded, WorkerSpec, XlaChecker, REFERENCE_RUN};
-use graphbug::xla::program::Kind;
+use graphbug::xla::minify::{
+    elide_constants, file_name, Printer, Recorded, WorkerSpec, XlaChecker, REFERENCE_RUN,
+};
+use graphbug::xla::program::{Constants, Kind};
 use graphbug::xla::repro::{write_numbered, INPUTS};
 
 use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
@@ -237,9 +239,12 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     program.check().with_context(|| file.clone())?;
     let printer = Arc::new(Printer::new(&program).with_context(|| file.clone())?);
     let graph = printer.graph().clone();
-    let text = |m: &Minified| {
-        printer
-            .text(m.graph())
+    // The result as text, with the constants it holds (recorded values, where they are).
+    let text_with = |m: &Minified, recorded: Option<&Recorded>| {
+        recorded
+            .map_or_else(|| Ok(Constants::new()), |r| r.constants(&m.candidate))
+            .and_then(|constants| printer.text(m.graph(), &constants))
+            .map(|t| elide_constants(&t, ELIDE_AT))
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
     };
     let contains = match args
@@ -251,6 +256,7 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         None => None,
     };
     if let (Some(contains), None) = (&contains, &args.out) {
+        let text = |m: &Minified| text_with(m, None);
         return minify_structurally(args, &graph, contains.clone(), started, &text);
     }
     let reference = reference_backend(args.reference_backend.as_deref())?;
@@ -286,14 +292,21 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         &reference,
         &scratch,
     )?;
-    let options = search_options(args, Some(recorded.value_keys(&graph)));
+    let options = MinifyOptions {
+        constants: true,
+        ..search_options(args, Some(recorded.value_keys(&graph)))
+    };
     let run = run_key(args, inputs_key(&recorded));
     let dir = match &args.out {
         Some(out) => Some(out_dir(out, &printer, bytes, &recorded, run, args.resume)?),
         None => None,
     };
+    let text = |m: &Minified| text_with(m, Some(&recorded));
     search(args, &graph, &mut checkers, options, dir, started, &text)
 }
+
+/// Lines longer than this show their constants elided on the terminal.
+pub const ELIDE_AT: usize = 300;
 
 /// A fingerprint of the inputs' values, for `--resume` to tell searches apart.
 pub fn inputs_key(recorded: &Recorded) -> String {
@@ -307,7 +320,7 @@ pub fn write_candidate(
     c: &Candidate,
     d: &Path,
 ) -> Result<(), String> {
-    let bytes = printer.file_bytes(&c.graph)?;
+    let bytes = printer.file_bytes(&c.graph, &recorded.constants(c)?)?;
     let path = d.join(printer.file_name());
     graphbug::files::write_file_atomically(&path, &bytes)
         .map_err(|e| format!("{}: {e}", path.display()))?;

@@ -12,19 +12,20 @@ use anyhow::{anyhow, bail, Context, Result};
 use graphbug::files::HostTensor;
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
 use graphbug::minifier::{
-    minify_parallel, BugIdentity, CheckKind, Contains, Minified, Original, Signature, Verdict,
+    minify_parallel, BugIdentity, CheckKind, Contains, Minified, MinifyOptions, Original,
+    Signature, Verdict,
 };
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::XlaBackend;
-use graphbug::xla::minify::{Printer, Recorded, XlaChecker};
-use graphbug::xla::program::{Kind, Program};
+use graphbug::xla::minify::{elide_constants, Printer, Recorded, XlaChecker};
+use graphbug::xla::program::{Constants, Kind, Program};
 use graphbug::xla::repro::{fill_dir, program_bytes, read_dir, XlaCase, XlaManifest};
 
 use super::args::{Bound, ReproArgs};
 use super::search::search_options_with;
 use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
 use super::xla_minify::{
-    accuracy_mode, backend_under_test, reference_backend, start_checkers, Runs, XlaCheck,
+    accuracy_mode, backend_under_test, reference_backend, start_checkers, Runs, XlaCheck, ELIDE_AT,
 };
 
 /// The environment variable that sets the repro level, as TorchDynamo's.
@@ -323,19 +324,23 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
         &reference,
         &scratch,
     )?;
-    let options = search_options_with(
-        args.check_str.clone(),
-        args.repeat.map(|k| k as usize),
-        None,
-        Some(recorded.value_keys(graph)),
-    );
+    let options = MinifyOptions {
+        constants: true,
+        ..search_options_with(
+            args.check_str.clone(),
+            args.repeat.map(|k| k as usize),
+            None,
+            Some(recorded.value_keys(graph)),
+        )
+    };
     let link = case.dir.join("minified");
     let printer = loaded.printer.clone();
     let rec = recorded.clone();
     let manifest = case.manifest.clone();
     let write: WriteBest<'_> = Box::new(move |best, signature, _, d| {
-        let program = printer.program(&best.graph)?;
-        let bytes = printer.file_bytes(&best.graph)?;
+        let constants = rec.constants(best)?;
+        let program = printer.program(&best.graph, &constants)?;
+        let bytes = printer.file_bytes(&best.graph, &constants)?;
         let inputs = rec.candidate_inputs(best)?;
         let outputs = rec.outputs(&best.graph).ok();
         let m = XlaManifest {
@@ -360,12 +365,24 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     );
     let m = minify_parallel(graph, &mut checkers, &options, &mut sink).map_err(|e| anyhow!(e))?;
     sink.finish(&m).map_err(|e| anyhow!(e))?;
-    report_minified(&m, &loaded.printer, &case.dir, started, checkers.len());
+    report_minified(
+        &m,
+        (&loaded.printer, &recorded),
+        &case.dir,
+        started,
+        checkers.len(),
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints a repro directory's minification: the counts, the program, the commands to go on.
-fn report_minified(m: &Minified, printer: &Printer, dir: &Path, started: Instant, jobs: usize) {
+fn report_minified(
+    m: &Minified,
+    (printer, recorded): (&Printer, &Recorded),
+    dir: &Path,
+    started: Instant,
+    jobs: usize,
+) {
     let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let minified = shown.join("minified");
     println!(
@@ -380,8 +397,10 @@ fn report_minified(m: &Minified, printer: &Printer, dir: &Path, started: Instant
     println!("failure: {}: {}", m.signature.kind, m.signature.message);
     print!(
         "{}",
-        printer
-            .text(m.graph())
+        recorded
+            .constants(&m.candidate)
+            .and_then(|constants| printer.text(m.graph(), &constants))
+            .map(|t| elide_constants(&t, ELIDE_AT))
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
     );
     let minified = minified.display();
@@ -441,7 +460,10 @@ fn analyze_dir(case: &XlaCase, args: &ReproArgs) -> Result<ExitCode> {
         Some((name, detail)) => {
             let line = loaded
                 .printer
-                .text(&Original::borrowing(loaded.printer.graph()).as_given().graph)
+                .text(
+                    &Original::borrowing(loaded.printer.graph()).as_given().graph,
+                    &Constants::new(),
+                )
                 .ok()
                 .and_then(|t| {
                     t.lines()

@@ -44,6 +44,22 @@ pub struct Candidate {
     pub cut: Cut,
 }
 
+/// How a candidate's inputs are formed from the values it reads: the modes the minifier's
+/// input strategies switch on for the whole search.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct Form {
+    /// Inputs holding equal values share one placeholder (see
+    /// [`Original::candidate_retaining`]).
+    pub consolidate: bool,
+    /// Every input is a constant holding its recorded value, printed into the program,
+    /// rather than a parameter ([`Candidate::constants`]; hlo_bisect's "every other value a
+    /// constant"): a program that needs no inputs, and a compiler that folds constants
+    /// sees them.
+    pub constants: bool,
+}
+
 /// How a candidate was cut from its original, besides its kept nodes and retained outputs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Cut {
@@ -55,6 +71,9 @@ pub enum Cut {
     Kept {
         /// (input, the input whose placeholder it reads), in input order.
         merged: Vec<(Origin, Origin)>,
+        /// Whether its inputs are constants (see [`Form::constants`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        constants: bool,
     },
 }
 
@@ -62,6 +81,35 @@ impl Candidate {
     /// Number of call_function nodes (calls and getitems), the size the minifier reduces.
     pub fn size(&self) -> usize {
         self.graph.num_call_function_nodes()
+    }
+
+    /// Whether its placeholders stand for constants holding their inputs' recorded values,
+    /// to be printed into the program (see [`Form::constants`]), not parameters.
+    pub fn constants(&self) -> bool {
+        matches!(
+            self.cut,
+            Cut::Kept {
+                constants: true,
+                ..
+            }
+        )
+    }
+
+    /// Marks its inputs as constants (a cut candidate; the original as given keeps its
+    /// parameters).
+    fn set_constants(&mut self, constants: bool) {
+        if let Cut::Kept { constants: c, .. } = &mut self.cut {
+            *c = constants;
+        }
+    }
+
+    /// Its parameters: its inputs, unless they are constants.
+    pub fn parameters(&self) -> usize {
+        if self.constants() {
+            0
+        } else {
+            self.inputs.len()
+        }
     }
 }
 
@@ -155,7 +203,9 @@ impl<'g> Original<'g> {
     /// minification's preprocessing has nothing to try. Worked out once.
     pub fn canonical_is_given(&self) -> bool {
         *self.canonical_given.get_or_init(|| {
-            let canonical = self.candidate_retaining(&self.all(), &[], false).graph;
+            let canonical = self
+                .candidate_retaining(&self.all(), &[], Form::default())
+                .graph;
             canonical == *self.graph
                 || (canonical.nodes.len() == self.graph.nodes.len()
                     && graphbug_ir::print_graph(&canonical)
@@ -210,9 +260,13 @@ impl<'g> Original<'g> {
     pub fn recut(&self, kept: &[u32], retained: &[usize], cut: &Cut) -> Candidate {
         match cut {
             Cut::AsGiven => self.as_given(),
-            Cut::Kept { merged } => self.cut(kept, retained, |o, _, _| {
-                merged.iter().find(|(m, _)| *m == o).map(|(_, into)| *into)
-            }),
+            Cut::Kept { merged, constants } => {
+                let mut c = self.cut(kept, retained, |o, _, _| {
+                    merged.iter().find(|(m, _)| *m == o).map(|(_, into)| *into)
+                });
+                c.set_constants(*constants);
+                c
+            }
         }
     }
 
@@ -223,24 +277,28 @@ impl<'g> Original<'g> {
 
     /// The candidate that keeps `kept` (normalized first).
     pub fn candidate(&self, kept: &[u32]) -> Candidate {
-        self.candidate_with(kept, false)
+        self.candidate_with(kept, Form::default())
     }
 
-    /// The candidate that keeps `kept`; with `consolidate`, inputs holding equal values
-    /// (equal fingerprints and metas) share one placeholder, unless a kept node reading
-    /// them mutates in place.
-    pub fn candidate_with(&self, kept: &[u32], consolidate: bool) -> Candidate {
-        self.candidate_retaining(kept, &[], consolidate)
+    /// The candidate that keeps `kept`, its inputs formed as `form` says: with
+    /// `consolidate`, inputs holding equal values (equal fingerprints and metas) share one
+    /// placeholder, unless a kept node reading them mutates in place; with `constants`,
+    /// they are constants.
+    pub fn candidate_with(&self, kept: &[u32], form: Form) -> Candidate {
+        self.candidate_retaining(kept, &[], form)
     }
 
     /// [`Original::candidate_with`], also returning the original's outputs at the
     /// positions `retained` (first, in order; see the module docs).
-    pub fn candidate_retaining(
-        &self,
-        kept: &[u32],
-        retained: &[usize],
-        consolidate: bool,
-    ) -> Candidate {
+    pub fn candidate_retaining(&self, kept: &[u32], retained: &[usize], form: Form) -> Candidate {
+        let mut c = self.cut_as(kept, retained, form.consolidate);
+        c.set_constants(form.constants);
+        c
+    }
+
+    /// The candidate keeping `kept` and retaining `retained`, inputs holding equal values
+    /// merged with `consolidate`.
+    fn cut_as(&self, kept: &[u32], retained: &[usize], consolidate: bool) -> Candidate {
         if !consolidate {
             return self.cut(kept, retained, |_, _, _| None);
         }
@@ -400,7 +458,10 @@ impl<'g> Original<'g> {
             inputs: distinct,
             kept,
             retained,
-            cut: Cut::Kept { merged },
+            cut: Cut::Kept {
+                merged,
+                constants: false,
+            },
         }
     }
 
@@ -589,21 +650,37 @@ class G(torch.nn.Module):
         // relu's placeholder.
         let keys = HashMap::from([(Origin::Node(4), 7), (Origin::Node(6), 7)]);
         let o = original().with_value_keys(keys);
-        let merged = o.candidate_retaining(&[5, 7], &[], true);
+        let consolidated = Form {
+            consolidate: true,
+            constants: false,
+        };
+        let merged = o.candidate_retaining(&[5, 7], &[], consolidated);
         assert_eq!(merged.inputs, [Origin::Node(4)]);
         assert_eq!(
             merged.cut,
             Cut::Kept {
-                merged: vec![(Origin::Node(6), Origin::Node(4))]
+                merged: vec![(Origin::Node(6), Origin::Node(4))],
+                constants: false,
             }
         );
+        let constants = o.candidate_retaining(
+            &[5, 7],
+            &[],
+            Form {
+                consolidate: true,
+                constants: true,
+            },
+        );
+        assert!(constants.constants() && !merged.constants());
+        assert_eq!((constants.parameters(), merged.parameters()), (0, 1));
         // Another process holding the same graph, without the fingerprints, cuts the same
         // candidates again from (kept, retained, cut).
         let elsewhere = original();
         for c in [
             merged,
+            constants,
             o.as_given(),
-            o.candidate_retaining(&[5, 7], &[0], false),
+            o.candidate_retaining(&[5, 7], &[0], Form::default()),
             o.candidate(&[2, 3]),
         ] {
             assert_eq!(elsewhere.recut(&c.kept, &c.retained, &c.cut), c);

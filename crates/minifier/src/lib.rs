@@ -17,7 +17,7 @@ pub mod minify;
 mod pool;
 pub mod progress;
 
-pub use candidate::{Candidate, Cut, Origin, Original};
+pub use candidate::{Candidate, Cut, Form, Origin, Original};
 pub use checker::{
     similar, BugIdentity, CheckKind, Checker, Contains, Reliability, Reliably, Signature, Startup,
     Verdict, CLEAR_MARGIN,

@@ -7,11 +7,11 @@ use std::collections::{BinaryHeap, HashMap};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::IsTerminal;
 
-use graphbug_ir::{Graph, IrError};
+use graphbug_ir::{Graph, IrError, Meta};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::candidate::{Candidate, Original};
+use crate::candidate::{Candidate, Form, Original};
 use crate::checker::{
     BugIdentity, Checker, Reliability, Reliably, Signature, Startup, Verdict, CLEAR_MARGIN,
 };
@@ -37,11 +37,18 @@ pub struct MinifyOptions {
     /// Fingerprints of the reference values (equal means equal values), which enable the
     /// "consolidate inputs" strategy.
     pub value_keys: Option<HashMap<crate::candidate::Origin, u64>>,
+    /// Try the 1-minimal candidate with its inputs as constants of their recorded values
+    /// (for checkers that print constants into programs: XLA's).
+    pub constants: bool,
     /// Run the original this many times, and hold every candidate to the original's
     /// failure rate over as many runs (see [`Reliably`]). Without it, a flaky original
     /// (its first two runs disagree) is run [`AUTO_REPEAT`] times and handled the same way.
     pub repeat: Option<usize>,
 }
+
+/// The most elements the inputs of a candidate may hold to become constants printed into
+/// its program (a million floats print as about 12 MB of text).
+pub const MAX_CONSTANT_ELEMENTS: i64 = 1 << 20;
 
 /// How many times a flaky original is run when `repeat` is not given.
 pub const AUTO_REPEAT: usize = 10;
@@ -261,10 +268,10 @@ struct Session<'a> {
     sizes_of: FxHashMap<Key, (usize, usize)>,
     identity: BugIdentity,
     sink: &'a mut dyn Sink,
-    /// Verdicts by (kept set, retained outputs, inputs consolidated).
-    cache: FxHashMap<(Vec<u32>, Vec<usize>, bool), bool>,
+    /// Verdicts by (kept set, retained outputs, form of the inputs).
+    cache: FxHashMap<Key, bool>,
     /// Whether inputs with equal values share a placeholder.
-    consolidate: bool,
+    form: Form,
     /// The original output positions every candidate returns (empty unless the bug needs
     /// the original's outputs).
     retained: Vec<usize>,
@@ -281,12 +288,12 @@ struct Session<'a> {
     sink_error: Option<String>,
 }
 
-/// How good a failing candidate is, the smaller the better: its nodes, then its inputs,
-/// then its outputs (a bug in the outputs shrinks only the last two).
+/// How good a failing candidate is, the smaller the better: its nodes, then its
+/// parameters, then its outputs (a bug in the outputs shrinks only the last two).
 fn rank(candidate: &Candidate) -> (usize, usize, usize) {
     (
         candidate.size(),
-        candidate.inputs.len(),
+        candidate.parameters(),
         candidate.graph.outputs().len(),
     )
 }
@@ -309,7 +316,7 @@ impl Session<'_> {
     /// The candidate keeping `kept` with the session's retained outputs.
     fn candidate(&self, kept: &[u32]) -> Candidate {
         self.original
-            .candidate_retaining(kept, &self.retained, self.consolidate)
+            .candidate_retaining(kept, &self.retained, self.form)
     }
 
     /// The cache key of the candidate keeping `kept`, unless no candidate keeps nothing.
@@ -318,7 +325,7 @@ impl Session<'_> {
         if kept.is_empty() && self.retained.is_empty() {
             return None;
         }
-        Some((kept, self.retained.clone(), self.consolidate))
+        Some((kept, self.retained.clone(), self.form))
     }
 
     /// Hands the pool's workers `upcoming`, the candidates the search may try next, the
@@ -556,7 +563,7 @@ impl Session<'_> {
         let all = self.original.all();
         self.retained.clear();
         if self.original.canonical_is_given() {
-            self.cache.insert((all, Vec::new(), false), true);
+            self.cache.insert((all, Vec::new(), Form::default()), true);
             return true;
         }
         if matches!(self.exec, Exec::Pool(_)) {
@@ -685,34 +692,75 @@ impl Session<'_> {
 
     /// Lets inputs that hold equal values share a placeholder, if the bug survives it.
     fn consolidate_inputs(&mut self, s: Vec<u32>) -> Vec<u32> {
-        if self.consolidate || !self.original.has_value_keys() {
+        if self.form.consolidate || !self.original.has_value_keys() {
             return s;
         }
-        let before = self
-            .original
-            .candidate_retaining(&s, &self.retained, false)
-            .inputs
-            .len();
+        let consolidated = Form {
+            consolidate: true,
+            ..self.form
+        };
+        let before = self.candidate(&s).inputs.len();
         let after = self
             .original
-            .candidate_retaining(&s, &self.retained, true)
+            .candidate_retaining(&s, &self.retained, consolidated)
             .inputs
             .len();
         if after >= before {
             return s;
         }
-        self.consolidate = true;
+        self.form = consolidated;
         let ok = self.test(&s);
         let (nodes, _) = self.sizes(&s);
         let mut line = format!("Strategy: Consolidate inputs ({nodes} nodes, {before} inputs)");
         if ok {
             line.push_str(&format!("\nSUCCESS: Went from {before} to {after} inputs"));
         } else {
-            self.consolidate = false;
+            self.form.consolidate = false;
             line.push_str("\nFAIL: Could not remove anything");
         }
         self.note(line);
         s
+    }
+
+    /// Makes the inputs of the 1-minimal candidate keeping `s` constants holding their
+    /// recorded values, if the bug survives it (one query; whether it did): a program that
+    /// needs no inputs. A bug the constants hide (a compiler folds them, or specializes on
+    /// them) keeps the parameters.
+    fn inputs_as_constants(&mut self, s: &[u32]) -> bool {
+        let candidate = self.candidate(s);
+        let inputs = candidate.inputs.len();
+        if inputs == 0 || self.form.constants || self.out_of_queries() {
+            return false;
+        }
+        let elements = candidate
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.is_placeholder())
+            .map(|n| match &n.meta {
+                Meta::Tensor(t) => t.numel(),
+                _ => i64::MAX,
+            })
+            .fold(0i64, i64::saturating_add);
+        if elements > MAX_CONSTANT_ELEMENTS {
+            self.note(format!(
+                "Strategy: Inputs as constants ({inputs} inputs)\nSKIPPED: {} elements, more than {MAX_CONSTANT_ELEMENTS} to print into a program",
+                if elements == i64::MAX { "unknown".to_string() } else { elements.to_string() }
+            ));
+            return false;
+        }
+        self.form.constants = true;
+        let ok = self.test(s);
+        let (nodes, _) = self.sizes(s);
+        let mut line = format!("Strategy: Inputs as constants ({nodes} nodes, {inputs} inputs)");
+        if ok {
+            line.push_str(&format!("\nSUCCESS: Its {inputs} inputs are constants"));
+        } else {
+            self.form.constants = false;
+            line.push_str("\nFAIL: The failure needs them as parameters");
+        }
+        self.note(line);
+        ok
     }
 
     /// Logs a strategy attempt and its outcome.
@@ -1131,7 +1179,7 @@ fn opening_guess(original: &Original<'_>, n: usize) -> Vec<Key> {
         let Some(step) = opening_step(&all, live, &state) else {
             break;
         };
-        keys.push((original.normalize(&step.kept), Vec::new(), false));
+        keys.push((original.normalize(&step.kept), Vec::new(), Form::default()));
         state = step.yes;
     }
     keys
@@ -1174,7 +1222,7 @@ impl<'o, 'g> Start<'o, 'g> {
                         "node #{bad} does not exist in a graph of {n} nodes"
                     )));
                 }
-                original.candidate_retaining(&point.kept, &point.retained, false)
+                original.candidate_retaining(&point.kept, &point.retained, Form::default())
             }
             None => original.as_given(),
         };
@@ -1338,7 +1386,7 @@ impl<'o, 'g> Start<'o, 'g> {
         let start_size = self.first_size;
         let mut session = Session {
             cache: FxHashMap::default(),
-            consolidate: false,
+            form: Form::default(),
             retained: self.first_retained.clone(),
             original: self.original,
             exec,
@@ -1379,7 +1427,7 @@ impl<'o, 'g> Start<'o, 'g> {
         if options.resume.is_some() {
             session
                 .cache
-                .insert((s.clone(), session.retained.clone(), false), true);
+                .insert((s.clone(), session.retained.clone(), Form::default()), true);
         } else if !session.preprocess() {
             // Only the original exactly as given fails: nothing can be taken away.
             return session.finish(self.original.as_given(), signature);
@@ -1400,6 +1448,10 @@ impl<'o, 'g> Start<'o, 'g> {
             }
         }
         s = session.one_minimal(s);
+        if options.constants && session.inputs_as_constants(&s) {
+            // With constants the bug may need fewer nodes (a folding bug).
+            s = session.one_minimal(s);
+        }
         let candidate = session.candidate(&s);
         // The sink holds the result, whatever the last improvement it saw was.
         let result = (

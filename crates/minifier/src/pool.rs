@@ -20,8 +20,8 @@ use crate::checker::{Checker, Startup, Verdict};
 /// How often a worker waiting for its checker to start looks whether the pool closed.
 const START_POLL: Duration = Duration::from_millis(200);
 
-/// A candidate as the search names it: kept nodes, retained outputs, consolidated inputs.
-pub(crate) type Key = (Vec<u32>, Vec<usize>, bool);
+/// A candidate as the search names it: kept nodes, retained outputs, the form of its inputs.
+pub(crate) type Key = (Vec<u32>, Vec<usize>, crate::candidate::Form);
 
 #[derive(Default)]
 struct State {
@@ -220,7 +220,7 @@ mod tests {
     use super::*;
 
     fn key(n: u32) -> Key {
-        (vec![n], Vec::new(), false)
+        (vec![n], Vec::new(), crate::candidate::Form::default())
     }
 
     #[test]

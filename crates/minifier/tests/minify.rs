@@ -659,3 +659,70 @@ fn a_wrong_result_on_the_edge_of_its_tolerance_does_not_count() {
     assert_eq!(kept_names(&m), ["gelu_2"]);
     assert!(m.log[1].contains("on the edge"), "{}", m.log[1]);
 }
+
+#[test]
+fn inputs_become_constants_only_where_the_bug_survives_it() {
+    // A bug that needs a constant operand (a folding bug: with parameters, it shows only in
+    // a bigger program) and one that needs a parameter.
+    struct Softmax {
+        needs_constants: bool,
+        constant_queries: usize,
+    }
+    impl Checker for Softmax {
+        fn describe(&self) -> String {
+            "softmax".into()
+        }
+        fn check(&mut self, c: &Candidate) -> Verdict {
+            self.constant_queries += usize::from(c.constants());
+            // Needing constants, it shows with parameters only in a bigger program.
+            let shows = if self.needs_constants {
+                c.constants() || c.size() > 1
+            } else {
+                !c.constants()
+            };
+            if calls(c, "_softmax") && shows {
+                Verdict::Fails(sig("softmax"))
+            } else {
+                Verdict::Passes
+            }
+        }
+    }
+    let g = gpt4();
+    let with = MinifyOptions {
+        constants: true,
+        ..MinifyOptions::default()
+    };
+    for needs_constants in [false, true] {
+        let mut checker = Softmax {
+            needs_constants,
+            constant_queries: 0,
+        };
+        let m = minify(&g, &mut checker, &with, &mut NoSink).unwrap();
+        assert_eq!(m.stats.end_nodes, 1, "{:#?}", m.log);
+        assert_eq!(m.candidate.constants(), needs_constants, "{:#?}", m.log);
+        let inputs = m.candidate.inputs.len();
+        assert!(inputs > 0);
+        assert_eq!(
+            m.candidate.parameters(),
+            if needs_constants { 0 } else { inputs }
+        );
+        // Tried on the 1-minimal candidate; where it stays, the search goes on from there.
+        if !needs_constants {
+            assert_eq!(checker.constant_queries, 1);
+        }
+        let line = m
+            .log
+            .iter()
+            .find(|l| l.starts_with("Strategy: Inputs as constants"))
+            .expect("the strategy ran");
+        assert_eq!(line.contains("SUCCESS"), needs_constants, "{line}");
+    }
+    // Not asked for (aten graphs), never tried.
+    let mut checker = Softmax {
+        needs_constants: false,
+        constant_queries: 0,
+    };
+    let m = minify(&g, &mut checker, &MinifyOptions::default(), &mut NoSink).unwrap();
+    assert!(!m.candidate.constants());
+    assert_eq!(checker.constant_queries, 0);
+}

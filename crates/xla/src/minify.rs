@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::execute::XlaBackend;
 use crate::hlo::graph::HloGraph;
-use crate::program::{Kind, Program, ProgramError};
+use crate::program::{Constants, Kind, Program, ProgramError};
 use crate::stablehlo::{self, StableHloGraph};
 
 /// The message of every accuracy failure of an XLA program, so candidates of one bug match.
@@ -75,17 +75,18 @@ impl Printer {
         }
     }
 
-    /// `cut` (a graph cut from [`Printer::graph`]) as text: HLO or StableHLO.
-    pub fn text(&self, cut: &Graph) -> Result<String, String> {
+    /// `cut` (a graph cut from [`Printer::graph`]) as text: HLO or StableHLO, the inputs
+    /// named in `constants` printed as constants holding their values.
+    pub fn text(&self, cut: &Graph, constants: &Constants) -> Result<String, String> {
         match self {
-            Printer::Hlo(g, _) => g.print(cut),
-            Printer::StableHlo(g, _) => g.print(cut),
+            Printer::Hlo(g, _) => g.print_with(cut, constants),
+            Printer::StableHlo(g, _) => g.print_with(cut, constants),
         }
     }
 
     /// `cut` as a program to run.
-    pub fn program(&self, cut: &Graph) -> Result<Program, String> {
-        let text = self.text(cut)?;
+    pub fn program(&self, cut: &Graph, constants: &Constants) -> Result<Program, String> {
+        let text = self.text(cut, constants)?;
         let bug = |e: String| format!("graphbug printed a program it cannot read back: {e}");
         match self {
             Printer::Hlo(..) => Ok(Program::Hlo {
@@ -101,8 +102,8 @@ impl Printer {
     /// `cut` as a file of the input's form: HLO text, an HLO proto, StableHLO text
     /// (bytecode input too: writing bytecode takes MLIR, and StableHLO text is what every
     /// tool that reads bytecode also reads).
-    pub fn file_bytes(&self, cut: &Graph) -> Result<Vec<u8>, String> {
-        let text = self.text(cut)?;
+    pub fn file_bytes(&self, cut: &Graph, constants: &Constants) -> Result<Vec<u8>, String> {
+        let text = self.text(cut, constants)?;
         match self.kind() {
             Kind::HloProto => {
                 let module = crate::hlo::text::parse_module(&text).map_err(|e| e.to_string())?;
@@ -116,6 +117,37 @@ impl Printer {
     pub fn file_name(&self) -> &'static str {
         file_name(self.kind())
     }
+}
+
+/// `text` (a program graphbug printed) for a terminal: each line longer than `max`
+/// characters that holds a constant's values shows them elided, as XLA's dumps do
+/// (`constant({...})`, `dense<...>`); the files written hold them all.
+pub fn elide_constants(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(1 << 16));
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let elided = (body.len() > max)
+            .then(|| {
+                if let (Some(a), Some(b)) = (body.find(" constant("), body.rfind(')')) {
+                    let a = a + " constant(".len();
+                    (a <= b).then(|| format!("{}{{...}}{}", &body[..a], &body[b..]))
+                } else if let (Some(a), Some(b)) = (body.find("dense<"), body.rfind("> :")) {
+                    let a = a + "dense<".len();
+                    (a <= b).then(|| format!("{}...{}", &body[..a], &body[b..]))
+                } else {
+                    None
+                }
+            })
+            .flatten();
+        match elided {
+            Some(e) => {
+                out.push_str(&e);
+                out.push_str(&line[body.len()..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// The file name a program of form `kind` is written under in graphbug's directories.
@@ -189,7 +221,7 @@ impl Recorded {
                     .map(|&i| Value::Node(graphbug_ir::NodeId(i)))
                     .collect(),
             );
-            let program = printer.program(&wide)?;
+            let program = printer.program(&wide, &Constants::new())?;
             let run = |program: &Program, inputs: &[HostTensor]| {
                 reference
                     .compile(program)
@@ -282,12 +314,35 @@ impl Recorded {
         }
     }
 
-    /// The values of a candidate's parameters.
+    /// The values of a candidate's parameters (none when its inputs are constants).
     pub fn candidate_inputs(&self, candidate: &Candidate) -> Result<Vec<HostTensor>, String> {
+        if candidate.constants() {
+            return Ok(Vec::new());
+        }
         candidate
             .inputs
             .iter()
             .map(|&o| self.get(o).cloned())
+            .collect()
+    }
+
+    /// The constants a candidate's program holds: the value of each input, by the name of
+    /// its placeholder, when its inputs are constants (see [`Candidate::constants`]).
+    pub fn constants(&self, candidate: &Candidate) -> Result<Constants, String> {
+        if !candidate.constants() {
+            return Ok(Constants::new());
+        }
+        candidate
+            .graph
+            .placeholders()
+            .iter()
+            .zip(&candidate.inputs)
+            .map(|(id, &o)| {
+                Ok((
+                    candidate.graph.node(*id).name.to_string(),
+                    self.get(o)?.clone(),
+                ))
+            })
             .collect()
     }
 
@@ -416,14 +471,15 @@ impl XlaChecker {
         }
     }
 
-    /// Compiles and runs `graph` (a cut of the original) on `inputs`: its outputs, `None`
-    /// when only compiling.
+    /// Compiles and runs `graph` (a cut of the original, holding `constants`) on
+    /// `inputs`: its outputs, `None` when only compiling.
     fn run(
         &mut self,
         graph: &Graph,
+        constants: &Constants,
         inputs: &[HostTensor],
     ) -> Result<Result<Option<Vec<HostTensor>>, graphbug_run::Failure>, String> {
-        let program = self.printer.program(graph)?;
+        let program = self.printer.program(graph, constants)?;
         self.stage("compile");
         let started = Instant::now();
         let compiled = self.backend.compile(&program);
@@ -458,7 +514,8 @@ impl XlaChecker {
             .map(|&i| Value::Node(graphbug_ir::NodeId(i as u32)))
             .collect();
         let (reference, fp64) = self.recorded.of(g, candidate, &extra_values)?;
-        let got = match self.run(&wide, inputs)? {
+        let constants = self.recorded.constants(candidate)?;
+        let got = match self.run(&wide, &constants, inputs)? {
             Ok(Some(got)) => got,
             Ok(None) => return Err("a compile check runs nothing to compare".into()),
             Err(f) => {
@@ -528,11 +585,15 @@ impl Checker for XlaChecker {
     }
 
     fn check(&mut self, candidate: &Candidate) -> Verdict {
-        let inputs = match self.recorded.candidate_inputs(candidate) {
-            Ok(i) => i,
+        let (inputs, constants) = match self
+            .recorded
+            .candidate_inputs(candidate)
+            .and_then(|i| Ok((i, self.recorded.constants(candidate)?)))
+        {
+            Ok(split) => split,
             Err(e) => return Verdict::Unresolved(e),
         };
-        let outputs = match self.run(&candidate.graph, &inputs) {
+        let outputs = match self.run(&candidate.graph, &constants, &inputs) {
             Err(e) => return Verdict::Unresolved(e),
             Ok(Err(f)) => return Verdict::Fails(signature_of(&f)),
             Ok(Ok(None)) => return Verdict::Passes,

@@ -6,6 +6,8 @@ use std::path::Path;
 use graphbug_ir::fault::FaultSpec;
 use graphbug_ir::{Graph, Meta, TensorMeta};
 
+use graphbug_files::HostTensor;
+
 use crate::hlo;
 use crate::hlo::graph::HloGraph;
 use crate::rewrite::{self, Rewrite};
@@ -96,6 +98,10 @@ fn read_through_mlir(bytes: &[u8]) -> Result<stablehlo::Module, ProgramError> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ProgramError(pub String);
+
+/// Values printed into a program cut from another as constants, by the name of the
+/// parameter each replaces (see `graphbug_minifier::Form::constants`).
+pub type Constants = std::collections::HashMap<String, HostTensor>;
 
 impl Program {
     /// Reads `bytes` as a program of `kind`.

@@ -18,6 +18,8 @@ use std::ops::Range;
 
 use graphbug_ir::{Dialect, Dtype, Graph, Meta, Node, NodeId, NodeKind, OpName, TensorMeta, Value};
 
+use crate::program::Constants;
+
 /// An error in StableHLO text: where, and what.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct MlirError {
@@ -1170,23 +1172,32 @@ impl StableHloGraph {
     /// statement as written (a use of one result of several that became an argument
     /// renamed), a `return` of the outputs, and the functions kept statements call.
     pub fn print(&self, cut: &Graph) -> Result<String, String> {
+        self.print_with(cut, &Constants::new())
+    }
+
+    /// [`StableHloGraph::print`], the inputs named in `constants` printed as
+    /// `stablehlo.constant` statements holding their values rather than as arguments.
+    pub fn print_with(&self, cut: &Graph, constants: &Constants) -> Result<String, String> {
         let m = &self.module;
         let f = &m.funcs[self.main];
-        let arg_name = |name: &str| name.replace(['#', ':'], "_");
+        // A result of several (`6#4`) as an argument: a name MLIR reads (`%6_4` is none:
+        // a name that starts with a digit is all digits), none of the original's.
+        let arg_name = |name: &str| {
+            let mut a = name.replace(['#', ':'], "_");
+            if a.starts_with(|c: char| c.is_ascii_digit()) && !a.chars().all(|c| c.is_ascii_digit())
+            {
+                a.insert(0, 'v');
+                while self.types.contains_key(&a) {
+                    a.push('_');
+                }
+            }
+            a
+        };
         let ty = |name: &str| -> Result<&Type, String> {
             self.types
                 .get(name)
                 .ok_or_else(|| format!("value `%{name}` is not one of the original's"))
         };
-        let mut args = Vec::new();
-        let mut renamed: HashMap<String, String> = HashMap::new();
-        for n in cut.nodes.iter().filter(|n| n.is_placeholder()) {
-            let a = arg_name(&n.name);
-            if a != n.name.as_str() {
-                renamed.insert(n.name.to_string(), a.clone());
-            }
-            args.push(format!("%{a}: {}", ty(&n.name)?));
-        }
         let indent = f
             .body
             .first()
@@ -1195,7 +1206,26 @@ impl StableHloGraph {
                 t[..t.len() - t.trim_start().len()].to_string()
             })
             .unwrap_or_else(|| "    ".into());
+        let mut args = Vec::new();
+        let mut renamed: HashMap<String, String> = HashMap::new();
         let mut body = String::new();
+        for n in cut.nodes.iter().filter(|n| n.is_placeholder()) {
+            let a = arg_name(&n.name);
+            if a != n.name.as_str() {
+                renamed.insert(n.name.to_string(), a.clone());
+            }
+            let t = ty(&n.name)?;
+            match constants.get(n.name.as_str()) {
+                Some(value) => {
+                    let dense = dense_text(t, value)
+                        .map_err(|e| format!("`%{}` as a constant: {e}", n.name))?;
+                    body.push_str(&format!(
+                        "{indent}%{a} = stablehlo.constant {dense} : {t}\n"
+                    ));
+                }
+                None => args.push(format!("%{a}: {t}")),
+            }
+        }
         let mut symbols = BTreeSet::new();
         for n in cut
             .nodes
@@ -1289,6 +1319,52 @@ impl StableHloGraph {
         out.push_str(&m.text[at..]);
         Ok(out)
     }
+}
+
+/// The `dense<...>` attribute holding `value` as a constant of type `t`: booleans as
+/// `true`/`false`, every other element type as the exact bytes (`dense<"0x...">`).
+fn dense_text(t: &Type, value: &graphbug_files::HostTensor) -> Result<String, String> {
+    let Type::Tensor { element, dims, .. } = t else {
+        return Err(format!("`{t}` is no tensor"));
+    };
+    if dtype_of(element) != Some(value.dtype) {
+        return Err(format!(
+            "its value is {}, its type {t}",
+            value.dtype.short_name()
+        ));
+    }
+    let n: i64 = dims.iter().map(|d| d.unwrap_or(-1)).product();
+    if n < 0 || value.numel() as i64 != n {
+        return Err(format!(
+            "its value has {} elements, {t} another count",
+            value.numel()
+        ));
+    }
+    if value.dtype == Dtype::Bool {
+        let items: Vec<&str> = value
+            .data
+            .iter()
+            .map(|b| if *b != 0 { "true" } else { "false" })
+            .collect();
+        // Nested as the shape says (a flat list is only read for rank 1).
+        fn nest(items: &[&str], dims: &[i64]) -> String {
+            match dims {
+                [] => items.first().copied().unwrap_or("false").to_string(),
+                [_] => format!("[{}]", items.join(", ")),
+                [d, rest @ ..] => {
+                    let step = items.len() / (*d).max(1) as usize;
+                    let parts: Vec<String> = (0..*d as usize)
+                        .map(|k| nest(&items[k * step..(k + 1) * step], rest))
+                        .collect();
+                    format!("[{}]", parts.join(", "))
+                }
+            }
+        }
+        let dims: Vec<i64> = dims.iter().map(|d| d.unwrap_or(0)).collect();
+        return Ok(format!("dense<{}>", nest(&items, &dims)));
+    }
+    let hex: String = value.data.iter().map(|b| format!("{b:02X}")).collect();
+    Ok(format!("dense<\"0x{hex}\">"))
 }
 
 /// The Python graphbug asks to read MLIR bytecode: `GRAPHBUG_PYTHON`, else `python3`.

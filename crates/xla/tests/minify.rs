@@ -9,25 +9,42 @@ use std::sync::Arc;
 use graphbug_accuracy::AccuracyMode;
 use graphbug_files::random_tensors;
 use graphbug_ir::{Meta, TensorMeta};
-use graphbug_minifier::{CheckKind, Checker, Original, Verdict};
+use graphbug_minifier::{CheckKind, Checker, Form, Original, Verdict};
 use graphbug_xla::execute::XlaBackend;
 use graphbug_xla::minify::{Printer, Recorded, XlaChecker, ACCURACY_MESSAGE};
-use graphbug_xla::program::{Kind, Program};
+use graphbug_xla::program::{Constants, Kind, Program};
 
 fn transformer() -> (Arc<Printer>, Arc<Recorded>) {
-    let path = common::corpus_dir().join("transformer.hlo");
-    let program = Program::read(&std::fs::read(path).unwrap(), Kind::HloText).unwrap();
+    let (printer, recorded) = recorded_run("hlo/transformer.hlo", Kind::HloText);
+    assert!(recorded.has_fp64(), "the transformer runs in float64");
+    (printer, recorded)
+}
+
+/// A fixture of `tests/fixtures/xla` and the values one run on `pjrt:cpu` records, on its
+/// `.io.npz` inputs where it has them (seeded random ones otherwise).
+fn recorded_run(fixture: &str, kind: Kind) -> (Arc<Printer>, Arc<Recorded>) {
+    let path = common::root().join("tests/fixtures/xla").join(fixture);
+    let program = Program::read(&std::fs::read(&path).unwrap(), kind).unwrap();
     let printer = Arc::new(Printer::new(&program).unwrap());
-    let metas: Vec<TensorMeta> = program
-        .parameters()
-        .unwrap()
-        .into_iter()
-        .map(|(_, m)| m)
-        .collect();
-    let inputs = random_tensors(&metas, 0).unwrap();
+    let io = path.with_extension("io.npz");
+    let inputs = if io.is_file() {
+        graphbug_files::read(&io)
+            .unwrap()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("arg"))
+            .map(|(_, t)| t)
+            .collect()
+    } else {
+        let metas: Vec<TensorMeta> = program
+            .parameters()
+            .unwrap()
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect();
+        random_tensors(&metas, 0).unwrap()
+    };
     let reference = XlaBackend::parse("pjrt:cpu").unwrap();
     let recorded = Arc::new(Recorded::record(&printer, inputs, &reference, true).unwrap());
-    assert!(recorded.has_fp64(), "the transformer runs in float64");
     (printer, recorded)
 }
 
@@ -47,30 +64,72 @@ fn every_cut_of_one_instruction_runs_as_recorded() {
     let graph = printer.graph();
     let original = Original::borrowing(graph);
     let mut check = checker("pjrt:cpu", CheckKind::Accuracy, &printer, &recorded);
-    let mut checked = 0;
-    for id in graph.ids() {
-        let node = graph.node(id);
-        if node.is_placeholder() || !matches!(node.meta, Meta::Tensor(_)) {
-            continue;
-        }
-        let candidate = original.candidate(&[id.0]);
-        // Parameters that stand for values the cut leaves out keep their layouts: the
-        // values run as the original computed them.
-        assert_eq!(
-            check.check(&candidate),
-            Verdict::Passes,
-            "`{}` alone:\n{}",
-            node.name,
-            printer.text(&candidate.graph).unwrap()
-        );
-        checked += 1;
-    }
+    let checked = every_cut_of_one_passes(&printer, &recorded, &mut check);
     assert!(checked > 100, "{checked}");
     assert_eq!(
         check.check(&original.as_given()),
         Verdict::Passes,
         "the whole program"
     );
+}
+
+/// Checks the cut of each array-valued instruction alone, its inputs as parameters and as
+/// constants holding their recorded values (in the program's text: every element type's
+/// literal read back exactly), expecting each to pass; how many instructions it checked.
+fn every_cut_of_one_passes(
+    printer: &Printer,
+    recorded: &Recorded,
+    check: &mut XlaChecker,
+) -> usize {
+    let graph = printer.graph();
+    let original = Original::borrowing(graph);
+    let mut checked = 0;
+    for id in graph.ids() {
+        let node = graph.node(id);
+        // (A result of several alone is no candidate: it is kept with its instruction.)
+        if node.is_placeholder()
+            || !matches!(node.meta, Meta::Tensor(_))
+            || original.normalize(&[id.0]).is_empty()
+        {
+            continue;
+        }
+        for constants in [false, true] {
+            let form = Form {
+                consolidate: false,
+                constants,
+            };
+            let candidate = original.candidate_with(&[id.0], form);
+            // Parameters that stand for values the cut leaves out keep their layouts: the
+            // values run as the original computed them.
+            assert_eq!(
+                check.check(&candidate),
+                Verdict::Passes,
+                "`{}` alone (constants: {constants}):\n{}",
+                node.name,
+                printer
+                    .text(&candidate.graph, &recorded.constants(&candidate).unwrap())
+                    .unwrap()
+            );
+        }
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn cuts_with_constants_of_every_element_type_run_as_recorded() {
+    // Integers, booleans, float64 and complex values (HLO literals, StableHLO `dense`).
+    for (fixture, kind) in [
+        ("hlo/gather_scatter_sort.hlo", Kind::HloText),
+        ("hlo/misc.hlo", Kind::HloText),
+        ("stablehlo/specials.mlir", Kind::StableHloText),
+        ("stablehlo/train.mlir", Kind::StableHloText),
+    ] {
+        let (printer, recorded) = recorded_run(fixture, kind);
+        let mut check = checker("pjrt:cpu", CheckKind::Accuracy, &printer, &recorded);
+        let checked = every_cut_of_one_passes(&printer, &recorded, &mut check);
+        assert!(checked > 5, "{fixture}: {checked}");
+    }
 }
 
 #[test]
@@ -147,7 +206,7 @@ fn a_cut_keeps_every_computation_its_instructions_call() {
         .find(|&id| g.node(id).name.as_str() == "select_and_scatter.9")
         .unwrap();
     let cut = Original::borrowing(g).candidate(&[id.0]);
-    let text = printer.text(&cut.graph).unwrap();
+    let text = printer.text(&cut.graph, &Constants::new()).unwrap();
     let line = text
         .lines()
         .find(|l| l.contains("select_and_scatter.9 = "))
@@ -163,5 +222,5 @@ fn a_cut_keeps_every_computation_its_instructions_call() {
         );
     }
     // And the cut reads back as a program.
-    printer.program(&cut.graph).unwrap();
+    printer.program(&cut.graph, &Constants::new()).unwrap();
 }

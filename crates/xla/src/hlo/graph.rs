@@ -19,6 +19,7 @@ use graphbug_ir::{Dialect, Graph, Meta, Node, NodeId, NodeKind, OpName, TensorMe
 
 use super::shape::{dtype_of, Shape};
 use super::text::{HloError, Instruction, Module, Operands};
+use crate::program::Constants;
 
 /// The entry computation of `module` as a graph, with what printing its cuts needs.
 #[derive(Clone, Debug)]
@@ -242,6 +243,12 @@ impl HloGraph {
     /// `cut` (a graph cut from [`HloGraph::graph`]: its nodes named as the original's)
     /// printed as an HLO module (see the module docs).
     pub fn print(&self, cut: &Graph) -> Result<String, String> {
+        self.print_with(cut, &Constants::new())
+    }
+
+    /// [`HloGraph::print`], the inputs named in `constants` printed as `constant`
+    /// instructions holding their values rather than as parameters.
+    pub fn print_with(&self, cut: &Graph, constants: &Constants) -> Result<String, String> {
         let comp = &self.module.computations[self.entry];
         let style = style_of(comp);
         let instr = |n: &Node| -> Result<&Instruction, String> {
@@ -271,6 +278,12 @@ impl HloGraph {
         for (id, node) in cut.ids().zip(&cut.nodes) {
             let i = instr(node)?;
             if node.is_placeholder() {
+                if let Some(value) = constants.get(node.name.as_str()) {
+                    let literal = super::proto::literal_text(&i.shape, &value.data)
+                        .map_err(|e| format!("`{}` as a constant: {e}", node.name))?;
+                    body.push_str(&style.constant_line(&node.name, &i.shape, &literal));
+                    continue;
+                }
                 let k = params.len();
                 params.push((node.name.to_string(), i.shape.clone()));
                 body.push_str(&style.parameter_line(&node.name, &i.shape, k));
@@ -422,6 +435,16 @@ impl Style {
     fn parameter_line(&self, name: &str, shape: &Shape, k: usize) -> String {
         format!(
             "{}{}{name} = {shape} parameter({k}){}",
+            self.indent,
+            self.sigil(),
+            self.newline
+        )
+    }
+
+    /// `name = shape constant(literal)`.
+    fn constant_line(&self, name: &str, shape: &Shape, literal: &str) -> String {
+        format!(
+            "{}{}{name} = {shape} constant({literal}){}",
             self.indent,
             self.sigil(),
             self.newline

@@ -23,6 +23,17 @@ pub use schema::xla::HloModuleProto;
 
 use super::text::{parse_module, HloError, Module};
 
+/// The literal text (as XLA prints a `constant`'s) of an array of `shape` whose elements,
+/// in row-major order (as PJRT hands out buffers graphbug asks for), are `data`
+/// (little-endian, a `pred` a byte): what a value a run recorded prints as in a program.
+pub fn literal_text(shape: &super::shape::Shape, data: &[u8]) -> Result<String, String> {
+    let proto = shapes::shape_to_proto(&shape.without_layout().with_default_layout())?;
+    if proto.element_type == schema::xla::PrimitiveType::Tuple as i32 {
+        return Err("a tuple is no array to print as a literal".into());
+    }
+    literal::print_literal(&literal::literal_of_bytes(&proto, data)?)
+}
+
 /// The serialized `xla.HloModuleProto` XLA's parser makes of the module's text.
 pub fn to_proto(module: &Module) -> Result<Vec<u8>, HloError> {
     Ok(to_proto_message(module)?.encode_to_vec())

@@ -767,6 +767,66 @@ fn fmt_mini(bits: u32, m: Mini) -> String {
     fmt_g(v, m.digits)
 }
 
+/// The literal of an array of `shape` (its layout's physical order) whose elements are
+/// `data`, little-endian as host tensors and XLA's buffers hold them (a `pred` a byte).
+pub(crate) fn literal_of_bytes(shape: &ShapeProto, data: &[u8]) -> Result<LiteralProto, String> {
+    let ty = proto_element_type(shape.element_type)?;
+    let n: i64 = shape.dimensions.iter().product();
+    let width = match elem_of(ty) {
+        Some(Elem::Pred) => 1,
+        Some(Elem::Int { bits, .. }) if bits >= 8 => bits as usize / 8,
+        Some(Elem::F32) => 4,
+        Some(Elem::F64) | Some(Elem::C64) => 8,
+        Some(Elem::C128) => 16,
+        Some(Elem::Mini(m, _)) if m.bits() % 8 == 0 => m.bits() as usize / 8,
+        _ => return Err(format!("constants of element type {ty:?} are not written")),
+    };
+    if data.len() as i64 != n * width as i64 {
+        return Err(format!(
+            "{} bytes for {n} elements of {width} bytes",
+            data.len()
+        ));
+    }
+    let mut lit = LiteralProto {
+        shape: Some(shape.clone()),
+        ..LiteralProto::default()
+    };
+    fn words<const N: usize, T>(data: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
+        data.chunks_exact(N)
+            .map(|c| f(c.try_into().expect("chunks of N")))
+            .collect()
+    }
+    match ty {
+        T::Pred => lit.preds = data.iter().map(|b| *b != 0).collect(),
+        T::S32 => lit.s32s = words(data, i32::from_le_bytes),
+        T::S64 => lit.s64s = words(data, i64::from_le_bytes),
+        T::U32 => lit.u32s = words(data, u32::from_le_bytes),
+        T::U64 => lit.u64s = words(data, u64::from_le_bytes),
+        T::F32 | T::C64 => {
+            let v = words(data, f32::from_le_bytes);
+            if ty == T::F32 {
+                lit.f32s = v;
+            } else {
+                lit.c64s = v;
+            }
+        }
+        T::F64 | T::C128 => {
+            let v = words(data, f64::from_le_bytes);
+            if ty == T::F64 {
+                lit.f64s = v;
+            } else {
+                lit.c128s = v;
+            }
+        }
+        _ => {
+            *bytes_field(&mut lit, ty)
+                .ok_or_else(|| format!("constants of element type {ty:?} are not written"))? =
+                data.to_vec();
+        }
+    }
+    Ok(lit)
+}
+
 /// Prints a literal as XLA prints a `constant`'s.
 pub(crate) fn print_literal(lit: &LiteralProto) -> Result<String, String> {
     let shape = lit
@@ -980,6 +1040,59 @@ mod tests {
         assert_eq!(bf.bf16s, [192, 63, 128, 255, 192, 127]);
         let s4 = parse_literal("{-8, 7, 1}", &parse_shape_proto("s4[3]").unwrap()).unwrap();
         assert_eq!(s4.s4s, [8, 7, 1]);
+    }
+
+    #[test]
+    fn recorded_bytes_print_as_literals_that_read_back_exactly() {
+        // (shape, little-endian bytes of its elements in row-major order)
+        let f32s: Vec<u8> = [1.5f32, -0.0, 1e-40, f32::MAX, f32::INFINITY, -3.25e-7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let f64s: Vec<u8> = [0.1f64, -1e300, 5e-324, 2.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("f32[2,3]", f32s.clone()),
+            ("f64[4]", f64s.clone()),
+            ("c64[3]", f32s),
+            ("c128[2]", f64s),
+            ("pred[2,2]", vec![1, 0, 0, 1]),
+            ("pred[]", vec![1]),
+            ("s8[3]", vec![0x80, 0x7f, 0xff]),
+            ("u8[2]", vec![0, 255]),
+            ("s16[2]", vec![0x00, 0x80, 0xff, 0x7f]),
+            ("u16[1]", vec![0xff, 0xff]),
+            ("bf16[2]", vec![0x80, 0x3f, 0xc0, 0x7f]),
+            ("f16[2]", vec![0x00, 0x3c, 0x01, 0x00]),
+            (
+                "s32[2]",
+                [-7i32, i32::MAX]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+            ),
+            ("s64[1]", i64::MIN.to_le_bytes().to_vec()),
+            ("u32[1]", u32::MAX.to_le_bytes().to_vec()),
+            ("u64[1]", u64::MAX.to_le_bytes().to_vec()),
+        ];
+        for (shape, data) in cases {
+            let s = parse_shape_proto(shape).unwrap();
+            let lit = literal_of_bytes(&s, &data).unwrap();
+            let text = print_literal(&lit).unwrap();
+            let back = parse_literal(&text, &s).unwrap();
+            let same = if shape.starts_with("bf16") {
+                // NaN: compare the text of both, not the values.
+                print_literal(&back).unwrap() == text
+            } else {
+                back == lit
+            };
+            assert!(same, "{shape}: {text}");
+        }
+        // Not one element more or fewer than the shape holds.
+        let s = parse_shape_proto("f32[2]").unwrap();
+        assert!(literal_of_bytes(&s, &[0; 4]).is_err());
     }
 
     #[test]
