@@ -378,3 +378,46 @@ fn bad_minify_input_names_the_culprit() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_bug_inside_a_called_computation_is_minified_there() {
+    // The loop of a JAX scan: `tanh` is in a computation its body calls. The entry shrinks
+    // to the while; its body alone (on the loop state it starts with) keeps the call; the
+    // called computation alone shrinks to `tanh`. The condition, tried first, does not fail
+    // and leaves nothing behind.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let cmd = r#"f() { ! grep -q " tanh(" "$1/program.hlo"; }; f"#;
+    let o = graphbug(
+        &[
+            "minify",
+            &hlo("scan.hlo"),
+            "--check-command",
+            cmd,
+            "--out",
+            &out.display().to_string(),
+        ],
+        tmp.path(),
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "Strategy: Inside `region_0.5` (called by `while.6`): the computation alone, on the values it received\n"
+        ),
+        "{stderr}"
+    );
+    let last = stdout.rsplit("HloModule").next().unwrap();
+    assert!(
+        last.contains("ENTRY closed_call.3") && last.contains("ROOT tanh.1 = "),
+        "{stdout}"
+    );
+    let deepest = out.join("inside-region_0.5/inside-closed_call.3/minified/program.hlo");
+    let program = std::fs::read_to_string(&deepest).unwrap();
+    let instructions = program
+        .lines()
+        .filter(|l| l.contains(" = ") && !l.contains(" constant("))
+        .count();
+    assert_eq!(instructions, 1, "{program}");
+    assert!(!out.join("inside-region_2.6").exists());
+}

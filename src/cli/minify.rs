@@ -171,7 +171,8 @@ pub fn minify_command(args: &MinifyArgs, bytes: Vec<u8>, plugins: &[PathBuf]) ->
     let graph = parse_graph_bytes(&args.file, bytes)?;
     if let Some(contains) = structural_check(args, &graph)? {
         let text = |m: &graphbug::minifier::Minified| graphbug::repro::save::repro_text(m.graph());
-        return minify_structurally(args, &graph, contains, started, &text);
+        return minify_structurally(args, &graph, contains, started, &text)
+            .map(|_| ExitCode::SUCCESS);
     }
     let mut run_graph = graph.clone();
     let device: Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
@@ -247,5 +248,5 @@ pub fn minify_command(args: &MinifyArgs, bytes: Vec<u8>, plugins: &[PathBuf]) ->
         None => None,
     };
     let text = |m: &graphbug::minifier::Minified| graphbug::repro::save::repro_text(m.graph());
-    search(args, &graph, &mut checkers, options, dir, started, &text)
+    search(args, &graph, &mut checkers, options, dir, started, &text).map(|_| ExitCode::SUCCESS)
 }

@@ -3,7 +3,6 @@
 //! report.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
@@ -13,7 +12,7 @@ use graphbug::minifier::{minify_parallel, Checker, Contains, Minified, MinifyOpt
 use graphbug::run::limits::parse_timeout;
 
 /// Arguments of `graphbug minify`.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct MinifyArgs {
     /// Graph text file, or an XLA program (HLO text or proto, StableHLO text or bytecode).
     pub file: PathBuf,
@@ -141,7 +140,7 @@ pub fn minify_structurally(
     contains: Contains,
     started: Instant,
     text: &dyn Fn(&Minified) -> String,
-) -> Result<ExitCode> {
+) -> Result<Minified> {
     if args.workers.worker_launcher.is_some() {
         bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
     }
@@ -166,7 +165,7 @@ pub fn minify_structurally(
         checkers.len(),
         &text(&m),
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(m)
 }
 
 /// Runs the search on `graph` with `checkers`, keeping `dir` (`--out`) current and
@@ -180,7 +179,7 @@ pub fn search(
     mut dir: Option<MinifyDir<'_>>,
     started: Instant,
     text: &dyn Fn(&Minified) -> String,
-) -> Result<ExitCode> {
+) -> Result<Minified> {
     if args.resume {
         let out = args.out.as_ref().expect("--resume requires --out");
         let saved = dir
@@ -223,7 +222,7 @@ pub fn search(
         checkers.len(),
         &text(&m),
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(m)
 }
 
 /// Prints the result of a minification: the graph, the counts, and with `--json` a line

@@ -20,10 +20,12 @@ use graphbug::run::limits::TimeLimit;
 use graphbug::run::process::own_exe;
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::{XlaBackend, DEFAULT_BACKEND};
+use graphbug::xla::hlo::graph::HloGraph;
 use graphbug::xla::minify::{
-    elide_constants, file_name, Printer, Recorded, WorkerSpec, XlaChecker, REFERENCE_RUN,
+    called_values, elide_constants, file_name, Printer, Recorded, WorkerSpec, XlaChecker,
+    REFERENCE_RUN,
 };
-use graphbug::xla::program::{Constants, Kind};
+use graphbug::xla::program::{Constants, Kind, Program};
 use graphbug::xla::repro::{write_numbered, INPUTS};
 
 use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
@@ -257,7 +259,11 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     };
     if let (Some(contains), None) = (&contains, &args.out) {
         let text = |m: &Minified| text_with(m, None);
-        return minify_structurally(args, &graph, contains.clone(), started, &text);
+        let m = minify_structurally(args, &graph, contains.clone(), started, &text)?;
+        if let Printer::Hlo(hlo, _) = printer.as_ref() {
+            inside_called_computations(args, hlo, None, &m)?;
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     let reference = reference_backend(args.reference_backend.as_deref())?;
     let check = match (&args.check_command, contains) {
@@ -302,7 +308,101 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         None => None,
     };
     let text = |m: &Minified| text_with(m, Some(&recorded));
-    search(args, &graph, &mut checkers, options, dir, started, &text)
+    let m = search(args, &graph, &mut checkers, options, dir, started, &text)?;
+    // The workers end before those of a called computation start.
+    drop(checkers);
+    if let Printer::Hlo(hlo, _) = printer.as_ref() {
+        inside_called_computations(args, hlo, Some(&recorded), &m)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the result keeps instructions that call computations (a `while`'s body, a
+/// reducer, a `call`), tries each computation alone, as a program of its own (see
+/// [`HloGraph::outline`]), on the values it received in the reference run (seeded random
+/// ones where none was recorded, as for a reducer's scalars); the first that fails with
+/// the same message is minified in turn (`graphbug minify` again, its `--out` under
+/// `OUT/inside-NAME`), and its result is the answer. A structural check (`recorded`
+/// `None`) runs nothing: any values do. Whether one did.
+fn inside_called_computations(
+    args: &MinifyArgs,
+    hlo: &HloGraph,
+    recorded: Option<&Recorded>,
+    m: &Minified,
+) -> Result<bool> {
+    let scratch = Scratch::new("inside")?;
+    let mut tried = std::collections::BTreeSet::new();
+    for node in m.graph().nodes.iter().filter(|n| !n.is_placeholder()) {
+        for comp in hlo.called_by(&node.name) {
+            if !tried.insert(comp.clone()) {
+                continue;
+            }
+            let caller = &node.name;
+            let outlined = match hlo.outline(&comp) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("Strategy: Inside `{comp}` (called by `{caller}`)\nSKIPPED: {e}");
+                    continue;
+                }
+            };
+            let program = Program::read(outlined.text.as_bytes(), Kind::HloText).map_err(|e| {
+                anyhow!("graphbug outlined `{comp}` as a program it cannot read: {e}")
+            })?;
+            let metas: Vec<_> = program
+                .parameters()
+                .map_err(|e| anyhow!("`{comp}` alone: {e}"))?
+                .into_iter()
+                .map(|(_, meta)| meta)
+                .collect();
+            let mut inputs =
+                graphbug::files::random_tensors(&metas, args.seed).map_err(|e| anyhow!(e))?;
+            let received = match recorded {
+                Some(r) => called_values(hlo, r, caller, &comp, &outlined),
+                None => vec![None; inputs.len()],
+            };
+            let mut random = 0;
+            for (input, value) in inputs.iter_mut().zip(received) {
+                match value {
+                    Some(v) if v.dtype == input.dtype && v.shape == input.shape => *input = v,
+                    _ => random += 1,
+                }
+            }
+            let dir = scratch.path().join(comp.replace(['/', '\\'], "_"));
+            std::fs::create_dir_all(&dir)?;
+            let file = dir.join("program.hlo");
+            std::fs::write(&file, &outlined.text)?;
+            let inputs_file = write_inputs(&dir, &inputs).map_err(|e| anyhow!(e))?;
+            eprintln!(
+                "Strategy: Inside `{comp}` (called by `{caller}`): the computation alone, on the values it received{}",
+                if random > 0 {
+                    format!(" ({random} of {} random: the run recorded none)", inputs.len())
+                } else {
+                    String::new()
+                }
+            );
+            let inside = MinifyArgs {
+                file,
+                inputs: Some(inputs_file),
+                check_str: Some(regex::escape(&m.signature.message)),
+                out: args.out.as_ref().map(|o| o.join(format!("inside-{comp}"))),
+                resume: false,
+                ..args.clone()
+            };
+            let fresh = inside.out.as_ref().filter(|o| !o.exists()).cloned();
+            match minify(&inside, outlined.text.as_bytes(), Kind::HloText) {
+                Ok(_) => return Ok(true),
+                Err(e) => {
+                    let why = format!("{e:#}");
+                    eprintln!("FAIL: {}", why.lines().next().unwrap_or_default());
+                    // Not where the bug is: no directory of it is left behind.
+                    if let Some(o) = fresh {
+                        let _ = std::fs::remove_dir_all(o);
+                    }
+                }
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Lines longer than this show their constants elided on the terminal.

@@ -21,7 +21,7 @@ use graphbug_minifier::{Candidate, CheckKind, Checker, Origin, Original, Signatu
 use serde::{Deserialize, Serialize};
 
 use crate::execute::XlaBackend;
-use crate::hlo::graph::HloGraph;
+use crate::hlo::graph::{HloGraph, Outlined};
 use crate::program::{Constants, Kind, Program, ProgramError};
 use crate::stablehlo::{self, StableHloGraph};
 
@@ -353,6 +353,11 @@ impl Recorded {
         Ok(values.into_iter().flatten().collect())
     }
 
+    /// The value the reference run recorded for the original's instruction `name`.
+    pub fn by_name(&self, name: &str) -> Option<&HostTensor> {
+        self.values.get(self.ids.get(name)?)
+    }
+
     /// Whether float64 values were recorded.
     pub fn has_fp64(&self) -> bool {
         self.fp64.is_some()
@@ -414,6 +419,64 @@ impl Recorded {
         let fp64 = (self.fp64.is_some() && fp64.iter().all(Option::is_some)).then_some(fp64);
         Ok((reference, fp64))
     }
+}
+
+/// The values the computation `computation`, called by the entry's instruction `caller`,
+/// receives in the reference run, for each parameter of its outlined program (see
+/// [`HloGraph::outline`]): a `call`'s or `fusion`'s operands, a `while`'s state for its
+/// body and condition, a `conditional`'s operand for each branch, taken apart where a
+/// `tuple` instruction built them; `None` where the run recorded no such value (a
+/// reducer's scalars, a loop state that is no `tuple` instruction).
+pub fn called_values(
+    hlo: &HloGraph,
+    recorded: &Recorded,
+    caller: &str,
+    computation: &str,
+    outlined: &Outlined,
+) -> Vec<Option<HostTensor>> {
+    let none = vec![None; outlined.parameters.len()];
+    let Some(i) = hlo.instruction_of(caller) else {
+        return none;
+    };
+    let operands = i.operand_names();
+    let operand_of = |k: usize| -> Option<&str> {
+        match i.opcode.as_str() {
+            "call" | "fusion" => operands.get(k).copied(),
+            "while" => (k == 0).then(|| operands.first().copied()).flatten(),
+            "conditional" if k == 0 => {
+                let branch = if let Some(list) = i.attr("branch_computations") {
+                    list.trim_matches(['{', '}'])
+                        .split(',')
+                        .position(|b| b.trim().trim_start_matches('%') == computation)?
+                } else if i
+                    .attr("true_computation")
+                    .map(|c| c.trim_start_matches('%'))
+                    == Some(computation)
+                {
+                    0
+                } else {
+                    1
+                };
+                operands.get(branch + 1).copied()
+            }
+            _ => None,
+        }
+    };
+    outlined
+        .parameters
+        .iter()
+        .map(|(_, (k, path))| {
+            let mut name = operand_of(*k)?.to_string();
+            for &j in path {
+                let t = hlo.instruction_of(&name)?;
+                if t.opcode != "tuple" {
+                    return None;
+                }
+                name = t.operand_names().get(j)?.to_string();
+            }
+            recorded.by_name(&name).cloned()
+        })
+        .collect()
 }
 
 /// Values of a graph's outputs, each where known.

@@ -11,7 +11,7 @@ use graphbug_files::random_tensors;
 use graphbug_ir::{Meta, TensorMeta};
 use graphbug_minifier::{CheckKind, Checker, Form, Original, Verdict};
 use graphbug_xla::execute::XlaBackend;
-use graphbug_xla::minify::{Printer, Recorded, XlaChecker, ACCURACY_MESSAGE};
+use graphbug_xla::minify::{called_values, Printer, Recorded, XlaChecker, ACCURACY_MESSAGE};
 use graphbug_xla::program::{Constants, Kind, Program};
 
 fn transformer() -> (Arc<Printer>, Arc<Recorded>) {
@@ -223,4 +223,68 @@ fn a_cut_keeps_every_computation_its_instructions_call() {
     }
     // And the cut reads back as a program.
     printer.program(&cut.graph, &Constants::new()).unwrap();
+}
+
+#[test]
+fn a_called_computation_alone_is_a_program_that_runs() {
+    use graphbug_xla::hlo::graph::HloGraph;
+    use graphbug_xla::hlo::shape::Shape;
+    let path = common::corpus_dir().join("scan.hlo");
+    let program = Program::read(&std::fs::read(path).unwrap(), Kind::HloText).unwrap();
+    let Program::Hlo { module, .. } = &program else {
+        unreachable!()
+    };
+    let g = HloGraph::new(module).unwrap();
+    assert_eq!(g.called_by("while.6"), ["region_2.6", "region_0.5"]);
+    let backend = XlaBackend::parse("pjrt:cpu").unwrap();
+    // The while body takes the loop state, a tuple: one parameter per array, tupled back.
+    for (name, arrays) in [("region_0.5", 4), ("region_1.2", 2), ("closed_call.3", 2)] {
+        let outlined = g.outline(name).unwrap();
+        assert_eq!(outlined.parameters.len(), arrays, "{}", outlined.text);
+        let p = Program::read(outlined.text.as_bytes(), Kind::HloText)
+            .unwrap_or_else(|e| panic!("{e}\n{}", outlined.text));
+        p.check()
+            .unwrap_or_else(|e| panic!("{e}\n{}", outlined.text));
+        let metas: Vec<TensorMeta> = p
+            .parameters()
+            .unwrap()
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect();
+        let inputs = random_tensors(&metas, 0).unwrap();
+        backend
+            .compile(&p)
+            .and_then(|c| c.execute(&inputs))
+            .unwrap_or_else(|f| panic!("{f}\n{}", outlined.text));
+        if name == "region_0.5" {
+            // Element 1 of the state's tuple is its second array.
+            assert_eq!(outlined.parameters[1].1, (0, vec![1]));
+            assert!(matches!(outlined.parameters[1].0, Shape::Array { .. }));
+        }
+    }
+    assert!(g.outline("main.7").is_err());
+    assert!(g.outline("nothing").is_err());
+    // The values each receives in a run: the loop's first state (the tuple the while
+    // reads, taken apart); a reducer's scalars were never recorded.
+    let (printer, recorded) = recorded_run("hlo/scan.hlo", Kind::HloText);
+    let Printer::Hlo(g, _) = printer.as_ref() else {
+        unreachable!()
+    };
+    let body = g.outline("region_0.5").unwrap();
+    let values = called_values(g, &recorded, "while.6", "region_0.5", &body);
+    assert_eq!(values.len(), 4);
+    for (v, (shape, _)) in values.iter().zip(&body.parameters) {
+        let v = v.as_ref().expect("the loop state was recorded");
+        let Shape::Array { dims, .. } = shape else {
+            panic!("{shape} is no array")
+        };
+        assert_eq!(dims.len(), v.shape.len(), "{shape}");
+    }
+    assert_eq!(values[1].as_ref(), recorded.inputs.get(1));
+    let reducer = g.outline("region_1.2").unwrap();
+    assert!(
+        called_values(g, &recorded, "while.6", "region_1.2", &reducer)
+            .iter()
+            .all(Option::is_none)
+    );
 }

@@ -240,6 +240,154 @@ impl HloGraph {
         out
     }
 
+    /// The computations the instruction `name` of the entry calls, in the order its
+    /// attributes name them.
+    pub fn called_by(&self, name: &str) -> Vec<String> {
+        self.instruction_of(name)
+            .map(|i| self.calls_of(i))
+            .unwrap_or_default()
+    }
+
+    /// The module whose entry is the computation `name` (with the computations it calls):
+    /// the called computation alone, as a program. A parameter of tuple shape becomes one
+    /// parameter per array in it, tupled back under its name (PJRT passes arrays). Returns
+    /// the text and, per parameter of the new entry, its shape and the index path into the
+    /// computation's parameter it stands for (`(k, [i, j])`: element `j` of element `i` of
+    /// parameter `k`).
+    pub fn outline(&self, name: &str) -> Result<Outlined, String> {
+        let k = self
+            .module
+            .computations
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| format!("the module has no computation `{name}`"))?;
+        if k == self.entry {
+            return Err(format!("`{name}` is the entry computation already"));
+        }
+        let comp = &self.module.computations[k];
+        let style = style_of(comp);
+        let root = comp
+            .root()
+            .ok_or_else(|| format!("computation `{name}` is empty"))?;
+        if matches!(root.operands, Operands::Parameter(_)) {
+            return Err(format!(
+                "computation `{name}` returns its parameter: nothing to run"
+            ));
+        }
+        /// What flattening the parameters makes: the new parameters (name, shape, path),
+        /// their lines, and the lines of the tuples that rebuild tuple parameters.
+        #[derive(Default)]
+        struct Flat {
+            params: Vec<(String, Shape, (usize, Vec<usize>))>,
+            param_lines: String,
+            tuple_lines: String,
+        }
+        fn flatten(
+            name: &str,
+            shape: &Shape,
+            path: (usize, Vec<usize>),
+            style: &Style,
+            f: &mut Flat,
+        ) {
+            match shape {
+                Shape::Tuple(elements) => {
+                    let mut names = Vec::new();
+                    for (j, e) in elements.iter().enumerate() {
+                        let element = format!("{name}.graphbug.{j}");
+                        let mut p = path.clone();
+                        p.1.push(j);
+                        flatten(&element, e, p, style, f);
+                        names.push(format!("{}{element}", style.sigil()));
+                    }
+                    f.tuple_lines.push_str(&format!(
+                        "{}{}{name} = {shape} tuple({}){}",
+                        style.indent,
+                        style.sigil(),
+                        names.join(", "),
+                        style.newline
+                    ));
+                }
+                array => {
+                    let k = f.params.len();
+                    f.param_lines
+                        .push_str(&style.parameter_line(name, array, k));
+                    f.params.push((name.to_string(), array.clone(), path));
+                }
+            }
+        }
+        let mut flat = Flat::default();
+        for p in comp.parameters() {
+            if let Operands::Parameter(n) = p.operands {
+                flatten(
+                    &p.name,
+                    &p.shape,
+                    (n as usize, Vec::new()),
+                    &style,
+                    &mut flat,
+                );
+            }
+        }
+        let params: Vec<(String, Shape)> = flat
+            .params
+            .iter()
+            .map(|(n, s, _)| (n.clone(), s.clone()))
+            .collect();
+        let mut body = flat.param_lines.clone();
+        body.push_str(&flat.tuple_lines);
+        for i in &comp.instructions {
+            if !matches!(i.operands, Operands::Parameter(_)) {
+                body.push_str(&i.text);
+            }
+        }
+        let mut needed: BTreeSet<String> = comp
+            .instructions
+            .iter()
+            .flat_map(|i| self.calls_of(i))
+            .collect();
+        loop {
+            let more: BTreeSet<String> = self
+                .module
+                .computations
+                .iter()
+                .filter(|c| needed.contains(&c.name))
+                .flat_map(|c| c.instructions.iter().flat_map(|i| self.calls_of(i)))
+                .filter(|n| !needed.contains(n))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            needed.extend(more);
+        }
+        let mut out = String::new();
+        out.push_str(&self.module.leading);
+        out.push_str(&self.header(&params, &root.shape));
+        for (j, c) in self.module.computations.iter().enumerate() {
+            if j == k {
+                out.push_str(&c.leading);
+                out.push_str(&format!(
+                    "ENTRY {}{} {{{}",
+                    style.sigil(),
+                    c.name,
+                    style.newline
+                ));
+                out.push_str(&body);
+                out.push_str(&c.closing_line);
+            } else if needed.contains(&c.name) {
+                out.push_str(&c.leading);
+                out.push_str(&c.header_line);
+                for i in &c.instructions {
+                    out.push_str(&i.text);
+                }
+                out.push_str(&c.closing_line);
+            }
+        }
+        out.push_str(&self.module.trailing);
+        Ok(Outlined {
+            text: out,
+            parameters: flat.params.into_iter().map(|(_, s, p)| (s, p)).collect(),
+        })
+    }
+
     /// `cut` (a graph cut from [`HloGraph::graph`]: its nodes named as the original's)
     /// printed as an HLO module (see the module docs).
     pub fn print(&self, cut: &Graph) -> Result<String, String> {
@@ -369,6 +517,16 @@ impl HloGraph {
         };
         line + newline
     }
+}
+
+/// A called computation as a program of its own ([`HloGraph::outline`]).
+#[derive(Clone, Debug)]
+pub struct Outlined {
+    /// The module's text.
+    pub text: String,
+    /// Each parameter of its entry: the shape, and which array of the computation's
+    /// parameters it holds (parameter number, index path into a tuple).
+    pub parameters: Vec<(Shape, (usize, Vec<usize>))>,
 }
 
 /// The value's node.
