@@ -420,4 +420,32 @@ fn a_bug_inside_a_called_computation_is_minified_there() {
         .count();
     assert_eq!(instructions, 1, "{program}");
     assert!(!out.join("inside-region_2.6").exists());
+
+    // StableHLO: a function main calls (`call @_take`), on the operands main passed it.
+    let bart = root().join("tests/fixtures/xla/bart");
+    let cmd = r#"f() { ! grep -q "compare  *GE" "$1/program.mlir"; }; f"#;
+    let o = graphbug(
+        &[
+            "minify",
+            &bart.join("decoder.mlir").display().to_string(),
+            "--inputs",
+            &bart.join("inputs.safetensors").display().to_string(),
+            "--check-command",
+            cmd,
+        ],
+        tmp.path(),
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Strategy: Inside `_take` (called by `3`): the computation alone, on the values it received\n"),
+        "{stderr}"
+    );
+    let last = stdout.rsplit("module @").next().unwrap();
+    let ops: Vec<&str> = last
+        .lines()
+        .filter(|l| l.contains(" = stablehlo.") && !l.contains("stablehlo.constant"))
+        .collect();
+    assert_eq!(ops.len(), 1, "{stdout}");
+    assert!(ops[0].contains("stablehlo.compare GE"), "{stdout}");
 }

@@ -20,7 +20,6 @@ use graphbug::run::limits::TimeLimit;
 use graphbug::run::process::own_exe;
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::{XlaBackend, DEFAULT_BACKEND};
-use graphbug::xla::hlo::graph::HloGraph;
 use graphbug::xla::minify::{
     called_values, elide_constants, file_name, Printer, Recorded, WorkerSpec, XlaChecker,
     REFERENCE_RUN,
@@ -260,9 +259,7 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     if let (Some(contains), None) = (&contains, &args.out) {
         let text = |m: &Minified| text_with(m, None);
         let m = minify_structurally(args, &graph, contains.clone(), started, &text)?;
-        if let Printer::Hlo(hlo, _) = printer.as_ref() {
-            inside_called_computations(args, hlo, None, &m)?;
-        }
+        inside_called_computations(args, &printer, None, &m)?;
         return Ok(ExitCode::SUCCESS);
     }
     let reference = reference_backend(args.reference_backend.as_deref())?;
@@ -311,41 +308,41 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     let m = search(args, &graph, &mut checkers, options, dir, started, &text)?;
     // The workers end before those of a called computation start.
     drop(checkers);
-    if let Printer::Hlo(hlo, _) = printer.as_ref() {
-        inside_called_computations(args, hlo, Some(&recorded), &m)?;
-    }
+    inside_called_computations(args, &printer, Some(&recorded), &m)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Where the result keeps instructions that call computations (a `while`'s body, a
-/// reducer, a `call`), tries each computation alone, as a program of its own (see
-/// [`HloGraph::outline`]), on the values it received in the reference run (seeded random
-/// ones where none was recorded, as for a reducer's scalars); the first that fails with
+/// reducer, a `call`, a StableHLO `func.call`), tries each computation alone, as a program
+/// of its own (see [`Printer::outline`]), on the values it received in the reference run
+/// (seeded random ones where none was recorded, as for a reducer's scalars); the first
+/// that fails with
 /// the same message is minified in turn (`graphbug minify` again, its `--out` under
 /// `OUT/inside-NAME`), and its result is the answer. A structural check (`recorded`
 /// `None`) runs nothing: any values do. Whether one did.
-fn inside_called_computations(
+pub fn inside_called_computations(
     args: &MinifyArgs,
-    hlo: &HloGraph,
+    printer: &Printer,
     recorded: Option<&Recorded>,
     m: &Minified,
 ) -> Result<bool> {
     let scratch = Scratch::new("inside")?;
     let mut tried = std::collections::BTreeSet::new();
     for node in m.graph().nodes.iter().filter(|n| !n.is_placeholder()) {
-        for comp in hlo.called_by(&node.name) {
+        for comp in printer.called_by(&node.name) {
             if !tried.insert(comp.clone()) {
                 continue;
             }
             let caller = &node.name;
-            let outlined = match hlo.outline(&comp) {
+            let outlined = match printer.outline(&comp) {
                 Ok(o) => o,
                 Err(e) => {
                     eprintln!("Strategy: Inside `{comp}` (called by `{caller}`)\nSKIPPED: {e}");
                     continue;
                 }
             };
-            let program = Program::read(outlined.text.as_bytes(), Kind::HloText).map_err(|e| {
+            let kind = printer.text_kind();
+            let program = Program::read(outlined.text.as_bytes(), kind).map_err(|e| {
                 anyhow!("graphbug outlined `{comp}` as a program it cannot read: {e}")
             })?;
             let metas: Vec<_> = program
@@ -357,7 +354,7 @@ fn inside_called_computations(
             let mut inputs =
                 graphbug::files::random_tensors(&metas, args.seed).map_err(|e| anyhow!(e))?;
             let received = match recorded {
-                Some(r) => called_values(hlo, r, caller, &comp, &outlined),
+                Some(r) => called_values(printer, r, caller, &comp, &outlined),
                 None => vec![None; inputs.len()],
             };
             let mut random = 0;
@@ -369,7 +366,7 @@ fn inside_called_computations(
             }
             let dir = scratch.path().join(comp.replace(['/', '\\'], "_"));
             std::fs::create_dir_all(&dir)?;
-            let file = dir.join("program.hlo");
+            let file = dir.join(file_name(kind));
             std::fs::write(&file, &outlined.text)?;
             let inputs_file = write_inputs(&dir, &inputs).map_err(|e| anyhow!(e))?;
             eprintln!(
@@ -389,7 +386,7 @@ fn inside_called_computations(
                 ..args.clone()
             };
             let fresh = inside.out.as_ref().filter(|o| !o.exists()).cloned();
-            match minify(&inside, outlined.text.as_bytes(), Kind::HloText) {
+            match minify(&inside, outlined.text.as_bytes(), kind) {
                 Ok(_) => return Ok(true),
                 Err(e) => {
                     let why = format!("{e:#}");

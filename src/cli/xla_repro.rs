@@ -22,10 +22,11 @@ use graphbug::xla::program::{Constants, Kind, Program};
 use graphbug::xla::repro::{fill_dir, program_bytes, read_dir, XlaCase, XlaManifest};
 
 use super::args::{Bound, ReproArgs};
-use super::search::search_options_with;
+use super::search::{search_options_with, MinifyArgs};
 use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
 use super::xla_minify::{
-    accuracy_mode, backend_under_test, reference_backend, start_checkers, Runs, XlaCheck, ELIDE_AT,
+    accuracy_mode, backend_under_test, inside_called_computations, reference_backend,
+    start_checkers, Runs, XlaCheck, ELIDE_AT,
 };
 
 /// The environment variable that sets the repro level, as TorchDynamo's.
@@ -337,6 +338,7 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     let printer = loaded.printer.clone();
     let rec = recorded.clone();
     let manifest = case.manifest.clone();
+    let backend_name = backend.name().to_string();
     let write: WriteBest<'_> = Box::new(move |best, signature, _, d| {
         let constants = rec.constants(best)?;
         let program = printer.program(&best.graph, &constants)?;
@@ -372,6 +374,38 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
         started,
         checkers.len(),
     );
+    drop(checkers);
+    if args.check.is_none() {
+        // Inside the computations the result calls, as `graphbug minify` goes: DIR/inside-NAME.
+        let check = match check_of(&m.signature) {
+            CheckKind::Compile => "compile",
+            CheckKind::Runtime => "runtime",
+            CheckKind::Accuracy => "accuracy",
+        };
+        let inside = MinifyArgs {
+            file: case.dir.join(loaded.printer.file_name()),
+            inputs: None,
+            seed: args.seed,
+            device: "cpu".into(),
+            backend: Some(backend_name),
+            check: Some(check.into()),
+            check_command: None,
+            check_str: None,
+            strict_accuracy: args.strict_accuracy,
+            isolate: true,
+            no_isolate: args.no_isolate,
+            timeout: args.timeout,
+            out: Some(case.dir.clone()),
+            resume: false,
+            offload_to_disk: false,
+            max_queries: None,
+            repeat: args.repeat,
+            reference_backend: Some(reference.name().to_string()),
+            json: false,
+            workers: args.workers.clone(),
+        };
+        inside_called_computations(&inside, &loaded.printer, Some(&recorded), &m)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

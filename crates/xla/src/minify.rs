@@ -21,8 +21,8 @@ use graphbug_minifier::{Candidate, CheckKind, Checker, Origin, Original, Signatu
 use serde::{Deserialize, Serialize};
 
 use crate::execute::XlaBackend;
-use crate::hlo::graph::{HloGraph, Outlined};
-use crate::program::{Constants, Kind, Program, ProgramError};
+use crate::hlo::graph::HloGraph;
+use crate::program::{Constants, Kind, Outlined, Program, ProgramError};
 use crate::stablehlo::{self, StableHloGraph};
 
 /// The message of every accuracy failure of an XLA program, so candidates of one bug match.
@@ -116,6 +116,31 @@ impl Printer {
     /// The file name a program of the input's form is written under.
     pub fn file_name(&self) -> &'static str {
         file_name(self.kind())
+    }
+
+    /// The computations the node `name` of the graph calls (an HLO instruction's called
+    /// computations, a StableHLO `func.call`'s function), in order.
+    pub fn called_by(&self, name: &str) -> Vec<String> {
+        match self {
+            Printer::Hlo(g, _) => g.called_by(name),
+            Printer::StableHlo(g, _) => g.called_by(name),
+        }
+    }
+
+    /// The called computation `name` alone, as a program of the input's dialect (text).
+    pub fn outline(&self, name: &str) -> Result<Outlined, String> {
+        match self {
+            Printer::Hlo(g, _) => g.outline(name),
+            Printer::StableHlo(g, _) => g.outline(name),
+        }
+    }
+
+    /// The form an outlined program's text is read in.
+    pub fn text_kind(&self) -> Kind {
+        match self {
+            Printer::Hlo(..) => Kind::HloText,
+            Printer::StableHlo(..) => Kind::StableHloText,
+        }
     }
 }
 
@@ -421,19 +446,31 @@ impl Recorded {
     }
 }
 
-/// The values the computation `computation`, called by the entry's instruction `caller`,
-/// receives in the reference run, for each parameter of its outlined program (see
-/// [`HloGraph::outline`]): a `call`'s or `fusion`'s operands, a `while`'s state for its
-/// body and condition, a `conditional`'s operand for each branch, taken apart where a
-/// `tuple` instruction built them; `None` where the run recorded no such value (a
-/// reducer's scalars, a loop state that is no `tuple` instruction).
+/// The values the computation `computation`, called by the node `caller` of the
+/// program's graph, receives in the reference run, for each parameter of its outlined
+/// program (see [`Printer::outline`]): a `call`'s or `fusion`'s operands (a StableHLO
+/// `func.call`'s), a `while`'s state for its body and condition, a `conditional`'s operand
+/// for each branch, taken apart where a `tuple` instruction built them; `None` where the
+/// run recorded no such value (a reducer's scalars, a loop state that is no `tuple`
+/// instruction).
 pub fn called_values(
-    hlo: &HloGraph,
+    printer: &Printer,
     recorded: &Recorded,
     caller: &str,
     computation: &str,
     outlined: &Outlined,
 ) -> Vec<Option<HostTensor>> {
+    let hlo = match printer {
+        Printer::Hlo(g, _) => g,
+        Printer::StableHlo(g, _) => {
+            let operands = g.call_operands(caller);
+            return outlined
+                .parameters
+                .iter()
+                .map(|(k, _)| recorded.by_name(operands.get(*k)?).cloned())
+                .collect();
+        }
+    };
     let none = vec![None; outlined.parameters.len()];
     let Some(i) = hlo.instruction_of(caller) else {
         return none;
@@ -465,7 +502,7 @@ pub fn called_values(
     outlined
         .parameters
         .iter()
-        .map(|(_, (k, path))| {
+        .map(|(k, path)| {
             let mut name = operand_of(*k)?.to_string();
             for &j in path {
                 let t = hlo.instruction_of(&name)?;

@@ -99,6 +99,18 @@ fn read_through_mlir(bytes: &[u8]) -> Result<stablehlo::Module, ProgramError> {
 #[error("{0}")]
 pub struct ProgramError(pub String);
 
+/// A computation a program calls (an HLO computation, a StableHLO function), as a program
+/// of its own: the called computation alone.
+#[derive(Clone, Debug)]
+pub struct Outlined {
+    /// The program's text, in the dialect of the program it came from.
+    pub text: String,
+    /// For each parameter of its entry, which array of the computation's parameters it
+    /// holds: the parameter's number, and the index path into a tuple (`(k, [i, j])`:
+    /// element `j` of element `i` of parameter `k`; empty for an array parameter).
+    pub parameters: Vec<(usize, Vec<usize>)>,
+}
+
 /// Values printed into a program cut from another as constants, by the name of the
 /// parameter each replaces (see `graphbug_minifier::Form::constants`).
 pub type Constants = std::collections::HashMap<String, HostTensor>;

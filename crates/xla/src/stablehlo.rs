@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use graphbug_ir::{Dialect, Dtype, Graph, Meta, Node, NodeId, NodeKind, OpName, TensorMeta, Value};
 
-use crate::program::Constants;
+use crate::program::{Constants, Outlined};
 
 /// An error in StableHLO text: where, and what.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -1318,6 +1318,95 @@ impl StableHloGraph {
         }
         out.push_str(&m.text[at..]);
         Ok(out)
+    }
+}
+
+impl StableHloGraph {
+    /// The functions the statement `name` of main calls (`func.call @f`), in order.
+    pub fn called_by(&self, name: &str) -> Vec<String> {
+        let base = name.split('#').next().unwrap_or(name);
+        self.stmt
+            .get(base)
+            .map(|&k| self.module.funcs[self.main].body[k].symbols.clone())
+            .unwrap_or_default()
+    }
+
+    /// The module whose main function is the function `name` (with the functions it
+    /// calls): the called function alone, as a program.
+    pub fn outline(&self, name: &str) -> Result<Outlined, String> {
+        let m = &self.module;
+        let k = m
+            .funcs
+            .iter()
+            .position(|f| f.name == name)
+            .ok_or_else(|| format!("the module has no function `@{name}`"))?;
+        if k == self.main {
+            return Err(format!("`@{name}` is the main function already"));
+        }
+        let f = &m.funcs[k];
+        let mut needed: BTreeSet<String> = f
+            .body
+            .iter()
+            .flat_map(|s| s.symbols.iter().cloned())
+            .collect();
+        loop {
+            let more: BTreeSet<String> = m
+                .funcs
+                .iter()
+                .filter(|g| needed.contains(&g.name))
+                .flat_map(|g| g.body.iter().flat_map(|s| s.symbols.iter().cloned()))
+                .filter(|s| !needed.contains(s))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            needed.extend(more);
+        }
+        if needed.contains(name) || needed.contains("main") {
+            return Err(format!("`@{name}` calls itself or main"));
+        }
+        let mut out = String::new();
+        out.push_str(&m.text[..m.header.end]);
+        let mut at = m.header.end;
+        for (j, g) in m.funcs.iter().enumerate() {
+            out.push_str(&m.text[at..g.span.start]);
+            at = g.span.end;
+            if j == k {
+                // Its header as `func.func public @main(...)`.
+                let header = m.at(&g.header);
+                let named = header.replacen(&format!("@{name}("), "@main(", 1);
+                let public = named.replacen("func.func private ", "func.func public ", 1);
+                out.push_str(&public);
+                out.push_str(&m.text[g.header.end..g.span.end]);
+            } else if needed.contains(&g.name) {
+                out.push_str(m.at(&g.span));
+            }
+        }
+        out.push_str(&m.text[at..]);
+        Ok(Outlined {
+            text: out,
+            parameters: (0..f.args.len()).map(|k| (k, Vec::new())).collect(),
+        })
+    }
+
+    /// The node names of the values the statement `caller` of main passes to the function
+    /// it calls, in argument order (a `func.call`'s operands).
+    pub fn call_operands(&self, caller: &str) -> Vec<String> {
+        let base = caller.split('#').next().unwrap_or(caller);
+        let Some(&k) = self.stmt.get(base) else {
+            return Vec::new();
+        };
+        let s = &self.module.funcs[self.main].body[k];
+        if s.op != "func.call" && s.op != "call" {
+            return Vec::new();
+        }
+        s.uses
+            .iter()
+            .map(|u| match u.index {
+                Some(i) => format!("{}#{i}", u.name),
+                None => u.name.clone(),
+            })
+            .collect()
     }
 }
 

@@ -228,7 +228,6 @@ fn a_cut_keeps_every_computation_its_instructions_call() {
 #[test]
 fn a_called_computation_alone_is_a_program_that_runs() {
     use graphbug_xla::hlo::graph::HloGraph;
-    use graphbug_xla::hlo::shape::Shape;
     let path = common::corpus_dir().join("scan.hlo");
     let program = Program::read(&std::fs::read(path).unwrap(), Kind::HloText).unwrap();
     let Program::Hlo { module, .. } = &program else {
@@ -258,8 +257,7 @@ fn a_called_computation_alone_is_a_program_that_runs() {
             .unwrap_or_else(|f| panic!("{f}\n{}", outlined.text));
         if name == "region_0.5" {
             // Element 1 of the state's tuple is its second array.
-            assert_eq!(outlined.parameters[1].1, (0, vec![1]));
-            assert!(matches!(outlined.parameters[1].0, Shape::Array { .. }));
+            assert_eq!(outlined.parameters[1], (0, vec![1]));
         }
     }
     assert!(g.outline("main.7").is_err());
@@ -267,24 +265,59 @@ fn a_called_computation_alone_is_a_program_that_runs() {
     // The values each receives in a run: the loop's first state (the tuple the while
     // reads, taken apart); a reducer's scalars were never recorded.
     let (printer, recorded) = recorded_run("hlo/scan.hlo", Kind::HloText);
-    let Printer::Hlo(g, _) = printer.as_ref() else {
-        unreachable!()
-    };
-    let body = g.outline("region_0.5").unwrap();
-    let values = called_values(g, &recorded, "while.6", "region_0.5", &body);
+    let body = printer.outline("region_0.5").unwrap();
+    let values = called_values(&printer, &recorded, "while.6", "region_0.5", &body);
+    let p = Program::read(body.text.as_bytes(), Kind::HloText).unwrap();
+    let metas: Vec<TensorMeta> = p
+        .parameters()
+        .unwrap()
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect();
     assert_eq!(values.len(), 4);
-    for (v, (shape, _)) in values.iter().zip(&body.parameters) {
+    for (v, meta) in values.iter().zip(&metas) {
         let v = v.as_ref().expect("the loop state was recorded");
-        let Shape::Array { dims, .. } = shape else {
-            panic!("{shape} is no array")
-        };
-        assert_eq!(dims.len(), v.shape.len(), "{shape}");
+        assert_eq!((v.dtype, v.shape.len()), (meta.dtype, meta.shape.len()));
     }
     assert_eq!(values[1].as_ref(), recorded.inputs.get(1));
-    let reducer = g.outline("region_1.2").unwrap();
+    let reducer = printer.outline("region_1.2").unwrap();
     assert!(
-        called_values(g, &recorded, "while.6", "region_1.2", &reducer)
+        called_values(&printer, &recorded, "while.6", "region_1.2", &reducer)
             .iter()
             .all(Option::is_none)
     );
+}
+
+#[test]
+fn a_called_stablehlo_function_alone_is_a_program_that_runs() {
+    let path = common::root().join("tests/fixtures/xla/bart/decoder.mlir");
+    let program = Program::read(&std::fs::read(&path).unwrap(), Kind::StableHloText).unwrap();
+    let printer = Arc::new(Printer::new(&program).unwrap());
+    let mut named = graphbug_files::read(&path.with_file_name("inputs.safetensors")).unwrap();
+    named.sort_by_key(|(k, _)| k.trim_start_matches("arg").parse::<usize>().unwrap());
+    let inputs: Vec<_> = named.into_iter().map(|(_, t)| t).collect();
+    let reference = XlaBackend::parse("pjrt:cpu").unwrap();
+    let recorded = Recorded::record(&printer, inputs, &reference, false).unwrap();
+    assert_eq!(printer.called_by("3"), ["_take"]);
+    let take = printer.outline("_take").unwrap();
+    assert!(
+        take.text
+            .contains("func.func public @main(%arg0: tensor<48x32xf32>"),
+        "{}",
+        take.text
+    );
+    assert!(!take.text.contains("@tril"), "{}", take.text);
+    // The call's operands, as main passed them.
+    let values: Vec<_> = called_values(&printer, &recorded, "3", "_take", &take)
+        .into_iter()
+        .map(|v| v.expect("recorded"))
+        .collect();
+    let p = Program::read(take.text.as_bytes(), Kind::StableHloText).unwrap();
+    let out = reference.compile(&p).unwrap().execute(&values).unwrap();
+    assert_eq!(
+        Some(&out[0]),
+        recorded.by_name("3"),
+        "the call's value, recorded in main"
+    );
+    assert!(printer.outline("main").is_err());
 }

@@ -19,7 +19,7 @@ use graphbug_ir::{Dialect, Graph, Meta, Node, NodeId, NodeKind, OpName, TensorMe
 
 use super::shape::{dtype_of, Shape};
 use super::text::{HloError, Instruction, Module, Operands};
-use crate::program::Constants;
+use crate::program::{Constants, Outlined};
 
 /// The entry computation of `module` as a graph, with what printing its cuts needs.
 #[derive(Clone, Debug)]
@@ -250,10 +250,7 @@ impl HloGraph {
 
     /// The module whose entry is the computation `name` (with the computations it calls):
     /// the called computation alone, as a program. A parameter of tuple shape becomes one
-    /// parameter per array in it, tupled back under its name (PJRT passes arrays). Returns
-    /// the text and, per parameter of the new entry, its shape and the index path into the
-    /// computation's parameter it stands for (`(k, [i, j])`: element `j` of element `i` of
-    /// parameter `k`).
+    /// parameter per array in it, tupled back under its name (PJRT passes arrays).
     pub fn outline(&self, name: &str) -> Result<Outlined, String> {
         let k = self
             .module
@@ -384,7 +381,7 @@ impl HloGraph {
         out.push_str(&self.module.trailing);
         Ok(Outlined {
             text: out,
-            parameters: flat.params.into_iter().map(|(_, s, p)| (s, p)).collect(),
+            parameters: flat.params.into_iter().map(|(_, _, p)| p).collect(),
         })
     }
 
@@ -517,16 +514,6 @@ impl HloGraph {
         };
         line + newline
     }
-}
-
-/// A called computation as a program of its own ([`HloGraph::outline`]).
-#[derive(Clone, Debug)]
-pub struct Outlined {
-    /// The module's text.
-    pub text: String,
-    /// Each parameter of its entry: the shape, and which array of the computation's
-    /// parameters it holds (parameter number, index path into a tuple).
-    pub parameters: Vec<(Shape, (usize, Vec<usize>))>,
 }
 
 /// The value's node.
