@@ -359,7 +359,7 @@ fn main() {
                 runs += 1;
                 let mut c = checker(case, &backend, kind);
                 let started = Instant::now();
-                let m = minify(g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+                let m = minify(g, &mut c, &graphbug_options(), &mut NoSink).unwrap();
                 wall += started.elapsed();
                 plugin += c.plugin_time();
                 let ours_end = names(g, &m.candidate.kept);
@@ -442,7 +442,7 @@ fn main() {
     let m = minify(
         case.printer.graph(),
         &mut c,
-        &MinifyOptions::default(),
+        &graphbug_options(),
         &mut NoSink,
     )
     .unwrap();
@@ -495,4 +495,13 @@ fn main() {
         0.5,
     );
     targets.finish();
+}
+
+/// The options `graphbug minify` searches an XLA program with: every strategy, inputs as
+/// constants included.
+fn graphbug_options() -> MinifyOptions {
+    MinifyOptions {
+        constants: true,
+        ..MinifyOptions::default()
+    }
 }

@@ -145,6 +145,7 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
         (out.join("minified"), None, 1),
         (out.clone(), None, 1),
         (out.clone(), Some("--clean"), 0),
+        (out.clone(), Some("--no-tf32"), 1),
     ] {
         let mut cmd = Command::new(python());
         cmd.arg(dir.join("repro.py")).current_dir(tmp.path());
@@ -161,6 +162,13 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
         );
         if code == 1 {
             assert!(text(&o).contains("DIFFERS"), "{}", text(&o));
+        }
+        if extra == Some("--no-tf32") {
+            assert!(
+                text(&o).contains("precision: full float32 on XLA's GPU plugin (XLA_FLAGS=--xla_gpu_enable_triton_gemm=false, NVIDIA_TF32_OVERRIDE=0)"),
+                "{}",
+                text(&o)
+            );
         }
     }
 }

@@ -44,6 +44,11 @@ FORMS = {"hlo-text": ".hlo", "hlo-proto": ".hlo.pb", "stablehlo-text": ".mlir"}
 
 DEFAULT_TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 
+#: What `--no-tf32` sets: XLA's GPU plugin runs small float32 GEMMs with Triton and large ones
+#: with cuBLAS, both in TF32 by default (on an H100, a BART layer's logits came out 6.4e-3 from
+#: XLA CPU's, 3.8e-6 with both of these).
+NO_TF32 = {"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false", "NVIDIA_TF32_OVERRIDE": "0"}
+
 
 class BadInput(Exception):
     """The directory, its files or the command line cannot be used (exit status 2)."""
@@ -513,6 +518,11 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="seconds the whole run may take (default 600; 0: no limit); a "
                              "backend that runs past it hangs (exit status 1)")
+    parser.add_argument("--no-tf32", action="store_true",
+                        help="XLA's GPU plugin: compute float32 dots at full float32 precision "
+                             "(sets " + " and ".join(f"{k}={v}" for k, v in NO_TF32.items()) +
+                             "); by default they run in TF32, which differs from XLA CPU by "
+                             "about 1e-3")
     parser.add_argument("--in-process", action="store_true",
                         help="run in this process: a crash of the backend then ends this "
                              "script with the signal instead of exit status 1")
@@ -598,6 +608,9 @@ def run(opts):
     differing = [f"out{i}" for i, ok in enumerate(matches) if not ok]
     if differing:
         print(f"DIFFERS: {', '.join(differing)}")
+        if backend.platform == "gpu" and not opts.no_tf32:
+            print("note: XLA's GPU plugin computes float32 dots in TF32 by default, about 1e-3 "
+                  "from XLA CPU; --no-tf32 compares at full float32 precision")
         return 1
     print("ok: every output matches")
     return 0
@@ -657,6 +670,13 @@ def supervise(argv, timeout):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     opts = parse_args(argv)
+    if opts.no_tf32 and not opts.child:
+        # Before jax starts a backend (here, or in the child, which inherits them).
+        for key, value in NO_TF32.items():
+            old = os.environ.get(key, "")
+            os.environ[key] = f"{old} {value}".strip() if key == "XLA_FLAGS" else value
+        print("precision: full float32 on XLA's GPU plugin ("
+              + ", ".join(f"{k}={os.environ[k]}" for k in NO_TF32) + ")")
     if not (opts.child or opts.in_process):
         return supervise(argv, opts.timeout)
     if opts.child:  # each line reaches the parent before a crash can lose it

@@ -286,6 +286,11 @@ struct Session<'a> {
     /// What the sink last got: (kept, retained, cut).
     saved: Option<(Vec<u32>, Vec<usize>, crate::candidate::Cut)>,
     sink_error: Option<String>,
+    /// Whether the search tries inputs as constants after 1-minimality.
+    try_constants: bool,
+    /// The kept set whose inputs-as-constants form an idle worker may answer ahead (the
+    /// smallest failing one so far, which is often the result).
+    constants_next: Option<Vec<u32>>,
 }
 
 /// How good a failing candidate is, the smaller the better: its nodes, then its
@@ -339,12 +344,33 @@ impl Session<'_> {
             .max_queries
             .map_or(usize::MAX, |m| m.saturating_sub(self.stats.queries));
         let mut seen = FxHashSet::default();
-        let keys = upcoming
+        let mut keys: Vec<Key> = upcoming
             .into_iter()
             .filter_map(|kept| self.key(&kept))
             .filter(|k| !self.cache.contains_key(k) && seen.insert(k.clone()))
             .take(self.lookahead.min(budget))
             .collect();
+        // A worker left idle takes the inputs-as-constants try of the candidate 1-minimality
+        // holds, which the search asks next if no removal succeeds.
+        let small =
+            |kept: &Vec<u32>| constant_elements(&self.candidate(kept)) <= MAX_CONSTANT_ELEMENTS;
+        if let Some(kept) = self.constants_next.as_ref().filter(|k| small(k)) {
+            let key = self.key(kept).map(|(k, r, form)| {
+                (
+                    k,
+                    r,
+                    Form {
+                        constants: true,
+                        ..form
+                    },
+                )
+            });
+            if let Some(key) = key.filter(|k| !self.cache.contains_key(k) && !seen.contains(k)) {
+                if keys.len() < self.lookahead.min(budget) {
+                    keys.push(key);
+                }
+            }
+        }
         pool.prefetch(keys);
     }
 
@@ -727,21 +753,13 @@ impl Session<'_> {
     /// needs no inputs. A bug the constants hide (a compiler folds them, or specializes on
     /// them) keeps the parameters.
     fn inputs_as_constants(&mut self, s: &[u32]) -> bool {
+        self.constants_next = None;
         let candidate = self.candidate(s);
         let inputs = candidate.inputs.len();
         if inputs == 0 || self.form.constants || self.out_of_queries() {
             return false;
         }
-        let elements = candidate
-            .graph
-            .nodes
-            .iter()
-            .filter(|n| n.is_placeholder())
-            .map(|n| match &n.meta {
-                Meta::Tensor(t) => t.numel(),
-                _ => i64::MAX,
-            })
-            .fold(0i64, i64::saturating_add);
+        let elements = constant_elements(&candidate);
         if elements > MAX_CONSTANT_ELEMENTS {
             self.note(format!(
                 "Strategy: Inputs as constants ({inputs} inputs)\nSKIPPED: {} elements, more than {MAX_CONSTANT_ELEMENTS} to print into a program",
@@ -920,6 +938,9 @@ impl Session<'_> {
             let mut changed = false;
             let mut i = 0;
             while i < s.len() && !self.out_of_queries() {
+                if self.try_constants && !self.form.constants {
+                    self.constants_next = Some(s.clone());
+                }
                 self.speculate(|| (s.clone(), i, changed), |st| self.one_minimal_step(st));
                 let t = without(&s, i);
                 if self.test(&t) {
@@ -936,6 +957,21 @@ impl Session<'_> {
         }
         s
     }
+}
+
+/// The elements `candidate`'s inputs hold, were they constants (`i64::MAX` when one is no
+/// tensor of known size).
+fn constant_elements(candidate: &Candidate) -> i64 {
+    candidate
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.is_placeholder())
+        .map(|n| match &n.meta {
+            Meta::Tensor(t) => t.numel(),
+            _ => i64::MAX,
+        })
+        .fold(0i64, i64::saturating_add)
 }
 
 /// Suffix truncation as a state machine for [`Session::speculate`]: the prefix lengths
@@ -1411,6 +1447,8 @@ impl<'o, 'g> Start<'o, 'g> {
             best_rank: (start_size, usize::MAX, usize::MAX),
             saved: None,
             sink_error: None,
+            try_constants: options.constants,
+            constants_next: None,
         };
         session.note(format!(
             "Started with {start_size} nodes; checking {}; it fails: {}",
@@ -1434,6 +1472,9 @@ impl<'o, 'g> Start<'o, 'g> {
         }
         loop {
             let before = (s.clone(), session.retained.clone());
+            if session.try_constants {
+                session.constants_next = Some(s.clone());
+            }
             s = session.eliminate_dead_code(s);
             s = session.truncate_suffix(s);
             s = session.truncation_point_alone(s);
