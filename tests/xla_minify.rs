@@ -448,4 +448,31 @@ fn a_bug_inside_a_called_computation_is_minified_there() {
         .collect();
     assert_eq!(ops.len(), 1, "{stdout}");
     assert!(ops[0].contains("stablehlo.compare GE"), "{stdout}");
+
+    // StableHLO: the body of a `stablehlo.while` (a region of the op), on the loop's first
+    // state; the condition, tried first, does not fail.
+    let cmd = r#"f() { ! grep -qE "stablehlo.subtract .* : tensor<i64>" "$1/program.mlir"; }; f"#;
+    let train = root().join("tests/fixtures/xla/stablehlo/train.mlir");
+    let o = graphbug(
+        &[
+            "minify",
+            &train.display().to_string(),
+            "--check-command",
+            cmd,
+        ],
+        tmp.path(),
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Strategy: Inside `23:9.body` (called by `23:9`): the computation alone, on the values it received\n"),
+        "{stderr}"
+    );
+    let last = stdout.rsplit("module @").next().unwrap();
+    let ops: Vec<&str> = last
+        .lines()
+        .filter(|l| l.contains(" = stablehlo.") && !l.contains("stablehlo.constant"))
+        .collect();
+    assert_eq!(ops.len(), 1, "{stdout}");
+    assert!(ops[0].contains("stablehlo.subtract"), "{stdout}");
 }

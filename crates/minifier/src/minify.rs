@@ -288,8 +288,8 @@ struct Session<'a> {
     sink_error: Option<String>,
     /// Whether the search tries inputs as constants after 1-minimality.
     try_constants: bool,
-    /// The kept set whose inputs-as-constants form an idle worker may answer ahead (the
-    /// smallest failing one so far, which is often the result).
+    /// The kept set whose inputs-as-constants form an idle worker may answer ahead: the
+    /// smallest failing one so far, which is often the result.
     constants_next: Option<Vec<u32>>,
 }
 
@@ -350,28 +350,33 @@ impl Session<'_> {
             .filter(|k| !self.cache.contains_key(k) && seen.insert(k.clone()))
             .take(self.lookahead.min(budget))
             .collect();
-        // A worker left idle takes the inputs-as-constants try of the candidate 1-minimality
-        // holds, which the search asks next if no removal succeeds.
-        let small =
-            |kept: &Vec<u32>| constant_elements(&self.candidate(kept)) <= MAX_CONSTANT_ELEMENTS;
-        if let Some(kept) = self.constants_next.as_ref().filter(|k| small(k)) {
-            let key = self.key(kept).map(|(k, r, form)| {
-                (
-                    k,
-                    r,
-                    Form {
-                        constants: true,
-                        ..form
-                    },
-                )
-            });
-            if let Some(key) = key.filter(|k| !self.cache.contains_key(k) && !seen.contains(k)) {
-                if keys.len() < self.lookahead.min(budget) {
-                    keys.push(key);
-                }
+        // A worker left idle takes the inputs-as-constants try of the smallest failing
+        // candidate, which the search asks at the end if it stays the smallest.
+        if let Some(key) = self.constants_key().filter(|k| !seen.contains(k)) {
+            if keys.len() < self.lookahead.min(budget) {
+                keys.push(key);
             }
         }
         pool.prefetch(keys);
+    }
+
+    /// The key of the inputs-as-constants try of the smallest failing candidate so far (see
+    /// `constants_next`), unless answered or too big to try.
+    fn constants_key(&self) -> Option<Key> {
+        let kept = self.constants_next.as_ref()?;
+        if constant_elements(&self.candidate(kept)) > MAX_CONSTANT_ELEMENTS {
+            return None;
+        }
+        let (k, r, form) = self.key(kept)?;
+        let key = (
+            k,
+            r,
+            Form {
+                constants: true,
+                ..form
+            },
+        );
+        (!self.cache.contains_key(&key)).then_some(key)
     }
 
     /// Hands the pool the candidates the search may try next, the likeliest to be needed
@@ -570,6 +575,14 @@ impl Session<'_> {
             self.best_size = candidate.size();
             self.stats.end_nodes = self.best_size;
             self.save(&candidate);
+            // An idle worker answers its inputs-as-constants try ahead: the smallest
+            // failing candidate is often the result.
+            if self.try_constants && !self.form.constants {
+                self.constants_next = Some(candidate.kept.clone());
+                if let (Exec::Pool(pool), Some(key)) = (&self.exec, self.constants_key()) {
+                    pool.prefetch_also(key);
+                }
+            }
         }
         if let Some(bar) = &self.bar {
             bar.set_message(format!(
@@ -938,9 +951,6 @@ impl Session<'_> {
             let mut changed = false;
             let mut i = 0;
             while i < s.len() && !self.out_of_queries() {
-                if self.try_constants && !self.form.constants {
-                    self.constants_next = Some(s.clone());
-                }
                 self.speculate(|| (s.clone(), i, changed), |st| self.one_minimal_step(st));
                 let t = without(&s, i);
                 if self.test(&t) {
@@ -1472,9 +1482,6 @@ impl<'o, 'g> Start<'o, 'g> {
         }
         loop {
             let before = (s.clone(), session.retained.clone());
-            if session.try_constants {
-                session.constants_next = Some(s.clone());
-            }
             s = session.eliminate_dead_code(s);
             s = session.truncate_suffix(s);
             s = session.truncation_point_alone(s);

@@ -184,6 +184,17 @@ impl Pool {
         self.changed.notify_all();
     }
 
+    /// Queues `key` after the candidates queued already, unless it is answered, running or
+    /// queued.
+    pub(crate) fn prefetch_also(&self, key: Key) {
+        let mut st = self.lock();
+        if !st.done.contains_key(&key) && !st.running.contains_key(&key) && !st.queue.contains(&key)
+        {
+            st.queue.push_back(key);
+            self.changed.notify_all();
+        }
+    }
+
     /// The verdict on `key`, waiting for it (and starting it first, if no worker has).
     pub(crate) fn resolve(&self, key: &Key) -> (Candidate, Verdict) {
         let mut st = self.lock();

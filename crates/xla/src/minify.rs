@@ -463,7 +463,7 @@ pub fn called_values(
     let hlo = match printer {
         Printer::Hlo(g, _) => g,
         Printer::StableHlo(g, _) => {
-            let operands = g.call_operands(caller);
+            let operands = g.call_operands(caller, computation);
             return outlined
                 .parameters
                 .iter()

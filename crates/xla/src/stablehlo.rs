@@ -1275,20 +1275,7 @@ impl StableHloGraph {
             out_types.join(", ")
         ));
         // The functions kept statements call, and those they call in turn.
-        let mut needed = symbols;
-        loop {
-            let more: BTreeSet<String> = m
-                .funcs
-                .iter()
-                .filter(|g| needed.contains(&g.name))
-                .flat_map(|g| g.body.iter().flat_map(|s| s.symbols.iter().cloned()))
-                .filter(|s| !needed.contains(s))
-                .collect();
-            if more.is_empty() {
-                break;
-            }
-            needed.extend(more);
-        }
+        let needed = self.needed_by(&symbols);
         let header_indent = {
             let t = m.at(&f.header);
             t[..t.len() - t.trim_start().len()].to_string()
@@ -1321,19 +1308,205 @@ impl StableHloGraph {
     }
 }
 
+/// A `stablehlo.while` of main, taken apart: its loop-carried values and its regions.
+struct WhileParts<'a> {
+    /// The statement.
+    stmt: &'a Stmt,
+    /// Each loop-carried value: its name in the regions and the use that starts it.
+    carried: Vec<(String, &'a Use)>,
+    /// The text of the `cond` and `do` regions' statements (between their braces).
+    regions: [Range<usize>; 2],
+}
+
+/// The suffixes of a `stablehlo.while`'s regions taken out as programs (`6:9.cond`).
+const WHILE_REGIONS: [&str; 2] = [".cond", ".body"];
+
 impl StableHloGraph {
-    /// The functions the statement `name` of main calls (`func.call @f`), in order.
+    /// The computations the statement `name` of main calls, in order: a `stablehlo.while`'s
+    /// regions (`NAME.cond`, `NAME.body`), then the functions it calls (`func.call @f`, in
+    /// its regions too).
     pub fn called_by(&self, name: &str) -> Vec<String> {
         let base = name.split('#').next().unwrap_or(name);
-        self.stmt
-            .get(base)
-            .map(|&k| self.module.funcs[self.main].body[k].symbols.clone())
-            .unwrap_or_default()
+        let Some(&k) = self.stmt.get(base) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if self.while_parts(base).is_some() {
+            out.extend(WHILE_REGIONS.iter().map(|r| format!("{base}{r}")));
+        }
+        out.extend(self.module.funcs[self.main].body[k].symbols.iter().cloned());
+        out
+    }
+
+    /// The statement `name` of main, when it is a `stablehlo.while` in the form MLIR prints
+    /// (`stablehlo.while(%iterArg = %v, ...) : types cond { ... } do { ... }`).
+    fn while_parts(&self, name: &str) -> Option<WhileParts<'_>> {
+        let m = &self.module;
+        let s = &m.funcs[self.main].body[*self.stmt.get(name)?];
+        if s.op != "stablehlo.while" {
+            return None;
+        }
+        let text = &m.text[s.span.clone()];
+        let open = s.span.start + text.find("stablehlo.while(")? + "stablehlo.while(".len();
+        let mut depth = 1;
+        let close = open
+            + m.text[open..s.span.end].find(|c: char| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })?;
+        let mut carried = Vec::new();
+        for entry in m.text[open..close].split(", ") {
+            let (arg, _) = entry.split_once(" = ")?;
+            let start = open + m.text[open..close].find(entry)?;
+            let init = s
+                .uses
+                .iter()
+                .find(|u| u.span.start > start && u.span.end <= start + entry.len())?;
+            carried.push((arg.trim().trim_start_matches('%').to_string(), init));
+        }
+        // The regions: from `cond {` to `} do {`, and from there to the last `}`.
+        let mut lines = Vec::new();
+        let mut at = s.span.start;
+        for line in m.text[s.span.clone()].split_inclusive('\n') {
+            lines.push((at, line.trim()));
+            at += line.len();
+        }
+        let cond = lines.iter().position(|(_, l)| *l == "cond {")?;
+        let body = lines.iter().position(|(_, l)| *l == "} do {")?;
+        let last = lines.iter().rposition(|(_, l)| *l == "}")?;
+        (cond < body && body < last && carried.len() == s.types.len()).then_some(WhileParts {
+            stmt: s,
+            carried,
+            regions: [
+                lines[cond + 1].0..lines[body].0,
+                lines[body + 1].0..lines[last].0,
+            ],
+        })
+    }
+
+    /// A region of a `stablehlo.while` of main (`NAME.cond`, `NAME.body`) as a module whose
+    /// main function takes the loop-carried values, then the values of main the region
+    /// reads, and returns what the region yields; with the node names of those values in
+    /// main, in argument order.
+    fn outline_region(&self, name: &str) -> Option<Result<(Outlined, Vec<String>), String>> {
+        let (stmt, which) = WHILE_REGIONS
+            .iter()
+            .enumerate()
+            .find_map(|(k, r)| name.strip_suffix(r).map(|s| (s, k)))?;
+        let parts = self.while_parts(stmt)?;
+        let m = &self.module;
+        let region = parts.regions[which].clone();
+        let node = |u: &Use| match u.index {
+            Some(i) => format!("{}#{i}", u.name),
+            None => u.name.clone(),
+        };
+        let mut args: Vec<String> = Vec::new();
+        let mut sources: Vec<String> = Vec::new();
+        for ((arg, init), ty) in parts.carried.iter().zip(&parts.stmt.types) {
+            args.push(format!("%{arg}: {ty}"));
+            sources.push(node(init));
+        }
+        // Values of main the region reads become arguments too, renamed where their names
+        // are no argument names (`%6#4`).
+        let mut text = String::new();
+        let mut at = region.start;
+        let mut captured: Vec<String> = Vec::new();
+        for u in parts
+            .stmt
+            .uses
+            .iter()
+            .filter(|u| region.contains(&u.span.start))
+        {
+            let value = node(u);
+            let Some(ty) = self.types.get(&value) else {
+                return Some(Err(format!(
+                    "`%{value}`, read in `{name}`, has no known type"
+                )));
+            };
+            let arg = format!("captured_{}", value.replace(['#', ':'], "_"));
+            if !captured.contains(&value) {
+                args.push(format!("%{arg}: {ty}"));
+                sources.push(value.clone());
+                captured.push(value);
+            }
+            text.push_str(&m.text[at..u.span.start]);
+            text.push('%');
+            text.push_str(&arg);
+            at = u.span.end;
+        }
+        text.push_str(&m.text[at..region.end]);
+        // Its terminator returns from main.
+        let Some(ret) = text.rfind("stablehlo.return ") else {
+            return Some(Err(format!("`{name}` yields nothing")));
+        };
+        text.replace_range(ret..ret + "stablehlo.return ".len(), "return ");
+        let results: Vec<String> = if which == 0 {
+            vec!["tensor<i1>".into()]
+        } else {
+            parts.stmt.types.iter().map(ToString::to_string).collect()
+        };
+        let symbols: BTreeSet<String> = parts.stmt.symbols.iter().cloned().collect();
+        let header_indent = {
+            let t = m.at(&m.funcs[self.main].header);
+            t[..t.len() - t.trim_start().len()].to_string()
+        };
+        let mut out = String::new();
+        out.push_str(&m.text[..m.header.end]);
+        out.push_str(&format!(
+            "{header_indent}func.func public @main({}) -> ({}) {{\n",
+            args.join(", "),
+            results.join(", ")
+        ));
+        out.push_str(&text);
+        out.push_str(&format!("{header_indent}}}\n"));
+        for f in m
+            .funcs
+            .iter()
+            .filter(|f| self.needed_by(&symbols).contains(&f.name))
+        {
+            out.push_str(m.at(&f.span));
+        }
+        out.push_str(&m.text[m.funcs.last().map_or(m.header.end, |f| f.span.end)..]);
+        let parameters = (0..sources.len()).map(|k| (k, Vec::new())).collect();
+        Some(Ok((
+            Outlined {
+                text: out,
+                parameters,
+            },
+            sources,
+        )))
+    }
+
+    /// The functions `symbols` name, and those they call in turn.
+    fn needed_by(&self, symbols: &BTreeSet<String>) -> BTreeSet<String> {
+        let m = &self.module;
+        let mut needed = symbols.clone();
+        loop {
+            let more: BTreeSet<String> = m
+                .funcs
+                .iter()
+                .filter(|g| needed.contains(&g.name))
+                .flat_map(|g| g.body.iter().flat_map(|s| s.symbols.iter().cloned()))
+                .filter(|s| !needed.contains(s))
+                .collect();
+            if more.is_empty() {
+                return needed;
+            }
+            needed.extend(more);
+        }
     }
 
     /// The module whose main function is the function `name` (with the functions it
-    /// calls): the called function alone, as a program.
+    /// calls), or the region `name` of a `stablehlo.while` (see
+    /// [`StableHloGraph::called_by`]): the called computation alone, as a program.
     pub fn outline(&self, name: &str) -> Result<Outlined, String> {
+        if let Some(region) = self.outline_region(name) {
+            return region.map(|(o, _)| o);
+        }
         let m = &self.module;
         let k = m
             .funcs
@@ -1344,24 +1517,12 @@ impl StableHloGraph {
             return Err(format!("`@{name}` is the main function already"));
         }
         let f = &m.funcs[k];
-        let mut needed: BTreeSet<String> = f
-            .body
-            .iter()
-            .flat_map(|s| s.symbols.iter().cloned())
-            .collect();
-        loop {
-            let more: BTreeSet<String> = m
-                .funcs
+        let needed = self.needed_by(
+            &f.body
                 .iter()
-                .filter(|g| needed.contains(&g.name))
-                .flat_map(|g| g.body.iter().flat_map(|s| s.symbols.iter().cloned()))
-                .filter(|s| !needed.contains(s))
-                .collect();
-            if more.is_empty() {
-                break;
-            }
-            needed.extend(more);
-        }
+                .flat_map(|s| s.symbols.iter().cloned())
+                .collect(),
+        );
         if needed.contains(name) || needed.contains("main") {
             return Err(format!("`@{name}` calls itself or main"));
         }
@@ -1389,9 +1550,14 @@ impl StableHloGraph {
         })
     }
 
-    /// The node names of the values the statement `caller` of main passes to the function
-    /// it calls, in argument order (a `func.call`'s operands).
-    pub fn call_operands(&self, caller: &str) -> Vec<String> {
+    /// The node names of the values the computation `computation` that the statement
+    /// `caller` of main calls receives, in the order of its outlined program's arguments:
+    /// a `func.call`'s operands; for a `stablehlo.while`'s region, the values that start
+    /// the loop, then the values of main it reads.
+    pub fn call_operands(&self, caller: &str, computation: &str) -> Vec<String> {
+        if let Some(Ok((_, sources))) = self.outline_region(computation) {
+            return sources;
+        }
         let base = caller.split('#').next().unwrap_or(caller);
         let Some(&k) = self.stmt.get(base) else {
             return Vec::new();

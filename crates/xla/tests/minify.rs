@@ -321,3 +321,33 @@ fn a_called_stablehlo_function_alone_is_a_program_that_runs() {
     );
     assert!(printer.outline("main").is_err());
 }
+
+#[test]
+fn a_stablehlo_while_region_alone_is_a_program_that_runs() {
+    let (printer, recorded) = recorded_run("stablehlo/train.mlir", Kind::StableHloText);
+    let called = printer.called_by("23:9");
+    assert_eq!(called[..2], ["23:9.cond", "23:9.body"], "{called:?}");
+    let reference = XlaBackend::parse("pjrt:cpu").unwrap();
+    for region in ["23:9.cond", "23:9.body"] {
+        let outlined = printer.outline(region).unwrap();
+        // The loop-carried values, as the loop starts, then nothing else: the regions read
+        // only what the loop carries.
+        let values: Vec<_> = called_values(&printer, &recorded, "23:9", region, &outlined)
+            .into_iter()
+            .map(|v| v.unwrap_or_else(|| panic!("{region}: a value was not recorded")))
+            .collect();
+        assert_eq!(values.len(), 9, "{}", outlined.text);
+        let p = Program::read(outlined.text.as_bytes(), Kind::StableHloText)
+            .unwrap_or_else(|e| panic!("{e}\n{}", outlined.text));
+        let out = reference
+            .compile(&p)
+            .and_then(|c| c.execute(&values))
+            .unwrap_or_else(|f| panic!("{f}\n{}", outlined.text));
+        // The condition holds at the start (the loop runs 5 times from 0).
+        if region.ends_with(".cond") {
+            assert_eq!(out[0].data, [1], "{}", outlined.text);
+        } else {
+            assert_eq!(out.len(), 9);
+        }
+    }
+}

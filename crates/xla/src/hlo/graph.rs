@@ -336,25 +336,12 @@ impl HloGraph {
                 body.push_str(&i.text);
             }
         }
-        let mut needed: BTreeSet<String> = comp
-            .instructions
-            .iter()
-            .flat_map(|i| self.calls_of(i))
-            .collect();
-        loop {
-            let more: BTreeSet<String> = self
-                .module
-                .computations
+        let needed = self.with_callees(
+            comp.instructions
                 .iter()
-                .filter(|c| needed.contains(&c.name))
-                .flat_map(|c| c.instructions.iter().flat_map(|i| self.calls_of(i)))
-                .filter(|n| !needed.contains(n))
-                .collect();
-            if more.is_empty() {
-                break;
-            }
-            needed.extend(more);
-        }
+                .flat_map(|i| self.calls_of(i))
+                .collect(),
+        );
         let mut out = String::new();
         out.push_str(&self.module.leading);
         out.push_str(&self.header(&params, &root.shape));
@@ -383,6 +370,24 @@ impl HloGraph {
             text: out,
             parameters: flat.params.into_iter().map(|(_, _, p)| p).collect(),
         })
+    }
+
+    /// The computations `called` names, and those they call in turn.
+    fn with_callees(&self, mut called: BTreeSet<String>) -> BTreeSet<String> {
+        loop {
+            let more: BTreeSet<String> = self
+                .module
+                .computations
+                .iter()
+                .filter(|c| called.contains(&c.name))
+                .flat_map(|c| c.instructions.iter().flat_map(|i| self.calls_of(i)))
+                .filter(|n| !called.contains(n))
+                .collect();
+            if more.is_empty() {
+                return called;
+            }
+            called.extend(more);
+        }
     }
 
     /// `cut` (a graph cut from [`HloGraph::graph`]: its nodes named as the original's)
@@ -452,21 +457,7 @@ impl HloGraph {
             body.push_str(&style.tuple_line(&root_name, &names, &root_shapes));
         }
         // The computations kept instructions call, and those they call in turn.
-        let mut needed = called;
-        loop {
-            let more: BTreeSet<String> = self
-                .module
-                .computations
-                .iter()
-                .filter(|c| needed.contains(&c.name))
-                .flat_map(|c| c.instructions.iter().flat_map(|i| self.calls_of(i)))
-                .filter(|n| !needed.contains(n))
-                .collect();
-            if more.is_empty() {
-                break;
-            }
-            needed.extend(more);
-        }
+        let needed = self.with_callees(called);
         let mut out = String::new();
         out.push_str(&self.module.leading);
         out.push_str(&self.header(&params, &result));
