@@ -119,6 +119,14 @@ pub trait Checker {
         let _ = limit;
         Startup::Started
     }
+
+    /// Hands the checker a flag that, once set, says the check in progress is no longer
+    /// wanted (a parallel search ended while a worker answered a try ahead of it): a checker
+    /// that can stop early (ending its worker mid-query) watches it. Checks run to the end
+    /// otherwise.
+    fn abandon_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        let _ = flag;
+    }
 }
 
 /// How far beyond its tolerance a wrong result must be to count as clear of the edge: a
@@ -421,6 +429,10 @@ impl<C: Checker + ?Sized> Checker for Reliably<'_, C> {
 
     fn await_start(&mut self, limit: std::time::Duration) -> Startup {
         self.inner.await_start(limit)
+    }
+
+    fn abandon_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.inner.abandon_when(flag);
     }
 
     fn check(&mut self, candidate: &Candidate) -> Verdict {

@@ -23,6 +23,7 @@ use std::fmt;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -563,7 +564,12 @@ pub struct IsolatedChecker {
     index: usize,
     /// What a worker runs when it starts (see [`IsolatedChecker::with_startup_run`]).
     startup_run: String,
+    /// Set when the query in progress is no longer wanted (see [`Checker::abandon_when`]).
+    abandon: Option<Arc<AtomicBool>>,
 }
+
+/// How often a worker's answer is waited for between looks at the abandon flag.
+const ABANDON_POLL: Duration = Duration::from_millis(20);
 
 /// Why a worker did not start.
 #[derive(Debug)]
@@ -621,6 +627,7 @@ impl IsolatedChecker {
             startup: DEFAULT_WORKER_STARTUP,
             index: 0,
             startup_run: EAGER_STARTUP.into(),
+            abandon: None,
         }
     }
 
@@ -1054,6 +1061,10 @@ impl Checker for IsolatedChecker {
         format!("{} (isolated)", self.name)
     }
 
+    fn abandon_when(&mut self, flag: Arc<AtomicBool>) {
+        self.abandon = Some(flag);
+    }
+
     fn await_start(&mut self, limit: Duration) -> Startup {
         match self.poll_start(Some(Instant::now() + limit)) {
             Ok(true) => Startup::Started,
@@ -1117,11 +1128,28 @@ impl IsolatedChecker {
         let mut stage = "compile".to_string();
         let started = Instant::now();
         let deadline = started + limit;
+        let abandoned = || {
+            self.abandon
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::SeqCst))
+        };
         loop {
             let answer = if sent {
-                worker
-                    .lines
-                    .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                let left = deadline.saturating_duration_since(Instant::now());
+                match worker.lines.recv_timeout(left.min(ABANDON_POLL)) {
+                    Err(RecvTimeoutError::Timeout) if !left.is_zero() => {
+                        if abandoned() {
+                            // Nobody waits for this answer: the worker ends rather than
+                            // finish it (the next query starts another).
+                            self.end_workers();
+                            return Asked::Answered(Verdict::Unresolved(
+                                "abandoned: the search no longer needs this answer".into(),
+                            ));
+                        }
+                        continue;
+                    }
+                    other => other,
+                }
             } else {
                 Err(RecvTimeoutError::Disconnected)
             };

@@ -210,6 +210,8 @@ type Kind = (u8, usize, usize);
 struct Step<S> {
     kind: Kind,
     kept: Vec<u32>,
+    /// Whether the try is `kept` with its inputs as constants (see [`Form::constants`]).
+    constants: bool,
     yes: S,
     no: S,
 }
@@ -220,6 +222,7 @@ impl<S> Step<S> {
         Step {
             kind: self.kind,
             kept: self.kept,
+            constants: self.constants,
             yes: f(self.yes),
             no: f(self.no),
         }
@@ -337,6 +340,14 @@ impl Session<'_> {
     /// most urgent first (at most one per worker; those answered already are left out). A
     /// serial run does nothing here.
     fn prefetch(&self, upcoming: impl IntoIterator<Item = Vec<u32>>) {
+        if matches!(self.exec, Exec::Pool(_)) {
+            let keys = upcoming.into_iter().filter_map(|kept| self.key(&kept));
+            self.prefetch_keys(keys.collect());
+        }
+    }
+
+    /// [`Session::prefetch`] of candidates named by their keys.
+    fn prefetch_keys(&self, upcoming: Vec<Key>) {
         let Exec::Pool(pool) = &self.exec else {
             return;
         };
@@ -346,7 +357,6 @@ impl Session<'_> {
         let mut seen = FxHashSet::default();
         let mut keys: Vec<Key> = upcoming
             .into_iter()
-            .filter_map(|kept| self.key(&kept))
             .filter(|k| !self.cache.contains_key(k) && seen.insert(k.clone()))
             .take(self.lookahead.min(budget))
             .collect();
@@ -363,20 +373,26 @@ impl Session<'_> {
     /// The key of the inputs-as-constants try of the smallest failing candidate so far (see
     /// `constants_next`), unless answered or too big to try.
     fn constants_key(&self) -> Option<Key> {
-        let kept = self.constants_next.as_ref()?;
-        if constant_elements(&self.candidate(kept)) > MAX_CONSTANT_ELEMENTS {
+        let key = self.constants_key_of(self.constants_next.as_ref()?)?;
+        (!self.cache.contains_key(&key)).then_some(key)
+    }
+
+    /// The key of the candidate keeping `kept` with its inputs as constants, unless it has
+    /// none or too many elements to try.
+    fn constants_key_of(&self, kept: &[u32]) -> Option<Key> {
+        let candidate = self.candidate(kept);
+        if candidate.inputs.is_empty() || constant_elements(&candidate) > MAX_CONSTANT_ELEMENTS {
             return None;
         }
         let (k, r, form) = self.key(kept)?;
-        let key = (
+        Some((
             k,
             r,
             Form {
                 constants: true,
                 ..form
             },
-        );
-        (!self.cache.contains_key(&key)).then_some(key)
+        ))
     }
 
     /// Hands the pool the candidates the search may try next, the likeliest to be needed
@@ -405,7 +421,12 @@ impl Session<'_> {
                 continue;
             };
             order += 1;
-            let Some(key) = self.key(&next.kept) else {
+            let key = if next.constants {
+                self.constants_key_of(&next.kept)
+            } else {
+                self.key(&next.kept)
+            };
+            let Some(key) = key else {
                 open.push(Likely(p, order, next.no));
                 continue;
             };
@@ -426,7 +447,7 @@ impl Session<'_> {
                 // Running, or to be started: both outcomes may follow.
                 peek => {
                     if matches!(peek, Peek::Unknown) {
-                        upcoming.push(next.kept);
+                        upcoming.push(key);
                     }
                     pending += 1;
                     let q = self.yes_rate(next.kind);
@@ -436,7 +457,7 @@ impl Session<'_> {
                 }
             }
         }
-        self.prefetch(upcoming);
+        self.prefetch_keys(upcoming);
     }
 
     /// How often tries of `kind` reproduced in this run (1/2 before any did or did not;
@@ -460,6 +481,7 @@ impl Session<'_> {
                     let n_yes = next_n.min(kept.len().max(2));
                     return Some(Step {
                         kind: (2, n.min(16), at.min(32)),
+                        constants: false,
                         kept: t,
                         yes: (kept, n_yes, 0),
                         no: (s.clone(), n, at + 1),
@@ -488,8 +510,13 @@ impl Session<'_> {
                     match alone {
                         Some(kept) => Some(Step {
                             kind: (5, 0, 0),
+                            constants: false,
+                            yes: if self.try_constants && !self.form.constants {
+                                Truncation::Constants(kept.clone())
+                            } else {
+                                Truncation::Over
+                            },
                             kept,
-                            yes: Truncation::Over,
                             no: Truncation::Prefix(*hi),
                         }),
                         None => self.truncation_step(s, &Truncation::Prefix(*hi)),
@@ -502,6 +529,15 @@ impl Session<'_> {
                     .map(|step| step.map(Truncation::Ddmin))
             }
             Truncation::Over => None,
+            // The truncation point alone is often the result: its inputs-as-constants try
+            // is the search's last.
+            Truncation::Constants(kept) => Some(Step {
+                kind: (6, 0, 0),
+                kept: kept.clone(),
+                constants: true,
+                yes: Truncation::Over,
+                no: Truncation::Over,
+            }),
             Truncation::Ddmin(st) => self
                 .ddmin_step(st, least)
                 .map(|step| step.map(Truncation::Ddmin)),
@@ -524,6 +560,7 @@ impl Session<'_> {
         let yes = (self.original.normalize(&t), i, true);
         Some(Step {
             kind: (3, 0, 0),
+            constants: false,
             kept: t,
             yes,
             no: (s.clone(), i + 1, changed),
@@ -990,6 +1027,7 @@ fn truncate_step(s: &[u32], (lo, hi): (usize, usize)) -> Option<Step<(usize, usi
     let mid = lo + (hi - lo) / 2;
     (hi - lo > 1).then(|| Step {
         kind: (1, 0, 0),
+        constants: false,
         kept: s[..mid].to_vec(),
         yes: (lo, mid),
         no: (mid, hi),
@@ -1003,6 +1041,7 @@ enum Truncation {
     Halving(usize, usize),
     Prefix(usize),
     Ddmin((Vec<u32>, usize, usize)),
+    Constants(Vec<u32>),
     Over,
 }
 
@@ -1023,6 +1062,7 @@ fn opening_step(s: &[u32], live: &[u32], state: &Opening) -> Option<Step<Opening
     match *state {
         Opening::Preprocess => Some(Step {
             kind: (4, 0, 0),
+            constants: false,
             kept: s.to_vec(),
             yes: Opening::DeadCode,
             no: Opening::Over,
@@ -1036,6 +1076,7 @@ fn opening_step(s: &[u32], live: &[u32], state: &Opening) -> Option<Step<Opening
         }
         Opening::DeadCode => Some(Step {
             kind: (0, 0, 0),
+            constants: false,
             kept: live.to_vec(),
             yes: Opening::Truncate {
                 dead: true,

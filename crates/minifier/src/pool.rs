@@ -89,6 +89,8 @@ pub(crate) enum Peek {
 pub(crate) struct Pool {
     state: Mutex<State>,
     changed: Condvar,
+    /// Set when the pool closes: the checks its workers run are no longer wanted.
+    abandon: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Pool {
@@ -101,6 +103,7 @@ impl Pool {
     /// once the checker has started: one still waiting (its worker queued by an engine)
     /// takes no candidate meanwhile, and one that never starts serves none.
     pub(crate) fn serve(&self, original: &Original<'_>, checker: &mut (dyn Checker + Send)) {
+        checker.abandon_when(self.abandon.clone());
         loop {
             if self.lock().closed {
                 return;
@@ -220,6 +223,8 @@ impl Pool {
     pub(crate) fn close(&self) -> usize {
         let mut st = self.lock();
         st.closed = true;
+        self.abandon
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         st.queue.clear();
         self.changed.notify_all();
         (st.run + st.running.len()).saturating_sub(st.resolved)
@@ -272,5 +277,62 @@ mod tests {
         st.typical = Some(typical);
         st.queue.clear();
         assert_eq!(st.hold_back(now), None);
+    }
+}
+
+#[cfg(test)]
+mod abandon_tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::checker::Checker;
+
+    /// Answers nothing until the pool says its answer is no longer wanted.
+    struct Stuck {
+        flag: Option<Arc<AtomicBool>>,
+        abandoned: bool,
+    }
+
+    impl Checker for Stuck {
+        fn describe(&self) -> String {
+            "stuck".into()
+        }
+        fn check(&mut self, _: &crate::Candidate) -> Verdict {
+            let flag = self.flag.clone().expect("the pool hands its flag first");
+            let start = Instant::now();
+            while !flag.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            self.abandoned = flag.load(Ordering::SeqCst);
+            Verdict::Unresolved("abandoned".into())
+        }
+        fn abandon_when(&mut self, flag: Arc<AtomicBool>) {
+            self.flag = Some(flag);
+        }
+    }
+
+    #[test]
+    fn closing_the_pool_abandons_the_checks_its_workers_run() {
+        let graph = graphbug_ir::models::gpt_forward(&graphbug_ir::models::GptConfig::gpt4());
+        let original = Original::borrowing(&graph);
+        let pool = Pool::default();
+        let mut stuck = Stuck {
+            flag: None,
+            abandoned: false,
+        };
+        std::thread::scope(|scope| {
+            let (pool, original) = (&pool, &original);
+            let stuck = &mut stuck;
+            let serving = scope.spawn(move || pool.serve(original, stuck));
+            pool.prefetch(vec![(vec![5], Vec::new(), crate::candidate::Form::default())]);
+            while pool.lock().running.is_empty() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // The search ends with the check still running: it stops, the worker ends.
+            pool.close();
+            serving.join().unwrap();
+        });
+        assert!(stuck.abandoned);
     }
 }
