@@ -341,13 +341,17 @@ impl Session<'_> {
     /// serial run does nothing here.
     fn prefetch(&self, upcoming: impl IntoIterator<Item = Vec<u32>>) {
         if matches!(self.exec, Exec::Pool(_)) {
-            let keys = upcoming.into_iter().filter_map(|kept| self.key(&kept));
+            let keys = upcoming
+                .into_iter()
+                .filter_map(|kept| Some((self.key(&kept)?, None)));
             self.prefetch_keys(keys.collect());
         }
     }
 
-    /// [`Session::prefetch`] of candidates named by their keys.
-    fn prefetch_keys(&self, upcoming: Vec<Key>) {
+    /// [`Session::prefetch`] of candidates named by their keys, each with a companion
+    /// queued right after it when it is handed out (beyond the lookahead: the try that
+    /// follows it if it succeeds, and is often the search's last).
+    fn prefetch_keys(&self, upcoming: Vec<(Key, Option<Key>)>) {
         let Exec::Pool(pool) = &self.exec else {
             return;
         };
@@ -355,11 +359,23 @@ impl Session<'_> {
             .max_queries
             .map_or(usize::MAX, |m| m.saturating_sub(self.stats.queries));
         let mut seen = FxHashSet::default();
-        let mut keys: Vec<Key> = upcoming
-            .into_iter()
-            .filter(|k| !self.cache.contains_key(k) && seen.insert(k.clone()))
-            .take(self.lookahead.min(budget))
-            .collect();
+        let mut keys: Vec<Key> = Vec::new();
+        let mut taken = 0;
+        for (k, companion) in upcoming {
+            if taken >= self.lookahead.min(budget) {
+                break;
+            }
+            if self.cache.contains_key(&k) || !seen.insert(k.clone()) {
+                continue;
+            }
+            taken += 1;
+            keys.push(k);
+            if let Some(c) = companion {
+                if !self.cache.contains_key(&c) && seen.insert(c.clone()) {
+                    keys.push(c);
+                }
+            }
+        }
         // A worker left idle takes the inputs-as-constants try of the smallest failing
         // candidate, which the search asks at the end if it stays the smallest.
         if let Some(key) = self.constants_key().filter(|k| !seen.contains(k)) {
@@ -447,7 +463,14 @@ impl Session<'_> {
                 // Running, or to be started: both outcomes may follow.
                 peek => {
                     if matches!(peek, Peek::Unknown) {
-                        upcoming.push(key);
+                        // The truncation point alone, if it fails, is often the result:
+                        // its inputs-as-constants try goes out with it.
+                        let companion = (next.kind == POINT_ALONE
+                            && self.try_constants
+                            && !self.form.constants)
+                            .then(|| self.constants_key_of(&next.kept))
+                            .flatten();
+                        upcoming.push((key, companion));
                     }
                     pending += 1;
                     let q = self.yes_rate(next.kind);
@@ -509,7 +532,7 @@ impl Session<'_> {
                         .filter(|a| a.len() < *hi);
                     match alone {
                         Some(kept) => Some(Step {
-                            kind: (5, 0, 0),
+                            kind: POINT_ALONE,
                             constants: false,
                             yes: if self.try_constants && !self.form.constants {
                                 Truncation::Constants(kept.clone())
@@ -532,7 +555,7 @@ impl Session<'_> {
             // The truncation point alone is often the result: its inputs-as-constants try
             // is the search's last.
             Truncation::Constants(kept) => Some(Step {
-                kind: (6, 0, 0),
+                kind: CONSTANTS,
                 kept: kept.clone(),
                 constants: true,
                 yes: Truncation::Over,
@@ -1020,6 +1043,12 @@ fn constant_elements(candidate: &Candidate) -> i64 {
         })
         .fold(0i64, i64::saturating_add)
 }
+
+/// The kind of the truncation point's try alone.
+const POINT_ALONE: Kind = (5, 0, 0);
+
+/// The kind of an inputs-as-constants try.
+const CONSTANTS: Kind = (6, 0, 0);
 
 /// Suffix truncation as a state machine for [`Session::speculate`]: the prefix lengths
 /// still possible, `lo` (does not fail) to `hi` (fails).

@@ -325,7 +325,11 @@ mod abandon_tests {
             let (pool, original) = (&pool, &original);
             let stuck = &mut stuck;
             let serving = scope.spawn(move || pool.serve(original, stuck));
-            pool.prefetch(vec![(vec![5], Vec::new(), crate::candidate::Form::default())]);
+            pool.prefetch(vec![(
+                vec![5],
+                Vec::new(),
+                crate::candidate::Form::default(),
+            )]);
             while pool.lock().running.is_empty() {
                 std::thread::sleep(Duration::from_millis(5));
             }
