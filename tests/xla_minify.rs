@@ -423,56 +423,55 @@ fn a_bug_inside_a_called_computation_is_minified_there() {
 
     // StableHLO: a function main calls (`call @_take`), on the operands main passed it.
     let bart = root().join("tests/fixtures/xla/bart");
-    let cmd = r#"f() { ! grep -q "compare  *GE" "$1/program.mlir"; }; f"#;
-    let o = graphbug(
+    stablehlo_minifies_inside(
+        &bart.join("decoder.mlir"),
         &[
-            "minify",
-            &bart.join("decoder.mlir").display().to_string(),
             "--inputs",
             &bart.join("inputs.safetensors").display().to_string(),
-            "--check-command",
-            cmd,
         ],
+        r#"f() { ! grep -q "compare  *GE" "$1/program.mlir"; }; f"#,
+        ("_take", "3"),
+        "stablehlo.compare GE",
         tmp.path(),
     );
-    let (stdout, stderr) = text(&o);
-    assert!(o.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("Strategy: Inside `_take` (called by `3`): the computation alone, on the values it received\n"),
-        "{stderr}"
-    );
-    let last = stdout.rsplit("module @").next().unwrap();
-    let ops: Vec<&str> = last
-        .lines()
-        .filter(|l| l.contains(" = stablehlo.") && !l.contains("stablehlo.constant"))
-        .collect();
-    assert_eq!(ops.len(), 1, "{stdout}");
-    assert!(ops[0].contains("stablehlo.compare GE"), "{stdout}");
-
     // StableHLO: the body of a `stablehlo.while` (a region of the op), on the loop's first
     // state; the condition, tried first, does not fail.
-    let cmd = r#"f() { ! grep -qE "stablehlo.subtract .* : tensor<i64>" "$1/program.mlir"; }; f"#;
-    let train = root().join("tests/fixtures/xla/stablehlo/train.mlir");
-    let o = graphbug(
-        &[
-            "minify",
-            &train.display().to_string(),
-            "--check-command",
-            cmd,
-        ],
+    stablehlo_minifies_inside(
+        &root().join("tests/fixtures/xla/stablehlo/train.mlir"),
+        &[],
+        r#"f() { ! grep -qE "stablehlo.subtract .* : tensor<i64>" "$1/program.mlir"; }; f"#,
+        ("23:9.body", "23:9"),
+        "stablehlo.subtract",
         tmp.path(),
     );
+}
+
+/// Minifies the StableHLO `program` (with `extra` arguments) for `cmd`, and checks that the
+/// search went inside the computation `inside` (called by `caller`) and ended at one op
+/// that is `op`.
+fn stablehlo_minifies_inside(
+    program: &Path,
+    extra: &[&str],
+    cmd: &str,
+    (inside, caller): (&str, &str),
+    op: &str,
+    tmp: &Path,
+) {
+    let program = program.display().to_string();
+    let mut args = vec!["minify", &program, "--check-command", cmd];
+    args.extend_from_slice(extra);
+    let o = graphbug(&args, tmp);
     let (stdout, stderr) = text(&o);
     assert!(o.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("Strategy: Inside `23:9.body` (called by `23:9`): the computation alone, on the values it received\n"),
-        "{stderr}"
+    let strategy = format!(
+        "Strategy: Inside `{inside}` (called by `{caller}`): the computation alone, on the values it received\n"
     );
+    assert!(stderr.contains(&strategy), "{stderr}");
     let last = stdout.rsplit("module @").next().unwrap();
     let ops: Vec<&str> = last
         .lines()
         .filter(|l| l.contains(" = stablehlo.") && !l.contains("stablehlo.constant"))
         .collect();
     assert_eq!(ops.len(), 1, "{stdout}");
-    assert!(ops[0].contains("stablehlo.subtract"), "{stdout}");
+    assert!(ops[0].contains(op), "{stdout}");
 }

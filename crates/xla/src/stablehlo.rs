@@ -1869,7 +1869,8 @@ mod tests {
         let g = StableHloGraph::new(&m).unwrap();
         assert!(g.graph.find("1:4").is_some());
         assert!(g.graph.find("1#2").is_some());
-        // `%1#2` as an argument is renamed in the statements that use it.
+        // `%1#2` as an argument is renamed in the statements that use it, to a name MLIR
+        // reads (`%1_2` is none: a name that starts with a digit is all digits).
         let mut cut = Graph::new_in("main", Dialect::StableHlo);
         let n = g.graph.node(g.graph.find("1#2").unwrap()).clone();
         cut.nodes.push(Node {
@@ -1879,10 +1880,10 @@ mod tests {
         cut.output = Some(vec![Value::Node(NodeId(0))]);
         let out = g.print(&cut).unwrap();
         assert!(
-            out.contains("@main(%1_2: tensor<f32>) -> tensor<f32> {"),
+            out.contains("@main(%v1_2: tensor<f32>) -> tensor<f32> {"),
             "{out}"
         );
-        assert!(out.contains("return %1_2 : tensor<f32>"), "{out}");
+        assert!(out.contains("return %v1_2 : tensor<f32>"), "{out}");
     }
 
     #[test]

@@ -35,17 +35,21 @@ fn recorded_run(fixture: &str, kind: Kind) -> (Arc<Printer>, Arc<Recorded>) {
             .map(|(_, t)| t)
             .collect()
     } else {
-        let metas: Vec<TensorMeta> = program
-            .parameters()
-            .unwrap()
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect();
-        random_tensors(&metas, 0).unwrap()
+        random_tensors(&parameter_metas(&program), 0).unwrap()
     };
     let reference = XlaBackend::parse("pjrt:cpu").unwrap();
     let recorded = Arc::new(Recorded::record(&printer, inputs, &reference, true).unwrap());
     (printer, recorded)
+}
+
+/// The metas of a program's parameters, in order.
+fn parameter_metas(program: &Program) -> Vec<TensorMeta> {
+    program
+        .parameters()
+        .unwrap()
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect()
 }
 
 fn checker(backend: &str, kind: CheckKind, p: &Arc<Printer>, r: &Arc<Recorded>) -> XlaChecker {
@@ -244,12 +248,7 @@ fn a_called_computation_alone_is_a_program_that_runs() {
             .unwrap_or_else(|e| panic!("{e}\n{}", outlined.text));
         p.check()
             .unwrap_or_else(|e| panic!("{e}\n{}", outlined.text));
-        let metas: Vec<TensorMeta> = p
-            .parameters()
-            .unwrap()
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect();
+        let metas = parameter_metas(&p);
         let inputs = random_tensors(&metas, 0).unwrap();
         backend
             .compile(&p)
@@ -268,12 +267,7 @@ fn a_called_computation_alone_is_a_program_that_runs() {
     let body = printer.outline("region_0.5").unwrap();
     let values = called_values(&printer, &recorded, "while.6", "region_0.5", &body);
     let p = Program::read(body.text.as_bytes(), Kind::HloText).unwrap();
-    let metas: Vec<TensorMeta> = p
-        .parameters()
-        .unwrap()
-        .into_iter()
-        .map(|(_, m)| m)
-        .collect();
+    let metas = parameter_metas(&p);
     assert_eq!(values.len(), 4);
     for (v, meta) in values.iter().zip(&metas) {
         let v = v.as_ref().expect("the loop state was recorded");

@@ -342,30 +342,15 @@ impl HloGraph {
                 .flat_map(|i| self.calls_of(i))
                 .collect(),
         );
-        let mut out = String::new();
-        out.push_str(&self.module.leading);
-        out.push_str(&self.header(&params, &root.shape));
-        for (j, c) in self.module.computations.iter().enumerate() {
-            if j == k {
-                out.push_str(&c.leading);
-                out.push_str(&format!(
-                    "ENTRY {}{} {{{}",
-                    style.sigil(),
-                    c.name,
-                    style.newline
-                ));
-                out.push_str(&body);
-                out.push_str(&c.closing_line);
-            } else if needed.contains(&c.name) {
-                out.push_str(&c.leading);
-                out.push_str(&c.header_line);
-                for i in &c.instructions {
-                    out.push_str(&i.text);
-                }
-                out.push_str(&c.closing_line);
-            }
-        }
-        out.push_str(&self.module.trailing);
+        let entry = format!(
+            "{}ENTRY {}{} {{{}{body}{}",
+            comp.leading,
+            style.sigil(),
+            comp.name,
+            style.newline,
+            comp.closing_line
+        );
+        let out = self.assemble(&self.header(&params, &root.shape), (k, &entry), &needed);
         Ok(Outlined {
             text: out,
             parameters: flat.params.into_iter().map(|(_, _, p)| p).collect(),
@@ -458,15 +443,33 @@ impl HloGraph {
         }
         // The computations kept instructions call, and those they call in turn.
         let needed = self.with_callees(called);
+        let entry = format!(
+            "{}{}{body}{}",
+            comp.leading,
+            style.entry_header(&comp.header_line, &comp.name, &params, &result),
+            comp.closing_line
+        );
+        Ok(self.assemble(
+            &self.header(&params, &result),
+            (self.entry, &entry),
+            &needed,
+        ))
+    }
+
+    /// The module's text with `header` as its header line, computation `k` written as
+    /// `text`, and of the others those in `needed`, as written.
+    fn assemble(
+        &self,
+        header: &str,
+        (k, text): (usize, &str),
+        needed: &BTreeSet<String>,
+    ) -> String {
         let mut out = String::new();
         out.push_str(&self.module.leading);
-        out.push_str(&self.header(&params, &result));
-        for (k, c) in self.module.computations.iter().enumerate() {
-            if k == self.entry {
-                out.push_str(&c.leading);
-                out.push_str(&style.entry_header(&c.header_line, &c.name, &params, &result));
-                out.push_str(&body);
-                out.push_str(&c.closing_line);
+        out.push_str(header);
+        for (j, c) in self.module.computations.iter().enumerate() {
+            if j == k {
+                out.push_str(text);
             } else if needed.contains(&c.name) {
                 out.push_str(&c.leading);
                 out.push_str(&c.header_line);
@@ -477,7 +480,7 @@ impl HloGraph {
             }
         }
         out.push_str(&self.module.trailing);
-        Ok(out)
+        out
     }
 
     /// The module's header line for a cut with `params` and `result`: the layout of the new
