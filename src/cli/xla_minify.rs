@@ -313,19 +313,18 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
 }
 
 /// Where the result keeps instructions that call computations (a `while`'s body, a
-/// reducer, a `call`, a StableHLO `func.call`), tries each computation alone, as a program
-/// of its own (see [`Printer::outline`]), on the values it received in the reference run
-/// (seeded random ones where none was recorded, as for a reducer's scalars); the first
-/// that fails with
-/// the same message is minified in turn (`graphbug minify` again, its `--out` under
-/// `OUT/inside-NAME`), and its result is the answer. A structural check (`recorded`
-/// `None`) runs nothing: any values do. Whether one did.
+/// reducer, a `call`, a StableHLO `func.call` or `stablehlo.while`), tries each computation
+/// alone, as a program of its own (see [`Printer::outline`]), on the values it received in
+/// the reference run (seeded random ones where none was recorded, as for a reducer's
+/// scalars); the first that fails with the same message is minified in turn (`graphbug
+/// minify` again, its `--out` under `OUT/inside-NAME`), and its result is the answer. A
+/// structural check (`recorded` `None`) runs nothing: any values do.
 pub fn inside_called_computations(
     args: &MinifyArgs,
     printer: &Printer,
     recorded: Option<&Recorded>,
     m: &Minified,
-) -> Result<bool> {
+) -> Result<()> {
     let scratch = Scratch::new("inside")?;
     let mut tried = std::collections::BTreeSet::new();
     for node in m.graph().nodes.iter().filter(|n| !n.is_placeholder()) {
@@ -387,7 +386,7 @@ pub fn inside_called_computations(
             };
             let fresh = inside.out.as_ref().filter(|o| !o.exists()).cloned();
             match minify(&inside, outlined.text.as_bytes(), kind) {
-                Ok(_) => return Ok(true),
+                Ok(_) => return Ok(()),
                 Err(e) => {
                     let why = format!("{e:#}");
                     eprintln!("FAIL: {}", why.lines().next().unwrap_or_default());
@@ -399,7 +398,7 @@ pub fn inside_called_computations(
             }
         }
     }
-    Ok(false)
+    Ok(())
 }
 
 /// Lines longer than this show their constants elided on the terminal.

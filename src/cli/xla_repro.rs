@@ -375,20 +375,23 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
         checkers.len(),
     );
     drop(checkers);
-    if args.check.is_none() {
+    {
         // Inside the computations the result calls, as `graphbug minify` goes: DIR/inside-NAME.
-        let check = match check_of(&m.signature) {
-            CheckKind::Compile => "compile",
-            CheckKind::Runtime => "runtime",
-            CheckKind::Accuracy => "accuracy",
-        };
+        let check = args.check.clone().unwrap_or_else(|| {
+            match check_of(&m.signature) {
+                CheckKind::Compile => "compile",
+                CheckKind::Runtime => "runtime",
+                CheckKind::Accuracy => "accuracy",
+            }
+            .to_string()
+        });
         let inside = MinifyArgs {
             file: case.dir.join(loaded.printer.file_name()),
             inputs: None,
             seed: args.seed,
             device: "cpu".into(),
             backend: Some(backend_name),
-            check: Some(check.into()),
+            check: Some(check),
             check_command: None,
             check_str: None,
             strict_accuracy: args.strict_accuracy,

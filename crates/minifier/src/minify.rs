@@ -210,8 +210,6 @@ type Kind = (u8, usize, usize);
 struct Step<S> {
     kind: Kind,
     kept: Vec<u32>,
-    /// Whether the try is `kept` with its inputs as constants (see [`Form::constants`]).
-    constants: bool,
     yes: S,
     no: S,
 }
@@ -222,7 +220,6 @@ impl<S> Step<S> {
         Step {
             kind: self.kind,
             kept: self.kept,
-            constants: self.constants,
             yes: f(self.yes),
             no: f(self.no),
         }
@@ -437,12 +434,7 @@ impl Session<'_> {
                 continue;
             };
             order += 1;
-            let key = if next.constants {
-                self.constants_key_of(&next.kept)
-            } else {
-                self.key(&next.kept)
-            };
-            let Some(key) = key else {
+            let Some(key) = self.key(&next.kept) else {
                 open.push(Likely(p, order, next.no));
                 continue;
             };
@@ -504,7 +496,6 @@ impl Session<'_> {
                     let n_yes = next_n.min(kept.len().max(2));
                     return Some(Step {
                         kind: (2, n.min(16), at.min(32)),
-                        constants: false,
                         kept: t,
                         yes: (kept, n_yes, 0),
                         no: (s.clone(), n, at + 1),
@@ -533,13 +524,8 @@ impl Session<'_> {
                     match alone {
                         Some(kept) => Some(Step {
                             kind: POINT_ALONE,
-                            constants: false,
-                            yes: if self.try_constants && !self.form.constants {
-                                Truncation::Constants(kept.clone())
-                            } else {
-                                Truncation::Over
-                            },
                             kept,
+                            yes: Truncation::Over,
                             no: Truncation::Prefix(*hi),
                         }),
                         None => self.truncation_step(s, &Truncation::Prefix(*hi)),
@@ -552,15 +538,6 @@ impl Session<'_> {
                     .map(|step| step.map(Truncation::Ddmin))
             }
             Truncation::Over => None,
-            // The truncation point alone is often the result: its inputs-as-constants try
-            // is the search's last.
-            Truncation::Constants(kept) => Some(Step {
-                kind: CONSTANTS,
-                kept: kept.clone(),
-                constants: true,
-                yes: Truncation::Over,
-                no: Truncation::Over,
-            }),
             Truncation::Ddmin(st) => self
                 .ddmin_step(st, least)
                 .map(|step| step.map(Truncation::Ddmin)),
@@ -583,7 +560,6 @@ impl Session<'_> {
         let yes = (self.original.normalize(&t), i, true);
         Some(Step {
             kind: (3, 0, 0),
-            constants: false,
             kept: t,
             yes,
             no: (s.clone(), i + 1, changed),
@@ -1047,16 +1023,12 @@ fn constant_elements(candidate: &Candidate) -> i64 {
 /// The kind of the truncation point's try alone.
 const POINT_ALONE: Kind = (5, 0, 0);
 
-/// The kind of an inputs-as-constants try.
-const CONSTANTS: Kind = (6, 0, 0);
-
 /// Suffix truncation as a state machine for [`Session::speculate`]: the prefix lengths
 /// still possible, `lo` (does not fail) to `hi` (fails).
 fn truncate_step(s: &[u32], (lo, hi): (usize, usize)) -> Option<Step<(usize, usize)>> {
     let mid = lo + (hi - lo) / 2;
     (hi - lo > 1).then(|| Step {
         kind: (1, 0, 0),
-        constants: false,
         kept: s[..mid].to_vec(),
         yes: (lo, mid),
         no: (mid, hi),
@@ -1070,7 +1042,6 @@ enum Truncation {
     Halving(usize, usize),
     Prefix(usize),
     Ddmin((Vec<u32>, usize, usize)),
-    Constants(Vec<u32>),
     Over,
 }
 
@@ -1091,7 +1062,6 @@ fn opening_step(s: &[u32], live: &[u32], state: &Opening) -> Option<Step<Opening
     match *state {
         Opening::Preprocess => Some(Step {
             kind: (4, 0, 0),
-            constants: false,
             kept: s.to_vec(),
             yes: Opening::DeadCode,
             no: Opening::Over,
@@ -1105,7 +1075,6 @@ fn opening_step(s: &[u32], live: &[u32], state: &Opening) -> Option<Step<Opening
         }
         Opening::DeadCode => Some(Step {
             kind: (0, 0, 0),
-            constants: false,
             kept: live.to_vec(),
             yes: Opening::Truncate {
                 dead: true,
