@@ -269,10 +269,7 @@ fn a_check_command_gets_each_candidate_in_the_inputs_form() {
         stdout.contains(" constant(") && !stdout.contains(" parameter("),
         "{stdout}"
     );
-    assert!(
-        stderr.contains("SUCCESS: Its 2 inputs are constants"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("inputs constants ("), "{stderr}");
     // A bug that needs parameters (a compiler's constant folding would hide it) keeps them.
     let cmd = r#"f() { ! { grep -q "rhs_contracting_dims={2}" "$1/program.hlo" && grep -q " parameter(" "$1/program.hlo"; }; }; f"#;
     let o = graphbug(

@@ -338,17 +338,13 @@ impl Session<'_> {
     /// serial run does nothing here.
     fn prefetch(&self, upcoming: impl IntoIterator<Item = Vec<u32>>) {
         if matches!(self.exec, Exec::Pool(_)) {
-            let keys = upcoming
-                .into_iter()
-                .filter_map(|kept| Some((self.key(&kept)?, None)));
+            let keys = upcoming.into_iter().filter_map(|kept| self.key(&kept));
             self.prefetch_keys(keys.collect());
         }
     }
 
-    /// [`Session::prefetch`] of candidates named by their keys, each with a companion
-    /// queued right after it when it is handed out (beyond the lookahead: the try that
-    /// follows it if it succeeds, and is often the search's last).
-    fn prefetch_keys(&self, upcoming: Vec<(Key, Option<Key>)>) {
+    /// [`Session::prefetch`] of candidates named by their keys.
+    fn prefetch_keys(&self, upcoming: Vec<Key>) {
         let Exec::Pool(pool) = &self.exec else {
             return;
         };
@@ -356,23 +352,11 @@ impl Session<'_> {
             .max_queries
             .map_or(usize::MAX, |m| m.saturating_sub(self.stats.queries));
         let mut seen = FxHashSet::default();
-        let mut keys: Vec<Key> = Vec::new();
-        let mut taken = 0;
-        for (k, companion) in upcoming {
-            if taken >= self.lookahead.min(budget) {
-                break;
-            }
-            if self.cache.contains_key(&k) || !seen.insert(k.clone()) {
-                continue;
-            }
-            taken += 1;
-            keys.push(k);
-            if let Some(c) = companion {
-                if !self.cache.contains_key(&c) && seen.insert(c.clone()) {
-                    keys.push(c);
-                }
-            }
-        }
+        let mut keys: Vec<Key> = upcoming
+            .into_iter()
+            .filter(|k| !self.cache.contains_key(k) && seen.insert(k.clone()))
+            .take(self.lookahead.min(budget))
+            .collect();
         // A worker left idle takes the inputs-as-constants try of the smallest failing
         // candidate, which the search asks at the end if it stays the smallest.
         if let Some(key) = self.constants_key().filter(|k| !seen.contains(k)) {
@@ -434,7 +418,14 @@ impl Session<'_> {
                 continue;
             };
             order += 1;
-            let Some(key) = self.key(&next.kept) else {
+            // The truncation point alone is asked with its inputs constants first.
+            let key = if next.kind == POINT_ALONE && self.try_constants && !self.form.constants {
+                self.constants_key_of(&next.kept)
+                    .or_else(|| self.key(&next.kept))
+            } else {
+                self.key(&next.kept)
+            };
+            let Some(key) = key else {
                 open.push(Likely(p, order, next.no));
                 continue;
             };
@@ -455,14 +446,7 @@ impl Session<'_> {
                 // Running, or to be started: both outcomes may follow.
                 peek => {
                     if matches!(peek, Peek::Unknown) {
-                        // The truncation point alone, if it fails, is often the result:
-                        // its inputs-as-constants try goes out with it.
-                        let companion = (next.kind == POINT_ALONE
-                            && self.try_constants
-                            && !self.form.constants)
-                            .then(|| self.constants_key_of(&next.kept))
-                            .flatten();
-                        upcoming.push((key, companion));
+                        upcoming.push(key);
                     }
                     pending += 1;
                     let q = self.yes_rate(next.kind);
@@ -900,6 +884,22 @@ impl Session<'_> {
             || Truncation::Halving(s.len() - 1, s.len()),
             |st| self.truncation_step(&s, st),
         );
+        // As `hlo_bisect` has it, every other value a constant: where the bug survives
+        // that, one query finds the point and its constants (the search goes on with
+        // constants); else the point alone with parameters.
+        if self.try_constants && !self.form.constants && self.constants_key_of(&alone).is_some() {
+            self.form.constants = true;
+            if self.test(&alone) {
+                self.attempt(
+                    "Truncation point alone, its inputs constants",
+                    &s,
+                    &alone,
+                    true,
+                );
+                return alone;
+            }
+            self.form.constants = false;
+        }
         let ok = self.test(&alone);
         self.attempt("Truncation point alone", &s, &alone, ok);
         if ok {
