@@ -375,40 +375,38 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
         checkers.len(),
     );
     drop(checkers);
-    {
-        // Inside the computations the result calls, as `graphbug minify` goes: DIR/inside-NAME.
-        let check = args.check.clone().unwrap_or_else(|| {
-            match check_of(&m.signature) {
-                CheckKind::Compile => "compile",
-                CheckKind::Runtime => "runtime",
-                CheckKind::Accuracy => "accuracy",
-            }
-            .to_string()
-        });
-        let inside = MinifyArgs {
-            file: case.dir.join(loaded.printer.file_name()),
-            inputs: None,
-            seed: args.seed,
-            device: "cpu".into(),
-            backend: Some(backend_name),
-            check: Some(check),
-            check_command: None,
-            check_str: None,
-            strict_accuracy: args.strict_accuracy,
-            isolate: true,
-            no_isolate: args.no_isolate,
-            timeout: args.timeout,
-            out: Some(case.dir.clone()),
-            resume: false,
-            offload_to_disk: false,
-            max_queries: None,
-            repeat: args.repeat,
-            reference_backend: Some(reference.name().to_string()),
-            json: false,
-            workers: args.workers.clone(),
-        };
-        inside_called_computations(&inside, &loaded.printer, Some(&recorded), &m)?;
-    }
+    // Inside the computations the result calls, as `graphbug minify` goes: DIR/inside-NAME.
+    let check = args.check.clone().unwrap_or_else(|| {
+        match check_of(&m.signature) {
+            CheckKind::Compile => "compile",
+            CheckKind::Runtime => "runtime",
+            CheckKind::Accuracy => "accuracy",
+        }
+        .to_string()
+    });
+    let inside = MinifyArgs {
+        file: case.dir.join(loaded.printer.file_name()),
+        inputs: None,
+        seed: args.seed,
+        device: "cpu".into(),
+        backend: Some(backend_name),
+        check: Some(check),
+        check_command: None,
+        check_str: None,
+        strict_accuracy: args.strict_accuracy,
+        isolate: true,
+        no_isolate: args.no_isolate,
+        timeout: args.timeout,
+        out: Some(case.dir.clone()),
+        resume: false,
+        offload_to_disk: false,
+        max_queries: None,
+        repeat: args.repeat,
+        reference_backend: Some(reference.name().to_string()),
+        json: false,
+        workers: args.workers.clone(),
+    };
+    inside_called_computations(&inside, &loaded.printer, Some(&recorded), &m)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -73,24 +73,17 @@ impl Client {
 
     /// Creates a client of `plugin` with `PJRT_Client_Create`'s `create_options`, named
     /// values whose meaning is the plugin's (XLA's GPU plugin: `preallocate`,
-    /// `memory_fraction`, `allocator`; its CPU plugin: `cpu_device_count`). A plugin refuses
-    /// an option it does not know with an error naming it.
+    /// `memory_fraction`, `allocator`; its CPU plugin: `cpu_device_count`). What a plugin
+    /// does with an option it does not know is its own (XLA's CPU plugin ignores one, and
+    /// aborts on a value of the wrong type).
     pub fn with_options(plugin: &Plugin, options: &[(String, Attribute)]) -> Result<Client, Error> {
         let api = plugin.api.clone();
-        // The values the named values point into, alive until the call returns.
-        let strings: Vec<&[u8]> = options
-            .iter()
-            .map(|(_, v)| match v {
-                Attribute::String(s) => s.as_bytes(),
-                _ => &[],
-            })
-            .collect();
+        // The named values point into `options`, which outlive the call.
         let named: Vec<sys::PJRT_NamedValue> = options
             .iter()
-            .zip(&strings)
-            .map(|((name, value), string)| {
+            .map(|(name, value)| {
                 let (type_, value, value_size) = match value {
-                    Attribute::String(_) => (
+                    Attribute::String(string) => (
                         sys::PJRT_NamedValue_kString,
                         sys::PJRT_NamedValue_Value {
                             string_value: string.as_ptr().cast(),

@@ -463,7 +463,11 @@ pub fn called_values(
     let hlo = match printer {
         Printer::Hlo(g, _) => g,
         Printer::StableHlo(g, _) => {
-            let operands = g.call_operands(caller, computation);
+            let operands = if outlined.sources.is_empty() {
+                g.call_operands(caller)
+            } else {
+                outlined.sources.clone()
+            };
             return outlined
                 .parameters
                 .iter()

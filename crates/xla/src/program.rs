@@ -1,12 +1,12 @@
 //! An XLA program as a file holds it, told by its content: HLO text, an HLO proto,
 //! StableHLO text or StableHLO bytecode.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
+use graphbug_files::HostTensor;
 use graphbug_ir::fault::FaultSpec;
 use graphbug_ir::{Graph, Meta, TensorMeta};
-
-use graphbug_files::HostTensor;
 
 use crate::hlo;
 use crate::hlo::graph::HloGraph;
@@ -109,6 +109,28 @@ pub struct Outlined {
     /// holds: the parameter's number, and the index path into a tuple (`(k, [i, j])`:
     /// element `j` of element `i` of parameter `k`; empty for an array parameter).
     pub parameters: Vec<(usize, Vec<usize>)>,
+    /// Where the outline itself knows what each parameter receives: the names of the
+    /// caller's values, in parameter order (a `stablehlo.while`'s region: the values that
+    /// start the loop, then the values of main it reads). Empty otherwise: the caller's
+    /// operands say (see `graphbug_xla::minify::called_values`).
+    pub sources: Vec<String>,
+}
+
+/// `names` and every computation they call in turn: `calls` gives the computations one
+/// (by name) calls. For HLO computations and StableHLO functions alike.
+pub(crate) fn with_callees<I: IntoIterator<Item = String>>(
+    mut names: BTreeSet<String>,
+    calls: impl Fn(&str) -> I,
+) -> BTreeSet<String> {
+    let mut todo: Vec<String> = names.iter().cloned().collect();
+    while let Some(name) = todo.pop() {
+        for callee in calls(&name) {
+            if names.insert(callee.clone()) {
+                todo.push(callee);
+            }
+        }
+    }
+    names
 }
 
 /// Values printed into a program cut from another as constants, by the name of the

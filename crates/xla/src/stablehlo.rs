@@ -1276,35 +1276,44 @@ impl StableHloGraph {
         ));
         // The functions kept statements call, and those they call in turn.
         let needed = self.needed_by(&symbols);
-        let header_indent = {
-            let t = m.at(&f.header);
-            t[..t.len() - t.trim_start().len()].to_string()
-        };
         let results = match out_types.len() {
             1 => out_types[0].clone(),
             _ => format!("({})", out_types.join(", ")),
         };
+        let main = format!(
+            "{}func.func public @{}({}) -> {results} {{\n{body}{}",
+            self.header_indent(),
+            f.name,
+            args.join(", "),
+            m.at(&f.closing)
+        );
+        Ok(self.assemble((self.main, &main), &needed))
+    }
+
+    /// The indentation of main's header line.
+    fn header_indent(&self) -> String {
+        let t = self.module.at(&self.module.funcs[self.main].header);
+        t[..t.len() - t.trim_start().len()].to_string()
+    }
+
+    /// The module's text with function `k` written as `text` and, of the others, those in
+    /// `needed` as written (what lies between functions, other top-level ops, stays).
+    fn assemble(&self, (k, text): (usize, &str), needed: &BTreeSet<String>) -> String {
+        let m = &self.module;
         let mut out = String::new();
         out.push_str(&m.text[..m.header.end]);
         let mut at = m.header.end;
-        for (k, g) in m.funcs.iter().enumerate() {
-            // What lies between functions (other top-level ops) stays.
+        for (j, g) in m.funcs.iter().enumerate() {
             out.push_str(&m.text[at..g.span.start]);
             at = g.span.end;
-            if k == self.main {
-                out.push_str(&format!(
-                    "{header_indent}func.func public @{}({}) -> {results} {{\n",
-                    g.name,
-                    args.join(", ")
-                ));
-                out.push_str(&body);
-                out.push_str(m.at(&g.closing));
+            if j == k {
+                out.push_str(text);
             } else if needed.contains(&g.name) {
                 out.push_str(m.at(&g.span));
             }
         }
         out.push_str(&m.text[at..]);
-        Ok(out)
+        out
     }
 }
 
@@ -1392,7 +1401,7 @@ impl StableHloGraph {
     /// main function takes the loop-carried values, then the values of main the region
     /// reads, and returns what the region yields; with the node names of those values in
     /// main, in argument order.
-    fn outline_region(&self, name: &str) -> Option<Result<(Outlined, Vec<String>), String>> {
+    fn outline_region(&self, name: &str) -> Option<Result<Outlined, String>> {
         let (stmt, which) = WHILE_REGIONS
             .iter()
             .enumerate()
@@ -1449,55 +1458,30 @@ impl StableHloGraph {
         } else {
             parts.stmt.types.iter().map(ToString::to_string).collect()
         };
-        let symbols: BTreeSet<String> = parts.stmt.symbols.iter().cloned().collect();
-        let header_indent = {
-            let t = m.at(&m.funcs[self.main].header);
-            t[..t.len() - t.trim_start().len()].to_string()
-        };
-        let mut out = String::new();
-        out.push_str(&m.text[..m.header.end]);
-        out.push_str(&format!(
-            "{header_indent}func.func public @main({}) -> ({}) {{\n",
+        let indent = self.header_indent();
+        let main = format!(
+            "{indent}func.func public @main({}) -> ({}) {{\n{text}{indent}}}\n",
             args.join(", "),
             results.join(", ")
-        ));
-        out.push_str(&text);
-        out.push_str(&format!("{header_indent}}}\n"));
-        for f in m
-            .funcs
-            .iter()
-            .filter(|f| self.needed_by(&symbols).contains(&f.name))
-        {
-            out.push_str(m.at(&f.span));
-        }
-        out.push_str(&m.text[m.funcs.last().map_or(m.header.end, |f| f.span.end)..]);
-        let parameters = (0..sources.len()).map(|k| (k, Vec::new())).collect();
-        Some(Ok((
-            Outlined {
-                text: out,
-                parameters,
-            },
+        );
+        let needed = self.needed_by(&parts.stmt.symbols.iter().cloned().collect());
+        Some(Ok(Outlined {
+            text: self.assemble((self.main, &main), &needed),
+            parameters: (0..sources.len()).map(|k| (k, Vec::new())).collect(),
             sources,
-        )))
+        }))
     }
 
     /// The functions `symbols` name, and those they call in turn.
     fn needed_by(&self, symbols: &BTreeSet<String>) -> BTreeSet<String> {
-        let m = &self.module;
-        let mut needed = symbols.clone();
-        loop {
-            let more: BTreeSet<String> = m
+        crate::program::with_callees(symbols.clone(), |name| {
+            self.module
                 .funcs
                 .iter()
-                .filter(|g| needed.contains(&g.name))
+                .filter(|g| g.name == name)
                 .flat_map(|g| g.body.iter().flat_map(|s| s.symbols.iter().cloned()))
-                .filter(|s| !needed.contains(s))
-                .collect();
-            if more.is_empty() {
-                return needed;
-            }
-            needed.extend(more);
-        }
+                .collect::<Vec<_>>()
+        })
     }
 
     /// The module whose main function is the function `name` (with the functions it
@@ -1505,7 +1489,7 @@ impl StableHloGraph {
     /// [`StableHloGraph::called_by`]): the called computation alone, as a program.
     pub fn outline(&self, name: &str) -> Result<Outlined, String> {
         if let Some(region) = self.outline_region(name) {
-            return region.map(|(o, _)| o);
+            return region;
         }
         let m = &self.module;
         let k = m
@@ -1526,38 +1510,22 @@ impl StableHloGraph {
         if needed.contains(name) || needed.contains("main") {
             return Err(format!("`@{name}` calls itself or main"));
         }
-        let mut out = String::new();
-        out.push_str(&m.text[..m.header.end]);
-        let mut at = m.header.end;
-        for (j, g) in m.funcs.iter().enumerate() {
-            out.push_str(&m.text[at..g.span.start]);
-            at = g.span.end;
-            if j == k {
-                // Its header as `func.func public @main(...)`.
-                let header = m.at(&g.header);
-                let named = header.replacen(&format!("@{name}("), "@main(", 1);
-                let public = named.replacen("func.func private ", "func.func public ", 1);
-                out.push_str(&public);
-                out.push_str(&m.text[g.header.end..g.span.end]);
-            } else if needed.contains(&g.name) {
-                out.push_str(m.at(&g.span));
-            }
-        }
-        out.push_str(&m.text[at..]);
+        // Its header as `func.func public @main(...)`.
+        let header = m
+            .at(&f.header)
+            .replacen(&format!("@{name}("), "@main(", 1)
+            .replacen("func.func private ", "func.func public ", 1);
+        let text = format!("{header}{}", &m.text[f.header.end..f.span.end]);
         Ok(Outlined {
-            text: out,
+            text: self.assemble((k, &text), &needed),
             parameters: (0..f.args.len()).map(|k| (k, Vec::new())).collect(),
+            sources: Vec::new(),
         })
     }
 
-    /// The node names of the values the computation `computation` that the statement
-    /// `caller` of main calls receives, in the order of its outlined program's arguments:
-    /// a `func.call`'s operands; for a `stablehlo.while`'s region, the values that start
-    /// the loop, then the values of main it reads.
-    pub fn call_operands(&self, caller: &str, computation: &str) -> Vec<String> {
-        if let Some(Ok((_, sources))) = self.outline_region(computation) {
-            return sources;
-        }
+    /// The node names of the values the statement `caller` of main passes to the function
+    /// it calls, in argument order (a `func.call`'s operands).
+    pub fn call_operands(&self, caller: &str) -> Vec<String> {
         let base = caller.split('#').next().unwrap_or(caller);
         let Some(&k) = self.stmt.get(base) else {
             return Vec::new();

@@ -354,25 +354,23 @@ impl HloGraph {
         Ok(Outlined {
             text: out,
             parameters: flat.params.into_iter().map(|(_, _, p)| p).collect(),
+            sources: Vec::new(),
         })
     }
 
     /// The computations `called` names, and those they call in turn.
-    fn with_callees(&self, mut called: BTreeSet<String>) -> BTreeSet<String> {
-        loop {
-            let more: BTreeSet<String> = self
-                .module
-                .computations
-                .iter()
-                .filter(|c| called.contains(&c.name))
-                .flat_map(|c| c.instructions.iter().flat_map(|i| self.calls_of(i)))
-                .filter(|n| !called.contains(n))
-                .collect();
-            if more.is_empty() {
-                return called;
-            }
-            called.extend(more);
-        }
+    fn with_callees(&self, called: BTreeSet<String>) -> BTreeSet<String> {
+        crate::program::with_callees(called, |name| {
+            self.module
+                .computation(name)
+                .map(|c| {
+                    c.instructions
+                        .iter()
+                        .flat_map(|i| self.calls_of(i))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
     }
 
     /// `cut` (a graph cut from [`HloGraph::graph`]: its nodes named as the original's)
