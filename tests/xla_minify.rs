@@ -472,3 +472,37 @@ fn stablehlo_minifies_inside(
     assert_eq!(ops.len(), 1, "{stdout}");
     assert!(ops[0].contains(op), "{stdout}");
 }
+
+#[test]
+fn minify_prints_no_escape_codes_when_stderr_is_piped() {
+    // The progress display would show at once on a terminal; piped, it writes nothing,
+    // and the log lines come through as they are.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args([
+            "minify",
+            &hlo("transformer.hlo"),
+            "--backend",
+            "fault:accuracy@node:dot_general.12+pjrt:cpu",
+            "--check",
+            "accuracy",
+            "--out",
+            &s(&out),
+        ])
+        .env_remove("GRAPHBUG_INJECT_FAULT")
+        .env("TMPDIR", tmp.path())
+        .env("GRAPHBUG_PROGRESS_DELAY", "0")
+        .output()
+        .expect("graphbug runs");
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !o.stderr.contains(&0x1b),
+        "an escape code in the piped stderr:\n{stderr:?}"
+    );
+    assert!(
+        stderr.contains("Started with") && stderr.contains("Made "),
+        "{stderr}"
+    );
+}

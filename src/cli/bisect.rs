@@ -23,6 +23,7 @@ use graphbug::repro::checkers::CheckKind;
 use graphbug::repro::limits::{parse_timeout, RUN_DEFAULT};
 use graphbug::repro::process::{spawn, wait_bounded, Ended};
 use graphbug::repro::scratch::Scratch;
+use graphbug::run::progress::Progress;
 use serde::Serialize;
 
 use super::worker_exe;
@@ -87,6 +88,8 @@ struct Prober<'a> {
     plugins: &'a [PathBuf],
     case: PathBuf,
     scratch: &'a Scratch,
+    /// The bar over the probes.
+    progress: &'a Progress,
     made: AtomicUsize,
     cache: std::sync::Mutex<BTreeMap<String, Probe>>,
 }
@@ -133,6 +136,7 @@ impl Prober<'_> {
                 ran.stderr.trim()
             );
         };
+        self.progress.inc(1);
         let probe = Probe {
             fails,
             applications: PassLimits::read_log(&log).map_err(|e| anyhow!(e))?,
@@ -177,10 +181,16 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let case = args.out.join("case");
+    // A bar over the probes the serial search makes: the first run, every pass on and
+    // off; its length grows as the passes and the applications become known.
+    let progress = Progress::bar("bisect", 3);
+    let say = |line: String| progress.suspend(|| println!("{line}"));
+    progress.set_message("writing the repro of the failure");
     write_case(args, plugins, &case, &scratch)?;
+    progress.inc(1);
     let recorded = read_repro_dir(&case)?;
     if recorded.manifest.training {
-        println!("the failure is in the backward: every probe runs a training step");
+        say("the failure is in the backward: every probe runs a training step".to_string());
     }
     let probed = recorded.manifest.backend.clone();
     let declared = lookup(&probed)?.passes();
@@ -208,23 +218,25 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
             }
         );
     }
-    println!(
+    say(format!(
         "bisecting `{}` on {}: {} {}: {}",
         args.backend,
         args.file.display(),
         failure.stage,
         failure.symptom,
         failure.message.lines().next().unwrap_or_default()
-    );
+    ));
     let prober = Prober {
         args,
         backend: probed.clone(),
         plugins,
         case: case.clone(),
         scratch: &scratch,
+        progress: &progress,
         made: AtomicUsize::new(0),
         cache: std::sync::Mutex::new(BTreeMap::new()),
     };
+    progress.set_message("every pass on");
     let all = prober.probe(&BTreeMap::new())?;
     if !all.fails {
         bail!(
@@ -247,7 +259,7 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
         })
         .collect();
     if passes.is_empty() {
-        println!(
+        say(format!(
             "`{}` {}: it is bisected as one stage, and the failure is in it",
             args.backend,
             if declared.is_empty() {
@@ -255,33 +267,45 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
             } else {
                 format!("applied none of its passes ({})", listed.join(", "))
             }
-        );
-        println!("repro of the failure: {}", case.display());
+        ));
+        say(format!("repro of the failure: {}", case.display()));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("passes, in order: {}", listed.join(", "));
+    say(format!("passes, in order: {}", listed.join(", ")));
+    // Every pass off, the search over the passes, the first failing pass's applications
+    // counted (the search over them is added once they are known).
+    progress.set_length(progress.position() + 2 + steps(passes.len()));
     let off = |from: usize| -> BTreeMap<String, usize> {
         passes[from..].iter().map(|(p, _)| (p.clone(), 0)).collect()
     };
+    progress.set_message("every pass off");
     let none = prober.probe(&off(0))?;
     if none.fails {
-        println!(
+        say(format!(
             "the failure shows with every pass off: it is in `{}`'s pipeline itself (functionalization, the joint graph, its inner compilers), not in one of its passes",
             args.backend
-        );
-        println!("repro of the failure: {}", case.display());
+        ));
+        say(format!("repro of the failure: {}", case.display()));
         return Ok(ExitCode::SUCCESS);
     }
     let jobs = usize::from(args.jobs);
     let mut error = None;
     // The first pass whose applications (with those before it) show the failure.
     let stage = least_failing(0, passes.len(), jobs, &mut |ks| {
+        if let Some(&k) = ks.first() {
+            progress.set_message(format!(
+                "passes: through `{}` ({k} of {})",
+                passes[k - 1].0,
+                passes.len()
+            ));
+        }
         answer(&prober, ks.iter().map(|&k| off(k)).collect(), &mut error)
     });
     if let Some(e) = error.take() {
         return Err(e);
     }
     let (pass, _) = passes[stage.least - 1].clone();
+    progress.set_message(format!("passes: through `{pass}`"));
     let at_stage = prober.probe(&off(stage.least))?;
     let total = counts(&at_stage.applications)
         .get(&pass)
@@ -292,15 +316,20 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
             "enabling `{pass}` shows the failure, yet it made no application: the passes are not independent of each other, so no single application is to blame"
         );
     }
-    println!(
+    say(format!(
         "first failing pass: `{pass}` ({total} applications; the passes before it do not fail)"
-    );
+    ));
+    // The search over the applications, then the guilty one and the one before.
+    progress.set_length(progress.position() + 2 + steps(total));
     let limited = |n: usize| -> BTreeMap<String, usize> {
         let mut l = off(stage.least);
         l.insert(pass.clone(), n);
         l
     };
     let apps = least_failing(0, total, jobs, &mut |ns| {
+        if let Some(&n) = ns.first() {
+            progress.set_message(format!("applications of `{pass}`: {n} of {total}"));
+        }
         answer(
             &prober,
             ns.iter().map(|&n| limited(n)).collect(),
@@ -311,6 +340,7 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
         return Err(e);
     }
     let n = apps.least;
+    progress.set_message(format!("applications of `{pass}`: {n} and {}", n - 1));
     let guilty = prober.probe(&limited(n))?;
     let before = prober.probe(&limited(n - 1))?;
     let node = guilty
@@ -319,10 +349,11 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
         .find(|a| a.pass == pass && a.index == n)
         .map(|a| a.node.clone())
         .unwrap_or_default();
-    println!(
+    progress.set_message("writing the guilty repro");
+    say(format!(
         "guilty: application {n} of {total} of `{pass}`, on node `{node}` (with {n} the failure shows, with {} it does not)",
         n - 1
-    );
+    ));
     // The guilty repro: the failure with the guilty application the last one made.
     let mut repro = recorded;
     let limits = limited(n);
@@ -347,6 +378,7 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
         out.join("bisect.json"),
         serde_json::to_string_pretty(&report)? + "\n",
     )?;
+    progress.finish();
     println!(
         "repro: {} (`graphbug repro {} run`; before/ and after/ hold the graphs each pass left, with {} and {n} applications)",
         out.display(),
@@ -365,6 +397,15 @@ pub fn bisect(args: &BisectArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many probes a binary search over `n` counts asks at most (`ceil(log2(n))`).
+fn steps(n: usize) -> u64 {
+    if n <= 1 {
+        0
+    } else {
+        u64::from(usize::BITS - (n - 1).leading_zeros())
+    }
 }
 
 /// Probes `limits` side by side; an error is kept in `error` (and the search told the

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use graphbug_ir::Graph;
 use graphbug_run::limits::{FirstTook, TimeLimit};
 use graphbug_run::process;
+use graphbug_run::progress::eprint_line;
 use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, Cut, Origin, Original};
@@ -405,7 +406,7 @@ impl Workers {
             EAGER_STARTUP => "the eager run",
             other => other,
         };
-        eprintln!("{}", first.limit().describe_from(run));
+        eprint_line(first.limit().describe_from(run));
     }
 
     /// The checkers of a run, one per worker: `first` (a checker not yet started, holding
@@ -701,7 +702,10 @@ impl IsolatedChecker {
                     Err(e) => {
                         let c = checkers.remove(k);
                         if !checkers.is_empty() {
-                            eprintln!("{}: {e}; the search goes on without it", c.worker_label());
+                            eprint_line(format!(
+                                "{}: {e}; the search goes on without it",
+                                c.worker_label()
+                            ));
                         }
                         first_error.get_or_insert(e);
                     }
@@ -851,10 +855,10 @@ impl IsolatedChecker {
                 Ok(l) if l == HELLO => {
                     w.hello = Some(Instant::now());
                     if w.told_waiting {
-                        eprintln!(
+                        eprint_line(format!(
                             "{label} started after {:.1} s",
                             w.launched.elapsed().as_secs_f64()
-                        );
+                        ));
                     }
                 }
                 Ok(l) if l.starts_with("@ready") => {
@@ -872,13 +876,13 @@ impl IsolatedChecker {
                     }
                     if notice_at.is_some_and(|at| now >= at) {
                         w.told_waiting = true;
-                        eprintln!(
+                        eprint_line(format!(
                             "{label} has not started after {:.0} s: waiting for {} (at most {:.0} s: --worker-startup sets it){}",
                             WAITING_NOTICE.as_secs_f64(),
                             self.worker_name(),
                             self.startup.as_secs_f64(),
                             if self.index > 0 { "; the other workers go on" } else { "" }
-                        );
+                        ));
                     }
                     if until.is_some_and(|u| now >= u) {
                         return Ok(false);
@@ -1070,10 +1074,10 @@ impl Checker for IsolatedChecker {
             Ok(true) => Startup::Started,
             Ok(false) => Startup::Waiting,
             Err(e) => {
-                eprintln!(
+                eprint_line(format!(
                     "{}: {e}; the search goes on without it",
                     self.worker_label()
-                );
+                ));
                 Startup::Failed(e.to_string())
             }
         }
@@ -1092,18 +1096,18 @@ impl Checker for IsolatedChecker {
                     if last {
                         return Verdict::Unresolved(e.to_string());
                     }
-                    eprintln!("{}: {e}; starting another", self.worker_label());
+                    eprint_line(format!("{}: {e}; starting another", self.worker_label()));
                     continue;
                 }
             }
             // The limit is known once a worker has run the original.
             let limit = self.first_took.next_limit(&self.limit());
             match self.ask(request.clone(), limit) {
-                Asked::Lost(crash) if !last => eprintln!(
+                Asked::Lost(crash) if !last => eprint_line(format!(
                     "{} was lost mid-query ({}); relaunching it and asking again",
                     self.worker_label(),
                     crash.message
-                ),
+                )),
                 Asked::Lost(crash) => return Verdict::Fails(crash),
                 Asked::Answered(verdict) => return verdict,
             }

@@ -5,10 +5,9 @@ use std::cell::Cell;
 use std::collections::{BinaryHeap, HashMap};
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::io::IsTerminal;
 
 use graphbug_ir::{Graph, IrError, Meta};
-use indicatif::{ProgressBar, ProgressStyle};
+use graphbug_run::progress::Progress;
 use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, Form, Original};
@@ -30,7 +29,9 @@ pub struct MinifyOptions {
     pub resume: Option<ResumePoint>,
     /// Print log lines to standard error as they happen.
     pub verbose: bool,
-    /// Show a progress display when standard error is a terminal.
+    /// Show a spinner (the smallest failing candidate's nodes, the queries, the time) once
+    /// the search has run 2 s, when standard error is a terminal (see
+    /// [`graphbug_run::progress`]); log lines print through it.
     pub progress: bool,
     /// Stop querying after this many queries (the best so far is the result).
     pub max_queries: Option<usize>,
@@ -278,7 +279,8 @@ struct Session<'a> {
     stats: Stats,
     log: Vec<String>,
     verbose: bool,
-    bar: Option<ProgressBar>,
+    /// The spinner on standard error (hidden unless asked for and on a terminal).
+    progress: Progress,
     max_queries: Option<usize>,
     best_size: usize,
     /// How good the best candidate so far is ([`rank`]).
@@ -306,12 +308,18 @@ fn rank(candidate: &Candidate) -> (usize, usize, usize) {
 impl Session<'_> {
     fn note(&mut self, line: String) {
         if self.verbose {
-            match &self.bar {
-                Some(bar) => bar.println(&line),
-                None => eprintln!("{line}"),
-            }
+            self.progress.println(&line);
         }
         self.log.push(line);
+    }
+
+    /// The spinner's message: the smallest failing candidate's nodes of the original's,
+    /// and the queries so far.
+    fn show_progress(&self) {
+        self.progress.set_message(format!(
+            "{} of {} nodes kept, {} queries ({} cache hits)",
+            self.best_size, self.stats.start_nodes, self.stats.queries, self.stats.cache_hits
+        ));
     }
 
     fn out_of_queries(&self) -> bool {
@@ -604,12 +612,7 @@ impl Session<'_> {
                 }
             }
         }
-        if let Some(bar) = &self.bar {
-            bar.set_message(format!(
-                "{} nodes, {} queries, {} cache hits",
-                self.best_size, self.stats.queries, self.stats.cache_hits
-            ));
-        }
+        self.show_progress();
         interesting
     }
 
@@ -656,9 +659,7 @@ impl Session<'_> {
         candidate: Candidate,
         signature: Signature,
     ) -> Result<Minified, MinifyError> {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
+        self.progress.finish();
         if let Some(e) = self.sink_error.take() {
             return Err(MinifyError::Sink(e));
         }
@@ -1459,15 +1460,11 @@ impl<'o, 'g> Start<'o, 'g> {
         options: &MinifyOptions,
         sink: &'a mut dyn Sink,
     ) -> Result<Minified, MinifyError> {
-        let bar = (options.progress && std::io::stderr().is_terminal()).then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} minifying: {msg} [{elapsed}]")
-                    .expect("the progress template is valid"),
-            );
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
-            bar
-        });
+        let progress = if options.progress {
+            Progress::spinner("minify")
+        } else {
+            Progress::hidden()
+        };
         let start_size = self.first_size;
         let mut session = Session {
             cache: FxHashMap::default(),
@@ -1490,7 +1487,7 @@ impl<'o, 'g> Start<'o, 'g> {
             },
             log: Vec::new(),
             verbose: options.verbose,
-            bar,
+            progress,
             max_queries: options.max_queries,
             best_size: start_size,
             best_rank: (start_size, usize::MAX, usize::MAX),
@@ -1499,6 +1496,7 @@ impl<'o, 'g> Start<'o, 'g> {
             try_constants: options.constants,
             constants_next: None,
         };
+        session.show_progress();
         session.note(format!(
             "Started with {start_size} nodes; checking {}; it fails: {}",
             self.checker_name, self.found_text

@@ -2,13 +2,15 @@
 //! libtorch: child processes that die with graphbug and end as their engines expect
 //! ([`process`]), supervised re-runs of graphbug's own command line, scratch directories
 //! no killed run leaves behind ([`scratch`]), the time limits every wait is bounded by
-//! ([`limits`]), the stage a supervised child reports ([`stage`]), and how a failure is
-//! classified ([`failure`]: stage and symptom).
+//! ([`limits`]), the stage a supervised child reports ([`stage`]), how a failure is
+//! classified ([`failure`]: stage and symptom), and the progress display of long work
+//! ([`progress`]).
 
 pub mod failure;
 pub mod limits;
 pub mod memory;
 pub mod process;
+pub mod progress;
 pub mod scratch;
 pub mod stage;
 

@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use graphbug_run::progress::Progress;
 use regex::Regex;
 use serde_json::Value;
 
@@ -279,7 +280,8 @@ pub struct Options {
     pub filter: Option<Regex>,
     /// Time limit of one graphbug command.
     pub timeout: Duration,
-    /// Print progress on stderr.
+    /// Print progress on stderr: a bar over the cases on a terminal (see
+    /// [`graphbug_run::progress`]), else a line every 5%; a line per failing case.
     pub progress: bool,
     /// More environment of every graphbug command (`GRAPHBUG_CPU_OBSERVATION_BYTES=0`).
     pub env: Vec<(String, String)>,
@@ -385,6 +387,12 @@ pub fn run(opts: &Options) -> Result<Report> {
     let failed = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<CaseResult>>> = Mutex::new(vec![None; total]);
     let started = Instant::now();
+    let bar = if opts.progress {
+        Progress::bar("conformance", total as u64)
+    } else {
+        Progress::hidden()
+    };
+    bar.set_message("cases, 0 failing");
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.max(1) {
             scope.spawn(|| loop {
@@ -396,7 +404,8 @@ pub fn run(opts: &Options) -> Result<Report> {
                     failed.fetch_add(1, Ordering::SeqCst);
                 }
                 if opts.progress {
-                    progress(&result, k, total, failed.load(Ordering::SeqCst), started);
+                    let failed = failed.load(Ordering::SeqCst);
+                    progress(&bar, &result, (k, total, failed), started);
                 }
                 results
                     .lock()
@@ -404,6 +413,7 @@ pub fn run(opts: &Options) -> Result<Report> {
             });
         }
     });
+    bar.finish();
     let results = results
         .into_inner()
         .expect("invariant: no worker panicked")
@@ -417,15 +427,27 @@ pub fn run(opts: &Options) -> Result<Report> {
     })
 }
 
-/// One progress line per failing case, and a count every 5%.
-fn progress(result: &CaseResult, k: usize, total: usize, failed: usize, started: Instant) {
+/// One progress line per failing case (through `bar`), and the bar moved on to `k` of
+/// `total` cases with the `failed` count; without a terminal, a count every 5% instead.
+fn progress(
+    bar: &Progress,
+    result: &CaseResult,
+    (k, total, failed): (usize, usize, usize),
+    started: Instant,
+) {
     for (stage, o) in &result.stages {
         if let Outcome::Failed(line) = o {
-            eprintln!("conformance: FAIL {} [{}] {line}", result.id, stage.name());
+            bar.println(format!(
+                "conformance: FAIL {} [{}] {line}",
+                result.id,
+                stage.name()
+            ));
         }
     }
+    bar.inc(1);
+    bar.set_message(format!("cases, {failed} failing"));
     let step = (total / 20).max(1);
-    if k.is_multiple_of(step) || k == total {
+    if !bar.on_terminal() && (k.is_multiple_of(step) || k == total) {
         eprintln!(
             "conformance: {k}/{total} cases ({:.0}%), {failed} failing, {:.0} s",
             100.0 * k as f64 / total.max(1) as f64,
