@@ -5,7 +5,7 @@ mod cli;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// graphbug: debug backends for ML graph compilers.
 #[derive(Parser)]
@@ -60,7 +60,8 @@ enum Command {
         #[arg(long)]
         aten: bool,
     },
-    /// Run a graph through a backend.
+    /// Run a graph (or an XLA program) through a backend and print its outputs; compare
+    /// them with a file, save them, trace every node, or run a training step.
     Run(Box<cli::args::RunArgs>),
     #[cfg(feature = "torch")]
     /// Compare two numeric traces (`run --trace`) and print the first node where the runs
@@ -81,6 +82,10 @@ enum Command {
     Bisect(Box<cli::bisect::BisectArgs>),
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
     Minify(Box<cli::search::MinifyArgs>),
+    /// Draw a graph or an XLA program (SVG, HTML, DOT or Model Explorer JSON): inputs and
+    /// outputs, a partition's saved and recomputed values, the first divergence of two
+    /// traces, culprits; repeated layers of large graphs folded.
+    Draw(Box<cli::draw::DrawArgs>),
     /// The main job: compile a graph or an XLA program under repro levels, write and
     /// minify a repro; or run, minify and analyze a repro directory. Without arguments:
     /// the bundled demo.
@@ -106,7 +111,8 @@ enum Command {
 const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::help::with_examples(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&cli).unwrap_or_else(|e| e.exit());
     #[cfg(feature = "torch")]
     let loaded = cli::load_plugins(&cli.plugin);
     #[cfg(not(feature = "torch"))]
@@ -137,6 +143,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "torch")]
         Command::Explain(args) => cli::run::explain(&args),
         Command::Minify(args) => cli::minify_command(&args, &cli.plugin),
+        Command::Draw(args) => cli::draw::draw(&args),
         #[cfg(feature = "torch")]
         Command::Bisect(args) => cli::bisect::bisect(&args, &cli.plugin),
         Command::Repro(args) => cli::repro_command(&args, &cli.plugin),
@@ -156,6 +163,58 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The visible subcommands of `cmd`, and theirs, with their command lines.
+    fn visible(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands() {
+            if sub.is_hide_set() || sub.get_name() == "help" {
+                continue;
+            }
+            let line = format!("{path} {}", sub.get_name());
+            out.push((line.clone(), sub.clone()));
+            visible(sub, &line, out);
+        }
+    }
+
+    #[test]
+    fn every_command_says_what_it_does_with_examples_that_parse() {
+        let cli = cli::help::with_examples(Cli::command());
+        cli.clone().debug_assert();
+        let mut commands = Vec::new();
+        visible(&cli, "graphbug", &mut commands);
+        assert!(commands.len() >= 6, "{}", commands.len());
+        for (line, cmd) in &commands {
+            let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(
+                about.len() > 20,
+                "`{line}` says too little of what it does: `{about}`"
+            );
+            let help = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let examples = cli::help::examples(&help, "graphbug");
+            assert!(
+                examples
+                    .iter()
+                    .any(|e| format!("{} ", e.join(" ")).starts_with(&format!("{line} "))),
+                "`{line} --help` has no example of it (add one to src/cli/help.rs):\n{help}"
+            );
+            for example in examples {
+                if let Err(e) = cli.clone().try_get_matches_from(&example) {
+                    panic!(
+                        "`{line} --help`: the example `{}` does not parse: {e}",
+                        example.join(" ")
+                    );
+                }
+            }
         }
     }
 }

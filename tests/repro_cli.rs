@@ -343,6 +343,22 @@ fn the_demo_runs_the_whole_flow() {
         manifest.contains("\"level\": 4") && manifest.contains("\"stage\": \"accuracy\""),
         "{manifest}"
     );
+    // report.html: the original with the minified relu as the culprit, the minified
+    // graph, the progress from 19 nodes to 1, the accuracy divergence.
+    assert!(stdout.contains("report: "), "{stdout}");
+    let report = std::fs::read_to_string(tmp.path().join("repro_out/report.html")).unwrap();
+    assert!(report.contains("culprit: relu"), "{report:.3000}");
+    assert!(
+        report.contains("id=\"graph.py:relu\""),
+        "the original is drawn"
+    );
+    assert!(
+        report.contains("id=\"minified/graph.py:relu\""),
+        "the minified is drawn"
+    );
+    assert!(report.contains("<td>0</td><td>19</td>"), "{report:.3000}");
+    assert!(report.contains("<section id=\"divergence\">"));
+    assert!(tmp.path().join("repro_out/minified/report.html").is_file());
 }
 
 #[test]

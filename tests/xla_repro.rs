@@ -6,6 +6,9 @@
 //! These tests build and pass without libtorch
 //! (`cargo test -p graphbug --no-default-features --test xla_repro`).
 
+#[path = "common/browser.rs"]
+mod browser;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -114,6 +117,49 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
     assert!(manifest["plugin"].as_str().unwrap().ends_with(".so"));
     assert!(manifest["pjrt_api"].as_str().unwrap().starts_with("0."));
     assert!(manifest["stablehlo_version"].is_string(), "{manifest}");
+
+    // report.html in both directories, as a browser shows it: the failure, the original
+    // with the culprit filled red, the minified program, the progress chart, the commands.
+    let loaded = browser::load(&out.join("report.html"), tmp.path());
+    assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+    assert!(loaded.load_ms.is_some(), "the page's script ran");
+    for id in [
+        "failure",
+        "original",
+        "minified",
+        "progress",
+        "divergence",
+        "commands",
+    ] {
+        assert!(
+            browser::element(&loaded.dom, id, 10).is_some(),
+            "no #{id} section"
+        );
+    }
+    let culprit = browser::element(&loaded.dom, &format!("program.hlo:{FAULTED}"), 600)
+        .expect("the culprit is drawn in the original");
+    assert!(culprit.contains("#ff6b6b"), "{culprit}");
+    assert!(loaded
+        .dom
+        .contains(&format!("id=\"minified/program.hlo:{FAULTED}\"")));
+    let chart = browser::element(&loaded.dom, "progress-chart", 100_000).unwrap();
+    assert!(
+        chart.matches("class=\"point\"").count() >= 2,
+        "{chart:.2000}"
+    );
+    assert!(loaded
+        .dom
+        .contains(&format!("graphbug repro {}/minified run", s(&out))));
+    let png = browser::screenshot(&out.join("report.html"), tmp.path(), (1200, 1600));
+    assert!(
+        std::fs::metadata(png).unwrap().len() > 30_000,
+        "a blank screenshot"
+    );
+    let minified_report = browser::load(&out.join("minified/report.html"), tmp.path());
+    assert!(minified_report.errors.is_empty());
+    assert!(minified_report
+        .dom
+        .contains(&format!("program.hlo:{FAULTED}")));
 
     // graphbug reproduces both directories, and names the instruction.
     for dir in [out.clone(), out.join("minified")] {

@@ -15,8 +15,8 @@ use graphbug::ir::{print_graph, Graph, Meta, TensorMeta};
 use graphbug::partition::knapsack::KnapsackSolver;
 use graphbug::partition::{
     choose_by_peak, default::effect_tokens, default_partition_with,
-    min_cut_rematerialization_partition, model_peak, pareto_curve, peak_frontier, MinCutOptions,
-    MinCutProblem, OpClasses, PeakBudget, PEAK_FRONTIER_STEPS,
+    min_cut_rematerialization_partition, model_peak, pareto_curve, peak_frontier, BudgetChoice,
+    MinCutOptions, MinCutProblem, OpClasses, Partition, PeakBudget, PeakPoint, PEAK_FRONTIER_STEPS,
 };
 
 use super::{
@@ -211,11 +211,7 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         Some(n) => n,
         None => infer_num_fwd_outputs(&joint)?,
     };
-    let min_cut = match args.partitioner.as_str() {
-        "default" => false,
-        "min-cut" | "mincut" | "min_cut" => true,
-        other => bail!("unknown partitioner `{other}` (known: default, min-cut)"),
-    };
+    let min_cut = is_min_cut(&args.partitioner)?;
     if !min_cut
         && (args.memory_budget.is_some() || args.pareto.is_some() || args.saved_budget.is_some())
     {
@@ -236,31 +232,18 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         return pareto(&joint, num_fwd_outputs, &options, steps, args.json);
     }
     let started = Instant::now();
-    let mut peak_choice = None;
-    let (p, budget) = if !min_cut {
-        let p = default_partition_with(&joint, num_fwd_outputs, &|_| false, &options.hints)?;
-        (p, None)
-    } else if let Some(b) = args.saved_budget {
-        let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
-        let (p, choice) = problem.partition_with_budget(b)?;
-        (p, Some(choice))
-    } else if let Some(text) = &args.memory_budget {
-        let b: PeakBudget = text
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("--memory-budget: {e}"))?;
-        let problem = MinCutProblem::new(&joint, num_fwd_outputs, &options)?;
-        let frontier = peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS)?;
-        let (k, limit) = choose_by_peak(&frontier, b)?;
-        let point = frontier[k].clone();
-        let p = problem.partition(&point.saved)?;
-        peak_choice = Some((point, limit, frontier));
-        (p, None)
-    } else {
-        (
-            min_cut_rematerialization_partition(&joint, num_fwd_outputs, &options)?,
-            None,
-        )
-    };
+    let Cut {
+        partition: p,
+        budget,
+        peak_choice,
+    } = cut(
+        &joint,
+        num_fwd_outputs,
+        min_cut,
+        args.saved_budget,
+        args.memory_budget.as_deref(),
+        &options,
+    )?;
     let seconds = started.elapsed().as_secs_f64();
     let r = &p.report;
     let modelled = model_peak(&p.forward, &p.backward, num_fwd_outputs, &ObservedAliases);
@@ -431,6 +414,98 @@ fn recomputed_text(recomputed: &std::collections::BTreeMap<String, usize>) -> St
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether a partitioner's name is the min-cut one's (false: functorch's default).
+fn is_min_cut(name: &str) -> Result<bool> {
+    Ok(match name {
+        "default" => false,
+        "min-cut" | "mincut" | "min_cut" => true,
+        other => bail!("unknown partitioner `{other}` (known: default, min-cut)"),
+    })
+}
+
+/// The joint partitioned by the partitioner named `partitioner` (the runtime-optimal
+/// min-cut, or the one fitting `memory_budget`), with the default options of `graphbug
+/// partition`; shapes a joint lacks are inferred by libtorch.
+pub fn partition_joint(
+    joint: &Graph,
+    partitioner: &str,
+    memory_budget: Option<&str>,
+) -> Result<Partition> {
+    let min_cut = is_min_cut(partitioner)?;
+    if memory_budget.is_some() && !min_cut {
+        bail!("--memory-budget needs the min-cut partitioner");
+    }
+    let joint = with_metas(joint.clone())?;
+    let num_fwd_outputs = infer_num_fwd_outputs(&joint)?;
+    let options = MinCutOptions::default();
+    Ok(cut(
+        &joint,
+        num_fwd_outputs,
+        min_cut,
+        None,
+        memory_budget,
+        &options,
+    )?
+    .partition)
+}
+
+/// The frontier point a `--memory-budget` chose, the peak bound it stood for, and the
+/// frontier.
+type PeakChoice = (PeakPoint, u64, Vec<PeakPoint>);
+
+/// A partition of a joint and how its budget chose it.
+pub struct Cut {
+    /// The forward, the backward and their report.
+    pub partition: Partition,
+    /// With `--saved-budget`: the knapsack's choice.
+    pub budget: Option<BudgetChoice>,
+    /// With `--memory-budget`: the frontier's choice.
+    pub peak_choice: Option<PeakChoice>,
+}
+
+/// The partition `graphbug partition` makes: functorch's default partition, or the min-cut
+/// one (under a saved-bytes budget, or the least-recompute cut within a peak-memory
+/// budget); `draw --partition` draws the same.
+pub fn cut(
+    joint: &Graph,
+    num_fwd_outputs: usize,
+    min_cut: bool,
+    saved_budget: Option<f64>,
+    memory_budget: Option<&str>,
+    options: &MinCutOptions,
+) -> Result<Cut> {
+    let mut peak_choice = None;
+    let (p, budget) = if !min_cut {
+        let p = default_partition_with(joint, num_fwd_outputs, &|_| false, &options.hints)?;
+        (p, None)
+    } else if let Some(b) = saved_budget {
+        let problem = MinCutProblem::new(joint, num_fwd_outputs, options)?;
+        let (p, choice) = problem.partition_with_budget(b)?;
+        (p, Some(choice))
+    } else if let Some(text) = memory_budget {
+        let b: PeakBudget = text
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--memory-budget: {e}"))?;
+        let problem = MinCutProblem::new(joint, num_fwd_outputs, options)?;
+        let frontier = peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS)?;
+        let (k, limit) = choose_by_peak(&frontier, b)?;
+        let point = frontier[k].clone();
+        let p = problem.partition(&point.saved)?;
+        peak_choice = Some((point, limit, frontier));
+        (p, None)
+    } else {
+        (
+            min_cut_rematerialization_partition(joint, num_fwd_outputs, options)?,
+            None,
+        )
+    };
+    Ok(Cut {
+        partition: p,
+        budget,
+        peak_choice,
+    })
 }
 
 /// `graphbug partition --pareto`: saved bytes against recomputation over budgets 0..=1.

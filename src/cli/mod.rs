@@ -9,8 +9,11 @@ pub mod aten;
 pub mod autodiff;
 #[cfg(feature = "torch")]
 pub mod bisect;
+pub mod draw;
+pub mod help;
 #[cfg(feature = "torch")]
 pub mod minify;
+pub mod report;
 #[cfg(feature = "torch")]
 pub mod repro;
 #[cfg(feature = "torch")]

@@ -87,6 +87,20 @@ pub struct MinifyState {
     pub signature: Option<Signature>,
     /// Counts at the time.
     pub stats: Stats,
+    /// The search so far, one step per smaller failing candidate: after how many queries,
+    /// how many nodes (starting with the original at 0 queries); a resumed search starts
+    /// a new history at the point it resumed from.
+    #[serde(default)]
+    pub history: Vec<Step>,
+}
+
+/// A point of a minification's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// Queries made so far.
+    pub queries: usize,
+    /// Nodes of the smallest failing candidate then.
+    pub nodes: usize,
 }
 
 impl MinifyState {
@@ -124,6 +138,8 @@ pub struct MinifyDir<'a> {
     write: WriteBest<'a>,
     /// The search this directory records (`--out` runs).
     run: Option<RunKey>,
+    /// The search's steps so far.
+    history: Vec<Step>,
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> String {
@@ -169,6 +185,7 @@ impl<'a> MinifyDir<'a> {
             fingerprint,
             write,
             run: Some(run),
+            history: Vec::new(),
         };
         if existing.is_none() || !resume {
             if existing.is_some() {
@@ -208,6 +225,7 @@ impl<'a> MinifyDir<'a> {
             fingerprint,
             write,
             run: None,
+            history: Vec::new(),
         }
     }
 
@@ -268,6 +286,19 @@ impl Sink for MinifyDir<'_> {
             |d| write(best, signature, stats, d),
             io,
         )?;
+        if self.history.is_empty() {
+            self.history.push(Step {
+                queries: 0,
+                nodes: stats.start_nodes,
+            });
+        }
+        let step = Step {
+            queries: stats.queries,
+            nodes: stats.end_nodes,
+        };
+        if self.history.last() != Some(&step) {
+            self.history.push(step);
+        }
         let state = MinifyState {
             graph_fingerprint: self.fingerprint.clone(),
             run: self.run.clone(),
@@ -275,6 +306,7 @@ impl Sink for MinifyDir<'_> {
             retained: best.retained.clone(),
             signature: Some(signature.clone()),
             stats: stats.clone(),
+            history: self.history.clone(),
         };
         let text = serde_json::to_string_pretty(&state).expect("the state serializes");
         let path = self.dir.join(STATE_FILE);

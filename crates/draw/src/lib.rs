@@ -1,0 +1,195 @@
+//! Pictures of graphs: an aten graph or an XLA program (both read as a graphbug
+//! [`Graph`]), with what matters marked on it (inputs and outputs, a partition's saved and
+//! recomputed values, the first node where two runs diverge and its inputs, a minifier's
+//! culprit), written as
+//!
+//! - Graphviz's DOT text ([`dot::to_dot`]), laid out by Graphviz's `dot` into SVG
+//!   ([`dot::render_svg`]; Graphviz from the system, run as a bounded child process);
+//! - a self-contained HTML page around that SVG ([`html::page`]);
+//! - Google Model Explorer's graph JSON ([`explorer::graph_collection`]).
+//!
+//! A layered layout of thousands of nodes takes Graphviz minutes, so large graphs are
+//! drawn smaller first ([`view::View`]): runs of repeated layers (the same ops wired the
+//! same way, copy after copy) are drawn once with the other copies folded into one box,
+//! and `--around` keeps only the neighbourhood of the nodes that matter.
+
+pub mod dot;
+pub mod explorer;
+pub mod html;
+pub mod view;
+
+use std::collections::BTreeMap;
+
+use graphbug_ir::{Graph, NodeId};
+
+pub use view::{View, ViewOptions};
+
+/// What a picture says about one node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mark {
+    /// A value the forward saves for the backward, with its size in bytes.
+    Saved(u64),
+    /// A node the backward recomputes from saved values.
+    Recomputed,
+    /// The node a minification ended at, or a fault's target: where the bug is.
+    Culprit,
+    /// The first node whose value diverges between two runs, and how.
+    Diverged(String),
+    /// An input of the first divergence, and how the two runs compared on it.
+    DivergenceInput(String),
+}
+
+impl Mark {
+    /// The mark's kind as one word: `saved`, `recomputed`, `culprit`, `diverged`, `input-of-divergence`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Mark::Saved(_) => "saved",
+            Mark::Recomputed => "recomputed",
+            Mark::Culprit => "culprit",
+            Mark::Diverged(_) => "diverged",
+            Mark::DivergenceInput(_) => "input-of-divergence",
+        }
+    }
+
+    /// The mark in words, for tooltips and side panels.
+    pub fn describe(&self) -> String {
+        match self {
+            Mark::Saved(bytes) => format!("saved for the backward: {}", human_bytes(*bytes)),
+            Mark::Recomputed => "recomputed in the backward".into(),
+            Mark::Culprit => "culprit: the failure needs this node".into(),
+            Mark::Diverged(why) => format!("first divergence: {why}"),
+            Mark::DivergenceInput(how) => format!("input of the first divergence: {how}"),
+        }
+    }
+}
+
+/// One graph of a picture (a program, or a partition's forward or backward) and its marks.
+#[derive(Clone, Debug)]
+pub struct Part<'g> {
+    /// Its name (`graph`, `forward`, `backward`, `original`, `minified`).
+    pub name: String,
+    /// A line under the name (what the part is, sizes).
+    pub caption: String,
+    /// The graph.
+    pub graph: &'g Graph,
+    /// Marks by node.
+    pub marks: BTreeMap<NodeId, Vec<Mark>>,
+}
+
+impl<'g> Part<'g> {
+    /// A part with no marks.
+    pub fn new(name: &str, graph: &'g Graph) -> Part<'g> {
+        Part {
+            name: name.into(),
+            caption: String::new(),
+            graph,
+            marks: BTreeMap::new(),
+        }
+    }
+
+    /// Marks the node named `name`; false when the graph has no such node.
+    pub fn mark(&mut self, name: &str, mark: Mark) -> bool {
+        match self.graph.find(name) {
+            Some(id) => {
+                self.marks.entry(id).or_default().push(mark);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A picture: a title, its parts side by side, and notes shown above them.
+#[derive(Clone, Debug)]
+pub struct Picture<'g> {
+    /// The title (the file drawn).
+    pub title: String,
+    /// The graphs.
+    pub parts: Vec<Part<'g>>,
+    /// Lines of summary (saved bytes, the divergence, what was collapsed).
+    pub notes: Vec<String>,
+}
+
+/// Why a picture could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum DrawError {
+    /// Graphviz is not installed.
+    #[error("Graphviz's `dot` was not found on PATH (it lays out the picture): install Graphviz (Debian: `apt-get install graphviz`), or write `--format dot` or `--format model-explorer`, which need no layout")]
+    NoGraphviz,
+    /// Graphviz failed or took too long.
+    #[error("Graphviz's `dot` {0}")]
+    Graphviz(String),
+    /// A node named in the options is not in the graph.
+    #[error("{0}")]
+    Unknown(String),
+    /// Writing or reading a file failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// `1.5 MiB`, `512 B`: bytes for people.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The op of a node as a short label: `addmm` for `aten.addmm.default`, `dot` for HLO's
+/// `hlo.dot`, `input`, `getitem[1]`, `self.weight`.
+pub fn op_label(graph: &Graph, id: NodeId) -> String {
+    use graphbug_ir::NodeKind;
+    match &graph.node(id).kind {
+        NodeKind::Placeholder => "input".into(),
+        NodeKind::Call { op, .. } => {
+            if op.namespace == "aten" || op.namespace == "hlo" || op.namespace == "stablehlo" {
+                op.name.clone()
+            } else {
+                format!("{}.{}", op.namespace, op.name)
+            }
+        }
+        NodeKind::GetItem { index, .. } => format!("getitem[{index}]"),
+        NodeKind::GetAttr { target } => format!("self.{target}"),
+    }
+}
+
+/// The type of a node's value as FX annotates it (`f32[2, 8]`), several for a node of
+/// several results, empty when unknown.
+pub fn type_label(graph: &Graph, id: NodeId) -> String {
+    use graphbug_ir::Meta;
+    let meta = &graph.node(id).meta;
+    match meta {
+        Meta::Multi(items) => {
+            let items: Vec<String> = items
+                .iter()
+                .map(|m| {
+                    m.as_ref()
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "?".into())
+                })
+                .collect();
+            format!("({})", items.join(", "))
+        }
+        _ => meta.annotation().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_as_people_read_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+    }
+}

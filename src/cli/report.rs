@@ -1,0 +1,317 @@
+//! `report.html` in a repro directory: one self-contained page (no network) with the
+//! failure, the original graph or program and the minified one drawn with the culprit
+//! marked, the minifier's progress (nodes against queries) as a chart, the divergence of
+//! an accuracy failure, and the commands to go on. Written for aten graphs' and XLA
+//! programs' directories alike, from what the directory holds (`manifest.json`, the graph
+//! or program, `minified/`, `state.json`), so it is rewritten whenever the directory
+//! changes and never needs libtorch. A picture Graphviz cannot make leaves its reason in
+//! the page, never a missing report.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use graphbug::draw::html::{self, Section};
+use graphbug::draw::{dot, Mark, Part, Picture, View, ViewOptions};
+use graphbug::files::write_file_atomically;
+use graphbug::ir::Graph;
+use graphbug::minifier::progress::{MinifyState, Step, STATE_FILE};
+use serde_json::Value;
+
+/// The report's file name in a repro directory.
+pub const REPORT_FILE: &str = "report.html";
+
+/// How long Graphviz may take for each picture of a report.
+const LAYOUT_LIMIT: Duration = Duration::from_secs(60);
+
+/// What a repro directory holds, read for its report.
+struct Directory {
+    manifest: Value,
+    /// The program or graph file's name (`graph.py`, `program.hlo`).
+    file: String,
+    original: Graph,
+    minified: Option<Graph>,
+    history: Vec<Step>,
+}
+
+/// Reads the graph or program `file` of `dir`, as graphbug reads either.
+fn read_graph(dir: &Path, file: &str) -> Result<Graph> {
+    let path = dir.join(file);
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    match graphbug::xla::program::sniff(&bytes, &path) {
+        Some(kind) => Ok(super::xla::read(&path, &bytes, kind)?
+            .graph()
+            .with_context(|| format!("{}", path.display()))?),
+        None => super::parse_graph_bytes(&path, bytes),
+    }
+}
+
+impl Directory {
+    fn read(dir: &Path) -> Result<Directory> {
+        let manifest_path = dir.join("manifest.json");
+        let manifest: Value = serde_json::from_slice(
+            &std::fs::read(&manifest_path)
+                .with_context(|| format!("cannot read {}", manifest_path.display()))?,
+        )
+        .with_context(|| format!("{}", manifest_path.display()))?;
+        // XLA directories name their program; aten directories hold graph.py.
+        let file = manifest["program"]
+            .as_str()
+            .unwrap_or("graph.py")
+            .to_string();
+        let original = read_graph(dir, &file)?;
+        let minified_dir = dir.join("minified");
+        let minified = minified_dir
+            .join(&file)
+            .is_file()
+            .then(|| read_graph(&minified_dir, &file))
+            .transpose()?;
+        let history = std::fs::read(dir.join(STATE_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<MinifyState>(&b).ok())
+            .map(|s| {
+                if s.history.is_empty() {
+                    vec![
+                        Step {
+                            queries: 0,
+                            nodes: s.stats.start_nodes,
+                        },
+                        Step {
+                            queries: s.stats.queries,
+                            nodes: s.stats.end_nodes,
+                        },
+                    ]
+                } else {
+                    s.history
+                }
+            })
+            .unwrap_or_default();
+        Ok(Directory {
+            manifest,
+            file,
+            original,
+            minified,
+            history,
+        })
+    }
+
+    /// The nodes the failure is pinned to: those the manifest names, and the minified
+    /// graph's ops (when it was minified), which the original holds under the same names.
+    fn culprits(&self) -> Vec<String> {
+        let failure = &self.manifest["failure"];
+        let mut names: Vec<String> = failure["culprits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(failure.get("node"))
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        if let Some(m) = &self.minified {
+            names.extend(kept_ops(m, &self.original));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        names.retain(|n| self.original.find(n).is_some() && seen.insert(n.clone()));
+        names
+    }
+}
+
+/// The ops of a minified graph that are the original's ops of the same name (not the
+/// constants that stand for values the original computes under those names).
+fn kept_ops(minified: &Graph, original: &Graph) -> Vec<String> {
+    minified
+        .ids()
+        .filter_map(|id| {
+            let node = minified.node(id);
+            let op = node.op()?;
+            let theirs = original.find(&node.name)?;
+            (original.node(theirs).op() == Some(op)).then(|| node.name.to_string())
+        })
+        .collect()
+}
+
+/// A picture of `graph` with `culprits` marked, as an SVG, or the reason there is none.
+fn picture(title: &str, graph: &Graph, culprits: &[String], id: &str) -> String {
+    let mut part = Part::new(title, graph);
+    part.caption = format!("{} nodes", graph.nodes.len());
+    for c in culprits {
+        part.mark(c, Mark::Culprit);
+    }
+    let picture = Picture {
+        title: title.into(),
+        parts: vec![part],
+        notes: Vec::new(),
+    };
+    let drawn = View::new(&picture.parts[0], &ViewOptions::default())
+        .map_err(anyhow::Error::from)
+        .and_then(|view| {
+            let svg = dot::render_svg(std::slice::from_ref(&view), LAYOUT_LIMIT)?;
+            Ok((view, svg))
+        });
+    match drawn {
+        Ok((view, svg)) => super::draw::picture_section(id, &picture, &[view], &svg).html,
+        Err(e) => format!(
+            "<p class=\"missing\">No picture: {}</p>\n",
+            html::escape(&format!("{e:#}"))
+        ),
+    }
+}
+
+/// Writes `dir/report.html` from what `dir` holds; returns its path.
+pub fn write_report(dir: &Path) -> Result<PathBuf> {
+    let d = Directory::read(dir)?;
+    let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let culprits = d.culprits();
+    let failure = &d.manifest["failure"];
+    let kind = failure["kind"]
+        .as_str()
+        .or(failure["stage"].as_str())
+        .unwrap_or("failure");
+    let message = failure["message"].as_str().unwrap_or("");
+    let mut sections = Vec::new();
+    let mut facts = vec![format!("failure: {kind}")];
+    for key in [
+        "backend",
+        "reference_backend",
+        "check",
+        "level",
+        "device",
+        "platform",
+        "after",
+    ] {
+        if let Some(v) = d.manifest.get(key).filter(|v| !v.is_null()) {
+            let v = v
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string());
+            facts.push(format!("{key}: {v}"));
+        }
+    }
+    if !culprits.is_empty() {
+        facts.push(format!("culprit: {}", culprits.join(", ")));
+    }
+    sections.push(Section::new(
+        "failure",
+        "The failure",
+        format!("{}{}", html::list(&facts), html::pre(message)),
+    ));
+    sections.push(Section::new(
+        "original",
+        "The original",
+        picture(&d.file, &d.original, &culprits, "original"),
+    ));
+    if let Some(m) = &d.minified {
+        let kept = kept_ops(m, &d.original);
+        sections.push(Section::new(
+            "minified",
+            "The minified",
+            picture(&format!("minified/{}", d.file), m, &kept, "minified"),
+        ));
+    }
+    if !d.history.is_empty() {
+        let points: Vec<(f64, f64)> = d
+            .history
+            .iter()
+            .map(|s| (s.queries as f64, s.nodes as f64))
+            .collect();
+        let mut rows =
+            String::from("<table id=\"progress-table\"><tr><th>queries</th><th>nodes</th></tr>");
+        for s in &d.history {
+            rows.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td></tr>",
+                s.queries, s.nodes
+            ));
+        }
+        rows.push_str("</table>\n");
+        sections.push(Section::new(
+            "progress",
+            "The minifier's progress",
+            format!(
+                "{}{rows}",
+                html::line_chart(
+                    "progress-chart",
+                    "queries",
+                    "nodes of the smallest failing graph",
+                    &points
+                )
+            ),
+        ));
+    }
+    if kind.contains("accuracy") {
+        let mut lines = Vec::new();
+        if let Some(margin) = failure["margin"].as_f64() {
+            lines.push(format!(
+                "the worst output is {margin:.3e} times beyond its tolerance"
+            ));
+        }
+        if let Some(tol) = d.manifest.get("tolerance").filter(|t| !t.is_null()) {
+            lines.push(format!("tolerance: {tol}"));
+        }
+        lines.push(format!(
+            "the first node that diverges, and where the divergence starts: graphbug repro {} analyze",
+            shown.display()
+        ));
+        sections.push(Section::new(
+            "divergence",
+            "The divergence",
+            format!("{}{}", html::pre(message), html::list(&lines)),
+        ));
+    }
+    sections.push(Section::new(
+        "commands",
+        "Go on",
+        html::pre(&commands(&d, &shown)),
+    ));
+    let page = html::page(&format!("graphbug repro: {}", shown.display()), &sections);
+    let path = dir.join(REPORT_FILE);
+    write_file_atomically(&path, page.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// Writes the report of `dir`, and of `dir/minified` when there is one, and says where;
+/// a report that cannot be written is said, never an error of the repro it reports.
+pub fn report_to(dir: &Path) {
+    let minified = dir.join("minified");
+    for d in [dir, minified.as_path()] {
+        if d != dir && !d.join("manifest.json").is_file() {
+            continue;
+        }
+        match write_report(d) {
+            Ok(path) => println!(
+                "report: {}",
+                std::path::absolute(&path).unwrap_or(path).display()
+            ),
+            Err(e) => println!("no report in {}: {e:#}", d.display()),
+        }
+    }
+}
+
+/// The commands that go on from a directory.
+fn commands(d: &Directory, dir: &Path) -> String {
+    let dir = dir.display();
+    let xla = d.manifest.get("program").is_some();
+    let mut lines = vec![
+        format!("graphbug repro {dir} run        # reproduce the failure (exit 1)"),
+        format!("graphbug repro {dir} minify     # shrink it into {dir}/minified"),
+        format!("graphbug repro {dir} analyze    # the first node that diverges"),
+        format!("graphbug draw {dir}/{} -o picture.html", d.file),
+    ];
+    if d.minified.is_some() {
+        lines.push(format!("graphbug repro {dir}/minified run"));
+        if xla {
+            lines.push(format!("python {dir}/minified/repro.py   # JAX alone"));
+        } else {
+            lines.push(format!(
+                "(cd {dir}/minified && cargo run)   # the standalone Rust reproduction"
+            ));
+            lines.push(format!(
+                "python {dir}/minified/repro.py     # the graph in PyTorch"
+            ));
+        }
+    } else if xla {
+        lines.push(format!("python {dir}/repro.py   # JAX alone"));
+    } else {
+        lines.push(format!("python {dir}/repro.py   # the graph in PyTorch"));
+    }
+    lines.join("\n")
+}
