@@ -1733,3 +1733,95 @@ fn partition_models_the_peak_and_bounds_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("need --partitioner min-cut"));
 }
+
+#[test]
+fn minify_prints_no_escape_codes_when_stderr_is_piped() {
+    // The progress display would show at once on a terminal; piped, it writes nothing,
+    // and the log lines come through as they are.
+    let dir = tempfile::tempdir().unwrap();
+    let out = graphbug_env(
+        &[
+            "minify",
+            fixture("mlp/forward.py").to_str().unwrap(),
+            "--inputs",
+            fixture("mlp/inputs.npz").to_str().unwrap(),
+            "--backend",
+            "relu_accuracy_error_TESTING_ONLY",
+            "--check",
+            "accuracy",
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ],
+        &[("GRAPHBUG_PROGRESS_DELAY", "0")],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "an escape code in the piped stderr:\n{err:?}"
+    );
+    assert!(
+        err.contains("Started with 12 nodes") && err.contains("Made "),
+        "{err}"
+    );
+    assert!(text(&out.stdout).contains("minified 12 nodes to 1"));
+}
+
+/// The example commands of `graphbug <command> --help` for that command.
+fn help_examples(command: &str) -> Vec<Vec<String>> {
+    let out = graphbug(&[command, "--help"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let help = text(&out.stdout);
+    assert!(help.contains("Examples:"), "{help}");
+    help.lines()
+        .filter_map(|l| l.trim().strip_prefix(&format!("graphbug {command} ")))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn the_help_examples_of_check_and_fmt_run_on_a_fixture() {
+    // Their graph file is tests/fixtures/mlp/forward.py.
+    let mlp = fixture("mlp/forward.py");
+    let on_fixture = |args: &[String]| -> Vec<String> {
+        args.iter()
+            .map(|a| match a.ends_with(".py") {
+                true => mlp.to_str().unwrap().to_string(),
+                false => a.clone(),
+            })
+            .collect()
+    };
+    let check = help_examples("check");
+    let first = on_fixture(&check[0]);
+    let mut args = vec!["check".to_string()];
+    args.extend(first);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = graphbug(&args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "12 nodes, 9 inputs, 1 outputs\n",
+        "{args:?}"
+    );
+    // `--meta` too.
+    let meta = check
+        .iter()
+        .find(|e| e.iter().any(|a| a == "--meta") && e.len() == 2)
+        .expect("an example of check --meta");
+    let mut args = vec!["check".to_string()];
+    args.extend(on_fixture(meta));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = graphbug(&args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    let fmt = help_examples("fmt");
+    let mut args = vec!["fmt".to_string()];
+    args.extend(on_fixture(&fmt[0]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = graphbug(&args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("class "),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -1,8 +1,9 @@
 //! Library side of `cargo xtask`: the conformance runner, shared with the integration test
 //! that runs the CI subset (`tests/conformance.rs`), the benchmark summary, the GPU bundle
-//! of XLA fixtures, and guarded child processes.
+//! of XLA fixtures, guarded child processes, and the examples of the commands' help.
 
 pub mod bench;
 pub mod bundle;
 pub mod conformance;
+pub mod help;
 pub mod process;

@@ -9,6 +9,8 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::{Parser, Subcommand};
 use xtask::conformance;
 
+mod docs;
+
 /// The PyTorch version tch 0.26 is built against.
 const TORCH_VERSION: &str = "2.13.0";
 
@@ -53,14 +55,30 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Create .venv with torch 2.13.0 (and torchvision, JAX 0.10.2, the XLA CPU PJRT plugin)
-    /// and the .libtorch symlink (idempotent).
+    /// and the .libtorch symlink, and install mdbook (idempotent).
     Setup,
     /// Run setup, then `cargo test --workspace [ARGS]`, then every example in examples/, then
-    /// (without ARGS) tests/xla.rs on a graphbug built without libtorch.
+    /// (without ARGS) tests/xla.rs on a graphbug built without libtorch and the docs check
+    /// (`docs`).
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Run setup, build the book (docs/, mdBook) into target/book, and run the code blocks of
+    /// README.md, ARCHITECTURE.md and docs/src (sh and python blocks run; see
+    /// docs/src/contributing.md); exit 1 if the book, a link or a block fails.
+    #[command(after_help = "Examples:
+  # The book into target/book, then every code block of README.md, ARCHITECTURE.md, docs/src
+  cargo xtask docs
+  # Only the blocks of two files (the book is built all the same)
+  cargo xtask docs README.md docs/src/xla.md")]
+    Docs {
+        /// Only these markdown files (paths from the repository root).
+        files: Vec<PathBuf>,
+        /// Seconds the blocks of one file may take together.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
     },
     /// Run setup, then the main job: `graphbug repro [ARGS]` (no arguments: the demo).
     Repro {
@@ -147,7 +165,9 @@ struct ConformanceArgs {
 
 /// Runs the chosen subcommand; errors print with their context chain and exit 1.
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = xtask::help::with_examples(<Cli as clap::CommandFactory>::command()).get_matches();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&cli).unwrap_or_else(|e| e.exit());
+    match run(cli) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("xtask: error: {err:#}");
@@ -170,8 +190,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if code != ExitCode::SUCCESS || !args.is_empty() {
                 return Ok(code);
             }
-            test_without_libtorch(&root)
+            let code = test_without_libtorch(&root)?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            check_docs(&root, Vec::new(), 300)
         }
+        Cmd::Docs { files, timeout } => check_docs(&root, files, timeout),
         Cmd::Bench { args } => bench(&root, &args),
         Cmd::GpuBundle { out, binary } => {
             setup(&root)?;
@@ -196,7 +221,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs`,
-/// `tests/xla_minify.rs` and `tests/xla_repro.rs` on a graphbug built
+/// `tests/xla_minify.rs`, `tests/xla_repro.rs` and `tests/draw.rs` on a graphbug built
 /// without libtorch (`--no-default-features`; the test checks that nothing links it). The
 /// dependencies' artifacts are shared with the default build; the default binary is put
 /// back afterwards.
@@ -214,6 +239,8 @@ fn test_without_libtorch(root: &Path) -> Result<ExitCode> {
             "xla_minify",
             "--test",
             "xla_repro",
+            "--test",
+            "draw",
         ])
         .current_dir(root)
         .status()
@@ -268,9 +295,38 @@ fn setup(root: &Path) -> Result<()> {
         ensure_python_package(&venv, package, version)?;
     }
     ensure_capture_package(root, &venv)?;
+    docs::ensure_mdbook()?;
     ensure_engines();
+    ensure_drawing();
     println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
     Ok(())
+}
+
+/// `cargo xtask docs`: setup, `cargo build --bin graphbug` (the blocks run it), then the
+/// book and the blocks of `files` (every documentation file when empty).
+fn check_docs(root: &Path, files: Vec<PathBuf>, timeout: u64) -> Result<ExitCode> {
+    setup(root)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = xtask::process::die_with_parent(&mut Command::new(&cargo))
+        .args(["build", "--bin", "graphbug"])
+        .current_dir(root)
+        .status()
+        .context("cannot run `cargo build --bin graphbug`")?;
+    ensure!(
+        status.success(),
+        "`cargo build --bin graphbug` failed ({status})"
+    );
+    let opts = docs::Options {
+        root: root.to_path_buf(),
+        files,
+        timeout: std::time::Duration::from_secs(timeout),
+        mdbook: docs::ensure_mdbook()?,
+    };
+    Ok(if docs::check(&opts)? {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Programs of the engines the worker-launcher tests start (`tests/cluster.rs`): a
@@ -285,10 +341,36 @@ const ENGINE_PROGRAMS: [(&str, &str); 7] = [
     ("ssh-keygen", "openssh-client"),
 ];
 
+/// Programs `graphbug draw` and its tests need: Graphviz lays pictures out, Chromium loads
+/// the pages in the browser tests (`tests/draw.rs`, `tests/xla_repro.rs`).
+const DRAWING_PROGRAMS: [(&str, &str); 2] = [("dot", "graphviz"), ("chromium", "chromium")];
+
 /// Installs the engines' Debian packages where they are missing and this is a Debian
 /// machine where setup runs as root (CI's); elsewhere it says what the tests will skip.
 /// Never an error: the tests skip an engine that is not installed, with a notice.
 fn ensure_engines() {
+    ensure_debian_packages(
+        &ENGINE_PROGRAMS,
+        "the launcher tests' engines",
+        "the Slurm and ssh launcher tests will be skipped",
+    );
+}
+
+/// Installs Graphviz and Chromium where they are missing (as [`ensure_engines`] does);
+/// without them `graphbug draw` writes only DOT and Model Explorer JSON, and the tests of
+/// pictures and pages fail, naming what to install.
+fn ensure_drawing() {
+    ensure_debian_packages(
+        &DRAWING_PROGRAMS,
+        "Graphviz and Chromium, for graphbug draw and its browser tests",
+        "graphbug draw cannot lay out pictures and the browser tests fail",
+    );
+}
+
+/// Installs the Debian packages of `programs` (program, package) that are missing, as
+/// root with apt-get (refreshing stale package lists once); otherwise says `without` and
+/// the command to run.
+fn ensure_debian_packages(programs: &[(&str, &'static str)], what: &str, without: &str) {
     let missing = |programs: &[(&str, &'static str)]| -> Vec<&'static str> {
         let mut packages: Vec<&'static str> = programs
             .iter()
@@ -303,7 +385,7 @@ fn ensure_engines() {
         packages.dedup();
         packages
     };
-    let packages = missing(&ENGINE_PROGRAMS);
+    let packages = missing(programs);
     if packages.is_empty() {
         return;
     }
@@ -311,16 +393,13 @@ fn ensure_engines() {
     let root = unsafe { libc::geteuid() } == 0;
     if !root || find_in_path("apt-get").is_none() {
         eprintln!(
-            "setup: the Slurm and ssh launcher tests will be skipped: {} not installed (run `apt-get install {}` as root)",
+            "setup: {without}: {} not installed (run `apt-get install {}` as root)",
             packages.join(", "),
             packages.join(" ")
         );
         return;
     }
-    eprintln!(
-        "setup: installing {} (the launcher tests' engines)",
-        packages.join(" ")
-    );
+    eprintln!("setup: installing {} ({what})", packages.join(" "));
     let install = || {
         Command::new("apt-get")
             .args(["install", "-y", "-q", "--no-install-recommends"])
@@ -338,12 +417,9 @@ fn ensure_engines() {
             .status()
             .is_ok_and(|s| s.success())
             && install());
-    let still = missing(&ENGINE_PROGRAMS);
+    let still = missing(programs);
     if !installed || !still.is_empty() {
-        eprintln!(
-            "setup: could not install {}; the launcher tests will be skipped",
-            still.join(", ")
-        );
+        eprintln!("setup: could not install {}; {without}", still.join(", "));
     }
 }
 
@@ -527,29 +603,55 @@ fn cargo_after_setup(root: &Path, subcommand: &str, args: &[String]) -> Result<E
 }
 
 /// Runs setup, then every benchmark to the end (one missing its target does not stop the
-/// others), passing their output through; then the `target:` line of every figure, and
-/// exit 1 if a target was missed or a benchmark failed.
+/// others), passing their output through (on a terminal, under a spinner naming the
+/// benchmark that runs); then the `target:` line of every figure, and exit 1 if a target
+/// was missed or a benchmark failed.
 fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     use std::io::{BufRead, BufReader, Write};
     setup(root)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut child = xtask::process::die_with_parent(&mut Command::new(&cargo))
+    let spinner = graphbug_run::progress::Progress::spinner("bench");
+    spinner.set_message("starting `cargo bench`");
+    let mut cmd = Command::new(&cargo);
+    xtask::process::die_with_parent(&mut cmd)
         .args(["bench", "--workspace", "--no-fail-fast"])
         .args(args)
         .current_dir(root)
         .stdout(std::process::Stdio::piped())
-        .spawn()
-        .context("cannot run `cargo bench`")?;
+        .stderr(std::process::Stdio::piped());
+    // Cargo's standard error is read here (for the spinner): it keeps the colours it has
+    // on a terminal.
+    if spinner.on_terminal() && std::env::var_os("CARGO_TERM_COLOR").is_none() {
+        cmd.env("CARGO_TERM_COLOR", "always");
+    }
+    let mut child = cmd.spawn().context("cannot run `cargo bench`")?;
     let mut figures = Vec::new();
     let stdout = child.stdout.take().expect("stdout is piped");
-    for line in BufReader::new(stdout).lines() {
-        let line = line.context("reading the benchmarks' output")?;
-        println!("{line}");
-        let _ = std::io::stdout().flush();
-        if let Some(figure) = xtask::bench::figure(&line) {
-            figures.push(figure.to_string());
+    let stderr = child.stderr.take().expect("stderr is piped");
+    std::thread::scope(|scope| -> Result<()> {
+        // Cargo's lines (and the benchmarks' own standard error) pass through unchanged;
+        // `Running` and `Compiling` lines name what runs.
+        scope.spawn(|| {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                if let Some(status) = xtask::bench::status(&line) {
+                    spinner.set_message(status);
+                }
+                spinner.println(&line);
+            }
+        });
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("reading the benchmarks' output")?;
+            spinner.suspend(|| {
+                println!("{line}");
+                let _ = std::io::stdout().flush();
+            });
+            if let Some(figure) = xtask::bench::figure(&line) {
+                figures.push(figure.to_string());
+            }
         }
-    }
+        Ok(())
+    })?;
+    spinner.finish();
     let status = child.wait().context("waiting for `cargo bench`")?;
     println!("\n== benchmark targets ==");
     for f in &figures {
@@ -971,5 +1073,41 @@ mod tests {
     fn executables_are_found_in_path() {
         assert!(find_in_path("sh").is_some());
         assert!(find_in_path("surely-not-an-executable-xyz").is_none());
+    }
+
+    #[test]
+    fn every_command_says_what_it_does_with_examples_that_parse() {
+        use clap::CommandFactory;
+        let cli = xtask::help::with_examples(Cli::command());
+        cli.clone().debug_assert();
+        let visible: Vec<&clap::Command> =
+            cli.get_subcommands().filter(|c| !c.is_hide_set()).collect();
+        assert!(visible.len() >= 5, "{}", visible.len());
+        for cmd in visible {
+            let name = cmd.get_name();
+            let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(
+                about.len() > 20,
+                "`cargo xtask {name}` says too little: `{about}`"
+            );
+            let help = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let examples = xtask::help::examples(&help);
+            assert!(
+                examples.iter().any(|e| e.first().map(String::as_str) == Some(name)),
+                "`cargo xtask {name} --help` has no example of it (add one to xtask/src/help.rs):\n{help}"
+            );
+            for example in examples {
+                let args = std::iter::once("xtask".to_string()).chain(example.iter().cloned());
+                if let Err(e) = cli.clone().try_get_matches_from(args) {
+                    panic!(
+                        "`cargo xtask {name} --help`: the example `{}` does not parse: {e}",
+                        example.join(" ")
+                    );
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,87 @@
+//! The examples each `cargo xtask` subcommand's `--help` ends with: what to type, each
+//! under a comment that says what it does (the binary's tests check that every visible
+//! subcommand has some and that they parse).
+
+use clap::Command;
+
+/// Examples of each subcommand, by name: lines of `# what it does` and `cargo xtask ...`.
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "setup",
+        "# Make .venv (torch, torchvision, JAX, the XLA CPU plugin) and .libtorch; again: a no-op
+cargo xtask setup",
+    ),
+    (
+        "test",
+        "# Every test, every example, and the XLA tests without libtorch
+cargo xtask test
+# One package's tests, or one test file's tests whose names match
+cargo xtask test -p graphbug-ir
+cargo xtask test --test cli check_",
+    ),
+    (
+        "repro",
+        "# The demo: a failing backend's repro written and minified
+cargo xtask repro
+# A graph of yours
+cargo xtask repro tests/fixtures/mlp/forward.py --backend aot_eager --out repro_out",
+    ),
+    (
+        "fuzz",
+        "# Fuzz for 30 s, as CI does
+cargo xtask fuzz 30
+# Ten minutes, with other mutations
+cargo xtask fuzz 600 --seed 7",
+    ),
+    (
+        "bench",
+        "# Every benchmark, then each figure against its target
+cargo xtask bench
+# One benchmark binary
+cargo xtask bench --bench scale",
+    ),
+    (
+        "conformance",
+        "# The CI subset of every source
+cargo xtask conformance --subset ci --sources opinfo,zoo,capture,xla
+# Only the XLA programs of one JAX harness, four cases at a time
+cargo xtask conformance --sources xla --filter cumsum -j 4
+# Run the cases generated last time again, and report without failing
+cargo xtask conformance --reuse-cases --no-targets",
+    ),
+    (
+        "gpu-bundle",
+        "# Pack the bundle into target/gpu-bundle, then run it on a GPU machine
+cargo xtask gpu-bundle
+# With a graphbug built elsewhere, into another directory
+cargo xtask gpu-bundle --out /tmp/bundle --binary target/release/graphbug",
+    ),
+];
+
+/// `cli` (the `cargo xtask` command) with the examples after each subcommand's help.
+pub fn with_examples(mut cli: Command) -> Command {
+    for (name, examples) in EXAMPLES {
+        if cli.find_subcommand(name).is_some() {
+            let text = format!("Examples:\n{}", indented(examples));
+            cli = cli.mut_subcommand(name, |c| c.after_help(text));
+        }
+    }
+    cli.after_help("Each command's --help ends with examples: cargo xtask conformance --help")
+}
+
+/// `text` indented by two spaces.
+fn indented(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The example commands of a help text: each line that starts with `cargo xtask `, its
+/// arguments after `cargo xtask` split at whitespace (the examples use no quotes).
+pub fn examples(help: &str) -> Vec<Vec<String>> {
+    help.lines()
+        .filter_map(|l| l.trim().strip_prefix("cargo xtask "))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
