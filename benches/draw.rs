@@ -69,44 +69,18 @@ fn main() {
     let forward_s = median3(|| graphbug(&["draw", f, "-o", svg.to_str().unwrap()], None));
     println!("draw, gpt48 forward (2,987 nodes) as SVG: {forward_s:.2} s");
     let page = p("gpt48_joint.html");
-    let joint_s = median3(|| {
-        graphbug(
-            &[
-                "draw",
-                j,
-                "--partition",
-                "min-cut",
-                "-o",
-                page.to_str().unwrap(),
-            ],
-            None,
-        )
-    });
+    let page_arg = page.to_str().unwrap();
+    let draw_joint = || graphbug(&["draw", j, "--partition", "min-cut", "-o", page_arg], None);
+    let joint_s = median3(draw_joint);
     println!(
         "draw, gpt48 joint ({nodes} nodes) with the min-cut partition as HTML: {joint_s:.2} s"
     );
-    let ratio = Ratio::measure(
-        3,
-        || {
-            graphbug(
-                &[
-                    "draw",
-                    j,
-                    "--partition",
-                    "min-cut",
-                    "-o",
-                    page.to_str().unwrap(),
-                ],
-                None,
-            )
-        },
-        || {
-            graphbug(
-                &["partition", j, "--partitioner", "min-cut", "--json"],
-                None,
-            )
-        },
-    );
+    let ratio = Ratio::measure(3, draw_joint, || {
+        graphbug(
+            &["partition", j, "--partitioner", "min-cut", "--json"],
+            None,
+        )
+    });
     println!("draw --partition min-cut / partition --partitioner min-cut: {ratio}");
     let loaded = browser::load(&page, dir.path());
     assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);

@@ -114,7 +114,7 @@ pub fn draw(args: &DrawArgs) -> Result<ExitCode> {
                 "{} partition: saves {} values ({}), recomputes {} ops in the backward; forward {} ops, backward {} ops",
                 args.partition.as_deref().unwrap_or_default(),
                 p.saved.len(),
-                graphbug::draw::human_bytes(p.saved_bytes),
+                graphbug::run::memory::human(p.saved_bytes),
                 p.recomputed.values().sum::<usize>(),
                 p.fw_ops,
                 p.bw_ops

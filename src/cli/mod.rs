@@ -10,6 +10,7 @@ pub mod autodiff;
 #[cfg(feature = "torch")]
 pub mod bisect;
 pub mod draw;
+pub mod examples;
 pub mod help;
 #[cfg(feature = "torch")]
 pub mod minify;

@@ -4,6 +4,9 @@
 
 use clap::Command;
 
+#[path = "../../src/cli/examples.rs"]
+mod shared;
+
 /// Examples of each subcommand, by name: lines of `# what it does` and `cargo xtask ...`.
 const EXAMPLES: &[(&str, &str)] = &[
     (
@@ -59,29 +62,19 @@ cargo xtask gpu-bundle --out /tmp/bundle --binary target/release/graphbug",
 ];
 
 /// `cli` (the `cargo xtask` command) with the examples after each subcommand's help.
-pub fn with_examples(mut cli: Command) -> Command {
-    for (name, examples) in EXAMPLES {
-        if cli.find_subcommand(name).is_some() {
-            let text = format!("Examples:\n{}", indented(examples));
-            cli = cli.mut_subcommand(name, |c| c.after_help(text));
-        }
-    }
-    cli.after_help("Each command's --help ends with examples: cargo xtask conformance --help")
-}
-
-/// `text` indented by two spaces.
-fn indented(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("  {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+pub fn with_examples(cli: Command) -> Command {
+    shared::with_examples(
+        cli,
+        EXAMPLES,
+        "Each command's --help ends with examples: cargo xtask conformance --help",
+    )
 }
 
 /// The example commands of a help text: each line that starts with `cargo xtask `, its
-/// arguments after `cargo xtask` split at whitespace (the examples use no quotes).
+/// arguments after `cargo xtask`.
 pub fn examples(help: &str) -> Vec<Vec<String>> {
-    help.lines()
-        .filter_map(|l| l.trim().strip_prefix("cargo xtask "))
-        .map(|l| l.split_whitespace().map(str::to_string).collect())
+    shared::examples(help, "cargo xtask")
+        .into_iter()
+        .map(|words| words.into_iter().skip(2).collect())
         .collect()
 }

@@ -10,7 +10,9 @@ use graphbug_run::process::{spawn, wait_bounded, Ended};
 use graphbug_run::scratch::Scratch;
 
 use crate::view::{Vertex, View};
-use crate::{human_bytes, DrawError, Mark};
+use graphbug_run::memory::human as human_bytes;
+
+use crate::{DrawError, Mark};
 
 /// Fill colours of the marks, also the HTML page's legend.
 pub const LEGEND: [(&str, &str, &str); 7] = [

@@ -21,6 +21,7 @@ pub mod view;
 use std::collections::BTreeMap;
 
 use graphbug_ir::{Graph, NodeId};
+use graphbug_run::memory::human as human_bytes;
 
 pub use view::{View, ViewOptions};
 
@@ -127,22 +128,6 @@ pub enum DrawError {
     Io(String),
 }
 
-/// `1.5 MiB`, `512 B`: bytes for people.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 /// The op of a node as a short label: `addmm` for `aten.addmm.default`, `dot` for HLO's
 /// `hlo.dot`, `input`, `getitem[1]`, `self.weight`.
 pub fn op_label(graph: &Graph, id: NodeId) -> String {
@@ -179,17 +164,5 @@ pub fn type_label(graph: &Graph, id: NodeId) -> String {
             format!("({})", items.join(", "))
         }
         _ => meta.annotation().unwrap_or_default(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bytes_read_as_people_read_them() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
     }
 }
