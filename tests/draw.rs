@@ -99,6 +99,10 @@ fn an_xla_program_draws_folded_and_around_a_node() {
         tmp.path(),
     );
     assert!(svg.contains("id=\"graph:mul.68\""), "the culprit is drawn");
+    // One decoder layer: nothing repeats, every instruction and parameter is drawn.
+    let dot = draw(&[s(&hlo)], &tmp.path().join("bart.dot"), tmp.path());
+    assert!(!dot.contains("shape=box3d"), "{dot}");
+    assert_eq!(dot.matches(" [id=").count(), 443);
     let around = draw(
         &[s(&hlo), "--around", "mul.68", "--depth", "1"],
         &tmp.path().join("around.dot"),
@@ -188,6 +192,21 @@ fn a_partition_draws_saved_and_recomputed_values_in_a_browser() {
         loaded.dom.contains("id=\"backward:"),
         "the backward is drawn"
     );
+    // A node of one half only: that half is drawn around it, the other left out.
+    let around = draw(
+        &[
+            s(&joint),
+            "--partition",
+            "min-cut",
+            "--around",
+            "tangents_1",
+            "--format",
+            "dot",
+        ],
+        &tmp.path().join("around.dot"),
+        tmp.path(),
+    );
+    assert!(around.contains("digraph \"backward\"") && !around.contains("digraph \"forward\""));
     let png = browser::screenshot(&page, tmp.path(), (1200, 900));
     assert!(
         std::fs::metadata(png).unwrap().len() > 20_000,

@@ -199,12 +199,8 @@ fn infer_num_fwd_outputs(joint: &Graph) -> Result<usize> {
 /// `graphbug partition`.
 pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
     let joint = load_graph(&args.file)?;
-    if needs_inference(&joint) {
-        if let Some(code) = supervise(&args.bound, |run, limit| {
-            lost_in_libtorch("inferring the joint graph's shapes", run, limit)
-        })? {
-            return Ok(code);
-        }
+    if let Some(code) = supervise_inference(&joint, &args.bound)? {
+        return Ok(code);
     }
     let joint = with_metas(joint)?;
     let num_fwd_outputs = match args.num_fwd_outputs {
@@ -414,6 +410,17 @@ fn recomputed_text(recomputed: &std::collections::BTreeMap<String, usize>) -> St
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// When a joint lacks shapes, which libtorch infers: the command re-run in a bounded
+/// child (its exit code), so a crash or hang in libtorch is reported, not suffered.
+pub fn supervise_inference(joint: &Graph, bound: &super::args::Bound) -> Result<Option<ExitCode>> {
+    if !needs_inference(joint) {
+        return Ok(None);
+    }
+    supervise(bound, |run, limit| {
+        lost_in_libtorch("inferring the joint graph's shapes", run, limit)
+    })
 }
 
 /// Whether a partitioner's name is the min-cut one's (false: functorch's default).

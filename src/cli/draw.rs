@@ -38,8 +38,8 @@ pub struct DrawArgs {
     #[arg(long, value_parser = ["default", "min-cut"])]
     partition: Option<String>,
     /// With `--partition min-cut`: the peak-memory budget the cut must fit (bytes such as
-    /// `2MiB`, or a fraction between the least peak of any cut, 0, and the runtime-optimal
-    /// cut's, 1), as `graphbug partition --memory-budget` takes it.
+    /// `2MiB`, or a fraction with a dot, 0.0 for the least peak of any cut to 1.0 for the
+    /// runtime-optimal cut's), as `graphbug partition --memory-budget` takes it.
     #[arg(long, requires = "partition")]
     memory_budget: Option<String>,
     /// A numeric trace of one run of the graph (`graphbug run --trace`).
@@ -76,6 +76,9 @@ pub struct DrawArgs {
     /// Seconds Graphviz may take to lay the picture out.
     #[arg(long, default_value_t = 60)]
     layout_timeout: u64,
+    #[cfg(feature = "torch")]
+    #[command(flatten)]
+    bound: super::args::Bound,
 }
 
 /// `graphbug draw`.
@@ -85,23 +88,24 @@ pub fn draw(args: &DrawArgs) -> Result<ExitCode> {
         (None, Some(path)) => format_of(path)?,
         (None, None) => Format::Svg,
     };
-    let bytes = read_file(&args.file)?;
     let title = args.file.display().to_string();
-    let (graph, kind) = match graphbug::xla::program::sniff(&bytes, &args.file) {
-        Some(kind) => {
-            let program = super::xla::read(&args.file, &bytes, kind)?;
-            let graph = program
-                .graph()
-                .with_context(|| format!("{}", args.file.display()))?;
-            (graph, Some(kind))
-        }
-        None => (super::parse_graph_bytes(&args.file, bytes)?, None),
-    };
+    let (graph, kind) = super::read_any_graph(&args.file, read_file(&args.file)?)?;
     if kind.is_some() && (args.partition.is_some() || args.trace.is_some()) {
         bail!(
             "--partition and --trace draw aten graphs (joint graphs, `graphbug run --trace` traces); {} is an XLA program",
             args.file.display()
         );
+    }
+    if format == Format::ModelExplorer
+        && (!args.around.is_empty() || args.collapse || args.no_collapse)
+    {
+        bail!("--around, --collapse and --no-collapse cut down a picture Graphviz lays out; Model Explorer's JSON holds every node (Model Explorer folds and finds nodes itself)");
+    }
+    #[cfg(feature = "torch")]
+    if args.partition.is_some() {
+        if let Some(code) = super::autodiff::supervise_inference(&graph, &args.bound)? {
+            return Ok(code);
+        }
     }
     let partitioned = match &args.partition {
         Some(name) => Some(partition(&graph, name, args.memory_budget.as_deref())?),
@@ -128,7 +132,12 @@ pub fn draw(args: &DrawArgs) -> Result<ExitCode> {
         }
     };
     for name in &args.culprit {
-        if !parts.iter_mut().any(|p| p.mark(name, Mark::Culprit)) {
+        // A saved value is a node of both halves of a partition: marked in each.
+        let marked = parts
+            .iter_mut()
+            .map(|p| p.mark(name, Mark::Culprit))
+            .fold(false, |any, m| any | m);
+        if !marked {
             bail!("--culprit: no node `{name}` in {}", args.file.display());
         }
     }
@@ -193,11 +202,33 @@ pub fn render(
         let collection = explorer::graph_collection(&picture.title, &picture.parts);
         return Ok(serde_json::to_string_pretty(&collection)? + "\n");
     }
-    let views: Vec<View> = picture
-        .parts
-        .iter()
-        .map(|p| View::new(p, options))
-        .collect::<Result<_, _>>()?;
+    // `--around` names nodes of any part: each part is drawn around those it has, and a
+    // part with none of them is left out.
+    let mut views = Vec::new();
+    for part in &picture.parts {
+        let here: Vec<String> = options
+            .around
+            .iter()
+            .filter(|n| part.graph.find(n).is_some())
+            .cloned()
+            .collect();
+        if !options.around.is_empty() && here.is_empty() {
+            continue;
+        }
+        let options = ViewOptions {
+            around: here,
+            ..options.clone()
+        };
+        views.push(View::new(part, &options)?);
+    }
+    if views.is_empty() {
+        let names: Vec<String> = options.around.iter().map(|n| format!("`{n}`")).collect();
+        bail!(
+            "--around: no node {} in {}",
+            names.join(" or "),
+            picture.title
+        );
+    }
     Ok(match format {
         Format::Dot => views.iter().map(dot::to_dot).collect::<Vec<_>>().join("\n"),
         Format::Svg => dot::render_svg(&views, limit)?,
@@ -222,7 +253,7 @@ pub fn picture_section(id: &str, picture: &Picture<'_>, views: &[View], svg: &st
     }
     body.push_str(&html::legend());
     body.push_str(&html::figure(&format!("{id}-figure"), svg));
-    Section::new(id, &picture.title, body)
+    Section::new(id, "The picture", body)
 }
 
 /// The parts of a partition: the forward with its saved outputs marked, the backward with

@@ -110,6 +110,24 @@ pub fn parse_graph_bytes(file: &Path, bytes: Vec<u8>) -> Result<graphbug::ir::Gr
     parse_graph(&text).with_context(|| format!("{}", file.display()))
 }
 
+/// The graph a file's `bytes` hold: an XLA program's (HLO's entry computation, StableHLO's
+/// main function), told by content, or an aten graph; with the program's form. Errors name
+/// the file.
+pub fn read_any_graph(
+    file: &Path,
+    bytes: Vec<u8>,
+) -> Result<(graphbug::ir::Graph, Option<graphbug::xla::program::Kind>)> {
+    match graphbug::xla::program::sniff(&bytes, file) {
+        Some(kind) => {
+            let graph = xla::read(file, &bytes, kind)?
+                .graph()
+                .with_context(|| format!("{}", file.display()))?;
+            Ok((graph, Some(kind)))
+        }
+        None => Ok((parse_graph_bytes(file, bytes)?, None)),
+    }
+}
+
 /// `graphbug fmt`: prints the canonical text of an aten graph, or an XLA program as it
 /// was written (told by content: see [`xla`]).
 pub fn fmt(file: &Path) -> Result<ExitCode> {

@@ -38,12 +38,7 @@ struct Directory {
 fn read_graph(dir: &Path, file: &str) -> Result<Graph> {
     let path = dir.join(file);
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    match graphbug::xla::program::sniff(&bytes, &path) {
-        Some(kind) => Ok(super::xla::read(&path, &bytes, kind)?
-            .graph()
-            .with_context(|| format!("{}", path.display()))?),
-        None => super::parse_graph_bytes(&path, bytes),
-    }
+    Ok(super::read_any_graph(&path, bytes)?.0)
 }
 
 impl Directory {

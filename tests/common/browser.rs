@@ -111,5 +111,9 @@ pub fn screenshot(page: &Path, scratch: &Path, (width, height): (u32, u32)) -> P
 pub fn element<'d>(dom: &'d str, id: &str, span: usize) -> Option<&'d str> {
     let at = dom.find(&format!("id=\"{id}\""))?;
     let start = dom[..at].rfind('<')?;
-    Some(&dom[start..(start + span).min(dom.len())])
+    let mut end = (start + span).min(dom.len());
+    while !dom.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(&dom[start..end])
 }

@@ -148,11 +148,8 @@ fn vertex_line(view: &View, k: usize, v: &Vertex) -> String {
                 let list: Vec<String> = outputs.iter().map(usize::to_string).collect();
                 let _ = write!(label, "\n→ output {}", list.join(", "));
             }
-            let kind = marks
-                .iter()
-                .map(Mark::kind)
-                .max_by_key(|k| LEGEND.iter().position(|(l, _, _)| l == k))
-                .unwrap_or(if op == "input" || op.starts_with("self.") {
+            let kind =
+                crate::dominant(marks).unwrap_or(if op == "input" || op.starts_with("self.") {
                     "input"
                 } else {
                     ""
@@ -191,9 +188,9 @@ fn vertex_line(view: &View, k: usize, v: &Vertex) -> String {
             );
             for (kind, count) in marks {
                 let _ = write!(label, "\n{count} {kind}");
-            }
-            if *saved_bytes > 0 {
-                let _ = write!(label, " ({})", human_bytes(*saved_bytes));
+                if kind == "saved" {
+                    let _ = write!(label, " ({})", human_bytes(*saved_bytes));
+                }
             }
             if *outputs > 0 {
                 let _ = write!(label, "\n→ {outputs} outputs");
@@ -227,6 +224,10 @@ pub fn render_svg(views: &[View], limit: Duration) -> Result<String, DrawError> 
         let output = scratch.path().join(format!("{k}.svg"));
         std::fs::write(&input, to_dot(view))
             .map_err(|e| DrawError::Io(format!("writing {}: {e}", input.display())))?;
+        // Graphviz's warnings go to a file: a pipe nobody reads while it runs could fill.
+        let warnings = scratch.path().join(format!("{k}.err"));
+        let stderr = std::fs::File::create(&warnings)
+            .map_err(|e| DrawError::Io(format!("creating {}: {e}", warnings.display())))?;
         let mut cmd = Command::new(&dot);
         cmd.arg("-Tsvg")
             .arg(&input)
@@ -234,20 +235,32 @@ pub fn render_svg(views: &[View], limit: Duration) -> Result<String, DrawError> 
             .arg(&output)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(stderr);
         let child = spawn(cmd, true).map_err(|e| {
             DrawError::Graphviz(format!("could not start ({}): {e}", dot.display()))
         })?;
-        children.push((child, output, view));
+        children.push((child, output, warnings, view));
     }
     let mut svgs = Vec::new();
-    for (mut child, output, view) in children {
+    let mut failed = None;
+    for (mut child, output, warnings, view) in children {
+        if failed.is_some() {
+            // One layout failed: the others are ended, not waited for.
+            graphbug_run::process::kill(&mut child, true);
+            let _ = child.wait();
+            continue;
+        }
         let left = limit.saturating_sub(started.elapsed());
-        let ended = wait_bounded(&mut child, left, true)
-            .map_err(|e| DrawError::Graphviz(format!("could not be waited for: {e}")))?;
+        let ended = match wait_bounded(&mut child, left, true) {
+            Ok(ended) => ended,
+            Err(e) => {
+                failed = Some(DrawError::Graphviz(format!("could not be waited for: {e}")));
+                continue;
+            }
+        };
         match ended {
             Ended::TimedOut => {
-                return Err(DrawError::Graphviz(format!(
+                failed = Some(DrawError::Graphviz(format!(
                     "took more than {} s to lay out `{}` ({} boxes, {} edges): draw less of it with --around NODE --depth K, or write --format model-explorer",
                     limit.as_secs(),
                     view.name,
@@ -256,23 +269,24 @@ pub fn render_svg(views: &[View], limit: Duration) -> Result<String, DrawError> 
                 )))
             }
             Ended::Exited(status) if !status.success() => {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                return Err(DrawError::Graphviz(format!(
+                let said = std::fs::read_to_string(&warnings).unwrap_or_default();
+                failed = Some(DrawError::Graphviz(format!(
                     "failed on `{}` ({}): {}",
                     view.name,
                     graphbug_run::process::describe_status(&status),
-                    err.trim()
+                    said.trim()
                 )));
             }
-            Ended::Exited(_) => {}
+            Ended::Exited(_) => match read(&output) {
+                Ok(svg) => svgs.push(svg),
+                Err(e) => failed = Some(e),
+            },
         }
-        svgs.push(read(&output)?);
     }
-    side_by_side(&svgs)
+    match failed {
+        Some(e) => Err(e),
+        None => side_by_side(&svgs),
+    }
 }
 
 /// Reads a file Graphviz wrote.

@@ -117,10 +117,11 @@ fn graph_of(part: &Part<'_>) -> ExplorerGraph {
         .outputs()
         .iter()
         .enumerate()
-        .filter_map(|(k, v)| {
-            let mut source = None;
-            v.for_each_node(&mut |id: NodeId| source = source.or(Some(id)));
-            source.map(|id| IncomingEdge {
+        .flat_map(|(k, v)| {
+            // An output may be a list of values: one edge from each.
+            let mut sources = Vec::new();
+            v.for_each_node(&mut |id: NodeId| sources.push(id));
+            sources.into_iter().map(move |id| IncomingEdge {
                 source_node_id: graph.node(id).name.to_string(),
                 source_node_output_id: "0".into(),
                 target_node_input_id: k.to_string(),
@@ -188,10 +189,7 @@ fn node_of(part: &Part<'_>, id: NodeId, layer: usize) -> ExplorerNode {
             other => attrs.push(kv(other.kind(), other.describe())),
         }
     }
-    let style = marks
-        .iter()
-        .map(Mark::kind)
-        .max_by_key(|k| LEGEND.iter().position(|(l, _, _)| l == k))
+    let style = crate::dominant(marks)
         .and_then(|kind| LEGEND.iter().find(|(l, _, _)| *l == kind))
         .map(|(_, colour, _)| Style {
             background_color: colour.to_string(),

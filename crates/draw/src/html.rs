@@ -150,11 +150,13 @@ pub fn page(title: &str, sections: &[Section]) -> String {
         escape(title),
         escape(title)
     );
-    out.push_str("<nav>");
-    for s in sections {
-        let _ = write!(out, "<a href=\"#{}\">{}</a> ", s.id, escape(&s.heading));
+    if sections.len() > 1 {
+        out.push_str("<nav>");
+        for s in sections {
+            let _ = write!(out, "<a href=\"#{}\">{}</a> ", s.id, escape(&s.heading));
+        }
+        out.push_str("</nav>\n");
     }
-    out.push_str("</nav>\n");
     for s in sections {
         let _ = write!(
             out,
@@ -197,15 +199,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pages_escape_what_they_show() {
+    fn pages_escape_what_they_show_and_fetch_nothing() {
+        let svg = "<svg xmlns=\"http://www.w3.org/2000/svg\"><g id=\"graph:a\"/></svg>";
         let page = page(
             "a <b> & c",
-            &[Section::new("s", "x<y", pre("if a < b && c > d"))],
+            &[
+                Section::new("s", "x<y", pre("if a < b && c > d")),
+                Section::new("f", "figure", figure("f1", svg)),
+                Section::new("c", "chart", line_chart("c1", "x", "y", &[(0.0, 1.0)])),
+            ],
         );
         assert!(page.contains("<title>a &lt;b&gt; &amp; c</title>"));
         assert!(page.contains("if a &lt; b &amp;&amp; c &gt; d"));
         assert!(page.contains("<section id=\"s\">"));
-        assert!(!page.contains("http://") && !page.contains("https://"));
+        // Nothing is loaded from elsewhere: no source or link out of the page.
+        for attribute in ["src=", "href=\"http", "url(", "@import"] {
+            assert!(!page.contains(attribute), "{attribute} in the page");
+        }
     }
 
     #[test]

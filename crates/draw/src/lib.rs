@@ -64,6 +64,15 @@ impl Mark {
     }
 }
 
+/// The mark a node is drawn as when it has several: the last of [`dot::LEGEND`]'s order
+/// (a culprit over a saved value).
+pub fn dominant(marks: &[Mark]) -> Option<&'static str> {
+    marks
+        .iter()
+        .map(Mark::kind)
+        .max_by_key(|k| dot::LEGEND.iter().position(|(l, _, _)| l == k))
+}
+
 /// One graph of a picture (a program, or a partition's forward or backward) and its marks.
 #[derive(Clone, Debug)]
 pub struct Part<'g> {

@@ -48,8 +48,6 @@ pub struct ViewOptions {
 pub enum Vertex {
     /// A node of the graph.
     Node {
-        /// The node.
-        id: NodeId,
         /// Its name.
         name: String,
         /// Its op, short (`addmm`, `input`).
@@ -205,7 +203,6 @@ impl View {
                 continue;
             }
             vertices.push(Vertex::Node {
-                id,
                 name: graph.node(id).name.to_string(),
                 op: op_label(graph, id),
                 ty: type_label(graph, id),

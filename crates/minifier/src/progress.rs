@@ -88,8 +88,8 @@ pub struct MinifyState {
     /// Counts at the time.
     pub stats: Stats,
     /// The search so far, one step per smaller failing candidate: after how many queries,
-    /// how many nodes (starting with the original at 0 queries); a resumed search starts
-    /// a new history at the point it resumed from.
+    /// how many nodes (starting with the original at 0 queries). A resumed search's
+    /// history starts anew with the original, then its own steps.
     #[serde(default)]
     pub history: Vec<Step>,
 }
