@@ -110,7 +110,31 @@ enum Command {
 /// How long graphbug waits, before it exits, for the workers it is ending.
 const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// The exit status of a process a closed pipe ended (128 + SIGPIPE), as the shell reports
+/// `cat` ended by `| head`.
+const CLOSED_PIPE_STATUS: i32 = 141;
+
+/// A closed standard output (`graphbug draw G | head`) ends graphbug quietly, as it ends
+/// `cat`. graphbug ignores SIGPIPE (a worker's closed pipe is an error it reports, not its
+/// death), so Rust's `print!` panics on the closed pipe instead: that panic becomes this exit.
+fn end_quietly_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(CLOSED_PIPE_STATUS);
+        }
+        default(info)
+    }));
+}
+
 fn main() -> ExitCode {
+    end_quietly_on_closed_stdout();
     let cli = cli::help::with_examples(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&cli).unwrap_or_else(|e| e.exit());
     #[cfg(feature = "torch")]

@@ -119,6 +119,33 @@ fn an_xla_program_draws_folded_and_around_a_node() {
 }
 
 #[test]
+fn a_reader_that_stops_early_ends_graphbug_quietly() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    let hlo = fixture("xla/bart/decoder.hlo");
+    // Far more than a pipe holds, read 100 bytes of, then the pipe closed (`| head`).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+        .args(["draw", s(&hlo), "--format", "model-explorer"])
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.code(), Some(141), "{stderr}");
+}
+
+#[test]
 fn bad_input_is_named() {
     let tmp = tempfile::tempdir().unwrap();
     let mlp = fixture("mlp/forward.py");

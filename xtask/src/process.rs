@@ -1,8 +1,10 @@
 //! Children of `cargo xtask` that cannot outlive it.
 //!
-//! xtask depends on no graphbug crate (DESIGN.md), so it has its own copy of the one call
-//! graphbug-repro's `process::guard` makes: `PR_SET_PDEATHSIG = SIGKILL` in the child, so
-//! that `kill -9` of xtask also ends the case generator and the graphbug runs it started.
+//! xtask depends on no crate that needs libtorch; graphbug-run's `process::spawn` starts
+//! children itself (from one thread), while xtask's callers configure a `Command` and run
+//! it as they like (`status`, `output`, `spawn`), so xtask makes the one call that matters
+//! itself: `PR_SET_PDEATHSIG = SIGKILL` in the child, so that `kill -9` of xtask also ends
+//! the case generator and the graphbug runs it started.
 
 use std::process::Command;
 
