@@ -11,6 +11,7 @@ use graphbug::draw::html::{self, Section};
 use graphbug::draw::{dot, explorer, Mark, Part, Picture, View, ViewOptions};
 use graphbug::files::write_file_atomically;
 use graphbug::ir::Graph;
+use graphbug::partition::default::saved_bytes;
 
 use super::read_file;
 
@@ -202,8 +203,24 @@ pub fn render(
         let collection = explorer::graph_collection(&picture.title, &picture.parts);
         return Ok(serde_json::to_string_pretty(&collection)? + "\n");
     }
-    // `--around` names nodes of any part: each part is drawn around those it has, and a
-    // part with none of them is left out.
+    Ok(match format {
+        Format::Dot => views(picture, options)?
+            .iter()
+            .map(dot::to_dot)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Format::Svg => dot::render_svg(&views(picture, options)?, limit)?,
+        Format::Html => html::page(
+            &picture.title,
+            &[picture_section("picture", picture, options, limit)?],
+        ),
+        Format::ModelExplorer => unreachable!("written above"),
+    })
+}
+
+/// What is drawn of each part under `options`. `--around` names nodes of any part: each
+/// part is drawn around those it has, and a part with none of them is left out.
+fn views(picture: &Picture<'_>, options: &ViewOptions) -> Result<Vec<View>> {
     let mut views = Vec::new();
     for part in &picture.parts {
         let here: Vec<String> = options
@@ -229,22 +246,19 @@ pub fn render(
             picture.title
         );
     }
-    Ok(match format {
-        Format::Dot => views.iter().map(dot::to_dot).collect::<Vec<_>>().join("\n"),
-        Format::Svg => dot::render_svg(&views, limit)?,
-        Format::Html => {
-            let svg = dot::render_svg(&views, limit)?;
-            html::page(
-                &picture.title,
-                &[picture_section("picture", picture, &views, &svg)],
-            )
-        }
-        Format::ModelExplorer => unreachable!("written above"),
-    })
+    Ok(views)
 }
 
-/// A section showing a picture: its notes, what was folded, the legend and the figure.
-pub fn picture_section(id: &str, picture: &Picture<'_>, views: &[View], svg: &str) -> Section {
+/// A section showing a picture laid out within `limit`: its notes, what was folded, the
+/// legend and the figure.
+pub fn picture_section(
+    id: &str,
+    picture: &Picture<'_>,
+    options: &ViewOptions,
+    limit: Duration,
+) -> Result<Section> {
+    let views = views(picture, options)?;
+    let svg = dot::render_svg(&views, limit)?;
     let mut lines = picture.notes.clone();
     lines.extend(views.iter().filter_map(View::summary));
     let mut body = String::new();
@@ -252,8 +266,8 @@ pub fn picture_section(id: &str, picture: &Picture<'_>, views: &[View], svg: &st
         body.push_str(&html::list(&lines));
     }
     body.push_str(&html::legend());
-    body.push_str(&html::figure(&format!("{id}-figure"), svg));
-    Section::new(id, "The picture", body)
+    body.push_str(&html::figure(&format!("{id}-figure"), &svg));
+    Ok(Section::new(id, "The picture", body))
 }
 
 /// The parts of a partition: the forward with its saved outputs marked, the backward with
@@ -268,9 +282,10 @@ fn partition_parts<'g>(
     fw.caption = format!("{} ops", report.fw_ops);
     bw.caption = format!("{} ops", report.bw_ops);
     for name in &report.saved {
+        // As the partition counts them (a saved size 0; symbolic sizes, unhinted here, 0).
         let bytes = forward
             .find(name)
-            .and_then(|id| forward.node(id).meta.tensor().map(|t| t.nbytes()))
+            .and_then(|id| saved_bytes(forward, &[id], &Default::default()).ok())
             .unwrap_or(0);
         fw.mark(name, Mark::Saved(bytes));
         bw.mark(name, Mark::Saved(bytes));

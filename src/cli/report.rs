@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use graphbug::draw::html::{self, Section};
-use graphbug::draw::{dot, Mark, Part, Picture, View, ViewOptions};
+use graphbug::draw::{Mark, Part, Picture, ViewOptions};
 use graphbug::files::write_file_atomically;
 use graphbug::ir::Graph;
 use graphbug::minifier::progress::{MinifyState, Step, STATE_FILE};
@@ -124,7 +124,7 @@ fn kept_ops(minified: &Graph, original: &Graph) -> Vec<String> {
         .collect()
 }
 
-/// A picture of `graph` with `culprits` marked, as an SVG, or the reason there is none.
+/// A picture of `graph` with `culprits` marked, as HTML, or the reason there is none.
 fn picture(title: &str, graph: &Graph, culprits: &[String], id: &str) -> String {
     let mut part = Part::new(title, graph);
     part.caption = format!("{} nodes", graph.nodes.len());
@@ -136,14 +136,8 @@ fn picture(title: &str, graph: &Graph, culprits: &[String], id: &str) -> String 
         parts: vec![part],
         notes: Vec::new(),
     };
-    let drawn = View::new(&picture.parts[0], &ViewOptions::default())
-        .map_err(anyhow::Error::from)
-        .and_then(|view| {
-            let svg = dot::render_svg(std::slice::from_ref(&view), LAYOUT_LIMIT)?;
-            Ok((view, svg))
-        });
-    match drawn {
-        Ok((view, svg)) => super::draw::picture_section(id, &picture, &[view], &svg).html,
+    match super::draw::picture_section(id, &picture, &ViewOptions::default(), LAYOUT_LIMIT) {
+        Ok(section) => section.html,
         Err(e) => format!(
             "<p class=\"missing\">No picture: {}</p>\n",
             html::escape(&format!("{e:#}"))

@@ -26,6 +26,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
+use graphbug_run::process::{wait_bounded, Ended};
 
 /// The mdBook release `cargo xtask setup` installs (`cargo install mdbook --locked`).
 pub const MDBOOK_VERSION: &str = "0.5.4";
@@ -474,22 +475,14 @@ fn run_in(
         .spawn()
         .context("cannot run bash")?;
     let pgid = child.id() as i32;
-    let deadline = Instant::now() + opts.timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    // On a timeout the driver's whole group is killed.
+    let status = match wait_bounded(&mut child, opts.timeout, true)? {
+        Ended::Exited(status) => Some(status),
+        Ended::TimedOut => None,
     };
-    // Whatever a block left running (or all of it, on a timeout) ends with the file.
+    // Whatever a block left running in the background ends with the file.
     // SAFETY: killpg has no memory-safety preconditions; the group is the driver's own.
     unsafe { libc::killpg(pgid, libc::SIGKILL) };
-    if status.is_none() {
-        let _ = child.wait();
-    }
     let current = fs::read_to_string(state.join("current")).unwrap_or_default();
     let current = current.trim();
     if status.is_some_and(|s| s.success()) && current == "done" {

@@ -7,6 +7,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Parser, Subcommand};
+use graphbug_run::process::find_in_path;
 use xtask::conformance;
 
 mod docs;
@@ -956,14 +957,6 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
     Ok(ExitCode::FAILURE)
 }
 
-/// Looks up an executable by name in `PATH`.
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1067,12 +1060,6 @@ mod tests {
         assert!(python_package_present(&venv, "absl-py", None).unwrap());
         assert!(!python_package_present(&venv, "torchvision", Some(TORCHVISION_VERSION)).unwrap());
         fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn executables_are_found_in_path() {
-        assert!(find_in_path("sh").is_some());
-        assert!(find_in_path("surely-not-an-executable-xyz").is_none());
     }
 
     #[test]

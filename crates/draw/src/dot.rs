@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use graphbug_run::process::{spawn, wait_bounded, Ended};
+use graphbug_run::process::{find_in_path, spawn, wait_bounded, Ended};
 use graphbug_run::scratch::Scratch;
 
 use crate::view::{Vertex, View};
@@ -204,18 +204,10 @@ fn vertex_line(view: &View, k: usize, v: &Vertex) -> String {
     }
 }
 
-/// Finds Graphviz's `dot` on PATH.
-pub fn find_dot() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("dot"))
-        .find(|p| p.is_file())
-}
-
 /// Lays out each view with Graphviz's `dot` (all at once, each a child process that dies
 /// with graphbug, all within `limit`) and returns one SVG with the views side by side.
 pub fn render_svg(views: &[View], limit: Duration) -> Result<String, DrawError> {
-    let dot = find_dot().ok_or(DrawError::NoGraphviz)?;
+    let dot = find_in_path("dot").ok_or(DrawError::NoGraphviz)?;
     let scratch = Scratch::new("draw").map_err(|e| DrawError::Io(e.to_string()))?;
     let started = Instant::now();
     let mut children = Vec::new();
@@ -412,7 +404,7 @@ mod tests {
     #[test]
     fn graphviz_lays_out_a_graph_when_installed() {
         assert!(
-            find_dot().is_some(),
+            find_in_path("dot").is_some(),
             "Graphviz is not installed: `cargo xtask setup` installs it"
         );
         let graph = small();

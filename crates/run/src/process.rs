@@ -255,6 +255,14 @@ pub fn wait_bounded(child: &mut Child, limit: Duration, own_group: bool) -> io::
     Ok(ended)
 }
 
+/// The executable `name` as `PATH` finds it.
+pub fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
 /// `signal 6 (SIGABRT)` for a status ended by a signal, `exit code 3` otherwise.
 pub fn describe_status(status: &ExitStatus) -> String {
     if let Some(sig) = status.signal() {
@@ -436,6 +444,12 @@ pub use graphbug_files::alive_since;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executables_are_found_in_path() {
+        assert!(find_in_path("sh").is_some());
+        assert!(find_in_path("surely-not-an-executable-xyz").is_none());
+    }
 
     #[test]
     fn waits_are_bounded_and_kill_the_whole_group() {
