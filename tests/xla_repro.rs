@@ -351,3 +351,52 @@ fn repro_py_leaves_an_installed_jax_plugin_to_jax() {
         "mine:/opt/mine.so"
     );
 }
+
+/// A fault pinned to an instruction stays on that operation: the minifier may make the
+/// instruction's value an input or a constant of its recorded value in a candidate, and
+/// the fault then does not follow the name onto it (it did, and the result lost the
+/// faulted dot: a directory its own command could not reproduce). The result keeps the
+/// dot, and the minified directory reproduces with the command the run printed for it.
+#[test]
+fn a_pinned_fault_stays_on_its_operation_and_the_minified_directory_reproduces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dot_repro");
+    let backend = "fault:accuracy@node:dot_general.15+pjrt:cpu";
+    let o = graphbug(
+        &[
+            "repro",
+            &bart("decoder.hlo"),
+            "--inputs",
+            &bart("inputs.safetensors"),
+            "--backend",
+            backend,
+            "--out",
+            &s(&out),
+        ],
+        tmp.path(),
+    );
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    let minified = std::fs::read_to_string(out.join("minified/program.hlo")).unwrap();
+    assert!(
+        minified
+            .lines()
+            .any(|l| l.trim_start().starts_with("dot_general.15 = ") && l.contains(" dot(")),
+        "the faulted dot is gone from the result:\n{minified}"
+    );
+    let command = said
+        .lines()
+        .find_map(|l| {
+            let c = l.split('#').next()?.trim().strip_prefix("graphbug ")?;
+            c.ends_with("/minified run").then(|| c.to_string())
+        })
+        .unwrap_or_else(|| panic!("no `graphbug repro DIR/minified run` printed:\n{said}"));
+    let args: Vec<&str> = command.split_whitespace().collect();
+    let again = graphbug(&args, tmp.path());
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        text(&again).contains("reproduced: accuracy"),
+        "{}",
+        text(&again)
+    );
+}

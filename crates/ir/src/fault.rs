@@ -146,6 +146,12 @@ pub struct FaultSpec {
     pub node: Option<String>,
     /// A flaky fault: injected in this percentage of compiles only.
     pub percent: Option<u32>,
+    /// For a fault on a node by name: the op that node calls in the program the fault was
+    /// bound to ([`FaultSpec::bound`]). A testing fault models a compiler bug in one
+    /// operation, so it fires only while the node of that name still calls that op, never
+    /// on a parameter or a constant the minifier put in its place. Not printed: the
+    /// program a spec is bound to names the op.
+    pub node_op: Option<String>,
 }
 
 impl FaultSpec {
@@ -215,6 +221,7 @@ impl FaultSpec {
                 occurrence: None,
                 node: Some(name.to_string()),
                 percent,
+                node_op: None,
             });
         }
         let (op_text, occurrence) = match target.split_once('#') {
@@ -236,6 +243,7 @@ impl FaultSpec {
             occurrence,
             node: None,
             percent,
+            node_op: None,
         })
     }
 
@@ -258,6 +266,15 @@ impl FaultSpec {
             return None;
         }
         if let Some(name) = &self.node {
+            let now = graph
+                .find(name)
+                .and_then(|id| graph.node(id).op())
+                .map(ToString::to_string);
+            if let (Some(now), Some(was)) = (now, &self.node_op) {
+                return Some(format!(
+                    "`{source}` names no node: `{name}` calls `{now}` here, but `{was}` in the program the fault was pinned on (a fault stays on the operation it models a bug of)"
+                ));
+            }
             return Some(format!(
                 "`{source}` names no node: the graph has no node `{name}` that calls an op; {}",
                 closest_names(graph, name)
@@ -288,11 +305,18 @@ impl FaultSpec {
     /// The nodes this spec faults in `graph`, in graph order. A bare name no node calls
     /// as an op names the node of that name.
     pub fn targets(&self, graph: &Graph) -> Vec<NodeId> {
-        // A named node is faulted when it calls an op (not an input or a constant).
+        // A named node is faulted when it calls an op (not an input or a constant), the op
+        // it was bound to if it was.
         let call_named = |name: &str| -> Vec<NodeId> {
             graph
                 .find(name)
-                .filter(|&id| graph.node(id).op().is_some())
+                .filter(|&id| {
+                    graph.node(id).op().is_some_and(|op| {
+                        self.node_op
+                            .as_ref()
+                            .is_none_or(|was| op.to_string() == *was)
+                    })
+                })
                 .into_iter()
                 .collect()
         };
@@ -335,6 +359,21 @@ impl FaultSpec {
             node: Some(graph.node(id).name.to_string()),
             ..self.clone()
         })
+    }
+
+    /// The spec bound to `graph`, the program it is to test: a fault on a node by name
+    /// (`node:<name>`) keeps the op that node calls there ([`FaultSpec::node_op`]), so that
+    /// in a candidate cut from that program it fires only while the node still calls it.
+    /// Other specs, and a name `graph` lacks, come back as they are.
+    pub fn bound(&self, graph: &Graph) -> FaultSpec {
+        let mut spec = self.clone();
+        if let (Some(name), None) = (&self.node, &self.node_op) {
+            spec.node_op = graph
+                .find(name)
+                .and_then(|id| graph.node(id).op())
+                .map(ToString::to_string);
+        }
+        spec
     }
 }
 
@@ -503,6 +542,57 @@ mod tests {
                 .unwrap_err()
                 .contains("bad percentage"));
         }
+    }
+
+    #[test]
+    fn a_bound_fault_fires_only_on_the_op_it_was_bound_to() {
+        let g = crate::parse_graph(
+            "class G(torch.nn.Module):
+    def forward(self, x: \"f32[4]\"):
+        gelu: \"f32[4]\" = torch.ops.aten.gelu.default(x)
+        relu: \"f32[4]\" = torch.ops.aten.relu.default(gelu)
+        return (relu,)
+",
+        )
+        .unwrap();
+        let spec = FaultSpec::parse("accuracy@node:gelu").unwrap().bound(&g);
+        assert_eq!(spec.node_op.as_deref(), Some("aten::gelu.default"));
+        // Printed as written: a directory's command names the node alone.
+        assert_eq!(spec.to_string(), "accuracy@node:gelu");
+        assert_eq!(spec.targets(&g), [g.find("gelu").unwrap()]);
+        // A cut where another op took the name (as a constant takes a value's name in an
+        // XLA candidate): the fault does not follow it, and says why.
+        let other = crate::parse_graph(
+            "class G(torch.nn.Module):
+    def forward(self, x: \"f32[4]\"):
+        gelu: \"f32[4]\" = torch.ops.aten.sigmoid.default(x)
+        relu: \"f32[4]\" = torch.ops.aten.relu.default(gelu)
+        return (relu,)
+",
+        )
+        .unwrap();
+        assert!(spec.targets(&other).is_empty());
+        let why = spec
+            .why_no_target(&other, "fault:accuracy@node:gelu")
+            .unwrap();
+        assert!(
+            why.contains("`gelu` calls `aten::sigmoid.default` here, but `aten::gelu.default`"),
+            "{why}"
+        );
+        // Unbound, the name alone decides; binding twice keeps the first program's op.
+        let unbound = FaultSpec::parse("accuracy@node:gelu").unwrap();
+        assert_eq!(unbound.targets(&other).len(), 1);
+        assert_eq!(spec.bound(&other), spec);
+        // An input that took the name is never faulted, bound or not.
+        let input = crate::parse_graph(
+            "class G(torch.nn.Module):
+    def forward(self, gelu: \"f32[4]\"):
+        relu: \"f32[4]\" = torch.ops.aten.relu.default(gelu)
+        return (relu,)
+",
+        )
+        .unwrap();
+        assert!(spec.targets(&input).is_empty() && unbound.targets(&input).is_empty());
     }
 
     #[test]

@@ -144,6 +144,15 @@ impl XlaBackend {
         Some(b)
     }
 
+    /// The backend with its fault bound to `graph`, the program it is to test (see
+    /// [`FaultSpec::bound`]): a fault on a node by name fires only while that node calls
+    /// the op it calls in `graph`. The name stays as it is.
+    pub fn bound(&self, graph: &Graph) -> XlaBackend {
+        let mut b = self.clone();
+        b.fault = self.fault.as_ref().map(|spec| spec.bound(graph));
+        b
+    }
+
     /// The backend's name, e.g. `pjrt:cpu` or `fault:nan@add+pjrt:cpu`.
     pub fn name(&self) -> &str {
         &self.name

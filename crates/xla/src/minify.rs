@@ -539,7 +539,10 @@ pub struct XlaChecker {
 }
 
 impl XlaChecker {
-    /// A checker of `kind` failures of `backend`.
+    /// A checker of `kind` failures of `backend` on candidates cut from `printer`'s
+    /// program: a fault on a node by name is bound to the op that node calls there
+    /// ([`XlaBackend::bound`]), so it never fires on a parameter or constant that took
+    /// the node's place in a candidate.
     pub fn new(
         backend: XlaBackend,
         kind: CheckKind,
@@ -548,7 +551,7 @@ impl XlaChecker {
         accuracy: AccuracyMode,
     ) -> Self {
         XlaChecker {
-            backend,
+            backend: backend.bound(printer.graph()),
             kind,
             printer,
             recorded,
