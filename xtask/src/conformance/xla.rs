@@ -11,10 +11,12 @@ use super::{first_error_line, os, string_list, Outcome, Runner};
 pub const BACKEND: &str = "pjrt:cpu";
 
 impl Runner<'_> {
-    /// `graphbug minify` of the case's first HLO program under
+    /// `graphbug repro` of the case's first HLO program under
     /// `fault:runtime@node:T+pjrt:cpu`, T the middle one of [`fault_targets`] (or the
-    /// case's `minify_target`): it must end at one instruction, the case's `minify_root`
-    /// (default T), as the program's ROOT.
+    /// case's `minify_target`): the minification must end at one instruction, the case's
+    /// `minify_root` (default T), as the program's ROOT; and the minified directory must
+    /// reproduce the failure with the very command the run printed for it (`graphbug repro
+    /// DIR/minified run`, exit 1).
     pub(super) fn xla_minify(&self) -> Result<Outcome> {
         if let Some(why) = self.case.json["run_skip"].as_str() {
             return Ok(Outcome::NotApplicable(why.to_string()));
@@ -48,18 +50,21 @@ impl Runner<'_> {
                 .context("case.json has no `inputs` file")?,
         );
         let backend = format!("fault:runtime@node:{target}+{BACKEND}");
+        let out = self.work.join("minify-hlo.repro");
+        let _ = fs::remove_dir_all(&out);
         let exec = self.graphbug(
             "minify-hlo",
             &[
-                os("minify"),
+                os("repro"),
                 path.as_os_str(),
                 os("--inputs"),
                 inputs.as_os_str(),
                 os("--backend"),
                 os(&backend),
-                os("--check"),
-                os("runtime"),
-                os("--json"),
+                os("--level"),
+                os("3"),
+                os("--out"),
+                out.as_os_str(),
             ],
         )?;
         if exec.code != Some(0) {
@@ -71,25 +76,39 @@ impl Runner<'_> {
             }
             return Ok(Outcome::Failed(format!(
                 "{program}: {}",
-                exec.error_line(&format!("minify --backend {backend}"))
+                exec.error_line(&format!("repro --backend {backend}"))
             )));
         }
-        let counts: serde_json::Value = exec
-            .stdout
-            .lines()
-            .last()
-            .and_then(|l| serde_json::from_str(l).ok())
-            .unwrap_or_default();
+        let printed = format!("{}\n{}", exec.stdout, exec.stderr);
         let ends = |name: &str| {
-            exec.stdout.lines().any(|l| {
+            printed.lines().any(|l| {
                 l.trim_start().starts_with(&format!("ROOT {name} = "))
                     || l.trim_start().starts_with(&format!("ROOT %{name} = "))
             })
         };
-        if counts["end_nodes"] != 1 || !ends(&root) {
+        let end = minified_count(&printed);
+        if end != Some(1) || !ends(&root) {
             return Ok(Outcome::Failed(format!(
-                "{program}: minify under {backend} ended at {} instructions, not `{root}` alone",
-                counts["end_nodes"]
+                "{program}: repro under {backend} minified to {}, not `{root}` alone",
+                end.map_or("an unknown count of instructions".into(), |n| format!(
+                    "{n} instructions"
+                ))
+            )));
+        }
+        // The command printed for the minified directory, run as printed.
+        let Some(command) = printed_command(&printed, "/minified run") else {
+            return Ok(Outcome::Failed(format!(
+                "{program}: repro printed no `graphbug repro DIR/minified run` command"
+            )));
+        };
+        let args: Vec<&std::ffi::OsStr> = command.iter().map(String::as_str).map(os).collect();
+        let again = self.graphbug("minify-hlo-reproduce", &args)?;
+        if again.code != Some(1) {
+            return Ok(Outcome::Failed(format!(
+                "{program}: the minified directory does not reproduce with `graphbug {}` (exit {:?}): {}",
+                command.join(" "),
+                again.code,
+                again.error_line("repro DIR run")
             )));
         }
         Ok(Outcome::Passed)
@@ -353,6 +372,26 @@ pub fn first_difference(want: &str, got: &str, expected: &str) -> String {
     )
 }
 
+/// The count a repro's `minified N instructions to M ...` line gives (M).
+fn minified_count(printed: &str) -> Option<u64> {
+    printed.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("minified ")?;
+        let (_, after) = rest.split_once(" to ")?;
+        after.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// The arguments of the `graphbug ...` command a run printed whose text ends with `ending`
+/// (before its `#` comment), without the leading `graphbug`.
+fn printed_command(printed: &str, ending: &str) -> Option<Vec<String>> {
+    printed.lines().find_map(|l| {
+        let command = l.split('#').next()?.trim();
+        let rest = command.strip_prefix("graphbug ")?;
+        rest.ends_with(ending)
+            .then(|| rest.split_whitespace().map(str::to_string).collect())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,6 +410,19 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_repro_run_gives_its_count_and_its_commands() {
+        let printed = "minified 410 instructions to 9 in 189 queries (177 cache hits, 1 worker): /t/r/minified\n\
+done in 29.4 s. Next:\n  graphbug repro /t/r/minified run        # reproduce the minified failure (exit 1)\n  graphbug repro /t/r/minified analyze    # the first instruction that diverges\n";
+        assert_eq!(minified_count(printed), Some(9));
+        assert_eq!(
+            printed_command(printed, "/minified run"),
+            Some(vec!["repro".into(), "/t/r/minified".into(), "run".into()])
+        );
+        assert_eq!(printed_command(printed, "/minified minify"), None);
+        assert_eq!(minified_count("done in 1 s\n"), None);
     }
 
     #[test]
