@@ -177,14 +177,23 @@ fn a_hanging_backend_is_a_timeout_verdict() {
 #[test]
 fn a_killed_run_leaves_a_valid_repro_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    // An external interestingness test, slowed down so the run can be killed midway.
+    let out_dir = dir.path().join("out");
+    let state = out_dir.join("state.json");
+    // An external interestingness test that holds the first query asked after progress
+    // was saved (until `release` appears, bounded), so the run is killed midway on a
+    // machine of any speed: the kill follows an event, not a time.
+    let (blocked, release) = (dir.path().join("blocked"), dir.path().join("release"));
     let script = dir.path().join("check.sh");
     std::fs::write(
         &script,
-        "#!/bin/sh\nsleep 0.05\ngrep -q 'torch.ops.aten.gelu.default' \"$1/graph.py\" && exit 1\nexit 0\n",
+        format!(
+            "#!/bin/sh\nif [ -f '{state}' ] && [ ! -f '{blocked}' ]; then\n  touch '{blocked}'\n  i=0\n  while [ ! -f '{release}' ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done\nfi\ngrep -q 'torch.ops.aten.gelu.default' \"$1/graph.py\" && exit 1\nexit 0\n",
+            state = state.display(),
+            blocked = blocked.display(),
+            release = release.display()
+        ),
     )
     .unwrap();
-    let out_dir = dir.path().join("out");
     let args = |resume: bool| {
         let mut a = vec![
             "minify".to_string(),
@@ -206,17 +215,22 @@ fn a_killed_run_leaves_a_valid_repro_and_resumes() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Kill it once it has saved some progress, but long before it is done.
-    let state = out_dir.join("state.json");
-    for _ in 0..400 {
-        if state.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    // Kill it while it waits for the query it asked after saving progress.
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
+    while !blocked.exists() && child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no query was asked after progress was saved within 600 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        blocked.exists(),
+        "the run ended before it asked a query after saving progress"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
+    std::fs::write(&release, "").unwrap();
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     let nodes_at_kill = saved["stats"]["end_nodes"].as_u64().unwrap();

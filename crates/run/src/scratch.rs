@@ -5,7 +5,10 @@
 //! when the process dies, however it dies, so the next [`Scratch::new`] (of any graphbug
 //! process) can tell an abandoned directory from a live one and remove it. A directory
 //! is filled in under a hidden name and renamed into place only once its lock is held,
-//! so the sweep never sees a live directory without its lock.
+//! so the sweep never sees a live directory without its lock. The hidden name carries its
+//! maker's process id and start time, so a directory whose maker was killed while setting
+//! it up goes at the next start too (a process id reused by another process since does
+//! not keep it: the start time differs).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,7 +41,8 @@ pub type Result<T> = std::result::Result<T, ScratchError>;
 const LOCK_FILE: &str = ".lock";
 /// Hidden names of directories being set up.
 const NEW_PREFIX: &str = ".new-";
-/// A directory still without its lock this long after it was made is abandoned.
+/// A directory still without its lock this long after it was made is abandoned, where its
+/// maker's life cannot be told (no `/proc`, or a name not of graphbug's making).
 const SETUP_GRACE: Duration = Duration::from_secs(600);
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -71,7 +75,8 @@ impl Scratch {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let staging = root.join(format!("{NEW_PREFIX}{name}"));
+        let maker = maker_key(std::process::id()).unwrap_or_default();
+        let staging = root.join(format!("{NEW_PREFIX}{maker}.{name}"));
         std::fs::create_dir(&staging).map_err(|e| ScratchError::io(&staging, e))?;
         let lock_path = staging.join(LOCK_FILE);
         let lock = File::create(&lock_path).map_err(|e| ScratchError::io(&lock_path, e))?;
@@ -101,8 +106,16 @@ fn sweep(root: &Path) {
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
-        let setting_up = name.to_string_lossy().starts_with(NEW_PREFIX);
-        if setting_up && !older_than(&path, SETUP_GRACE) {
+        let name = name.to_string_lossy();
+        if let Some(setup) = name.strip_prefix(NEW_PREFIX) {
+            // Being set up: abandoned once its maker is gone.
+            let abandoned = match maker_alive(setup) {
+                Some(alive) => !alive,
+                None => older_than(&path, SETUP_GRACE),
+            };
+            if abandoned {
+                let _ = std::fs::remove_dir_all(&path);
+            }
             continue;
         }
         match File::open(path.join(LOCK_FILE)) {
@@ -119,6 +132,27 @@ fn sweep(root: &Path) {
             Err(_) => {}
         }
     }
+}
+
+/// `<pid>-<start>` for process `pid`, its start time in clock ticks since boot (field 22
+/// of `/proc/<pid>/stat`): a key no later process with the same id has. `None` where
+/// there is no `/proc` or no such process.
+fn maker_key(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold anything, spaces too.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let start = after.split_whitespace().nth(19)?;
+    Some(format!("{pid}-{start}"))
+}
+
+/// Whether the maker that a staging name (`<pid>-<start>.<name>`) records still lives;
+/// `None` when the name records none or this machine cannot tell.
+fn maker_alive(staging: &str) -> Option<bool> {
+    let (key, _) = staging.split_once('.')?;
+    let (pid, _) = key.split_once('-')?;
+    let pid: u32 = pid.parse().ok()?;
+    maker_key(std::process::id())?;
+    Some(maker_key(pid).as_deref() == Some(key))
 }
 
 fn older_than(path: &Path, age: Duration) -> bool {
@@ -188,6 +222,39 @@ mod tests {
         child.wait().unwrap();
         drop(Scratch::new_in(root.path(), "probe").unwrap());
         assert!(!held.exists());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_process_killed_while_setting_up_leaves_nothing_after_the_next_start() {
+        let root = tempfile::tempdir().unwrap();
+        // A process that made its staging directory and was killed before locking it.
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let key = maker_key(child.id()).expect("this machine has /proc");
+        let staging = root
+            .path()
+            .join(format!("{NEW_PREFIX}{key}.x-{}-0", child.id()));
+        std::fs::create_dir(&staging).unwrap();
+        File::create(staging.join(LOCK_FILE)).unwrap();
+        // While its maker lives it stays (the maker may be about to lock it).
+        drop(Scratch::new_in(root.path(), "probe").unwrap());
+        assert!(staging.exists());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(Scratch::new_in(root.path(), "probe").unwrap());
+        assert!(!staging.exists());
+        // A live process id whose start time differs (the id reused since) keeps nothing.
+        let reused = root.path().join(format!(
+            "{NEW_PREFIX}{}-1.y-{}-0",
+            std::process::id(),
+            std::process::id()
+        ));
+        std::fs::create_dir(&reused).unwrap();
+        drop(Scratch::new_in(root.path(), "probe").unwrap());
+        assert!(!reused.exists());
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
     }
 }
