@@ -89,9 +89,18 @@ fn nothing_left(slurm: &Slurm, what: &str) -> Duration {
     took
 }
 
-/// Starts a run in the background and kills it with `signal` once `ready` holds (its
-/// workers are at work), then checks that nothing is left.
-fn interrupted(slurm: &Slurm, signal: i32, launcher: &str, dir: &Path, what: &str) {
+/// The state a run's jobs are in when [`interrupted`] ends it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Jobs {
+    /// Both workers' jobs running, a query hung in one of them.
+    Running,
+    /// Its jobs waiting in the queue (a launcher with `--begin=now+600`).
+    Pending,
+}
+
+/// Starts a run in the background and ends it with `signal` once its jobs are in the
+/// state `ready` names, then checks that nothing is left.
+fn interrupted(slurm: &Slurm, signal: i32, ready: Jobs, launcher: &str, dir: &Path, what: &str) {
     let (k, v) = slurm.env();
     let mut cmd = minify_command(
         "gpt4",
@@ -106,22 +115,27 @@ fn interrupted(slurm: &Slurm, signal: i32, launcher: &str, dir: &Path, what: &st
         .stderr(Stdio::null())
         .spawn()
         .expect("graphbug starts");
-    // Both workers' jobs running, and a query hung in one of them.
+    let (state, count) = match ready {
+        Jobs::Running => ("RUNNING", 2),
+        Jobs::Pending => ("PENDING", 1),
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let running = slurm
+        let jobs = slurm
             .queue()
             .unwrap_or_default()
             .iter()
-            .filter(|j| j.contains("RUNNING"))
+            .filter(|j| j.contains(state))
             .count();
-        if running == 2 {
+        if jobs >= count {
             break;
         }
-        assert!(Instant::now() < deadline, "{what}: the workers never ran");
+        assert!(Instant::now() < deadline, "{what}: no job was {state}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_secs(2));
+    if ready == Jobs::Running {
+        std::thread::sleep(Duration::from_secs(2));
+    }
     // SAFETY: the child is unreaped, so its pid is still its own.
     unsafe {
         libc::kill(child.id() as libc::pid_t, signal);
@@ -242,9 +256,27 @@ fn workers_through_srun_give_the_local_result_and_leave_nothing() {
     assert!(!stderr.contains("eager run"), "{stderr}");
     nothing_left(&slurm, "a bad partition");
 
-    // kill -9 and Ctrl-C (SIGINT) mid-run, with a query hung in a worker.
-    interrupted(&slurm, libc::SIGKILL, srun, dir.path(), "kill -9");
-    interrupted(&slurm, libc::SIGINT, srun, dir.path(), "ctrl-c");
+    // kill -9, Ctrl-C (SIGINT), SIGTERM (a CI runner's or an outer job's end) and SIGHUP
+    // (a closed terminal) mid-run, with a query hung in a worker, and while the jobs wait
+    // in the queue: every job graphbug asked for is cancelled.
+    let queued = "srun -N1 -n1 --quiet --begin=now+600 {cmd}";
+    for (signal, name) in [
+        (libc::SIGKILL, "kill -9"),
+        (libc::SIGINT, "ctrl-c"),
+        (libc::SIGTERM, "sigterm"),
+        (libc::SIGHUP, "sighup"),
+    ] {
+        interrupted(&slurm, signal, Jobs::Running, srun, dir.path(), name);
+        let queued_name = format!("{name} queued");
+        interrupted(
+            &slurm,
+            signal,
+            Jobs::Pending,
+            queued,
+            dir.path(),
+            &queued_name,
+        );
+    }
 }
 
 #[test]

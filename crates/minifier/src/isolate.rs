@@ -72,6 +72,17 @@ impl Launcher {
     }
 }
 
+/// The shell that runs a launcher's command (`$1`): it leads the launcher's process group,
+/// and when it is told to terminate (SIGTERM: graphbug ending a worker, or graphbug's death
+/// by any means, `kill -9` included, through the death signal it gets) it passes SIGTERM on
+/// to the whole group, the engine's client among it. `srun` waiting in the queue cancels its
+/// job on SIGTERM, and one whose job runs ends its step; without this, graphbug's death
+/// reached the shell alone and a queued job stayed in the queue. The command keeps the
+/// shell's standard input (an asynchronous command would get `/dev/null`), and the shell
+/// ends with its status.
+const LAUNCHER_SHELL: &str =
+    "exec 3<&0; trap 'trap - TERM; kill -TERM 0' TERM; sh -c \"$1\" <&3 3<&- & wait $!";
+
 /// How long a worker may wait to be started (by an engine's queue, or by this machine)
 /// unless `--worker-startup` says otherwise.
 pub const DEFAULT_WORKER_STARTUP: Duration = Duration::from_secs(600);
@@ -750,7 +761,8 @@ impl IsolatedChecker {
         let mut cmd = match &self.launch {
             Some((launcher, _)) => {
                 let mut cmd = Command::new("sh");
-                cmd.arg("-c").arg(launcher.command(&self.exe));
+                cmd.args(["-c", LAUNCHER_SHELL, "sh"])
+                    .arg(launcher.command(&self.exe));
                 // Slurm names the job after the worker, so a queued one can be found.
                 cmd.env("SLURM_JOB_NAME", self.job_name());
                 cmd
