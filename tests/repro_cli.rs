@@ -320,7 +320,39 @@ fn the_demo_runs_the_whole_flow() {
         "{stdout}"
     );
     assert!(stdout.contains("minified 19 nodes to 1"), "{stdout}");
-    assert!(stdout.contains("cargo xtask repro"), "{stdout}");
+    // The "Next:" commands work from where the user stands (outside the repository):
+    // graphbug by a name or path that runs it, the venv's Python by its full path.
+    let next: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains(". Next:"))
+        .skip(1)
+        .map(|l| l.split('#').next().unwrap().trim())
+        .collect();
+    let run = next
+        .iter()
+        .find(|l| l.ends_with("/minified run"))
+        .unwrap_or_else(|| panic!("no run command in Next:\n{stdout}"));
+    let (exe, rest) = run.split_once(' ').unwrap();
+    let exe = if exe == "graphbug" {
+        env!("CARGO_BIN_EXE_graphbug")
+    } else {
+        exe
+    };
+    let again = Command::new(exe)
+        .args(rest.split_whitespace())
+        .current_dir(tmp.path())
+        .output()
+        .unwrap_or_else(|e| panic!("`{run}` does not run from {}: {e}", tmp.path().display()));
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    let python = next
+        .iter()
+        .find(|l| l.ends_with("/repro.py"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no repro.py command in Next:\n{stdout}"));
+    assert!(
+        Path::new(python).is_absolute() && Path::new(python).exists(),
+        "{python}"
+    );
     assert_eq!(stdout.matches("graphbug demo:").count(), 1, "{stdout}");
     assert_eq!(
         call_nodes(&tmp.path().join("repro_out/minified/graph.py")),

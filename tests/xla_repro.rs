@@ -387,8 +387,10 @@ fn a_pinned_fault_stays_on_its_operation_and_the_minified_directory_reproduces()
     let command = said
         .lines()
         .find_map(|l| {
-            let c = l.split('#').next()?.trim().strip_prefix("graphbug ")?;
-            c.ends_with("/minified run").then(|| c.to_string())
+            // `graphbug`, or its full path where no `graphbug` on PATH is this binary.
+            let c = l.split('#').next()?.trim();
+            let (exe, rest) = c.split_once(' ')?;
+            (exe.ends_with("graphbug") && rest.ends_with("/minified run")).then(|| rest.to_string())
         })
         .unwrap_or_else(|| panic!("no `graphbug repro DIR/minified run` printed:\n{said}"));
     let args: Vec<&str> = command.split_whitespace().collect();

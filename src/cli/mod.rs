@@ -91,6 +91,32 @@ pub fn rerun_bounded(
 }
 
 /// A file's bytes (`-` reads standard input); errors name the file.
+/// How the "Next:" lines name graphbug: `graphbug` where that name on `PATH` is this
+/// binary, else this binary's full path, so the printed commands work from wherever the
+/// user stands (a run through `cargo xtask repro` has no `graphbug` on `PATH`).
+pub fn graphbug_command() -> String {
+    let own = graphbug::run::process::own_exe().ok();
+    let same = |p: &Path| {
+        own.as_ref()
+            .is_some_and(|o| std::fs::canonicalize(p).ok() == std::fs::canonicalize(o).ok())
+    };
+    match (graphbug::run::process::find_in_path("graphbug"), &own) {
+        (Some(p), _) if same(&p) => "graphbug".into(),
+        (_, Some(own)) => own.display().to_string(),
+        _ => "graphbug".into(),
+    }
+}
+
+/// The project venv's Python by its full path (it has torch), `python` without one.
+pub fn venv_python() -> String {
+    let python = graphbug::run::workspace_root().join(".venv/bin/python");
+    if python.exists() {
+        python.display().to_string()
+    } else {
+        "python".into()
+    }
+}
+
 pub fn read_file(file: &Path) -> Result<Vec<u8>> {
     if file == Path::new("-") {
         let mut bytes = Vec::new();

@@ -215,10 +215,14 @@ fn flow(
     let minified = shown.join("minified");
     let minified = minified.display();
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
-    println!("  cargo xtask repro {minified} run        # reproduce the minified failure (exit 1)");
-    println!("  cargo xtask repro {minified} analyze    # the first node that diverges");
+    let graphbug = super::graphbug_command();
+    println!("  {graphbug} repro {minified} run        # reproduce the minified failure (exit 1)");
+    println!("  {graphbug} repro {minified} analyze    # the first node that diverges");
     println!("  (cd {minified} && cargo run)            # the standalone Rust reproduction");
-    println!("  .venv/bin/python {minified}/repro.py    # the graph in PyTorch");
+    println!(
+        "  {} {minified}/repro.py    # the graph in PyTorch",
+        super::venv_python()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

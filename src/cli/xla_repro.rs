@@ -442,8 +442,9 @@ fn report_minified(
     );
     let minified = minified.display();
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
-    println!("  graphbug repro {minified} run        # reproduce the minified failure (exit 1)");
-    println!("  graphbug repro {minified} analyze    # the first instruction that diverges");
+    let graphbug = super::graphbug_command();
+    println!("  {graphbug} repro {minified} run        # reproduce the minified failure (exit 1)");
+    println!("  {graphbug} repro {minified} analyze    # the first instruction that diverges");
     println!("  python {minified}/repro.py           # JAX alone: the plugin against XLA CPU");
 }
 

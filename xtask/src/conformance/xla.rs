@@ -381,13 +381,14 @@ fn minified_count(printed: &str) -> Option<u64> {
     })
 }
 
-/// The arguments of the `graphbug ...` command a run printed whose text ends with `ending`
-/// (before its `#` comment), without the leading `graphbug`.
+/// The arguments of the `graphbug ...` command (graphbug by name or by its path) a run
+/// printed whose text ends with `ending` (before its `#` comment), without graphbug.
 fn printed_command(printed: &str, ending: &str) -> Option<Vec<String>> {
     printed.lines().find_map(|l| {
         let command = l.split('#').next()?.trim();
-        let rest = command.strip_prefix("graphbug ")?;
-        rest.ends_with(ending)
+        // `graphbug`, or its full path where no `graphbug` on PATH is the binary.
+        let (exe, rest) = command.split_once(' ')?;
+        (exe.ends_with("graphbug") && rest.ends_with(ending))
             .then(|| rest.split_whitespace().map(str::to_string).collect())
     })
 }
@@ -422,6 +423,13 @@ done in 29.4 s. Next:\n  graphbug repro /t/r/minified run        # reproduce the
             Some(vec!["repro".into(), "/t/r/minified".into(), "run".into()])
         );
         assert_eq!(printed_command(printed, "/minified minify"), None);
+        assert_eq!(
+            printed_command(
+                "  /x/target/debug/graphbug repro /t/r/minified run  # ...",
+                "/minified run"
+            ),
+            Some(vec!["repro".into(), "/t/r/minified".into(), "run".into()])
+        );
         assert_eq!(minified_count("done in 1 s\n"), None);
     }
 
