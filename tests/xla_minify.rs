@@ -506,3 +506,92 @@ fn minify_prints_no_escape_codes_when_stderr_is_piped() {
         "{stderr}"
     );
 }
+
+/// A fault can name an instruction of any computation, not only the entry's: a `tanh` in a
+/// computation a while body calls, a reducer's `add`, the while's condition, a scatter's
+/// combiner. The minifier keeps the instruction that calls it, goes inside, and ends at the
+/// faulted instruction alone on the values it receives (recorded where the run recorded
+/// them). A name no computation has is still an error naming the closest ones.
+#[test]
+fn a_fault_inside_a_called_computation_is_minified_to_its_instruction() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (program, target, check, deepest) in [
+        (
+            "scan.hlo",
+            "tanh.1",
+            "runtime",
+            "inside-region_0.5/inside-closed_call.3",
+        ),
+        (
+            "scan.hlo",
+            "tanh.1",
+            "accuracy",
+            "inside-region_0.5/inside-closed_call.3",
+        ),
+        (
+            "scan.hlo",
+            "reduce_sum.5",
+            "accuracy",
+            "inside-region_0.5/inside-closed_call.3/inside-region_1.2",
+        ),
+        // The condition's output is a pred: it counts (strict accuracy) in there.
+        ("scan.hlo", "lt.1", "accuracy", "inside-region_2.6"),
+        (
+            "gather_scatter_sort.hlo",
+            "add.3",
+            "accuracy",
+            "inside-region_2.5",
+        ),
+    ] {
+        let what = format!("{program} {target} {check}");
+        let out = tmp.path().join(format!("{program}-{target}-{check}"));
+        let backend = format!("fault:{check}@node:{target}+pjrt:cpu");
+        let o = graphbug(
+            &[
+                "minify",
+                &hlo(program),
+                "--backend",
+                &backend,
+                "--check",
+                check,
+                "--out",
+                &out.display().to_string(),
+            ],
+            tmp.path(),
+        );
+        let (_, stderr) = text(&o);
+        assert!(o.status.success(), "{what}: {stderr}");
+        let file = out.join(deepest).join("minified/program.hlo");
+        let minified = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{what}: {}: {e}\n{stderr}", file.display()));
+        let instructions: Vec<&str> = minified
+            .lines()
+            .skip_while(|l| !l.starts_with("ENTRY"))
+            .filter(|l| {
+                l.contains(" = ") && !l.contains(" constant(") && !l.contains(" parameter(")
+            })
+            .collect();
+        assert_eq!(instructions.len(), 1, "{what}: {minified}");
+        assert!(
+            instructions[0].contains(&format!("ROOT {target} = ")),
+            "{what}: {minified}"
+        );
+    }
+    let o = graphbug(
+        &[
+            "minify",
+            &hlo("scan.hlo"),
+            "--backend",
+            "fault:runtime@node:tanh.9+pjrt:cpu",
+            "--check",
+            "runtime",
+        ],
+        tmp.path(),
+    );
+    let (_, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("`fault:runtime@node:tanh.9` names no node") && stderr.contains("`tanh.1`"),
+        "{stderr}"
+    );
+}

@@ -42,12 +42,16 @@ pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<PathBuf, String
 /// The backend under test: `--backend` with `GRAPHBUG_INJECT_FAULT`'s fault, a fault on
 /// the k-th instruction of a kind pinned to that instruction (so it stays on it while
 /// others are removed), its plugin found and its fault's target present.
-pub fn backend_under_test(name: &str, graph: &graphbug::ir::Graph) -> Result<XlaBackend> {
+pub fn backend_under_test(name: &str, printer: &Printer) -> Result<XlaBackend> {
     let mut backend = XlaBackend::parse(name)
         .and_then(XlaBackend::with_env_fault)
         .map_err(|e| anyhow!(e))?;
-    backend.validate(graph).map_err(|e| anyhow!(e))?;
-    if let Some(pinned) = backend.pinned(graph) {
+    let graph = match &backend.fault {
+        Some(spec) => printer.fault_graph(spec),
+        None => std::borrow::Cow::Borrowed(printer.graph()),
+    };
+    backend.validate(&graph).map_err(|e| anyhow!(e))?;
+    if let Some(pinned) = backend.pinned(&graph) {
         eprintln!("the fault is pinned to one instruction: {}", pinned.name());
         backend = pinned;
     }
@@ -274,7 +278,7 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
             let name = args.backend.as_deref().ok_or_else(|| {
                 anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
             })?;
-            let backend = backend_under_test(name, &graph)?;
+            let backend = backend_under_test(name, &printer)?;
             XlaCheck::Backend(Box::new(backend), kind)
         }
     };
@@ -376,9 +380,24 @@ pub fn inside_called_computations(
                     String::new()
                 }
             );
+            // A computation whose outputs are all non-floating (a while's condition, a
+            // comparator) shows a wrong result only where they count.
+            let strict_accuracy = args.strict_accuracy
+                || program.graph().is_ok_and(|g| {
+                    g.outputs().iter().all(|v| {
+                        let mut floating = false;
+                        v.for_each_node(&mut |id| {
+                            floating |= g.node(id).meta.tensor().is_some_and(|t| {
+                                t.dtype.is_floating_point() || t.dtype.is_complex()
+                            })
+                        });
+                        !floating
+                    })
+                });
             let inside = MinifyArgs {
                 file,
                 inputs: Some(inputs_file),
+                strict_accuracy,
                 check_str: Some(regex::escape(&m.signature.message)),
                 out: args.out.as_ref().map(|o| o.join(format!("inside-{comp}"))),
                 resume: false,

@@ -140,7 +140,7 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
         .backend
         .as_deref()
         .ok_or_else(|| anyhow!("--backend pjrt:<plugin> is needed to compile {what}"))?;
-    let backend = backend_under_test(name, loaded.printer.graph())?;
+    let backend = backend_under_test(name, &loaded.printer)?;
     let reference = reference_backend(args.reference_backend.as_deref())?;
     let inputs = program_inputs(&loaded.program, args.inputs.as_deref(), args.seed)?;
     let kind_checked = if level >= 4 {
@@ -219,7 +219,7 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
 /// fault pinned to its instruction.
 fn case_backend(case: &XlaCase, args: &ReproArgs, printer: &Printer) -> Result<XlaBackend> {
     let name = args.backend.as_deref().unwrap_or(&case.manifest.backend);
-    backend_under_test(name, printer.graph())
+    backend_under_test(name, printer)
 }
 
 /// `graphbug repro DIR run|minify|analyze` on an XLA repro directory.

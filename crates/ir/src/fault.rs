@@ -16,8 +16,9 @@ fault:<kind>[=<amount>]@<target>[%<percent>][+<inner>]
               <op> is relu | aten.relu | aten.relu.default | aten::relu.default;
               in XLA programs an HLO opcode or StableHLO op: add | hlo.add | dot_general
             node:<name> (or a bare <name> no node calls as an op): the node of that name
-              (an HLO instruction such as add.3, a StableHLO value such as 5), which
-              stays the same node while the minifier removes others
+              (an HLO instruction such as add.3, of any computation the entry calls; a
+              StableHLO value of main such as 5), which stays the same node, calling the
+              same op, while the minifier removes others
   <percent> 1-99: a flaky fault, injected in that share of compiles (a fixed
               pseudo-random sequence in each process)
   <inner>   the backend that compiles the graph (default: eager); for XLA programs

@@ -20,6 +20,7 @@ use graphbug_pjrt::{Attribute, Client, Executable, Format, Plugin};
 use graphbug_run::stage::report_stage;
 use graphbug_run::{Failure, Stage, Symptom};
 
+use crate::minify::Printer;
 use crate::program::Program;
 
 /// The backend XLA programs run on unless told otherwise: XLA's CPU plugin.
@@ -144,12 +145,15 @@ impl XlaBackend {
         Some(b)
     }
 
-    /// The backend with its fault bound to `graph`, the program it is to test (see
+    /// The backend with its fault bound to `printer`'s program, the one it is to test (see
     /// [`FaultSpec::bound`]): a fault on a node by name fires only while that node calls
     /// the op it calls in `graph`. The name stays as it is.
-    pub fn bound(&self, graph: &Graph) -> XlaBackend {
+    pub fn bound(&self, printer: &Printer) -> XlaBackend {
         let mut b = self.clone();
-        b.fault = self.fault.as_ref().map(|spec| spec.bound(graph));
+        b.fault = self
+            .fault
+            .as_ref()
+            .map(|spec| spec.bound(&printer.fault_graph(spec)));
         b
     }
 
@@ -190,7 +194,9 @@ impl XlaBackend {
         let mut program = std::borrow::Cow::Borrowed(program);
         let mut fires = None;
         if let Some(spec) = &self.fault {
-            let graph = program.graph().map_err(|e| failure(e.to_string()))?;
+            let graph = program
+                .fault_graph(spec)
+                .map_err(|e| failure(e.to_string()))?;
             let targets = spec.targets(&graph);
             if !targets.is_empty() && spec.percent.is_none_or(flaky_fires) {
                 let at = Target::of(&graph, targets[0]);

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use graphbug_accuracy::{same, to_fp64, AccuracyMode, AccuracyReport, SameOptions};
 use graphbug_files::HostTensor;
+use graphbug_ir::fault::FaultSpec;
 use graphbug_ir::{Graph, Meta, Value};
 use graphbug_minifier::checker::{describe_check, signature_of, StageHook};
 use graphbug_minifier::isolate::{end_with_input, serve, Stages};
@@ -65,6 +66,14 @@ impl Printer {
         match self {
             Printer::Hlo(g, _) => &g.graph,
             Printer::StableHlo(g, _) => &g.graph,
+        }
+    }
+
+    /// The graph a fault's targets are found in (see [`Program::fault_graph`]).
+    pub fn fault_graph(&self, spec: &FaultSpec) -> std::borrow::Cow<'_, Graph> {
+        match self {
+            Printer::Hlo(g, _) => g.fault_graph(spec),
+            Printer::StableHlo(g, _) => std::borrow::Cow::Borrowed(&g.graph),
         }
     }
 
@@ -551,7 +560,7 @@ impl XlaChecker {
         accuracy: AccuracyMode,
     ) -> Self {
         XlaChecker {
-            backend: backend.bound(printer.graph()),
+            backend: backend.bound(&printer),
             kind,
             printer,
             recorded,

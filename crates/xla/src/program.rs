@@ -205,6 +205,18 @@ impl Program {
         }
     }
 
+    /// The graph the targets of `spec` are found in: [`Program::graph`], with, for an HLO
+    /// program and a fault on an instruction the entry lacks, the instructions of every
+    /// other computation (see [`HloGraph::fault_graph`]).
+    pub fn fault_graph(&self, spec: &FaultSpec) -> Result<Graph, ProgramError> {
+        match self {
+            Program::Hlo { module, .. } => HloGraph::new(module)
+                .map(|g| g.fault_graph(spec).into_owned())
+                .map_err(|e| ProgramError(e.to_string())),
+            _ => self.graph(),
+        }
+    }
+
     /// The program's graph: HLO's entry computation or StableHLO's main function (see
     /// [`HloGraph`] and [`StableHloGraph`]); bytecode through MLIR's text.
     pub fn graph(&self) -> Result<Graph, ProgramError> {

@@ -35,7 +35,8 @@
 //! **Faults as rewrites**: a [`FaultSpec`] of kind `accuracy`, `nan`, `compile` or `hang`
 //! becomes instructions
 //! after each target (the nodes [`FaultSpec::targets`] names in the entry computation's or
-//! main function's graph, [`HloGraph`] / [`StableHloGraph`]): HLO gets `constant` +
+//! main function's graph, [`HloGraph`] / [`StableHloGraph`]; for HLO, a `node:` name may be
+//! an instruction of a computation the entry calls: [`HloGraph::fault_graph`]): HLO gets `constant` +
 //! `broadcast` + `add` (fresh names, in the text's style), StableHLO a splat
 //! `stablehlo.constant` + `stablehlo.add` (fresh SSA names); every reader of the target,
 //! `ROOT` and `return` included, then reads the faulted value. As the aten `fault:`
@@ -1019,14 +1020,18 @@ fn perturbation(spec: &FaultSpec, class: Class, ty: &str) -> Result<Perturb, Str
 fn inject_hlo(m: &HloModule, spec: &FaultSpec) -> Result<Rewritten<HloModule>, RewriteError> {
     rewritable(spec)?;
     let g = HloGraph::new(m)?;
+    let graph = g.fault_graph(spec);
     let line_op = |name: &str| {
-        g.instruction_of(name)
+        m.computations
+            .iter()
+            .flat_map(|c| &c.instructions)
+            .find(|i| i.name == name)
             .map_or((0, String::new()), |i| (i.line, i.opcode.clone()))
     };
-    let sites = fault_sites(&g.graph, spec, &line_op)?;
+    let sites = fault_sites(&graph, spec, &line_op)?;
     let names: Vec<String> = sites
         .iter()
-        .map(|&id| g.graph.node(id).name.to_string())
+        .map(|&id| graph.node(id).name.to_string())
         .collect();
     let mut module = m.clone();
     for name in &names {
@@ -1037,15 +1042,21 @@ fn inject_hlo(m: &HloModule, spec: &FaultSpec) -> Result<Rewritten<HloModule>, R
     Ok(Rewritten { text, module })
 }
 
-/// `m` with instruction `name` of its entry computation faulted.
+/// `m` with instruction `name` faulted, in whichever computation it is (the entry's, or
+/// one the entry calls: see [`HloGraph::fault_graph`]).
 fn fault_hlo(m: &HloModule, name: &str, spec: &FaultSpec) -> Result<HloModule, RewriteError> {
-    let e = m.entry().expect("HloGraph found the entry");
-    let comp = &m.computations[e];
-    let k = comp
-        .instructions
+    let (e, k) = m
+        .computations
         .iter()
-        .position(|i| i.name == name)
-        .expect("a node of the entry's graph is an instruction of the entry");
+        .enumerate()
+        .find_map(|(e, c)| {
+            c.instructions
+                .iter()
+                .position(|i| i.name == name)
+                .map(|k| (e, k))
+        })
+        .expect("a node of the fault graph is an instruction of the module");
+    let comp = &m.computations[e];
     let t = &comp.instructions[k];
     let bad = |why: String| RewriteError::BadTarget {
         line: t.line,
@@ -1226,7 +1237,7 @@ fn fault_hlo(m: &HloModule, name: &str, spec: &FaultSpec) -> Result<HloModule, R
     let mut added = target.clone();
     added.text = lines;
     instructions.insert(k + 1, added);
-    // New computations (a hang's loop) go right before the entry.
+    // New computations (a hang's loop) go right before the computation faulted.
     out.computations[e].leading.push_str(&computations);
     parse_hlo(&print_module(&out)).map_err(RewriteError::from)
 }
@@ -1686,6 +1697,41 @@ ENTRY e {
         } else {
             inject(&parse_mlir(text).unwrap(), &spec).map(|r| r.text)
         }
+    }
+
+    #[test]
+    fn hlo_faults_reach_instructions_of_called_computations_only_while_called() {
+        let text = "HloModule m, entry_computation_layout={(f32[4]{0})->f32[]}
+
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT add.1 = f32[] add(a, b)
+}
+
+unused {
+  c = f32[] parameter(0)
+  ROOT neg.1 = f32[] negate(c)
+}
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  zero = f32[] constant(0)
+  ROOT r = f32[] reduce(x, zero), dimensions={0}, to_apply=sum
+}
+";
+        let got = fault(text, "accuracy=0.5@node:add.1").unwrap();
+        assert!(
+            got.contains(
+                "  add.1 = f32[] add(a, b)\n  add.1.fault_amount = f32[] constant(0.5)\n  ROOT add.1.fault = f32[] add(add.1, add.1.fault_amount)\n"
+            ),
+            "{got}"
+        );
+        // A computation nothing calls holds no target; an op counts the entry's nodes.
+        let e = fault(text, "accuracy@node:neg.1").unwrap_err().to_string();
+        assert!(e.contains("names no node"), "{e}");
+        let e = fault(text, "accuracy@add").unwrap_err().to_string();
+        assert!(e.contains("names no node"), "{e}");
     }
 
     #[test]

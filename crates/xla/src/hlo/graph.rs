@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use graphbug_ir::fault::FaultSpec;
 use graphbug_ir::{Dialect, Graph, Meta, Node, NodeId, NodeKind, OpName, TensorMeta, Value};
 
 use super::shape::{dtype_of, Shape};
@@ -211,6 +212,53 @@ impl HloGraph {
     /// The module the graph was read from.
     pub fn module(&self) -> &Module {
         &self.module
+    }
+
+    /// The graph a fault's targets are found in: the entry's; and where the spec names
+    /// (`node:NAME`) an instruction the entry lacks, the entry's with every instruction of
+    /// the computations the entry calls (in turn) appended, each a call of its opcode on no
+    /// operands, named and typed as written. So a fault can name a while body's or condition's
+    /// instruction, a reducer's or combiner's, a called function's, a branch's (HLO names
+    /// are unique in a module); a fault on an op (`@add`) counts the entry's nodes alone.
+    pub fn fault_graph(&self, spec: &FaultSpec) -> std::borrow::Cow<'_, Graph> {
+        let inner = spec
+            .node
+            .as_deref()
+            .is_some_and(|name| self.graph.find(name).is_none());
+        if !inner {
+            return std::borrow::Cow::Borrowed(&self.graph);
+        }
+        // The computations the entry calls, in turn: an instruction of one no longer
+        // called (its caller cut away) is no target.
+        let mut called: Vec<usize> = Vec::new();
+        let mut next: Vec<usize> = vec![self.entry];
+        while let Some(k) = next.pop() {
+            for i in &self.module.computations[k].instructions {
+                for name in self.calls_of(i) {
+                    let c = self.module.computations.iter().position(|c| c.name == name);
+                    if let Some(c) = c.filter(|c| *c != self.entry && !called.contains(c)) {
+                        called.push(c);
+                        next.push(c);
+                    }
+                }
+            }
+        }
+        called.sort_unstable();
+        let mut graph = self.graph.clone();
+        for comp in called.iter().map(|&k| &self.module.computations[k]) {
+            for i in &comp.instructions {
+                graph.nodes.push(Node {
+                    name: i.name.as_str().into(),
+                    kind: NodeKind::Call {
+                        op: op_of(&i.opcode),
+                        args: Vec::new(),
+                        kwargs: Vec::new(),
+                    },
+                    meta: meta_of(&i.shape).unwrap_or_default(),
+                });
+            }
+        }
+        std::borrow::Cow::Owned(graph)
     }
 
     /// The instruction a node of this graph (or of a graph cut from it) stands for.
