@@ -570,7 +570,10 @@ pub fn ensure_mdbook() -> Result<PathBuf> {
     if let Some(found) = find_mdbook() {
         return Ok(found);
     }
-    eprintln!("setup: installing mdbook {MDBOOK_VERSION} (cargo install, about 90 s)");
+    eprintln!(
+        "setup: installing mdbook {MDBOOK_VERSION} (cargo install, about 90 s): it builds the \
+         book (docs/ into target/book)"
+    );
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .args(["install", "mdbook", "--locked", "--version", MDBOOK_VERSION])

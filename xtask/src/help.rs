@@ -11,12 +11,16 @@ mod shared;
 const EXAMPLES: &[(&str, &str)] = &[
     (
         "setup",
-        "# Make .venv (torch, torchvision, JAX, the XLA CPU plugin) and .libtorch; again: a no-op
-cargo xtask setup",
+        "# Everything every command needs (.venv with torch, torchvision, JAX, the XLA CPU plugin;
+# .libtorch; Graphviz; for the tests mdBook, Chromium, Slurm and sshd); again: a no-op
+cargo xtask setup
+# Only what the main job (cargo xtask repro) needs: torch and Graphviz
+cargo xtask setup --for repro",
     ),
     (
         "test",
-        "# Every test, every example, and the XLA tests without libtorch
+        "# Every test, every example, the XLA tests without libtorch and the docs check, all run
+# whatever fails; the end lists every stage and every failing test
 cargo xtask test
 # One package's tests, or one test file's tests whose names match
 cargo xtask test -p graphbug-ir

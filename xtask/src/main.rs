@@ -1,45 +1,17 @@
-//! `cargo xtask`: project automation (libtorch setup, tests, benchmarks).
+//! `cargo xtask`: project automation (set-up, tests, benchmarks).
 
-use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Parser, Subcommand};
-use graphbug_run::process::find_in_path;
+use setup::{Job, Sources};
 use xtask::conformance;
 
 mod docs;
-
-/// The PyTorch version tch 0.26 is built against.
-const TORCH_VERSION: &str = "2.13.0";
-
-/// The torchvision release that matches torch 2.13.0 (the conformance zoo needs it).
-const TORCHVISION_VERSION: &str = "0.28.0";
-
-/// The JAX release (and its jaxlib) that graphbug's XLA side is checked against: the newest
-/// for Python 3.11. It lowers the conformance suite's `xla` cases, makes the HLO corpus and
-/// reads StableHLO bytecode for `graphbug fmt` and `check`.
-const JAX_VERSION: &str = "0.10.2";
-
-/// The XLA CPU PJRT plugin (by the OpenXLA authors) that `--backend pjrt:cpu` loads.
-const XLA_CPU_PJRT_VERSION: &str = "0.0.1";
-
-/// Python packages setup pip-installs beside torch: (pip name, pinned version). The
-/// conformance suite (also in `cargo test`) needs OpInfo's op_db, which imports expecttest
-/// and numpy; the zoo (the conformance suite's and the peak-memory bench's) needs
-/// torchvision; the `xla` source needs JAX, jaxlib, the plugin, and absl-py, which JAX's
-/// primitive harnesses import.
-const PYTHON_PACKAGES: [(&str, Option<&str>); 7] = [
-    ("numpy", None),
-    ("expecttest", None),
-    ("torchvision", Some(TORCHVISION_VERSION)),
-    ("jax", Some(JAX_VERSION)),
-    ("jaxlib", Some(JAX_VERSION)),
-    ("xla-cpu-pjrt", Some(XLA_CPU_PJRT_VERSION)),
-    ("absl-py", None),
-];
+mod setup;
+mod stages;
 
 /// The conformance suite's case sources: PyTorch's (gen_cases.py) and JAX's (gen_xla_cases.py).
 const TORCH_SOURCES: [&str; 3] = ["opinfo", "zoo", "capture"];
@@ -55,12 +27,22 @@ struct Cli {
 /// The xtask subcommands.
 #[derive(Subcommand)]
 enum Cmd {
-    /// Create .venv with torch 2.13.0 (and torchvision, JAX 0.10.2, the XLA CPU PJRT plugin)
-    /// and the .libtorch symlink, and install mdbook (idempotent).
-    Setup,
-    /// Run setup, then `cargo test --workspace [ARGS]`, then every example in examples/, then
-    /// (without ARGS) tests/xla.rs on a graphbug built without libtorch and the docs check
-    /// (`docs`).
+    /// Install what every command needs (idempotent; each install says what and why
+    /// first): .venv with torch 2.13.0 (the .libtorch symlink), torchvision, JAX 0.10.2, the
+    /// XLA CPU PJRT plugin and python/; Graphviz; and for the tests mdbook, Chromium and, as
+    /// root with apt, Slurm, munge and OpenSSH. With --for, only what one command needs
+    /// (each command installs its own first).
+    Setup {
+        /// Only what this command needs: `repro` (the main job) installs torch and
+        /// Graphviz, nothing of the tests.
+        #[arg(long = "for", value_enum, value_name = "COMMAND")]
+        for_command: Option<SetupFor>,
+    },
+    /// Run setup, then `cargo test --workspace --no-fail-fast` (with ARGS: `cargo test
+    /// --workspace ARGS`), then every example in examples/, then (without ARGS) tests/xla.rs
+    /// on a graphbug built without libtorch and the docs check (`docs`). Every stage runs
+    /// whatever failed before it; the end lists each stage and every failing test; exit 1
+    /// if anything failed.
     Test {
         /// Extra arguments passed to `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -81,7 +63,8 @@ enum Cmd {
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
-    /// Run setup, then the main job: `graphbug repro [ARGS]` (no arguments: the demo).
+    /// Install what the main job needs (the venv with torch, .libtorch, Graphviz; nothing of
+    /// the tests), then run it: `graphbug repro [ARGS]` (no arguments: the demo).
     Repro {
         /// Arguments passed to `graphbug repro`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -119,6 +102,40 @@ enum Cmd {
         #[arg(long)]
         binary: Option<PathBuf>,
     },
+}
+
+/// The commands `cargo xtask setup --for` installs for.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum SetupFor {
+    /// The main job: torch and Graphviz.
+    Repro,
+    /// Everything (as plain `setup`).
+    Test,
+    /// mdbook and what the documentation's blocks run.
+    Docs,
+    /// torch and the Python packages of every source.
+    Conformance,
+    /// What the benchmarks compare with and start.
+    Bench,
+    /// torch.
+    Fuzz,
+    /// The XLA CPU plugin.
+    GpuBundle,
+}
+
+impl SetupFor {
+    /// The command's set-up.
+    fn job(self) -> Job {
+        match self {
+            SetupFor::Repro => Job::Repro,
+            SetupFor::Test => Job::Test,
+            SetupFor::Docs => Job::Docs,
+            SetupFor::Conformance => Job::Conformance(Sources::ALL),
+            SetupFor::Bench => Job::Bench,
+            SetupFor::Fuzz => Job::Fuzz,
+            SetupFor::GpuBundle => Job::GpuBundle,
+        }
+    }
 }
 
 /// Arguments of `cargo xtask conformance`.
@@ -181,26 +198,15 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     let root = workspace_root()?;
     match cli.command {
-        Cmd::Setup => setup(&root).map(|()| ExitCode::SUCCESS),
-        Cmd::Test { args } => {
-            let code = cargo_after_setup(&root, "test", &args)?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            let code = run_examples(&root)?;
-            if code != ExitCode::SUCCESS || !args.is_empty() {
-                return Ok(code);
-            }
-            let code = test_without_libtorch(&root)?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            check_docs(&root, Vec::new(), 300)
+        Cmd::Setup { for_command } => {
+            setup::ensure(&root, for_command.map_or(Job::Everything, SetupFor::job))
+                .map(|()| ExitCode::SUCCESS)
         }
+        Cmd::Test { args } => stages::test(&root, &args),
         Cmd::Docs { files, timeout } => check_docs(&root, files, timeout),
         Cmd::Bench { args } => bench(&root, &args),
         Cmd::GpuBundle { out, binary } => {
-            setup(&root)?;
+            setup::ensure(&root, Job::GpuBundle)?;
             let binary = match binary {
                 Some(b) => b,
                 None => xtask::bundle::build_xla_binary(&root)?,
@@ -221,47 +227,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs`,
-/// `tests/xla_minify.rs`, `tests/xla_repro.rs` and `tests/draw.rs` on a graphbug built
-/// without libtorch (`--no-default-features`; the test checks that nothing links it). The
-/// dependencies' artifacts are shared with the default build; the default binary is put
-/// back afterwards.
-fn test_without_libtorch(root: &Path) -> Result<ExitCode> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = xtask::process::die_with_parent(&mut Command::new(&cargo))
-        .args([
-            "test",
-            "-p",
-            "graphbug",
-            "--no-default-features",
-            "--test",
-            "xla",
-            "--test",
-            "xla_minify",
-            "--test",
-            "xla_repro",
-            "--test",
-            "draw",
-        ])
-        .current_dir(root)
-        .status()
-        .context("cannot run cargo test")?;
-    let restored = xtask::process::die_with_parent(&mut Command::new(&cargo))
-        .args(["build", "-p", "graphbug", "--bin", "graphbug"])
-        .current_dir(root)
-        .status()
-        .context("cannot run cargo build")?;
-    ensure!(
-        restored.success(),
-        "the default graphbug build failed ({restored})"
-    );
-    Ok(if status.success() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
-}
-
 /// The workspace root: the parent of this package's manifest directory.
 fn workspace_root() -> Result<PathBuf> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -271,42 +236,10 @@ fn workspace_root() -> Result<PathBuf> {
         .with_context(|| format!("xtask manifest dir {} has no parent", manifest.display()))
 }
 
-/// Ensures `.venv` holds torch 2.13.0 and `.libtorch` points at its torch package.
-fn setup(root: &Path) -> Result<()> {
-    let venv = root.join(".venv");
-    let python = venv.join("bin/python");
-    if !python.exists() {
-        create_venv(&venv)?;
-    }
-    let torch = match installed_torch(&venv)? {
-        Some(torch) => torch,
-        None => {
-            pip_install_torch(&python)?;
-            installed_torch(&venv)?.with_context(|| {
-                format!(
-                    "pip finished but torch {TORCH_VERSION} is not in {}",
-                    venv.display()
-                )
-            })?
-        }
-    };
-    link_libtorch(root, &torch)?;
-    write_doctest_config(root)?;
-    for (package, version) in PYTHON_PACKAGES {
-        ensure_python_package(&venv, package, version)?;
-    }
-    ensure_capture_package(root, &venv)?;
-    docs::ensure_mdbook()?;
-    ensure_engines();
-    ensure_drawing();
-    println!("setup: libtorch {TORCH_VERSION} ready at .libtorch");
-    Ok(())
-}
-
 /// `cargo xtask docs`: setup, `cargo build --bin graphbug` (the blocks run it), then the
 /// book and the blocks of `files` (every documentation file when empty).
 fn check_docs(root: &Path, files: Vec<PathBuf>, timeout: u64) -> Result<ExitCode> {
-    setup(root)?;
+    setup::ensure(root, Job::Docs)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = xtask::process::die_with_parent(&mut Command::new(&cargo))
         .args(["build", "--bin", "graphbug"])
@@ -330,286 +263,13 @@ fn check_docs(root: &Path, files: Vec<PathBuf>, timeout: u64) -> Result<ExitCode
     })
 }
 
-/// Programs of the engines the worker-launcher tests start (`tests/cluster.rs`): a
-/// single-node Slurm and an sshd on localhost, with the Debian packages that carry them.
-const ENGINE_PROGRAMS: [(&str, &str); 7] = [
-    ("munged", "munge"),
-    ("slurmctld", "slurmctld"),
-    ("slurmd", "slurmd"),
-    ("srun", "slurm-client"),
-    ("sshd", "openssh-server"),
-    ("ssh", "openssh-client"),
-    ("ssh-keygen", "openssh-client"),
-];
-
-/// Programs `graphbug draw` and its tests need: Graphviz lays pictures out, Chromium loads
-/// the pages in the browser tests (`tests/draw.rs`, `tests/xla_repro.rs`).
-const DRAWING_PROGRAMS: [(&str, &str); 2] = [("dot", "graphviz"), ("chromium", "chromium")];
-
-/// Installs the engines' Debian packages where they are missing and this is a Debian
-/// machine where setup runs as root (CI's); elsewhere it says what the tests will skip.
-/// Never an error: the tests skip an engine that is not installed, with a notice.
-fn ensure_engines() {
-    ensure_debian_packages(
-        &ENGINE_PROGRAMS,
-        "the launcher tests' engines",
-        "the Slurm and ssh launcher tests will be skipped",
-    );
-}
-
-/// Installs Graphviz and Chromium where they are missing (as [`ensure_engines`] does);
-/// without them `graphbug draw` writes only DOT and Model Explorer JSON, and the tests of
-/// pictures and pages fail, naming what to install.
-fn ensure_drawing() {
-    ensure_debian_packages(
-        &DRAWING_PROGRAMS,
-        "Graphviz and Chromium, for graphbug draw and its browser tests",
-        "graphbug draw cannot lay out pictures and the browser tests fail",
-    );
-}
-
-/// Installs the Debian packages of `programs` (program, package) that are missing, as
-/// root with apt-get (refreshing stale package lists once); otherwise says `without` and
-/// the command to run.
-fn ensure_debian_packages(programs: &[(&str, &'static str)], what: &str, without: &str) {
-    let missing = |programs: &[(&str, &'static str)]| -> Vec<&'static str> {
-        let mut packages: Vec<&'static str> = programs
-            .iter()
-            .filter(|(program, _)| {
-                find_in_path(program).is_none()
-                    && !["/usr/sbin", "/sbin"]
-                        .iter()
-                        .any(|d| Path::new(d).join(program).is_file())
-            })
-            .map(|&(_, package)| package)
-            .collect();
-        packages.dedup();
-        packages
-    };
-    let packages = missing(programs);
-    if packages.is_empty() {
-        return;
-    }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || find_in_path("apt-get").is_none() {
-        eprintln!(
-            "setup: {without}: {} not installed (run `apt-get install {}` as root)",
-            packages.join(", "),
-            packages.join(" ")
-        );
-        return;
-    }
-    eprintln!("setup: installing {} ({what})", packages.join(" "));
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
-            .args(&packages)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdout(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    // Stale package lists are refreshed once.
-    let installed = install()
-        || (Command::new("apt-get")
-            .args(["update", "-q"])
-            .stdout(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-            && install());
-    let still = missing(programs);
-    if !installed || !still.is_empty() {
-        eprintln!("setup: could not install {}; {without}", still.join(", "));
-    }
-}
-
-/// The version of `python/` (graphbug_capture), as its pyproject.toml gives it.
-const CAPTURE_VERSION: &str = "0.1.0";
-
-/// Installs `python/` (the graphbug_capture torch.compile backends) into the venv, editable,
-/// so the tests and `torch.compile(backend="graphbug_capture")` use the working tree.
-fn ensure_capture_package(root: &Path, venv: &Path) -> Result<()> {
-    let marker = format!("graphbug_capture-{CAPTURE_VERSION}.dist-info");
-    let lib = venv.join("lib");
-    let installed = fs::read_dir(&lib).is_ok_and(|entries| {
-        entries
-            .flatten()
-            .any(|e| e.path().join("site-packages").join(&marker).is_dir())
-    });
-    if installed {
-        return Ok(());
-    }
-    eprintln!(
-        "setup: installing python/ (graphbug_capture) into {}",
-        venv.display()
-    );
-    let python = venv.join("bin/python");
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-        ])
-        .args(["--no-deps", "-e"])
-        .arg(root.join("python"))
-        .status()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    ensure!(
-        status.success(),
-        "`pip install -e python/` failed ({status}); pip fetches setuptools to build it, so \
-         the package registry must be reachable"
-    );
-    Ok(())
-}
-
-/// Creates the virtualenv with `python3 -m venv`, explaining what is missing on failure.
-fn create_venv(venv: &Path) -> Result<()> {
-    let python3 = find_in_path("python3").context(
-        "python3 not found in PATH; install Python 3 (e.g. `apt-get install python3 python3-venv python3-pip`)",
-    )?;
-    eprintln!("setup: creating {}", venv.display());
-    let status = Command::new(&python3)
-        .args([OsStr::new("-m"), OsStr::new("venv"), venv.as_os_str()])
-        .status()
-        .with_context(|| format!("cannot run {}", python3.display()))?;
-    ensure!(
-        status.success(),
-        "`python3 -m venv {}` failed ({status}); the venv module or ensurepip is probably \
-         missing: install it (e.g. `apt-get install python3-venv python3-pip`) and remove the \
-         partial .venv",
-        venv.display()
-    );
-    Ok(())
-}
-
-/// Installs torch into the virtualenv with its own pip.
-fn pip_install_torch(python: &Path) -> Result<()> {
-    eprintln!("setup: installing torch=={TORCH_VERSION} (about 5 GB, takes a few minutes)");
-    let status = Command::new(python)
-        .args(["-m", "pip", "install", "--disable-pip-version-check"])
-        .arg(format!("torch=={TORCH_VERSION}"))
-        .status()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    ensure!(
-        status.success(),
-        "`{} -m pip install torch=={TORCH_VERSION}` failed ({status}); if pip is missing, \
-         install it (e.g. `apt-get install python3-pip`) and remove .venv",
-        python.display()
-    );
-    Ok(())
-}
-
-/// Returns the venv's torch package directory if it holds torch 2.13.0 and libtorch_cpu.so.
-///
-/// Reads `torch/version.py` instead of starting Python, so the check is cheap.
-fn installed_torch(venv: &Path) -> Result<Option<PathBuf>> {
-    let lib = venv.join("lib");
-    let entries = match fs::read_dir(&lib) {
-        Ok(entries) => entries,
-        Err(_) => return Ok(None),
-    };
-    let mut candidates = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list {}", lib.display()))?;
-        if entry.file_name().to_string_lossy().starts_with("python3") {
-            candidates.push(entry.path().join("site-packages/torch"));
-        }
-    }
-    candidates.sort();
-    Ok(candidates.into_iter().find(|torch| is_torch_ready(torch)))
-}
-
-/// Whether `torch` is a torch 2.13.0 package directory with its C++ libraries.
-fn is_torch_ready(torch: &Path) -> bool {
-    // version.py has e.g. `__version__ = '2.13.0+cu130'` (local suffix optional).
-    let version_ok = fs::read_to_string(torch.join("version.py")).is_ok_and(|text| {
-        text.lines().any(|line| {
-            line.strip_prefix("__version__ = '")
-                .and_then(|rest| rest.strip_prefix(TORCH_VERSION))
-                .is_some_and(|rest| rest.starts_with('\'') || rest.starts_with('+'))
-        })
-    });
-    version_ok && torch.join("lib/libtorch_cpu.so").is_file()
-}
-
-/// Points `<root>/.libtorch` at `torch` with a relative symlink, replacing a stale one.
-fn link_libtorch(root: &Path, torch: &Path) -> Result<()> {
-    let link = root.join(".libtorch");
-    let target = torch.strip_prefix(root).unwrap_or(torch);
-    match fs::symlink_metadata(&link) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            if fs::read_link(&link).is_ok_and(|current| current == target) {
-                return Ok(());
-            }
-            fs::remove_file(&link)
-                .with_context(|| format!("cannot remove stale symlink {}", link.display()))?;
-        }
-        Ok(_) => bail!(
-            "{} exists and is not a symlink; remove it and rerun `cargo xtask setup`",
-            link.display()
-        ),
-        Err(_) => {}
-    }
-    std::os::unix::fs::symlink(target, &link).with_context(|| {
-        format!(
-            "cannot create symlink {} -> {}",
-            link.display(),
-            target.display()
-        )
-    })
-}
-
-/// Writes `.cargo/libtorch.toml` (included by `.cargo/config.toml`) when its content changes.
-///
-/// Doctest binaries run from a temporary directory, so `$ORIGIN` cannot find libtorch;
-/// they get an absolute RUNPATH to this checkout's `.libtorch/lib` instead.
-fn write_doctest_config(root: &Path) -> Result<()> {
-    let lib = root.join(".libtorch/lib");
-    let lib = lib
-        .to_str()
-        .with_context(|| format!("workspace path {} is not UTF-8", root.display()))?
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"");
-    let content = format!(
-        "# Written by `cargo xtask setup`; do not edit or commit.\n\
-         [build]\n\
-         rustdocflags = [\"-C\", \"link-arg=-Wl,-rpath,{lib}\"]\n"
-    );
-    let path = root.join(".cargo/libtorch.toml");
-    if fs::read_to_string(&path).is_ok_and(|old| old == content) {
-        return Ok(());
-    }
-    fs::write(&path, content).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Runs setup, then `cargo <subcommand> --workspace <args>` in the root, passing its exit code.
-fn cargo_after_setup(root: &Path, subcommand: &str, args: &[String]) -> Result<ExitCode> {
-    setup(root)?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
-        .arg(subcommand)
-        .arg("--workspace")
-        .args(args)
-        .current_dir(root)
-        .status()
-        .with_context(|| format!("cannot run `cargo {subcommand}`"))?;
-    Ok(match status.code() {
-        Some(0) => ExitCode::SUCCESS,
-        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        None => ExitCode::FAILURE,
-    })
-}
-
 /// Runs setup, then every benchmark to the end (one missing its target does not stop the
 /// others), passing their output through (on a terminal, under a spinner naming the
 /// benchmark that runs); then the `target:` line of every figure, and exit 1 if a target
 /// was missed or a benchmark failed.
 fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     use std::io::{BufRead, BufReader, Write};
-    setup(root)?;
+    setup::ensure(root, Job::Bench)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let spinner = graphbug_run::progress::Progress::spinner("bench");
     spinner.set_message("starting `cargo bench`");
@@ -677,7 +337,7 @@ fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
 
 /// Runs setup, then the fuzz test (`tests/fuzz.rs`) for `seconds` with `seed`.
 fn fuzz(root: &Path, seconds: u64, seed: u64) -> Result<ExitCode> {
-    setup(root)?;
+    setup::ensure(root, Job::Fuzz)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .args([
@@ -703,7 +363,7 @@ fn fuzz(root: &Path, seconds: u64, seed: u64) -> Result<ExitCode> {
 
 /// Runs setup, then `graphbug repro ARGS` in the caller's directory.
 fn repro(root: &Path, args: &[String]) -> Result<ExitCode> {
-    setup(root)?;
+    setup::ensure(root, Job::Repro)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .arg("run")
@@ -721,111 +381,29 @@ fn repro(root: &Path, args: &[String]) -> Result<ExitCode> {
     })
 }
 
-/// Runs each `examples/*.rs` with `cargo run --example`, so examples stay working.
-fn run_examples(root: &Path) -> Result<ExitCode> {
-    let mut names: Vec<String> = fs::read_dir(root.join("examples"))
-        .context("cannot list examples/")?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.strip_suffix(".rs").map(str::to_string)
-        })
-        .collect();
-    names.sort();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    for name in names {
-        eprintln!("xtask: running example {name}");
-        let status = Command::new(&cargo)
-            .args(["run", "--quiet", "--example", &name])
-            .current_dir(root)
-            .status()
-            .with_context(|| format!("cannot run example {name}"))?;
-        if !status.success() {
-            eprintln!("xtask: example {name} failed ({status})");
-            return Ok(ExitCode::FAILURE);
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Pip-installs `package` (at `version`, if given) into the venv unless pip's record of
-/// it (its `.dist-info`, of that version) is already there.
-fn ensure_python_package(venv: &Path, package: &str, version: Option<&str>) -> Result<()> {
-    if python_package_present(venv, package, version)? {
-        return Ok(());
-    }
-    let spec = match version {
-        Some(v) => format!("{package}=={v}"),
-        None => package.to_string(),
-    };
-    eprintln!("setup: installing {spec} into {}", venv.display());
-    let python = venv.join("bin/python");
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-        ])
-        .arg(&spec)
-        .status()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    ensure!(
-        status.success(),
-        "`{} -m pip install {spec}` failed ({status}); the package registry must be reachable",
-        python.display()
-    );
-    ensure!(
-        python_package_present(venv, package, version)?,
-        "pip finished but {spec} is not in {}",
-        venv.display()
-    );
-    Ok(())
-}
-
-/// Whether pip installed distribution `package` (at `version`, if given) into the venv:
-/// `site-packages/<name>-<version>.dist-info`, the name normalized as pip writes it
-/// (`xla-cpu-pjrt` is `xla_cpu_pjrt`).
-fn python_package_present(venv: &Path, package: &str, version: Option<&str>) -> Result<bool> {
-    let lib = venv.join("lib");
-    let Ok(entries) = fs::read_dir(&lib) else {
-        return Ok(false);
-    };
-    let name = package.replace(['-', '.'], "_").to_lowercase();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list {}", lib.display()))?;
-        let site = entry.path().join("site-packages");
-        let Ok(dists) = fs::read_dir(&site) else {
-            continue;
-        };
-        for dist in dists {
-            let dist = dist.with_context(|| format!("cannot list {}", site.display()))?;
-            let file = dist.file_name();
-            let Some(stem) = file
-                .to_string_lossy()
-                .strip_suffix(".dist-info")
-                .map(str::to_string)
-            else {
-                continue;
-            };
-            let Some((dist_name, dist_version)) = stem.split_once('-') else {
-                continue;
-            };
-            if dist_name.to_lowercase() == name
-                && version.is_none_or(|v| dist_version == v)
-                && dist.path().is_dir()
-            {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
-}
-
 /// `cargo xtask conformance`: setup, Python packages, build, generate, run, report.
 fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
-    setup(root)?;
+    let sources: Vec<&str> = args
+        .sources
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(unknown) = sources
+        .iter()
+        .find(|s| !TORCH_SOURCES.contains(s) && **s != "xla")
+    {
+        bail!("unknown --sources `{unknown}` (known: opinfo, zoo, capture, xla)");
+    }
+    setup::ensure(
+        root,
+        Job::Conformance(Sources {
+            opinfo: sources.contains(&"opinfo"),
+            zoo: sources.contains(&"zoo"),
+            capture: sources.contains(&"capture"),
+            xla: sources.contains(&"xla"),
+        }),
+    )?;
     let venv = root.join(".venv");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
@@ -848,18 +426,6 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         .context("--filter is not a valid regex")?;
     let out = root.join("target/conformance");
     let cases = args.cases.clone().unwrap_or_else(|| out.join("cases"));
-    let sources: Vec<&str> = args
-        .sources
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if let Some(unknown) = sources
-        .iter()
-        .find(|s| !TORCH_SOURCES.contains(s) && **s != "xla")
-    {
-        bail!("unknown --sources `{unknown}` (known: opinfo, zoo, capture, xla)");
-    }
     let torch_sources: Vec<&str> = sources
         .iter()
         .copied()
@@ -960,107 +526,6 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A fresh scratch directory under the system temp dir.
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("xtask-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn fake_torch(venv: &Path, version_line: &str) -> PathBuf {
-        let torch = venv.join("lib/python3.11/site-packages/torch");
-        fs::create_dir_all(torch.join("lib")).unwrap();
-        fs::write(
-            torch.join("version.py"),
-            format!("{version_line}\ngit_version = 'x'\n"),
-        )
-        .unwrap();
-        fs::write(torch.join("lib/libtorch_cpu.so"), b"").unwrap();
-        torch
-    }
-
-    #[test]
-    fn torch_version_is_read_from_version_py() {
-        let dir = scratch("version");
-        let venv = dir.join(".venv");
-        assert_eq!(installed_torch(&venv).unwrap(), None, "no venv yet");
-        let torch = fake_torch(&venv, "__version__ = '2.13.0+cu130'");
-        assert_eq!(installed_torch(&venv).unwrap(), Some(torch.clone()));
-        fs::write(torch.join("version.py"), "__version__ = '2.13.0'\n").unwrap();
-        assert!(is_torch_ready(&torch));
-        for wrong in ["__version__ = '2.12.0'", "__version__ = '2.13.01'"] {
-            fs::write(torch.join("version.py"), wrong).unwrap();
-            assert!(!is_torch_ready(&torch), "{wrong}");
-        }
-        fs::write(torch.join("version.py"), "__version__ = '2.13.0'\n").unwrap();
-        fs::remove_file(torch.join("lib/libtorch_cpu.so")).unwrap();
-        assert!(!is_torch_ready(&torch), "libtorch_cpu.so is required");
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn libtorch_link_is_relative_and_refreshed() {
-        let dir = scratch("link");
-        let torch = fake_torch(&dir.join(".venv"), "__version__ = '2.13.0'");
-        link_libtorch(&dir, &torch).unwrap();
-        let link = dir.join(".libtorch");
-        assert_eq!(
-            fs::read_link(&link).unwrap(),
-            PathBuf::from(".venv/lib/python3.11/site-packages/torch")
-        );
-        assert!(link.join("lib/libtorch_cpu.so").is_file());
-        // Idempotent, and a stale link is replaced.
-        link_libtorch(&dir, &torch).unwrap();
-        fs::remove_file(&link).unwrap();
-        std::os::unix::fs::symlink("elsewhere", &link).unwrap();
-        link_libtorch(&dir, &torch).unwrap();
-        assert!(link.join("version.py").is_file());
-        // A real directory in the way is an error, not silently replaced.
-        fs::remove_file(&link).unwrap();
-        fs::create_dir(&link).unwrap();
-        let err = link_libtorch(&dir, &torch).unwrap_err().to_string();
-        assert!(err.contains("is not a symlink"), "{err}");
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn doctest_config_is_written_once() {
-        let dir = scratch("doctest");
-        fs::create_dir_all(dir.join(".cargo")).unwrap();
-        write_doctest_config(&dir).unwrap();
-        let path = dir.join(".cargo/libtorch.toml");
-        let first = fs::read_to_string(&path).unwrap();
-        assert!(first.contains(&format!("-rpath,{}/.libtorch/lib", dir.display())));
-        let mtime = fs::metadata(&path).unwrap().modified().unwrap();
-        write_doctest_config(&dir).unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn python_packages_are_found_by_their_dist_info() {
-        let dir = scratch("dist-info");
-        let venv = dir.join(".venv");
-        assert!(!python_package_present(&venv, "jax", Some("0.10.2")).unwrap());
-        let site = venv.join("lib/python3.11/site-packages");
-        for dist in [
-            "jax-0.10.2",
-            "xla_cpu_pjrt-0.0.1",
-            "absl_py-2.5.1",
-            "torchvision-0.27.0",
-        ] {
-            fs::create_dir_all(site.join(format!("{dist}.dist-info"))).unwrap();
-        }
-        assert!(python_package_present(&venv, "jax", Some("0.10.2")).unwrap());
-        assert!(!python_package_present(&venv, "jax", Some("0.10.1")).unwrap());
-        assert!(!python_package_present(&venv, "jaxlib", Some("0.10.2")).unwrap());
-        assert!(python_package_present(&venv, "xla-cpu-pjrt", Some("0.0.1")).unwrap());
-        assert!(python_package_present(&venv, "absl-py", None).unwrap());
-        assert!(!python_package_present(&venv, "torchvision", Some(TORCHVISION_VERSION)).unwrap());
-        fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn every_command_says_what_it_does_with_examples_that_parse() {
