@@ -441,6 +441,34 @@ fn a_bug_inside_a_called_computation_is_minified_there() {
         "stablehlo.subtract",
         tmp.path(),
     );
+    // StableHLO: regions of other ops, in MLIR's generic form (a case's second branch, a
+    // scatter's update computation, a sort's comparator) and a variadic reduce's
+    // `reducer(...)` body; their block arguments get seeded random values.
+    let regions = root().join("tests/fixtures/xla/stablehlo/regions.mlir");
+    for (cmd, inside, op) in [
+        (
+            r#"f() { ! grep -q "stablehlo.sine" "$1/program.mlir"; }; f"#,
+            ("2.region1", "2"),
+            "stablehlo.sine",
+        ),
+        (
+            r#"f() { ! grep -qE "stablehlo.add .* : tensor<f32>$" "$1/program.mlir"; }; f"#,
+            ("11.region0", "11"),
+            "stablehlo.add",
+        ),
+        (
+            r#"f() { ! grep -q "stablehlo.or" "$1/program.mlir"; }; f"#,
+            ("1:2.region0", "1:2"),
+            "stablehlo.or",
+        ),
+        (
+            r#"f() { ! grep -q "compare  *LT.*TOTALORDER" "$1/program.mlir"; }; f"#,
+            ("0.region0", "0"),
+            "stablehlo.compare LT",
+        ),
+    ] {
+        stablehlo_minifies_inside(&regions, &[], cmd, inside, op, tmp.path());
+    }
 }
 
 /// Minifies the StableHLO `program` (with `extra` arguments) for `cmd`, and checks that the
@@ -460,8 +488,9 @@ fn stablehlo_minifies_inside(
     let o = graphbug(&args, tmp);
     let (stdout, stderr) = text(&o);
     assert!(o.status.success(), "{stderr}");
+    // On the values it received, or (a region's block arguments) seeded random ones.
     let strategy = format!(
-        "Strategy: Inside `{inside}` (called by `{caller}`): the computation alone, on the values it received\n"
+        "Strategy: Inside `{inside}` (called by `{caller}`): the computation alone, on the values it received"
     );
     assert!(stderr.contains(&strategy), "{stderr}");
     let last = stdout.rsplit("module @").next().unwrap();

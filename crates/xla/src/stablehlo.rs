@@ -266,6 +266,29 @@ fn split_top_commas(text: &str) -> Vec<&str> {
     parts
 }
 
+/// `text` with every use of the value `%from` written `%to` (whole names only: `%arg1` is
+/// not `%arg10`).
+fn rename_value(text: &str, from: &str, to: &str) -> String {
+    let pattern = format!("%{from}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(&pattern) {
+        let after = &rest[i + pattern.len()..];
+        let whole = !after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '-'));
+        out.push_str(&rest[..i]);
+        out.push_str(if whole { "%" } else { &pattern });
+        if whole {
+            out.push_str(to);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The first characters of `text`, for messages.
 fn head(text: &str) -> String {
     let s: String = text.chars().take(24).collect();
@@ -1317,23 +1340,32 @@ impl StableHloGraph {
     }
 }
 
-/// A `stablehlo.while` of main, taken apart: its loop-carried values and its regions.
-struct WhileParts<'a> {
+/// A region of a statement of main taken apart, as a program of its own needs it.
+struct Region<'a> {
     /// The statement.
     stmt: &'a Stmt,
-    /// Each loop-carried value: its name in the regions and the use that starts it.
-    carried: Vec<(String, &'a Use)>,
-    /// The text of the `cond` and `do` regions' statements (between their braces).
-    regions: [Range<usize>; 2],
+    /// Its arguments: name (without `%`), type, and the value of main that gives it where
+    /// the statement says (a `stablehlo.while`'s loop-carried values start with its
+    /// operands; a reducer's or comparator's block arguments come from nowhere in main).
+    args: Vec<(String, String, Option<&'a Use>)>,
+    /// The text of its statements, terminator included (between its braces, without its
+    /// block header).
+    body: Range<usize>,
+    /// The types it yields.
+    results: Vec<String>,
 }
 
 /// The suffixes of a `stablehlo.while`'s regions taken out as programs (`6:9.cond`).
 const WHILE_REGIONS: [&str; 2] = [".cond", ".body"];
 
+/// The suffix of the k-th region of any other op in MLIR's generic form (`5.region0`: a
+/// reducer, a sort comparator, a scatter's update computation, a case branch).
+const REGION: &str = ".region";
+
 impl StableHloGraph {
     /// The computations the statement `name` of main calls, in order: a `stablehlo.while`'s
-    /// regions (`NAME.cond`, `NAME.body`), then the functions it calls (`func.call @f`, in
-    /// its regions too).
+    /// regions (`NAME.cond`, `NAME.body`) or another op's regions in MLIR's generic form
+    /// (`NAME.region0`...), then the functions it calls (`func.call @f`, in its regions too).
     pub fn called_by(&self, name: &str) -> Vec<String> {
         let base = name.split('#').next().unwrap_or(name);
         let Some(&k) = self.stmt.get(base) else {
@@ -1342,14 +1374,29 @@ impl StableHloGraph {
         let mut out = Vec::new();
         if self.while_parts(base).is_some() {
             out.extend(WHILE_REGIONS.iter().map(|r| format!("{base}{r}")));
+        } else if let Some(regions) = self.generic_regions(base) {
+            out.extend((0..regions.len()).map(|r| format!("{base}{REGION}{r}")));
         }
         out.extend(self.module.funcs[self.main].body[k].symbols.iter().cloned());
         out
     }
 
+    /// The lines of statement `s` with where each starts in the module's text, trimmed.
+    fn lines_of(&self, s: &Stmt) -> Vec<(usize, &str)> {
+        let m = &self.module;
+        let mut lines = Vec::new();
+        let mut at = s.span.start;
+        for line in m.text[s.span.clone()].split_inclusive('\n') {
+            lines.push((at, line.trim()));
+            at += line.len();
+        }
+        lines
+    }
+
     /// The statement `name` of main, when it is a `stablehlo.while` in the form MLIR prints
-    /// (`stablehlo.while(%iterArg = %v, ...) : types cond { ... } do { ... }`).
-    fn while_parts(&self, name: &str) -> Option<WhileParts<'_>> {
+    /// (`stablehlo.while(%iterArg = %v, ...) : types cond { ... } do { ... }`): its `cond`
+    /// and `do` regions.
+    fn while_parts(&self, name: &str) -> Option<[Region<'_>; 2]> {
         let m = &self.module;
         let s = &m.funcs[self.main].body[*self.stmt.get(name)?];
         if s.op != "stablehlo.while" {
@@ -1367,64 +1414,196 @@ impl StableHloGraph {
                 }
                 depth == 0
             })?;
-        let mut carried = Vec::new();
-        for entry in m.text[open..close].split(", ") {
+        let mut args = Vec::new();
+        for (entry, ty) in m.text[open..close].split(", ").zip(&s.types) {
             let (arg, _) = entry.split_once(" = ")?;
             let start = open + m.text[open..close].find(entry)?;
             let init = s
                 .uses
                 .iter()
                 .find(|u| u.span.start > start && u.span.end <= start + entry.len())?;
-            carried.push((arg.trim().trim_start_matches('%').to_string(), init));
+            args.push((
+                arg.trim().trim_start_matches('%').to_string(),
+                ty.to_string(),
+                Some(init),
+            ));
         }
         // The regions: from `cond {` to `} do {`, and from there to the last `}`.
-        let mut lines = Vec::new();
-        let mut at = s.span.start;
-        for line in m.text[s.span.clone()].split_inclusive('\n') {
-            lines.push((at, line.trim()));
-            at += line.len();
-        }
+        let lines = self.lines_of(s);
         let cond = lines.iter().position(|(_, l)| *l == "cond {")?;
         let body = lines.iter().position(|(_, l)| *l == "} do {")?;
         let last = lines.iter().rposition(|(_, l)| *l == "}")?;
-        (cond < body && body < last && carried.len() == s.types.len()).then_some(WhileParts {
-            stmt: s,
-            carried,
-            regions: [
-                lines[cond + 1].0..lines[body].0,
-                lines[body + 1].0..lines[last].0,
-            ],
+        let types: Vec<String> = s.types.iter().map(ToString::to_string).collect();
+        (cond < body && body < last && args.len() == s.types.len()).then(|| {
+            [
+                Region {
+                    stmt: s,
+                    args: args.clone(),
+                    body: lines[cond + 1].0..lines[body].0,
+                    results: vec!["tensor<i1>".into()],
+                },
+                Region {
+                    stmt: s,
+                    args,
+                    body: lines[body + 1].0..lines[last].0,
+                    results: types,
+                },
+            ]
         })
     }
 
-    /// A region of a `stablehlo.while` of main (`NAME.cond`, `NAME.body`) as a module whose
-    /// main function takes the loop-carried values, then the values of main the region
-    /// reads, and returns what the region yields; with the node names of those values in
-    /// main, in argument order.
-    fn outline_region(&self, name: &str) -> Option<Result<Outlined, String>> {
-        let (stmt, which) = WHILE_REGIONS
+    /// The regions of the statement `name` of main in MLIR's generic form
+    /// (`"stablehlo.sort"(...) ({ ^bb0(%a: t, ...): ... stablehlo.return %x : t }, { ... })
+    /// : ...`): a reducer's, a comparator's, a scatter's update computation, a case's
+    /// branches. Each region's block arguments come from nowhere in main; what it yields is
+    /// what its terminator returns.
+    fn generic_regions(&self, name: &str) -> Option<Vec<Region<'_>>> {
+        let s = &self.module.funcs[self.main].body[*self.stmt.get(name)?];
+        let lines = self.lines_of(s);
+        let first = lines.first()?;
+        if !first.1.ends_with("({") {
+            return self.reducer_region(s, &lines).map(|r| vec![r]);
+        }
+        let mut regions = Vec::new();
+        let mut from = 1;
+        for (k, (_, line)) in lines.iter().enumerate().skip(1) {
+            let closes = *line == "}, {" || line.starts_with("})");
+            if !closes {
+                continue;
+            }
+            let mut body_from = from;
+            let mut args = Vec::new();
+            if let Some(header) = lines
+                .get(from)
+                .map(|l| l.1)
+                .filter(|l| l.starts_with("^bb"))
+            {
+                let inner = header.split_once('(')?.1.rsplit_once(')')?.0;
+                for arg in split_top_commas(inner)
+                    .into_iter()
+                    .filter(|a| !a.trim().is_empty())
+                {
+                    let (n, ty) = arg.split_once(':')?;
+                    args.push((
+                        n.trim().trim_start_matches('%').to_string(),
+                        ty.trim().to_string(),
+                        None,
+                    ));
+                }
+                body_from += 1;
+            }
+            // What it yields: the terminator's types (`stablehlo.return %x : t, u`).
+            let ret = lines[body_from..k]
+                .iter()
+                .rev()
+                .find(|(_, l)| l.starts_with("stablehlo.return "))?;
+            let results = ret.1.rsplit_once(" : ").map(|(_, t)| {
+                split_top_commas(t)
+                    .into_iter()
+                    .map(|t| t.trim().to_string())
+                    .collect::<Vec<_>>()
+            })?;
+            regions.push(Region {
+                stmt: s,
+                args,
+                body: lines.get(body_from)?.0..lines[k].0,
+                results,
+            });
+            if line.starts_with("})") {
+                return Some(regions);
+            }
+            from = k + 1;
+        }
+        None
+    }
+
+    /// The region of a `stablehlo.reduce` in the form MLIR prints when its body is more
+    /// than one op: `reducer(%a: t, %c: t) (%b: u, %d: u) { ... stablehlo.return ... }`.
+    fn reducer_region<'a>(&self, s: &'a Stmt, lines: &[(usize, &str)]) -> Option<Region<'a>> {
+        let open = lines
+            .iter()
+            .position(|(_, l)| l.starts_with("reducer(") && l.ends_with('{'))?;
+        let last = lines.iter().rposition(|(_, l)| *l == "}")?;
+        let header = lines[open].1;
+        let mut args = Vec::new();
+        let mut rest = &header["reducer".len()..header.len() - 1];
+        while let Some(from) = rest.find('(') {
+            let to = from + rest[from..].find(')')?;
+            for arg in split_top_commas(&rest[from + 1..to]) {
+                let (n, ty) = arg.split_once(':')?;
+                let name = n.trim().trim_start_matches('%').to_string();
+                args.push((name, ty.trim().to_string(), None));
+            }
+            rest = &rest[to + 1..];
+        }
+        let ret = lines[open + 1..last]
+            .iter()
+            .rev()
+            .find(|(_, l)| l.starts_with("stablehlo.return "))?;
+        let results = ret.1.rsplit_once(" : ").map(|(_, t)| {
+            split_top_commas(t)
+                .into_iter()
+                .map(|t| t.trim().to_string())
+                .collect()
+        })?;
+        (open < last).then(|| Region {
+            stmt: s,
+            args,
+            body: lines[open + 1].0..lines[last].0,
+            results,
+        })
+    }
+
+    /// The region `name` of a statement of main (`NAME.cond`, `NAME.body`, `NAME.regionK`).
+    fn region(&self, name: &str) -> Option<Region<'_>> {
+        if let Some((stmt, which)) = WHILE_REGIONS
             .iter()
             .enumerate()
-            .find_map(|(k, r)| name.strip_suffix(r).map(|s| (s, k)))?;
-        let parts = self.while_parts(stmt)?;
+            .find_map(|(k, r)| name.strip_suffix(r).map(|s| (s, k)))
+        {
+            let [cond, body] = self.while_parts(stmt)?;
+            return Some(if which == 0 { cond } else { body });
+        }
+        let (stmt, k) = name.rsplit_once(REGION)?;
+        let k: usize = k.parse().ok()?;
+        self.generic_regions(stmt)?.into_iter().nth(k)
+    }
+
+    /// A region of a statement of main (see [`StableHloGraph::called_by`]) as a module
+    /// whose main function takes the region's arguments, then the values of main the region
+    /// reads, and returns what the region yields; with the node names of those values in
+    /// main, in argument order (an empty name where main has none: a block argument).
+    fn outline_region(&self, name: &str) -> Option<Result<Outlined, String>> {
+        let part = self.region(name)?;
         let m = &self.module;
-        let region = parts.regions[which].clone();
+        let region = part.body.clone();
         let node = |u: &Use| match u.index {
             Some(i) => format!("{}#{i}", u.name),
             None => u.name.clone(),
         };
         let mut args: Vec<String> = Vec::new();
         let mut sources: Vec<String> = Vec::new();
-        for ((arg, init), ty) in parts.carried.iter().zip(&parts.stmt.types) {
+        // A block argument is renamed `%block_arg<k>`: the inputs file's positional keys
+        // (`arg0`...) must not meet a parameter named `arg1` in another position.
+        let mut renames: Vec<(String, String)> = Vec::new();
+        for (k, (arg, ty, init)) in part.args.iter().enumerate() {
+            let arg = match init {
+                Some(_) => arg.clone(),
+                None => {
+                    let fresh = format!("block_arg{k}");
+                    renames.push((arg.clone(), fresh.clone()));
+                    fresh
+                }
+            };
             args.push(format!("%{arg}: {ty}"));
-            sources.push(node(init));
+            sources.push(init.map(node).unwrap_or_default());
         }
         // Values of main the region reads become arguments too, renamed where their names
         // are no argument names (`%6#4`).
         let mut text = String::new();
         let mut at = region.start;
         let mut captured: Vec<String> = Vec::new();
-        for u in parts
+        for u in part
             .stmt
             .uses
             .iter()
@@ -1448,23 +1627,21 @@ impl StableHloGraph {
             at = u.span.end;
         }
         text.push_str(&m.text[at..region.end]);
+        for (from, to) in &renames {
+            text = rename_value(&text, from, to);
+        }
         // Its terminator returns from main.
         let Some(ret) = text.rfind("stablehlo.return ") else {
             return Some(Err(format!("`{name}` yields nothing")));
         };
         text.replace_range(ret..ret + "stablehlo.return ".len(), "return ");
-        let results: Vec<String> = if which == 0 {
-            vec!["tensor<i1>".into()]
-        } else {
-            parts.stmt.types.iter().map(ToString::to_string).collect()
-        };
         let indent = self.header_indent();
         let main = format!(
             "{indent}func.func public @main({}) -> ({}) {{\n{text}{indent}}}\n",
             args.join(", "),
-            results.join(", ")
+            part.results.join(", ")
         );
-        let needed = self.needed_by(&parts.stmt.symbols.iter().cloned().collect());
+        let needed = self.needed_by(&part.stmt.symbols.iter().cloned().collect());
         Some(Ok(Outlined {
             text: self.assemble((self.main, &main), &needed),
             parameters: (0..sources.len()).map(|k| (k, Vec::new())).collect(),
