@@ -624,3 +624,93 @@ fn a_fault_inside_a_called_computation_is_minified_to_its_instruction() {
         "{stderr}"
     );
 }
+
+/// A bug a loop body shows only at a later iteration: the body alone does not fail on the
+/// loop's first state, so the search follows the states the loop goes through on the
+/// reference plugin and minifies the body on the first one where it fails (here the
+/// check fails once the body's iteration counter is 3), keeping one state at a time.
+#[test]
+fn a_bug_in_a_later_iteration_is_minified_on_the_state_of_that_iteration() {
+    let tmp = tempfile::tempdir().unwrap();
+    let check = tmp.path().join("check.py");
+    // Interesting: the whole program while it computes tanh; a part of it only while an
+    // s64 scalar input (the loop's counter) holds 3.
+    std::fs::write(
+        &check,
+        r#"import json, struct, sys, os
+d = sys.argv[1]
+prog = open(os.path.join(d, "program.hlo")).read()
+if " tanh(" not in prog:
+    sys.exit(0)
+if "ENTRY main.7" in prog:
+    sys.exit(1)
+path = os.path.join(d, "inputs.safetensors")
+if not os.path.exists(path):
+    sys.exit(0)
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+for k, v in json.loads(raw[8:8 + n]).items():
+    if k != "__metadata__" and v["dtype"] == "I64" and v["shape"] == []:
+        a, b = v["data_offsets"]
+        if struct.unpack("<q", raw[8 + n + a:8 + n + b])[0] == 3:
+            sys.exit(1)
+sys.exit(0)
+"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let cmd = format!(
+        "{} {}",
+        root().join(".venv/bin/python").display(),
+        check.display()
+    );
+    let o = graphbug(
+        &[
+            "minify",
+            &hlo("scan.hlo"),
+            "--check-command",
+            &cmd,
+            "--out",
+            &out.display().to_string(),
+        ],
+        tmp.path(),
+    );
+    let (_, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    for said in [
+        "Strategy: Inside `region_0.5` (called by `while.6`): the computation alone, on the values it received\n",
+        "Strategy: Inside `region_0.5` at later iterations",
+        "Strategy: Inside `region_0.5` at iteration 3: the body alone",
+    ] {
+        assert!(stderr.contains(said), "{said}: {stderr}");
+    }
+    assert!(!stderr.contains("at iteration 4"), "{stderr}");
+    let body = std::fs::read_to_string(out.join("inside-region_0.5/minified/program.hlo")).unwrap();
+    assert!(body.contains("ENTRY region_0.5"), "{body}");
+    // The loop ends after 5 iterations: a bug it never shows ends the search there.
+    let never = tmp.path().join("never.py");
+    std::fs::write(
+        &never,
+        std::fs::read_to_string(&check)
+            .unwrap()
+            .replace("== 3:", "== 7:"),
+    )
+    .unwrap();
+    let cmd = format!(
+        "{} {}",
+        root().join(".venv/bin/python").display(),
+        never.display()
+    );
+    let o = graphbug(
+        &["minify", &hlo("scan.hlo"), "--check-command", &cmd],
+        tmp.path(),
+    );
+    let (_, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "FAIL: the loop ends after 5 iterations; the body fails alone on none of its states"
+        ),
+        "{stderr}"
+    );
+}

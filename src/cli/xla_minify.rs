@@ -367,11 +367,6 @@ pub fn inside_called_computations(
                     _ => random += 1,
                 }
             }
-            let dir = scratch.path().join(comp.replace(['/', '\\'], "_"));
-            std::fs::create_dir_all(&dir)?;
-            let file = dir.join(file_name(kind));
-            std::fs::write(&file, &outlined.text)?;
-            let inputs_file = write_inputs(&dir, &inputs).map_err(|e| anyhow!(e))?;
             eprintln!(
                 "Strategy: Inside `{comp}` (called by `{caller}`): the computation alone, on the values it received{}",
                 if random > 0 {
@@ -380,44 +375,171 @@ pub fn inside_called_computations(
                     String::new()
                 }
             );
-            // A computation whose outputs are all non-floating (a while's condition, a
-            // comparator) shows a wrong result only where they count.
-            let strict_accuracy = args.strict_accuracy
-                || program.graph().is_ok_and(|g| {
-                    g.outputs().iter().all(|v| {
-                        let mut floating = false;
-                        v.for_each_node(&mut |id| {
-                            floating |= g.node(id).meta.tensor().is_some_and(|t| {
-                                t.dtype.is_floating_point() || t.dtype.is_complex()
-                            })
-                        });
-                        !floating
-                    })
-                });
-            let inside = MinifyArgs {
-                file,
-                inputs: Some(inputs_file),
-                strict_accuracy,
-                check_str: Some(regex::escape(&m.signature.message)),
-                out: args.out.as_ref().map(|o| o.join(format!("inside-{comp}"))),
-                resume: false,
-                ..args.clone()
+            let inside = Inside {
+                args,
+                signature: &m.signature,
+                comp: &comp,
+                text: &outlined.text,
+                program: &program,
+                kind,
+                dir: scratch.path().join(comp.replace(['/', '\\'], "_")),
             };
-            let fresh = inside.out.as_ref().filter(|o| !o.exists()).cloned();
-            match minify(&inside, outlined.text.as_bytes(), kind) {
-                Ok(_) => return Ok(()),
-                Err(e) => {
-                    let why = format!("{e:#}");
-                    eprintln!("FAIL: {}", why.lines().next().unwrap_or_default());
-                    // Not where the bug is: no directory of it is left behind.
-                    if let Some(o) = fresh {
-                        let _ = std::fs::remove_dir_all(o);
-                    }
+            if inside.minify_on(&inputs, true)? {
+                return Ok(());
+            }
+            // A loop body: the bug may show in a later iteration only.
+            if let (Some(cond), Some(_)) = (printer.loop_condition(caller, &comp), recorded) {
+                if later_iterations(&inside, printer, &cond, inputs)? {
+                    return Ok(());
                 }
             }
         }
     }
     Ok(())
+}
+
+/// A called computation taken out as a program of its own, to be minified on given inputs
+/// (see [`inside_called_computations`]).
+struct Inside<'a> {
+    args: &'a MinifyArgs,
+    signature: &'a graphbug::minifier::Signature,
+    comp: &'a str,
+    text: &'a str,
+    program: &'a Program,
+    kind: Kind,
+    /// Scratch for its program and inputs files.
+    dir: PathBuf,
+}
+
+impl Inside<'_> {
+    /// Minifies the computation alone on `inputs` for the outer failure's message (its
+    /// `--out` under `OUT/inside-NAME`); `false` (and no directory left behind) where it
+    /// does not fail so. With `say`, why it does not is printed.
+    fn minify_on(&self, inputs: &[HostTensor], say: bool) -> Result<bool> {
+        std::fs::create_dir_all(&self.dir)?;
+        let file = self.dir.join(file_name(self.kind));
+        std::fs::write(&file, self.text)?;
+        let inputs_file = write_inputs(&self.dir, inputs).map_err(|e| anyhow!(e))?;
+        // A computation whose outputs are all non-floating (a while's condition, a
+        // comparator) shows a wrong result only where they count.
+        let strict_accuracy = self.args.strict_accuracy
+            || self.program.graph().is_ok_and(|g| {
+                g.outputs().iter().all(|v| {
+                    let mut floating = false;
+                    v.for_each_node(&mut |id| {
+                        floating |=
+                            g.node(id).meta.tensor().is_some_and(|t| {
+                                t.dtype.is_floating_point() || t.dtype.is_complex()
+                            })
+                    });
+                    !floating
+                })
+            });
+        let inside = MinifyArgs {
+            file,
+            inputs: Some(inputs_file),
+            strict_accuracy,
+            check_str: Some(regex::escape(&self.signature.message)),
+            out: self
+                .args
+                .out
+                .as_ref()
+                .map(|o| o.join(format!("inside-{}", self.comp))),
+            resume: false,
+            ..self.args.clone()
+        };
+        let fresh = inside.out.as_ref().filter(|o| !o.exists()).cloned();
+        match minify(&inside, self.text.as_bytes(), self.kind) {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                if say {
+                    let why = format!("{e:#}");
+                    eprintln!("FAIL: {}", why.lines().next().unwrap_or_default());
+                }
+                // Not where the bug is: no directory of it is left behind.
+                if let Some(o) = fresh {
+                    let _ = std::fs::remove_dir_all(o);
+                }
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// How many iterations of a loop [`later_iterations`] follows at most.
+pub const MAX_LOOP_ITERATIONS: usize = 100;
+
+/// A loop body that does not fail alone on the loop's first state, on the states the loop
+/// goes through: the body and the loop's condition (`cond`), each a program of its own,
+/// run on the reference plugin in this process (as the reference run is), one state kept
+/// at a time; at each iteration the body is minified on the state the loop then holds,
+/// until one fails as the whole program did (`true`), the loop ends, or
+/// [`MAX_LOOP_ITERATIONS`] pass.
+fn later_iterations(
+    inside: &Inside<'_>,
+    printer: &Printer,
+    cond: &str,
+    first: Vec<HostTensor>,
+) -> Result<bool> {
+    let comp = inside.comp;
+    let reference = reference_backend(inside.args.reference_backend.as_deref())?;
+    let condition = printer
+        .outline(cond)
+        .map_err(|e| anyhow!("the loop's condition `{cond}`: {e}"))
+        .and_then(|o| {
+            Program::read(o.text.as_bytes(), inside.kind)
+                .map_err(|e| anyhow!("graphbug outlined `{cond}` as a program it cannot read: {e}"))
+        })?;
+    let on_reference = |what: &str, program: &Program| {
+        reference
+            .compile(program)
+            .map_err(|f| anyhow!("`{what}` on {}: {f}", reference.name()))
+    };
+    let body = on_reference(comp, inside.program)?;
+    let condition = on_reference(cond, &condition)?;
+    eprintln!(
+        "Strategy: Inside `{comp}` at later iterations: the states the loop goes through on {} (at most {MAX_LOOP_ITERATIONS} iterations)",
+        reference.name()
+    );
+    let mut state = first;
+    for k in 1..=MAX_LOOP_ITERATIONS {
+        let next = body
+            .execute(&state)
+            .map_err(|f| anyhow!("iteration {k} of `{comp}` on {}: {f}", reference.name()))?;
+        let same_form = next.len() == state.len()
+            && next
+                .iter()
+                .zip(&state)
+                .all(|(a, b)| a.dtype == b.dtype && a.shape == b.shape);
+        if !same_form {
+            eprintln!(
+                "SKIPPED: `{comp}`'s results are not the loop's state in its parameters' form"
+            );
+            return Ok(false);
+        }
+        let go = condition.execute(&next).map_err(|f| {
+            anyhow!(
+                "the condition after iteration {k} on {}: {f}",
+                reference.name()
+            )
+        })?;
+        let goes_on = go
+            .first()
+            .is_some_and(|p| p.data.first().is_some_and(|b| *b != 0));
+        if !goes_on {
+            eprintln!("FAIL: the loop ends after {k} iterations; the body fails alone on none of its states");
+            return Ok(false);
+        }
+        state = next;
+        eprintln!("Strategy: Inside `{comp}` at iteration {k}: the body alone, on the state the loop then held");
+        if inside.minify_on(&state, false)? {
+            return Ok(true);
+        }
+    }
+    eprintln!(
+        "FAIL: the body fails alone on none of the loop's first {MAX_LOOP_ITERATIONS} states"
+    );
+    Ok(false)
 }
 
 /// Lines longer than this show their constants elided on the terminal.

@@ -136,6 +136,24 @@ impl Printer {
         }
     }
 
+    /// The condition of the loop `caller` runs when `body` is its body: an HLO `while`'s
+    /// `condition=`, a `stablehlo.while`'s `cond` region.
+    pub fn loop_condition(&self, caller: &str, body: &str) -> Option<String> {
+        match self {
+            Printer::Hlo(g, _) => {
+                let i = g.instruction_of(caller)?;
+                let named = |key: &str| i.attr(key).map(|v| v.trim_start_matches('%').to_string());
+                (i.opcode == "while" && named("body").as_deref() == Some(body))
+                    .then(|| named("condition"))
+                    .flatten()
+            }
+            Printer::StableHlo(..) => {
+                let base = body.strip_suffix(".body")?;
+                (base == caller.split('#').next().unwrap_or(caller)).then(|| format!("{base}.cond"))
+            }
+        }
+    }
+
     /// The called computation `name` alone, as a program of the input's dialect (text).
     pub fn outline(&self, name: &str) -> Result<Outlined, String> {
         match self {
