@@ -256,6 +256,10 @@ enum Exec<'a> {
     Pool(&'a Pool),
 }
 
+/// The most nodes a failure may name for [`Session::named_nodes_alone`] to try them alone
+/// (a message that names more describes the program, not a bug's place).
+const NAMED_AT_MOST: usize = 4;
+
 struct Session<'a> {
     original: &'a Original<'a>,
     exec: Exec<'a>,
@@ -910,6 +914,62 @@ impl Session<'_> {
         }
     }
 
+    /// The nodes the failure names, alone (everything they read an input of recorded
+    /// value): a wrong result's culprits (where its divergence starts), else the kept call
+    /// nodes whose names the message quotes (graphbug's `at node `gelu_2``, a compiler's
+    /// `%fusion.3`), at most [`NAMED_AT_MOST`]. Where a compiler's bug is in one op, its
+    /// error or the localization says which, and one query (with constants, then with
+    /// parameters where the bug needs them) finds it before any halving.
+    fn named_nodes_alone(&mut self, s: Vec<u32>, signature: &Signature) -> Vec<u32> {
+        let g = self.original.graph();
+        let named = |name: &str| {
+            s.iter().copied().find(|&i| {
+                let n = &g.nodes[i as usize];
+                n.op().is_some() && n.name.as_str() == name
+            })
+        };
+        let mut ids: Vec<u32> = if signature.culprits.is_empty() {
+            signature
+                .message
+                .split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | '%')))
+                .map(|w| w.trim_start_matches('%').trim_end_matches('.'))
+                .filter(|w| !w.is_empty())
+                .filter_map(named)
+                .collect()
+        } else {
+            signature.culprits.iter().filter_map(|c| named(c)).collect()
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.is_empty() || ids.len() > NAMED_AT_MOST || self.out_of_queries() {
+            return s;
+        }
+        let alone = self.original.normalize(&ids);
+        if alone.len() >= s.len() {
+            return s;
+        }
+        if self.try_constants && !self.form.constants && self.constants_key_of(&alone).is_some() {
+            self.form.constants = true;
+            if self.test(&alone) {
+                self.attempt(
+                    "Named by the failure, alone, its inputs constants",
+                    &s,
+                    &alone,
+                    true,
+                );
+                return alone;
+            }
+            self.form.constants = false;
+        }
+        let ok = self.test(&alone);
+        self.attempt("Named by the failure, alone", &s, &alone, ok);
+        if ok {
+            alone
+        } else {
+            s
+        }
+    }
+
     /// Removes outputs and the code only they need, in halving groups.
     fn remove_outputs(&mut self, mut s: Vec<u32>) -> Vec<u32> {
         let mut g = self.original.sinks(&s).len() / 2;
@@ -1517,6 +1577,7 @@ impl<'o, 'g> Start<'o, 'g> {
             // Only the original exactly as given fails: nothing can be taken away.
             return session.finish(self.original.as_given(), signature);
         }
+        s = session.named_nodes_alone(s, &signature);
         loop {
             let before = (s.clone(), session.retained.clone());
             s = session.eliminate_dead_code(s);

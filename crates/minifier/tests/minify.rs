@@ -728,3 +728,84 @@ fn inputs_become_constants_only_where_the_bug_survives_it() {
     assert!(!m.candidate.constants());
     assert_eq!(checker.constant_queries, 0);
 }
+
+/// Fails while the candidate has the call node `bug` (by name), saying `message`.
+struct Named {
+    bug: &'static str,
+    message: String,
+}
+
+impl Checker for Named {
+    fn describe(&self) -> String {
+        format!("has {}", self.bug)
+    }
+    fn check(&mut self, c: &Candidate) -> Verdict {
+        let has = c
+            .graph
+            .nodes
+            .iter()
+            .any(|n| n.op().is_some() && n.name.as_str() == self.bug);
+        if has {
+            Verdict::Fails(sig(&self.message))
+        } else {
+            Verdict::Passes
+        }
+    }
+}
+
+/// A failure whose message names the node it is at (as graphbug's faults and XLA's errors
+/// do) is tried at that node alone first: one query after the preprocessing instead of a
+/// halving search. A message naming another node (a wrong lead) costs one query, and the
+/// search then ends where the bug is, as it would have.
+#[test]
+fn a_node_the_failure_names_is_tried_alone_first() {
+    let g = gpt4();
+    let opts = MinifyOptions::default();
+    let run = |message: &str| {
+        let mut c = Named {
+            bug: "gelu_2",
+            message: message.to_string(),
+        };
+        minify(&g, &mut c, &opts, &mut NoSink).unwrap()
+    };
+    let silent = run("the backend failed");
+    let named = run("injected runtime fault at node `gelu_2` (aten::gelu.default)");
+    let wrong = run("failed near %gelu_1");
+    for m in [&silent, &named, &wrong] {
+        assert_eq!(m.stats.end_nodes, 1, "{:#?}", m.log);
+        let left: Vec<&str> = m
+            .candidate
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.op().is_some())
+            .map(|n| n.name.as_str())
+            .collect();
+        assert_eq!(left, ["gelu_2"], "{:#?}", m.log);
+    }
+    assert!(
+        named.log.iter().any(
+            |l| l.starts_with("Strategy: Named by the failure, alone") && l.contains("SUCCESS")
+        ),
+        "{:#?}",
+        named.log
+    );
+    // Two checks of the original, the preprocessing, the named node alone, and what
+    // 1-minimality asks of one node.
+    assert!(named.stats.queries <= 5, "{:#?}", named.log);
+    assert!(
+        named.stats.queries < silent.stats.queries,
+        "{} vs {}",
+        named.stats.queries,
+        silent.stats.queries
+    );
+    assert!(
+        wrong
+            .log
+            .iter()
+            .any(|l| l.starts_with("Strategy: Named by the failure, alone") && l.contains("FAIL")),
+        "{:#?}",
+        wrong.log
+    );
+    assert_eq!(wrong.stats.queries, silent.stats.queries + 1);
+}

@@ -193,6 +193,9 @@ impl XlaBackend {
             |message: String| Failure::new(&self.name, Stage::Compile, Symptom::Error, message);
         let mut program = std::borrow::Cow::Borrowed(program);
         let mut fires = None;
+        // Where an injected compile fault is: the compiler's error says it, as a
+        // compiler's error names the instruction it failed on.
+        let mut compile_fault = None;
         if let Some(spec) = &self.fault {
             let graph = program
                 .fault_graph(spec)
@@ -206,6 +209,9 @@ impl XlaBackend {
                             .inject(spec)
                             .map_err(|e| at.failure(failure(format!("{}: {e}", self.source))))?;
                         program = std::borrow::Cow::Owned(rewritten);
+                        if spec.kind == FaultKind::Compile {
+                            compile_fault = Some(at);
+                        }
                     }
                     FaultKind::Runtime | FaultKind::Crash => {
                         fires = Some((spec.kind, at));
@@ -220,7 +226,13 @@ impl XlaBackend {
         let (plugin, client) = client_of(&path, &self.plugin).map_err(failure)?;
         let executable = client
             .compile(&code, format)
-            .map_err(|e| failure(e.to_string()))?;
+            .map_err(|e| match &compile_fault {
+                Some(at) => at.failure(failure(format!(
+                    "injected compile fault at `{}` ({}): {e}",
+                    at.node, at.op
+                ))),
+                None => failure(e.to_string()),
+            })?;
         Ok(Compiled {
             backend: self.name.clone(),
             source: self.source.clone(),
