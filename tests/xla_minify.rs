@@ -713,4 +713,40 @@ sys.exit(0)
         ),
         "{stderr}"
     );
+    // StableHLO: a `stablehlo.while`'s `do` region, whose other parameters (the values of
+    // main it reads) keep what they received while its loop-carried values go on.
+    let mlir = tmp.path().join("check_mlir.py");
+    std::fs::write(
+        &mlir,
+        std::fs::read_to_string(&check)
+            .unwrap()
+            .replace("program.hlo", "program.mlir")
+            .replace("\" tanh(\" not in prog", "\"stablehlo.tanh\" not in prog")
+            .replace("\"ENTRY main.7\" in prog", "\"stablehlo.while\" in prog"),
+    )
+    .unwrap();
+    let cmd = format!(
+        "{} {}",
+        root().join(".venv/bin/python").display(),
+        mlir.display()
+    );
+    let train = root().join("tests/fixtures/xla/stablehlo/train.mlir");
+    let o = graphbug(
+        &[
+            "minify",
+            &train.display().to_string(),
+            "--check-command",
+            &cmd,
+        ],
+        tmp.path(),
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Strategy: Inside `6:9.body` at iteration 3: the body alone"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("at iteration 4"), "{stderr}");
+    let last = stdout.rsplit("module @").next().unwrap();
+    assert!(last.contains("stablehlo.tanh"), "{stdout}");
 }

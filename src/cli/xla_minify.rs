@@ -388,8 +388,15 @@ pub fn inside_called_computations(
                 return Ok(());
             }
             // A loop body: the bug may show in a later iteration only.
-            if let (Some(cond), Some(_)) = (printer.loop_condition(caller, &comp), recorded) {
-                if later_iterations(&inside, printer, &cond, inputs)? {
+            if let (Some(cond), Some(recorded)) = (printer.loop_condition(caller, &comp), recorded)
+            {
+                let states = LoopStates {
+                    printer,
+                    recorded,
+                    caller,
+                    cond: &cond,
+                };
+                if later_iterations(&inside, &states, inputs)? {
                     return Ok(());
                 }
             }
@@ -469,27 +476,44 @@ impl Inside<'_> {
 /// How many iterations of a loop [`later_iterations`] follows at most.
 pub const MAX_LOOP_ITERATIONS: usize = 100;
 
+/// The loop whose body [`later_iterations`] follows: the program's printer and recorded
+/// values, the `while` that runs it, its condition.
+struct LoopStates<'a> {
+    printer: &'a Printer,
+    recorded: &'a Recorded,
+    caller: &'a str,
+    cond: &'a str,
+}
+
 /// A loop body that does not fail alone on the loop's first state, on the states the loop
-/// goes through: the body and the loop's condition (`cond`), each a program of its own,
-/// run on the reference plugin in this process (as the reference run is), one state kept
-/// at a time; at each iteration the body is minified on the state the loop then holds,
-/// until one fails as the whole program did (`true`), the loop ends, or
-/// [`MAX_LOOP_ITERATIONS`] pass.
+/// goes through: the body and the loop's condition, each a program of its own, run on the
+/// reference plugin in this process (as the reference run is), one state kept at a time;
+/// at each iteration the body is minified on the state the loop then holds, until one
+/// fails as the whole program did (`true`), the loop ends, or [`MAX_LOOP_ITERATIONS`]
+/// pass. The body's results are the loop-carried values, the first of its parameters; the
+/// values a StableHLO region reads from main (its other parameters, and the condition's)
+/// keep what they received.
 fn later_iterations(
     inside: &Inside<'_>,
-    printer: &Printer,
-    cond: &str,
+    states: &LoopStates<'_>,
     first: Vec<HostTensor>,
 ) -> Result<bool> {
-    let comp = inside.comp;
+    let (comp, cond) = (inside.comp, states.cond);
     let reference = reference_backend(inside.args.reference_backend.as_deref())?;
-    let condition = printer
+    let outlined = states
+        .printer
         .outline(cond)
-        .map_err(|e| anyhow!("the loop's condition `{cond}`: {e}"))
-        .and_then(|o| {
-            Program::read(o.text.as_bytes(), inside.kind)
-                .map_err(|e| anyhow!("graphbug outlined `{cond}` as a program it cannot read: {e}"))
-        })?;
+        .map_err(|e| anyhow!("the loop's condition `{cond}`: {e}"))?;
+    let condition = Program::read(outlined.text.as_bytes(), inside.kind)
+        .map_err(|e| anyhow!("graphbug outlined `{cond}` as a program it cannot read: {e}"))?;
+    // The condition's own parameters: the loop-carried values, then what it reads of main.
+    let cond_first: Vec<Option<HostTensor>> = called_values(
+        states.printer,
+        states.recorded,
+        states.caller,
+        cond,
+        &outlined,
+    );
     let on_reference = |what: &str, program: &Program| {
         reference
             .compile(program)
@@ -503,21 +527,26 @@ fn later_iterations(
     );
     let mut state = first;
     for k in 1..=MAX_LOOP_ITERATIONS {
-        let next = body
+        let carried = body
             .execute(&state)
             .map_err(|f| anyhow!("iteration {k} of `{comp}` on {}: {f}", reference.name()))?;
-        let same_form = next.len() == state.len()
-            && next
+        let n = carried.len();
+        let same_form = n <= state.len()
+            && carried
                 .iter()
                 .zip(&state)
                 .all(|(a, b)| a.dtype == b.dtype && a.shape == b.shape);
-        if !same_form {
-            eprintln!(
-                "SKIPPED: `{comp}`'s results are not the loop's state in its parameters' form"
-            );
+        let cond_inputs: Option<Vec<HostTensor>> = carried
+            .iter()
+            .cloned()
+            .map(Some)
+            .chain(cond_first.iter().skip(n).cloned())
+            .collect();
+        let (true, Some(cond_inputs)) = (same_form, cond_inputs) else {
+            eprintln!("SKIPPED: `{comp}`'s results are not the loop's state in its parameters' form, or the condition's inputs were not recorded");
             return Ok(false);
-        }
-        let go = condition.execute(&next).map_err(|f| {
+        };
+        let go = condition.execute(&cond_inputs).map_err(|f| {
             anyhow!(
                 "the condition after iteration {k} on {}: {f}",
                 reference.name()
@@ -530,7 +559,7 @@ fn later_iterations(
             eprintln!("FAIL: the loop ends after {k} iterations; the body fails alone on none of its states");
             return Ok(false);
         }
-        state = next;
+        state.splice(..n, carried);
         eprintln!("Strategy: Inside `{comp}` at iteration {k}: the body alone, on the state the loop then held");
         if inside.minify_on(&state, false)? {
             return Ok(true);
