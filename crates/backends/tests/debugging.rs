@@ -543,7 +543,8 @@ fn deeply_nested_backend_names_are_refused_quickly() {
         "the error repeats the whole name: {} bytes",
         e.len()
     );
-    assert!(start.elapsed() < Duration::from_secs(5));
+    // Refused at once, not after building 3000 backends (a bound any machine meets).
+    assert!(start.elapsed() < Duration::from_secs(60));
     let ok = format!("{}eager", "fault:runtime@relu+".repeat(16));
     assert!(lookup(&ok).is_ok());
 }

@@ -302,7 +302,7 @@ mod tests {
 
     /// Waits (at most 10 s) until `p` shows.
     fn until_shown(p: &Progress) -> bool {
-        let until = Instant::now() + Duration::from_secs(10);
+        let until = Instant::now() + Duration::from_secs(60);
         while Instant::now() < until {
             if p.is_shown() {
                 return true;
@@ -314,12 +314,16 @@ mod tests {
 
     #[test]
     fn a_display_appears_after_its_delay_and_not_before() {
+        let created = Instant::now();
         let p = test_display(Shown::After(Duration::from_millis(300)));
         assert!(p.on_terminal());
-        assert!(!p.is_shown(), "shown before the delay");
-        let started = Instant::now();
+        // Shown already only where the delay has passed (a loaded machine may stall).
+        assert!(
+            !p.is_shown() || created.elapsed() >= Duration::from_millis(300),
+            "shown before the delay"
+        );
         assert!(until_shown(&p), "never shown");
-        assert!(started.elapsed() >= Duration::from_millis(250));
+        assert!(created.elapsed() >= Duration::from_millis(300));
         assert!(p.on_terminal());
     }
 
