@@ -1,7 +1,8 @@
 //! Benchmark: parallel minification against a slow backend. A 48-layer gpt4 forward graph
-//! (2,987 nodes) is minified through the CLI for a runtime fault pinned to its middle
-//! gelu, compiled by a backend that takes 200 ms per query (`slow:200`), with one worker
-//! and with four. Both runs must end at the same graph after the same counted queries;
+//! (2,987 nodes) whose middle gelu is a relu is minified through the CLI for the runtime
+//! error a backend raises at relu (`relu_runtime_error_TESTING_ONLY`, whose error names no
+//! node, so the search cannot start at a node the failure names), compiled by a backend
+//! that takes 200 ms per query (`slow:200`), with one worker and with four. Both runs must end at the same graph after the same counted queries;
 //! the four-worker run's wall time is measured against the one-worker run's in
 //! interleaved rounds (target: a median of at most 0.35x), with the queries it ran that
 //! the search did not need.
@@ -33,7 +34,7 @@ fn run(
         .arg(graph)
         .args([
             "--backend",
-            "fault:runtime@node:gelu_24+slow:200",
+            "slow:200+relu_runtime_error_TESTING_ONLY",
             "--check",
             "runtime",
             "--json",
@@ -72,7 +73,20 @@ fn main() {
         .expect("a scratch directory");
     let file = dir.path().join("gpt48.py");
     let graph = gpt_forward(&GptConfig::gpt4_layers(48));
-    std::fs::write(&file, graphbug::ir::print_graph(&graph)).expect("graph written");
+    // The middle gelu a relu: the one op the backend fails on.
+    let text: String = graphbug::ir::print_graph(&graph)
+        .lines()
+        .map(|l| {
+            let l = if l.trim_start().starts_with("gelu_24: ") {
+                l.replace("aten.gelu.default", "aten.relu.default")
+            } else {
+                l.to_string()
+            };
+            l + "\n"
+        })
+        .collect();
+    assert_eq!(text.matches("aten.relu.default").count(), 1);
+    std::fs::write(&file, text).expect("graph written");
 
     let (_, g1, c1) = run(&file, 1, None);
     assert_eq!(c1["end_nodes"], 1);
@@ -89,7 +103,7 @@ fn main() {
         || run(&file, 1, None).0,
     );
     println!(
-        "parallel minify, gpt48 ({} nodes), fault at gelu_24, 200 ms per query: -j 4 / -j 1 {ratio}, {} queries each; -j 4 ran {speculative} speculative queries not needed",
+        "parallel minify, gpt48 ({} nodes), a relu's runtime error at gelu_24, 200 ms per query: -j 4 / -j 1 {ratio}, {} queries each; -j 4 ran {speculative} speculative queries not needed",
         c1["start_nodes"], c1["queries"]
     );
     let mut targets = Targets::new("parallel_minify");
