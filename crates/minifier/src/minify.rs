@@ -889,24 +889,25 @@ impl Session<'_> {
             || Truncation::Halving(s.len() - 1, s.len()),
             |st| self.truncation_step(&s, st),
         );
-        // As `hlo_bisect` has it, every other value a constant: where the bug survives
-        // that, one query finds the point and its constants (the search goes on with
-        // constants); else the point alone with parameters.
+        // As `hlo_bisect` has it, every other value a constant.
+        self.try_alone("Truncation point alone", s, alone)
+    }
+
+    /// `alone` (a few nodes, everything they read an input) instead of `s`: with its inputs
+    /// constants first, where the checker prints them and the search has none yet (where
+    /// the bug survives that, one query finds the nodes and their constants, and the
+    /// search goes on with constants); else with parameters. `name` names the strategy.
+    fn try_alone(&mut self, name: &str, s: Vec<u32>, alone: Vec<u32>) -> Vec<u32> {
         if self.try_constants && !self.form.constants && self.constants_key_of(&alone).is_some() {
             self.form.constants = true;
             if self.test(&alone) {
-                self.attempt(
-                    "Truncation point alone, its inputs constants",
-                    &s,
-                    &alone,
-                    true,
-                );
+                self.attempt(&format!("{name}, its inputs constants"), &s, &alone, true);
                 return alone;
             }
             self.form.constants = false;
         }
         let ok = self.test(&alone);
-        self.attempt("Truncation point alone", &s, &alone, ok);
+        self.attempt(name, &s, &alone, ok);
         if ok {
             alone
         } else {
@@ -948,26 +949,7 @@ impl Session<'_> {
         if alone.len() >= s.len() {
             return s;
         }
-        if self.try_constants && !self.form.constants && self.constants_key_of(&alone).is_some() {
-            self.form.constants = true;
-            if self.test(&alone) {
-                self.attempt(
-                    "Named by the failure, alone, its inputs constants",
-                    &s,
-                    &alone,
-                    true,
-                );
-                return alone;
-            }
-            self.form.constants = false;
-        }
-        let ok = self.test(&alone);
-        self.attempt("Named by the failure, alone", &s, &alone, ok);
-        if ok {
-            alone
-        } else {
-            s
-        }
+        self.try_alone("Named by the failure, alone", s, alone)
     }
 
     /// Removes outputs and the code only they need, in halving groups.

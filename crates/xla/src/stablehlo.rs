@@ -266,6 +266,22 @@ fn split_top_commas(text: &str) -> Vec<&str> {
     parts
 }
 
+/// The types a region yields: its terminator's (`stablehlo.return %x : t, u`), the last of
+/// `lines` (trimmed, as [`StableHloGraph::lines_of`] gives them) that is one.
+fn yielded(lines: &[(usize, &str)]) -> Option<Vec<String>> {
+    let ret = lines
+        .iter()
+        .rev()
+        .find(|(_, l)| l.starts_with("stablehlo.return "))?;
+    let (_, types) = ret.1.rsplit_once(" : ")?;
+    Some(
+        split_top_commas(types)
+            .into_iter()
+            .map(|t| t.trim().to_string())
+            .collect(),
+    )
+}
+
 /// `text` with every use of the value `%from` written `%to` (whole names only: `%arg1` is
 /// not `%arg10`).
 fn rename_value(text: &str, from: &str, to: &str) -> String {
@@ -1492,17 +1508,7 @@ impl StableHloGraph {
                 }
                 body_from += 1;
             }
-            // What it yields: the terminator's types (`stablehlo.return %x : t, u`).
-            let ret = lines[body_from..k]
-                .iter()
-                .rev()
-                .find(|(_, l)| l.starts_with("stablehlo.return "))?;
-            let results = ret.1.rsplit_once(" : ").map(|(_, t)| {
-                split_top_commas(t)
-                    .into_iter()
-                    .map(|t| t.trim().to_string())
-                    .collect::<Vec<_>>()
-            })?;
+            let results = yielded(&lines[body_from..k])?;
             regions.push(Region {
                 stmt: s,
                 args,
@@ -1536,16 +1542,7 @@ impl StableHloGraph {
             }
             rest = &rest[to + 1..];
         }
-        let ret = lines[open + 1..last]
-            .iter()
-            .rev()
-            .find(|(_, l)| l.starts_with("stablehlo.return "))?;
-        let results = ret.1.rsplit_once(" : ").map(|(_, t)| {
-            split_top_commas(t)
-                .into_iter()
-                .map(|t| t.trim().to_string())
-                .collect()
-        })?;
+        let results = yielded(&lines[open + 1..last])?;
         (open < last).then(|| Region {
             stmt: s,
             args,
