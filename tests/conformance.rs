@@ -699,3 +699,54 @@ fn xla_wrong_answers_fail_their_stage() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The `xla-text` source's CI subset (tests/fixtures/xla/hlo-xla-style: modules as XLA's
+/// developers write them, and modules XLA refuses): graphbug agrees with XLA on each; and
+/// a case whose recorded answer is wrong fails its stage.
+#[test]
+fn xla_text_ci_subset_agrees_with_xla_and_wrong_answers_fail() {
+    use xtask::conformance::xla_text;
+    let cases = scratch().join("xla-text-cases");
+    let _ = fs::remove_dir_all(&cases);
+    let n = xla_text::generate(
+        &root().join(xla_text::CI_DIR),
+        &cases,
+        &root().join(".venv/bin/python"),
+    )
+    .expect("the cases are made (cargo xtask setup installs jax and jaxlib)");
+    let report = conformance::run(&options(&cases, "xla-text-work")).expect("the runner runs");
+    println!("{}", report.table());
+    assert_eq!(report.results.len(), n);
+    assert!(n >= 15, "{n} xla-text cases");
+    let mut refused = 0;
+    for r in &report.results {
+        assert_eq!(r.source, "xla-text", "{}", r.id);
+        assert!(r.passed(), "{}: {:?}", r.id, r.stages);
+        if r.outcome(Stage::TextFmt) != &Outcome::Passed {
+            refused += 1;
+        }
+    }
+    // The `bad/` modules: XLA's parser refuses one, its verifier the others.
+    assert!(refused >= 1, "no module XLA's parser refuses");
+    // Wrong answers: a module XLA reads recorded as refused, and a module only XLA's
+    // verifier refuses recorded as verified.
+    for (id, key, value) in [
+        ("xla-text/comments.hlo", "parser", "refuses"),
+        ("xla-text/bad/add_sizes.hlo", "verifier", "verifies"),
+    ] {
+        let dir = cases.join(id);
+        edit_json(&dir, |j| j[key] = Value::String(value.into()));
+        let case = conformance::discover(&cases)
+            .unwrap()
+            .into_iter()
+            .find(|c| c.id == id)
+            .expect("the case");
+        let caps = Capabilities::probe(Path::new(env!("CARGO_BIN_EXE_graphbug"))).unwrap();
+        let result = conformance::run_case(&options(&cases, "xla-text-wrong"), &caps, &case);
+        assert!(
+            matches!(result.outcome(Stage::TextCheck), Outcome::Failed(_)),
+            "{id} with {key}={value}: {:?}",
+            result.stages
+        );
+    }
+}

@@ -167,9 +167,15 @@ struct ConformanceArgs {
     /// Case sources, comma-separated: opinfo, zoo, capture (the zoo compiled by
     /// torch.compile through the graphbug_capture backend, static and dynamic), xla (XLA
     /// programs lowered by JAX: its primitive harnesses, its export back-compat modules and
-    /// the HLO corpus's models).
+    /// the HLO corpus's models), xla-text (HLO modules as XLA's developers write them, read
+    /// by XLA's parser: those under --xla-text-dir; with --subset ci,
+    /// tests/fixtures/xla/hlo-xla-style).
     #[arg(long, default_value = "opinfo,zoo,capture")]
     sources: String,
+    /// For --sources xla-text: a folder of `.hlo` files (searched recursively), such as a
+    /// checkout of XLA's tests (`xla/tools/hlo_opt/tests`, `xla/service/gpu/tests`).
+    #[arg(long)]
+    xla_text_dir: Option<PathBuf>,
     /// Seconds one graphbug command may take.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
@@ -391,17 +397,26 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         .collect();
     if let Some(unknown) = sources
         .iter()
-        .find(|s| !TORCH_SOURCES.contains(s) && **s != "xla")
+        .find(|s| !TORCH_SOURCES.contains(s) && **s != "xla" && **s != "xla-text")
     {
-        bail!("unknown --sources `{unknown}` (known: opinfo, zoo, capture, xla)");
+        bail!("unknown --sources `{unknown}` (known: opinfo, zoo, capture, xla, xla-text)");
     }
+    let xla_text_dir = match (&args.xla_text_dir, args.subset.as_str()) {
+        _ if !sources.contains(&"xla-text") => None,
+        (Some(dir), _) => Some(dir.clone()),
+        (None, "ci") => Some(root.join(conformance::xla_text::CI_DIR)),
+        (None, _) => bail!(
+            "--sources xla-text needs --xla-text-dir DIR (a folder of .hlo files, such as a checkout of XLA's tests); --subset ci runs over {}",
+            conformance::xla_text::CI_DIR
+        ),
+    };
     setup::ensure(
         root,
         Job::Conformance(Sources {
             opinfo: sources.contains(&"opinfo"),
             zoo: sources.contains(&"zoo"),
             capture: sources.contains(&"capture"),
-            xla: sources.contains(&"xla"),
+            xla: sources.contains(&"xla") || xla_text_dir.is_some(),
         }),
     )?;
     let venv = root.join(".venv");
@@ -484,6 +499,13 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
                 .status()
                 .context("cannot run gen_xla_cases.py")?;
             ensure!(status.success(), "gen_xla_cases.py failed ({status})");
+        }
+        if let Some(dir) = &xla_text_dir {
+            let n = conformance::xla_text::generate(dir, &cases, &venv.join("bin/python"))?;
+            eprintln!(
+                "conformance: {n} xla-text cases from {} (read by XLA's parser)",
+                dir.display()
+            );
         }
         eprintln!(
             "conformance: cases generated in {:.0} s",

@@ -1,11 +1,13 @@
 //! The conformance runner: every case PyTorch produced (see `xtask/conformance/gen_cases.py`)
 //! and every XLA program JAX lowered (`xtask/conformance/gen_xla_cases.py`) goes through
 //! graphbug's stages for its source, each bounded by a timeout and run only when the stages
-//! it needs passed; the report counts passed / reached per stage.
+//! it needs passed; the report counts passed / reached per stage. HLO modules as XLA's
+//! developers write them (the `xla-text` source: [`xla_text`]) are made into cases here.
 
 pub mod report;
 pub mod safetensors;
 pub mod xla;
+pub mod xla_text;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -47,21 +49,24 @@ pub const XLA_STAGES: [Stage; 6] = [
     Stage::MinifyHlo,
 ];
 
+/// The stages of HLO modules as XLA's developers write them (the `xla-text` source).
+pub const XLA_TEXT_STAGES: [Stage; 2] = [Stage::TextFmt, Stage::TextCheck];
+
 /// The stages a case of `source` goes through.
 pub fn stages_of(source: &str) -> &'static [Stage] {
-    if source == "xla" {
-        &XLA_STAGES
-    } else {
-        &STAGES
+    match source {
+        "xla" => &XLA_STAGES,
+        "xla-text" => &XLA_TEXT_STAGES,
+        _ => &STAGES,
     }
 }
 
 /// Who made a source's cases (and skipped those it could not make).
 pub fn producer_of(source: &str) -> &'static str {
-    if source == "xla" {
-        "JAX"
-    } else {
-        "PyTorch"
+    match source {
+        "xla" => "JAX",
+        "xla-text" => "XLA's parser",
+        _ => "PyTorch",
     }
 }
 
@@ -111,6 +116,11 @@ pub enum Stage {
     /// (XLA) `graphbug minify` of the HLO text under a runtime fault pinned to an
     /// instruction in the middle of the entry computation ends at that instruction alone.
     MinifyHlo,
+    /// (XLA text) `graphbug fmt` prints a module XLA's parser reads byte for byte.
+    TextFmt,
+    /// (XLA text) `graphbug check` passes what XLA's parser reads and refuses what it
+    /// refuses (or what XLA's verifier refuses).
+    TextCheck,
 }
 
 impl Stage {
@@ -133,6 +143,8 @@ impl Stage {
             Stage::RunHlo => "run-hlo",
             Stage::RunStableHlo => "run-stablehlo",
             Stage::MinifyHlo => "minify-hlo",
+            Stage::TextFmt => "text-fmt",
+            Stage::TextCheck => "text-check",
         }
     }
 }
@@ -681,6 +693,8 @@ impl Runner<'_> {
             Stage::RunHlo => self.xla_run("run_hlo"),
             Stage::RunStableHlo => self.xla_run("run_stablehlo"),
             Stage::MinifyHlo => self.xla_minify(),
+            Stage::TextFmt => self.text_fmt(),
+            Stage::TextCheck => self.text_check(),
         };
         result.unwrap_or_else(|e| Outcome::Failed(format!("runner error: {e:#}")))
     }

@@ -73,6 +73,24 @@ impl HloGraph {
             message: format!("module `{}` has no ENTRY computation", module.name),
             instruction: None,
         })?;
+        // A cut prints kept instructions' texts; one written inside another's operands has
+        // none of its own.
+        if let Some(i) = module
+            .computations
+            .iter()
+            .flat_map(|c| &c.instructions)
+            .find(|i| i.nested)
+        {
+            return Err(HloError {
+                line: i.line,
+                column: 1,
+                message: format!(
+                    "`{}` ({}) is written inside another instruction's operands: minify, faults and repros need each instruction written on its own, as XLA prints them",
+                    i.name, i.opcode
+                ),
+                instruction: Some(i.name.clone()),
+            });
+        }
         let comp = &module.computations[entry];
         let by_name: HashMap<&str, usize> = comp
             .instructions
@@ -471,7 +489,7 @@ impl HloGraph {
                 continue;
             }
             called.extend(self.calls_of(i));
-            body.push_str(&with_root(&i.text, single_root == Some(id)));
+            body.push_str(&with_root(i, single_root == Some(id)));
         }
         if single_root.is_none() {
             let names: Vec<String> = outputs
@@ -564,11 +582,13 @@ fn node_of(v: &Value) -> NodeId {
     }
 }
 
-/// `text` (an instruction's line) with its `ROOT ` marker added or removed.
-fn with_root(text: &str, root: bool) -> String {
-    let indent = text.len() - text.trim_start().len();
-    let (lead, rest) = text.split_at(indent);
-    let rest = rest.strip_prefix("ROOT ").unwrap_or(rest);
+/// Instruction `i`'s text with its `ROOT ` marker added or removed.
+fn with_root(i: &Instruction, root: bool) -> String {
+    let (lead, rest) = i.text.split_at(i.start);
+    let rest = match rest.strip_prefix("ROOT") {
+        Some(r) if r.starts_with([' ', '\t']) => r.trim_start_matches([' ', '\t']),
+        _ => rest,
+    };
     if root {
         format!("{lead}ROOT {rest}")
     } else {
@@ -590,8 +610,8 @@ fn style_of(comp: &super::text::Computation) -> Style {
     Style {
         indent: first
             .map(|i| {
-                let t = i.text.trim_start_matches(['\n', '\r']);
-                t[..t.len() - t.trim_start().len()].to_string()
+                let line_start = i.text[..i.start].rfind('\n').map_or(0, |p| p + 1);
+                i.text[line_start..i.start].to_string()
             })
             .unwrap_or_else(|| "  ".into()),
         percent: first.is_some_and(|i| i.percent),

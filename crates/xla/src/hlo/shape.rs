@@ -273,33 +273,42 @@ pub fn parse_shape_all(text: &str) -> Result<Shape, String> {
     Ok(shape)
 }
 
-/// Bytes of spaces at the start of `text`.
-pub(crate) fn skip_spaces(text: &str) -> usize {
-    text.bytes()
-        .take_while(|b| *b == b' ' || *b == b'\t')
-        .count()
-}
-
-/// Bytes of spaces and `/*...*/` comments (XLA's `/*index=5*/`) at the start of `text`.
+/// Bytes of white space (newlines too: XLA's lexer reads across lines), `/*...*/` comments
+/// (XLA's `/*index=5*/`) and `//` comments at the start of `text`.
 pub(crate) fn skip_spaces_and_comments(text: &str) -> usize {
-    let mut at = skip_spaces(text);
-    while text[at..].starts_with("/*") {
-        match text[at..].find("*/") {
-            Some(end) => at += end + 2,
-            None => return at,
+    let mut at = 0;
+    loop {
+        at += text[at..]
+            .bytes()
+            .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .count();
+        let rest = &text[at..];
+        if rest.starts_with("/*") {
+            match rest.find("*/") {
+                Some(end) => at += end + 2,
+                None => return at,
+            }
+        } else if rest.starts_with("//") {
+            at += rest.find('\n').unwrap_or(rest.len());
+        } else {
+            return at;
         }
-        at += skip_spaces(&text[at..]);
     }
-    at
 }
 
 /// The length of the balanced bracket group at the start of `text` (`{...}`, `(...)`,
 /// `[...]`), strings and nested groups included; `None` when it does not close.
 pub(crate) fn balanced(text: &str) -> Option<usize> {
-    let mut depth = 0usize;
+    // The closing brackets awaited, innermost last.
+    let mut open: Vec<char> = Vec::new();
     let mut in_string = false;
     let mut escaped = false;
+    // The end of a comment being skipped.
+    let mut skip_to = 0;
     for (i, c) in text.char_indices() {
+        if i < skip_to {
+            continue;
+        }
         if in_string {
             match c {
                 '\\' if !escaped => escaped = true,
@@ -308,18 +317,31 @@ pub(crate) fn balanced(text: &str) -> Option<usize> {
             }
             continue;
         }
+        let rest = &text[i..];
+        if rest.starts_with("/*") {
+            skip_to = i + rest.find("*/").map_or(rest.len(), |e| e + 2);
+            continue;
+        }
+        if rest.starts_with("//") && !open.is_empty() {
+            skip_to = i + rest.find('\n').unwrap_or(rest.len());
+            continue;
+        }
         match c {
             '"' => in_string = true,
-            '{' | '(' | '[' => depth += 1,
+            '{' => open.push('}'),
+            '(' => open.push(')'),
+            '[' => open.push(']'),
             '}' | ')' | ']' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
+                if open.pop() != Some(c) {
+                    return None;
+                }
+                if open.is_empty() {
                     return Some(i + 1);
                 }
             }
             _ => {}
         }
-        if depth == 0 {
+        if open.is_empty() {
             return None;
         }
     }

@@ -192,10 +192,12 @@ const COLLECTIVES: &[&str] = &[
     "all-reduce",
     "all-reduce-start",
     "all-to-all",
+    "ragged-all-to-all",
     "reduce-scatter",
     "collective-broadcast",
 ];
 const CHANNELS: &[&str] = &[
+    "ragged-all-to-all",
     "all-gather",
     "all-gather-start",
     "all-reduce",
@@ -238,6 +240,7 @@ const DIMENSIONS: &[&str] = &[
     "reduce-scatter",
     "get-dimension-size",
     "set-dimension-size",
+    "scan",
 ];
 const TO_APPLY: &[&str] = &[
     "call",
@@ -249,7 +252,9 @@ const TO_APPLY: &[&str] = &[
     "reduce-scatter",
     "scatter",
     "sort",
+    "scan",
 ];
+const ASYNC: &[&str] = &["async-start", "async-update", "async-done"];
 const BATCH_NORM: &[&str] = &[
     "batch-norm-training",
     "batch-norm-inference",
@@ -348,6 +353,13 @@ static SPECS: &[Spec] = &[
     Spec { key: "unit_diagonal", ops: &["triangular-solve"], codec: Codec::Bool(|i| &mut solve(i).unit_diagonal) },
     Spec { key: "transpose_a", ops: &["triangular-solve"], codec: Codec::Enum(|i| &mut solve(i).transpose_a, &[("TRANSPOSE_INVALID", 0), ("NO_TRANSPOSE", 1), ("TRANSPOSE", 2), ("ADJOINT", 3)], &[]) },
     Spec { key: "infeed_config", ops: &["infeed"], codec: Codec::Custom(enc_infeed, dec_infeed) },
+    Spec { key: "num_carries", ops: &["scan"], codec: Codec::Int(|i| &mut i.num_carries, Show::Always) },
+    Spec { key: "is_reverse", ops: &["scan"], codec: Codec::Bool(|i| &mut i.is_reverse) },
+    Spec { key: "is_associative", ops: &["scan"], codec: Codec::Enum(|i| &mut i.is_associative, &[("true", 1), ("false", 2)], &[0]) },
+    Spec { key: "slice_sizes", ops: &["collective-permute", "collective-permute-start"], codec: Codec::Custom(enc_permute_slices, dec_permute_slices) },
+    Spec { key: "cross_program_prefetch_index", ops: &["copy-start"], codec: Codec::Custom(enc_prefetch, dec_prefetch) },
+    Spec { key: "domain", ops: &["domain"], codec: Codec::Custom(enc_domain, dec_domain) },
+    Spec { key: "async_execution_thread", ops: ASYNC, codec: Codec::Custom(enc_thread, dec_thread) },
     Spec { key: "outfeed_shape", ops: &["outfeed"], codec: Codec::Custom(enc_outfeed_shape, dec_outfeed_shape) },
     Spec { key: "outfeed_config", ops: &["outfeed"], codec: Codec::Custom(enc_outfeed, dec_outfeed) },
     // Called computations.
@@ -362,17 +374,20 @@ static SPECS: &[Spec] = &[
     Spec { key: "to_apply", ops: &["custom-call"], codec: Codec::Custom(|v, c| c.set_slot(0, name1(v)?), |_| Ok(None)) },
     Spec { key: "is_composite", ops: &["call"], codec: Codec::Bool(|i| &mut i.is_composite) },
     Spec { key: "calls", ops: &["fusion"], codec: Codec::Custom(|v, c| c.set_slot(0, name1(v)?), |c| c.take_slot(0)) },
+    Spec { key: "calls", ops: ASYNC, codec: Codec::Custom(|v, c| c.set_slot(0, name1(v)?), |c| c.take_slot(0)) },
     Spec { key: "called_computations", ops: &["custom-call"], codec: Codec::Custom(enc_list, dec_called_list) },
     // Every opcode.
     Spec { key: "sharding", ops: ALL, codec: Codec::Custom(enc_sharding, dec_sharding) },
     Spec { key: "frontend_attributes", ops: ALL, codec: Codec::Custom(enc_frontend, dec_frontend) },
     Spec { key: "control-predecessors", ops: ALL, codec: Codec::Custom(enc_control, dec_control) },
+    Spec { key: "statistics", ops: ALL, codec: Codec::Custom(enc_statistics, dec_statistics) },
     Spec { key: "metadata", ops: ALL, codec: Codec::Custom(enc_metadata, dec_metadata) },
     Spec { key: "backend_config", ops: ALL, codec: Codec::Custom(enc_backend_config, dec_backend_config) },
 ];
 
-/// The opcodes graphbug maps (XLA's, less the async wrappers, `domain`, `scan` and the
-/// ragged and scaled ops).
+/// The opcodes graphbug maps (XLA's, less the ragged dot and the scaled ops, and the async
+/// shorthands such as `custom-call-start`, which XLA's parser expands into an `async-start`
+/// and a computation it wraps).
 pub(crate) const OPCODES: &[&str] = &[
     "abs",
     "acos",
@@ -388,6 +403,9 @@ pub(crate) const OPCODES: &[&str] = &[
     "all-reduce-start",
     "all-to-all",
     "and",
+    "async-done",
+    "async-start",
+    "async-update",
     "asin",
     "asinh",
     "atan2",
@@ -422,6 +440,7 @@ pub(crate) const OPCODES: &[&str] = &[
     "cosh",
     "custom-call",
     "divide",
+    "domain",
     "dot",
     "dynamic-reshape",
     "dynamic-slice",
@@ -456,6 +475,7 @@ pub(crate) const OPCODES: &[&str] = &[
     "partition-id",
     "popcnt",
     "power",
+    "ragged-all-to-all",
     "real",
     "recv",
     "recv-done",
@@ -473,6 +493,7 @@ pub(crate) const OPCODES: &[&str] = &[
     "round-nearest-afz",
     "round-nearest-even",
     "rsqrt",
+    "scan",
     "scatter",
     "select",
     "select-and-scatter",
@@ -1010,10 +1031,13 @@ pub(crate) fn parse_dim_labels(v: &str) -> Result<x::ConvolutionDimensionNumbers
     let spatial = |s: &str, a: char, b: char| -> Result<(i64, i64, Vec<i64>), String> {
         let (mut first, mut second) = (None, None);
         let mut sp = vec![None; s.len()];
+        // `?` marks a dimension the numbers leave out (a custom call's).
+        let unknown = s.matches('?').count();
         for (k, ch) in s.chars().enumerate() {
             match ch {
                 _ if ch == a => first = Some(k as i64),
                 _ if ch == b => second = Some(k as i64),
+                '?' => {}
                 '0'..='9' => {
                     let i = ch as usize - '0' as usize;
                     *sp.get_mut(i)
@@ -1022,7 +1046,10 @@ pub(crate) fn parse_dim_labels(v: &str) -> Result<x::ConvolutionDimensionNumbers
                 _ => return Err(bad(&format!("unexpected `{ch}` in `{s}`"))),
             }
         }
-        let n = s.len().checked_sub(2).ok_or_else(|| bad("too short"))?;
+        let n = s
+            .len()
+            .checked_sub(2 + unknown)
+            .ok_or_else(|| bad("too short"))?;
         let sp: Option<Vec<i64>> = sp[..n].iter().copied().collect();
         match (first, second, sp) {
             (Some(f), Some(g), Some(sp)) => Ok((f, g, sp)),
@@ -1055,7 +1082,8 @@ pub(crate) fn parse_dim_labels(v: &str) -> Result<x::ConvolutionDimensionNumbers
 /// Convolution dimension numbers as XLA prints them.
 pub(crate) fn print_dim_labels(d: &x::ConvolutionDimensionNumbers) -> Result<String, String> {
     let part = |a: (i64, char), b: (i64, char), sp: &[i64]| -> Result<String, String> {
-        let mut labels = vec![String::new(); 2 + sp.len()];
+        let rank = sp.iter().copied().chain([a.0, b.0]).max().unwrap_or(0) + 1;
+        let mut labels = vec![String::new(); usize::try_from(rank).unwrap_or(0).max(2 + sp.len())];
         let mut put = |at: i64, what: String| -> Result<(), String> {
             let slot = usize::try_from(at)
                 .ok()
@@ -1069,8 +1097,11 @@ pub(crate) fn print_dim_labels(d: &x::ConvolutionDimensionNumbers) -> Result<Str
         for (k, s) in sp.iter().enumerate() {
             put(*s, k.to_string())?;
         }
-        if labels.iter().any(String::is_empty) {
-            return Err("convolution dimension numbers that are not a permutation".into());
+        // A dimension the numbers leave out prints as `?` (a custom call's).
+        for l in &mut labels {
+            if l.is_empty() {
+                *l = "?".into();
+            }
         }
         Ok(labels.concat())
     };
@@ -1200,27 +1231,61 @@ fn dec_layout_constraints(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
     Ok(Some(format!("{{{}}}", shapes.join(", "))))
 }
 
-fn enc_literal(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {
+/// `shape literal`, or a tuple of them: `( s32[2]{0} {1, 2}, pred[] 0 )`.
+fn parse_shaped_literal(v: &str) -> Result<x::LiteralProto, String> {
     let t = v.trim();
+    if let Some(inner) = t.strip_prefix('(').and_then(|t| t.strip_suffix(')')) {
+        let elements = split_top(inner, b',')
+            .into_iter()
+            .filter(|e| !e.trim().is_empty())
+            .map(parse_shaped_literal)
+            .collect::<Result<Vec<_>, _>>()?;
+        let shape = ShapeProto {
+            element_type: x::PrimitiveType::Tuple as i32,
+            tuple_shapes: elements
+                .iter()
+                .map(|e| e.shape.clone().unwrap_or_default())
+                .collect(),
+            ..ShapeProto::default()
+        };
+        return Ok(x::LiteralProto {
+            shape: Some(shape),
+            tuple_literals: elements,
+            ..x::LiteralProto::default()
+        });
+    }
     let (shape, n) = parse_shape(t)?;
     let shape = super::shapes::shape_to_proto(&shape)?;
-    c.inst.literal = Some(parse_literal(&t[n..], &shape)?);
-    Ok(())
+    parse_literal(&t[n..], &shape)
 }
 
-fn dec_literal(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
-    let Some(lit) = c.inst.literal.take() else {
-        return Ok(None);
-    };
+fn print_shaped_literal(lit: &x::LiteralProto) -> Result<String, String> {
     let shape = lit
         .shape
         .as_ref()
         .ok_or_else(|| "a literal without a shape".to_string())?;
-    Ok(Some(format!(
-        "{} {}",
-        print_shape(shape)?,
-        print_literal(&lit)?
-    )))
+    if shape.element_type == x::PrimitiveType::Tuple as i32 {
+        let parts: Vec<String> = lit
+            .tuple_literals
+            .iter()
+            .map(print_shaped_literal)
+            .collect::<Result<_, _>>()?;
+        return Ok(format!("( {} )", parts.join(", ")));
+    }
+    Ok(format!("{} {}", print_shape(shape)?, print_literal(lit)?))
+}
+
+fn enc_literal(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {
+    c.inst.literal = Some(parse_shaped_literal(v)?);
+    Ok(())
+}
+
+fn dec_literal(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
+    c.inst
+        .literal
+        .take()
+        .map(|lit| print_shaped_literal(&lit))
+        .transpose()
 }
 
 const FUSION_KINDS: [&str; 4] = ["kLoop", "kInput", "kOutput", "kCustom"];
@@ -1774,6 +1839,150 @@ pub(crate) fn print_sharding(s: &OpSharding) -> Result<String, String> {
     }
     out.push('}');
     Ok(out)
+}
+
+/// `{{1,8,128},{1,8,128}}`: a collective-permute's slice sizes, one list per update,
+/// held flat.
+fn enc_permute_slices(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {
+    c.inst.dynamic_slice_sizes = parse_groups(v)?.into_iter().flatten().collect();
+    Ok(())
+}
+
+fn dec_permute_slices(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
+    let flat = std::mem::take(&mut c.inst.dynamic_slice_sizes);
+    if flat.is_empty() {
+        return Ok(None);
+    }
+    // Each update has the rank of the operand (of its first element, for a tuple).
+    let first = c.operand_shapes.first();
+    let rank = first
+        .map(|s| s.tuple_shapes.first().unwrap_or(s).dimensions.len())
+        .filter(|r| *r > 0)
+        .ok_or_else(|| "slice sizes of a collective-permute of no array".to_string())?;
+    if !flat.len().is_multiple_of(rank) {
+        return Err(format!("{} slice sizes for rank {rank}", flat.len()));
+    }
+    let groups: Vec<Vec<i64>> = flat.chunks(rank).map(<[i64]>::to_vec).collect();
+    Ok(Some(print_groups(&groups)))
+}
+
+fn enc_prefetch(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {
+    let k = i32::try_from(parse_int(v)?).map_err(|_| format!("`{v}` does not fit 32 bits"))?;
+    c.inst.optional_cross_program_prefetch_index = Some(
+        x::hlo_instruction_proto::OptionalCrossProgramPrefetchIndex::CrossProgramPrefetchIndex(k),
+    );
+    Ok(())
+}
+
+fn dec_prefetch(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
+    Ok(c.inst.optional_cross_program_prefetch_index.take().map(
+        |x::hlo_instruction_proto::OptionalCrossProgramPrefetchIndex::CrossProgramPrefetchIndex(
+            k,
+        )| k.to_string(),
+    ))
+}
+
+/// `{kind="sharding", entry={...}, exit={...}}`.
+fn enc_domain(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {
+    let mut kind = None;
+    for part in split_top(braced(v, "a domain")?, b',') {
+        let p = part.trim();
+        if p.is_empty() {
+            continue;
+        }
+        let (key, value) = p
+            .split_once('=')
+            .ok_or_else(|| format!("expected `key=value` in the domain, found `{p}`"))?;
+        match key.trim() {
+            "kind" => kind = Some(parse_string(value)?),
+            // XLA's proto holds the text's `entry` as its exit sharding and `exit` as its
+            // entry sharding (its parser and printer swap them).
+            "entry" => c.inst.domain_exit_sharding = Some(parse_sharding(value)?),
+            "exit" => c.inst.domain_entry_sharding = Some(parse_sharding(value)?),
+            k => return Err(format!("unknown domain field `{k}`")),
+        }
+    }
+    match kind.as_deref() {
+        Some("sharding") => Ok(()),
+        Some(k) => Err(format!(
+            "domain kind `{k}` (XLA's parser reads `sharding` only)"
+        )),
+        None => Err("a domain without `kind=`".into()),
+    }
+}
+
+fn dec_domain(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
+    let (Some(entry), Some(exit)) = (
+        c.inst.domain_exit_sharding.take(),
+        c.inst.domain_entry_sharding.take(),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(format!(
+        "{{kind=\"sharding\", entry={}, exit={}}}",
+        print_sharding(&entry)?,
+        print_sharding(&exit)?
+    )))
+}
+
+/// XLA's name of the main execution thread, which it does not print.
+const MAIN_THREAD: &str = "main";
+
+fn enc_thread(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {
+    c.inst.async_execution_thread = parse_string(v)?;
+    Ok(())
+}
+
+fn dec_thread(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
+    let t = std::mem::take(&mut c.inst.async_execution_thread);
+    Ok((!t.is_empty() && t != MAIN_THREAD).then(|| print_string(&t)))
+}
+
+/// `{visualizing_index=1,stat-1=33,stat-2=44}`.
+fn enc_statistics(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {
+    let mut viz = x::StatisticsViz::default();
+    for part in split_top(braced(v, "statistics")?, b',') {
+        let p = part.trim();
+        if p.is_empty() {
+            continue;
+        }
+        let (key, value) = p
+            .split_once('=')
+            .ok_or_else(|| format!("expected `name=value` in the statistics, found `{p}`"))?;
+        if key.trim() == "visualizing_index" {
+            viz.stat_index_to_visualize = parse_int(value)?;
+            continue;
+        }
+        let stat_val = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("expected a number, found `{}`", value.trim()))?;
+        viz.statistics.push(x::Statistic {
+            stat_name: key.trim().to_string(),
+            stat_val,
+        });
+    }
+    c.inst.statistics_viz = Some(viz);
+    Ok(())
+}
+
+fn dec_statistics(c: &mut Ctx<'_>) -> Result<Option<String>, String> {
+    // XLA's protos hold an empty one on every instruction, which it does not print.
+    let Some(viz) = c
+        .inst
+        .statistics_viz
+        .take()
+        .filter(|v| !v.statistics.is_empty())
+    else {
+        return Ok(None);
+    };
+    let mut parts = vec![format!("visualizing_index={}", viz.stat_index_to_visualize)];
+    parts.extend(
+        viz.statistics
+            .iter()
+            .map(|s| format!("{}={}", s.stat_name, fmt_g(s.stat_val, 6))),
+    );
+    Ok(Some(format!("{{{}}}", parts.join(","))))
 }
 
 fn enc_sharding(v: &str, c: &mut Ctx<'_>) -> Result<(), String> {

@@ -272,12 +272,6 @@ fn computation(
     rest.root_id = 0;
     rest.is_fusion_computation = false;
     let thread = std::mem::take(&mut rest.execution_thread);
-    if !thread.is_empty() && thread != "main" {
-        return Err(cerr(
-            format!("execution thread `{thread}` is not mapped to text"),
-            None,
-        ));
-    }
     if let Some(field) = first_set_field(&rest.encode_to_vec(), "xla.HloComputationProto") {
         return Err(cerr(
             format!("field xla.HloComputationProto.{field} is not mapped to text"),
@@ -336,6 +330,14 @@ fn computation(
         out.push('\n');
     }
     out.push('}');
+    // XLA prints a computation's thread after it, where it is not the main one.
+    if !thread.is_empty() && thread != "main" {
+        let _ = write!(
+            out,
+            ", execution_thread={}",
+            super::syntax::print_string(&thread)
+        );
+    }
     Ok(())
 }
 

@@ -17,23 +17,18 @@ use super::schema::xla::{
 };
 use super::shapes::shape_to_proto;
 use super::syntax::{braced, parse_bool, parse_int, parse_ints, parse_string, split_top, words};
-use crate::hlo::shape::{parse_shape, skip_spaces_and_comments};
+use crate::hlo::shape::{parse_shape, skip_spaces_and_comments, Shape};
 use crate::hlo::text::{Computation, HloError, Instruction, Module, Operands, STACK_FRAME_TABLES};
 
-/// The line of an instruction's text that holds it (its text may carry comment lines).
-fn own_line(i: &Instruction) -> &str {
-    i.text
-        .trim_end_matches(['\n', '\r'])
-        .rsplit('\n')
-        .next()
-        .unwrap_or_default()
-}
-
-/// An error at `needle` in instruction `i`'s line (its start if absent).
+/// An error at `needle` in instruction `i`'s text (its start if absent; the line it is
+/// written on, for an instruction written inside another's operands).
 fn at(i: &Instruction, needle: &str, message: String) -> HloError {
-    let column = own_line(i).find(needle).map_or(1, |c| c + 1);
+    let (line, column) = match i.own_text().find(needle) {
+        Some(p) => i.locate(i.start + p),
+        None => (i.line, 1),
+    };
     HloError {
-        line: i.line,
+        line,
         column,
         message,
         instruction: Some(i.name.clone()),
@@ -111,6 +106,11 @@ pub(crate) fn module_to_proto(m: &Module) -> Result<HloModuleProto, HloError> {
     let mut fused = Vec::new();
     let mut uniquer = Uniquer::default();
     let mut comps = Vec::with_capacity(m.computations.len());
+    let mut wrapped = Wrapped {
+        next_id: m.computations.len() as i64,
+        names: comp_ids.keys().cloned().collect(),
+        made: Vec::new(),
+    };
     for (k, c) in m.computations.iter().enumerate() {
         comps.push(computation_to_proto(
             c,
@@ -118,7 +118,14 @@ pub(crate) fn module_to_proto(m: &Module) -> Result<HloModuleProto, HloError> {
             &comp_ids,
             &mut fused,
             &mut uniquer,
+            &mut wrapped,
         )?);
+    }
+    // The computations XLA's parser makes for async shorthands (`abs-start`), after the
+    // text's: a computation's id is its index.
+    for c in wrapped.made {
+        let order = c.instructions.iter().map(|i| i.id).collect();
+        comps.push((c, order));
     }
     for (c, _) in &mut comps {
         c.is_fusion_computation = fused.contains(&c.id);
@@ -169,6 +176,23 @@ pub(crate) fn module_to_proto(m: &Module) -> Result<HloModuleProto, HloError> {
                 proto.frontend_attributes = Some(FrontendAttributes {
                     map: parse_frontend(v).map_err(|e| err(&a.key, e))?,
                 });
+            }
+            // The module's configuration, which XLA keeps beside the proto (its
+            // `HloModuleConfig`; PJRT takes it as compile options), not in it.
+            "replica_count" | "num_partitions" => {
+                if parse_int(v).map_err(|e| err(&a.key, e))? < 1 {
+                    return Err(err(&a.key, format!("`{v}` is no count")));
+                }
+            }
+            "alias_passthrough_params" => {
+                parse_bool(v).map_err(|e| err(&a.key, e))?;
+            }
+            "allow_spmd_sharding_propagation_to_output"
+            | "allow_spmd_sharding_propagation_to_parameters" => {
+                let inner = braced(v, "booleans").map_err(|e| err(&a.key, e))?;
+                for b in split_top(inner, b',') {
+                    parse_bool(b).map_err(|e| err(&a.key, e))?;
+                }
             }
             key => {
                 return Err(err(
@@ -411,12 +435,166 @@ fn callees_first(
 }
 
 /// One computation, and its instruction ids in text order.
+/// The computations made for async shorthands: the next id, the names taken, those made.
+struct Wrapped {
+    next_id: i64,
+    names: std::collections::HashSet<String>,
+    made: Vec<HloComputationProto>,
+}
+
+/// `X-start`, `X-update`, `X-done` (`abs-start`, `custom-call-start`): XLA's shorthand for
+/// an async op wrapping a computation of one `X`. The op `X` and the async op it stands for.
+fn async_shorthand(opcode: &str) -> Option<(&str, &'static str)> {
+    [
+        ("-start", "async-start"),
+        ("-update", "async-update"),
+        ("-done", "async-done"),
+    ]
+    .into_iter()
+    .find_map(|(suffix, full)| {
+        let op = opcode.strip_suffix(suffix)?;
+        (!OPCODES.contains(&opcode) && OPCODES.contains(&op)).then_some((op, full))
+    })
+}
+
+/// The attributes every opcode takes (which an async shorthand's `start` carries too).
+const COMMON_ATTRS: [&str; 6] = [
+    "sharding",
+    "frontend_attributes",
+    "control-predecessors",
+    "statistics",
+    "metadata",
+    "backend_config",
+];
+
+/// An async shorthand's instruction `i` (opcode `X-start`, `-update`, `-done`) as XLA's
+/// parser reads it: an `async-start` of a computation it makes (`async_wrapped`: a
+/// parameter `async_param` per operand, `X` of them with the instruction's attributes, on
+/// the instruction's thread), or an `async-update` / `async-done`.
+#[allow(clippy::too_many_arguments)]
+fn shorthand_to_proto(
+    i: &Instruction,
+    (op, full): (&str, &'static str),
+    inst_ids: &HashMap<String, i64>,
+    shapes: &HashMap<String, ShapeProto>,
+    comp_ids: &HashMap<String, i64>,
+    fused: &mut Vec<i64>,
+    uniquer: &mut Uniquer,
+    wrapped: &mut Wrapped,
+) -> Result<HloInstructionProto, HloError> {
+    let mut long = i.clone();
+    long.opcode = full.to_string();
+    if full != "async-start" {
+        return instruction_to_proto(&long, inst_ids, shapes, comp_ids, &HashMap::new(), fused);
+    }
+    let thread = i.attr("async_execution_thread");
+    long.attrs
+        .retain(|a| COMMON_ATTRS.contains(&a.key.as_str()) || a.key == "async_execution_thread");
+    // The start's shape: ((operands), result, context).
+    let (operand_shapes, result) = match &i.shape {
+        Shape::Tuple(e) if e.len() >= 2 && e[0].tuple().is_some() => {
+            (e[0].tuple().expect("just matched").to_vec(), e[1].clone())
+        }
+        _ => {
+            return Err(at(
+                i,
+                &i.opcode,
+                format!(
+                    "`{}` is {}; an async start is `((operands), result, context)`",
+                    i.opcode, i.shape
+                ),
+            ))
+        }
+    };
+    let id = wrapped.next_id;
+    wrapped.next_id += 1;
+    let mut name = "async_wrapped".to_string();
+    let mut k = 0;
+    while !wrapped.names.insert(name.clone()) {
+        k += 1;
+        name = format!("async_wrapped.{k}");
+    }
+    // The computation: parameters, then `X` of them.
+    let mut w_ids = HashMap::new();
+    let mut w_shapes = HashMap::new();
+    let mut params = Vec::new();
+    let mut operands = Vec::new();
+    for (k, shape) in operand_shapes.iter().enumerate() {
+        let pname = format!("async_param.{k}");
+        let shape = shape_to_proto(shape).map_err(|e| at(i, "=", e))?;
+        w_ids.insert(pname.clone(), (id << 32) | k as i64);
+        w_shapes.insert(pname.clone(), shape.clone());
+        params.push(HloInstructionProto {
+            name: uniquer.unique("async_param"),
+            opcode: "parameter".into(),
+            shape: Some(shape),
+            id: (id << 32) | k as i64,
+            parameter_number: k as i64,
+            ..HloInstructionProto::default()
+        });
+        operands.push(crate::hlo::text::Operand {
+            name: pname,
+            shape: None,
+            line: i.line,
+            column: 1,
+        });
+    }
+    let mut inner = i.clone();
+    inner.name = format!("{op}.graphbug-async");
+    inner.opcode = op.to_string();
+    inner.shape = result.clone();
+    inner.operands = Operands::Values(operands);
+    inner
+        .attrs
+        .retain(|a| a.key != "async_execution_thread" && a.key != "control-predecessors");
+    let root_id = (id << 32) | operand_shapes.len() as i64;
+    w_ids.insert(inner.name.clone(), root_id);
+    w_shapes.insert(
+        inner.name.clone(),
+        shape_to_proto(&result).map_err(|e| at(i, "=", e))?,
+    );
+    let mut root =
+        instruction_to_proto(&inner, &w_ids, &w_shapes, comp_ids, &HashMap::new(), fused)?;
+    root.name = uniquer.unique(op);
+    let program_shape = ProgramShapeProto {
+        parameters: params
+            .iter()
+            .map(|p| p.shape.clone().unwrap_or_default())
+            .collect(),
+        result: root.shape.clone(),
+        parameter_names: params.iter().map(|p| p.name.clone()).collect(),
+    };
+    let mut instructions = params;
+    instructions.push(root);
+    wrapped.made.push(HloComputationProto {
+        name,
+        instructions,
+        program_shape: Some(program_shape),
+        id,
+        root_id,
+        is_fusion_computation: false,
+        execution_thread: thread
+            .map(parse_string)
+            .transpose()
+            .map_err(|e| at(i, "async_execution_thread=", e))?
+            .unwrap_or_default(),
+    });
+    let mut ids = comp_ids.clone();
+    ids.insert("graphbug-async-wrapped".into(), id);
+    long.attrs.push(crate::hlo::text::Attr {
+        key: "calls".into(),
+        value: "graphbug-async-wrapped".into(),
+    });
+    instruction_to_proto(&long, inst_ids, shapes, &ids, &HashMap::new(), fused)
+}
+
 fn computation_to_proto(
     c: &Computation,
     id: i64,
     comp_ids: &HashMap<String, i64>,
     fused: &mut Vec<i64>,
     uniquer: &mut Uniquer,
+    wrapped: &mut Wrapped,
 ) -> Result<(HloComputationProto, Vec<i64>), HloError> {
     let mut inst_ids: HashMap<String, i64> = HashMap::new();
     let mut shapes: HashMap<String, ShapeProto> = HashMap::new();
@@ -435,10 +613,57 @@ fn computation_to_proto(
         shapes.insert(i.name.clone(), shape);
     }
     let empty = HashMap::new();
-    let mut protos = Vec::with_capacity(c.instructions.len());
+    let mut protos: Vec<HloInstructionProto> = Vec::with_capacity(c.instructions.len());
+    // Each async op's chain: the computation its start wraps, and its thread.
+    let mut chains: HashMap<i64, (Vec<i64>, String)> = HashMap::new();
     for i in &c.instructions {
-        let mut p = instruction_to_proto(i, &inst_ids, &shapes, comp_ids, &empty, fused)?;
+        let mut p = match async_shorthand(&i.opcode) {
+            Some(ops) => shorthand_to_proto(
+                i, ops, &inst_ids, &shapes, comp_ids, fused, uniquer, wrapped,
+            )?,
+            None => instruction_to_proto(i, &inst_ids, &shapes, comp_ids, &empty, fused)?,
+        };
         p.name = uniquer.unique(&i.name);
+        if p.opcode == "async-start" {
+            chains.insert(
+                p.id,
+                (
+                    p.called_computation_ids.clone(),
+                    p.async_execution_thread.clone(),
+                ),
+            );
+        }
+        if matches!(p.opcode.as_str(), "async-update" | "async-done") {
+            // XLA's proto holds the computation an async op wraps, and its thread, on the
+            // `async-start` only; what the text repeats must be the start's.
+            let chain = p.operand_ids.first().and_then(|id| chains.get(id)).cloned();
+            if let Some((called, thread)) = &chain {
+                if !p.called_computation_ids.is_empty() && p.called_computation_ids != *called {
+                    return Err(at(
+                        i,
+                        "calls=",
+                        format!(
+                            "`{}` calls another computation than the `async-start` it continues",
+                            i.opcode
+                        ),
+                    ));
+                }
+                if i.attr("async_execution_thread").is_some() && p.async_execution_thread != *thread
+                {
+                    return Err(at(
+                        i,
+                        "async_execution_thread=",
+                        format!(
+                            "`{}` names another thread than the `async-start` it continues",
+                            i.opcode
+                        ),
+                    ));
+                }
+                chains.insert(p.id, (called.clone(), thread.clone()));
+            }
+            p.called_computation_ids.clear();
+            p.async_execution_thread.clear();
+        }
         protos.push(p);
     }
     let mut params: Vec<&HloInstructionProto> =
@@ -458,16 +683,28 @@ fn computation_to_proto(
         result: protos.get(root).and_then(|p| p.shape.clone()),
         parameter_names: params.iter().map(|p| p.name.clone()).collect(),
     };
-    if let Some(a) = c.attrs.first() {
-        return Err(at_line(
-            c.line,
-            &c.header_line,
-            &a.key,
-            format!(
-                "computation attribute `{}` is not mapped to the proto",
-                a.key
-            ),
-        ));
+    let mut execution_thread = String::new();
+    for a in &c.attrs {
+        match a.key.as_str() {
+            "execution_thread" => {
+                execution_thread = parse_string(&a.value).map_err(|e| {
+                    at_line(
+                        c.line,
+                        &c.header_line,
+                        &a.key,
+                        format!("computation attribute `{}`: {e}", a.key),
+                    )
+                })?;
+            }
+            key => {
+                return Err(at_line(
+                    c.line,
+                    &c.header_line,
+                    key,
+                    format!("computation attribute `{key}` is not mapped to the proto"),
+                ))
+            }
+        }
     }
     let text_order: Vec<i64> = protos.iter().map(|p| p.id).collect();
     let order = post_order(&protos);
@@ -484,7 +721,7 @@ fn computation_to_proto(
             id,
             root_id,
             is_fusion_computation: false,
-            execution_thread: String::new(),
+            execution_thread,
         },
         text_order,
     ))
@@ -626,9 +863,9 @@ fn instruction_to_proto(
         "conditional" => {
             Some("`branch_computations=` or `true_computation=` and `false_computation=`")
         }
-        "fusion" => Some("`calls=`"),
+        "fusion" | "async-start" => Some("`calls=`"),
         "call" | "map" | "reduce" | "reduce-window" | "all-reduce" | "reduce-scatter"
-        | "scatter" | "sort" => Some("`to_apply=`"),
+        | "scatter" | "sort" | "scan" => Some("`to_apply=`"),
         _ => None,
     };
     let complete = called.iter().all(Option::is_some);

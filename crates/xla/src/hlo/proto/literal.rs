@@ -278,8 +278,10 @@ pub(crate) fn parse_literal(text: &str, shape: &ShapeProto) -> Result<LiteralPro
         toks: tokens(text),
         at: 0,
     };
-    if r.toks.first() == Some(&"{") && r.toks.get(1) == Some(&"...") {
-        return Err("the literal is elided (`{...}`): print it with large constants".into());
+    if r.toks == ["{", "...", "}"] {
+        // XLA's parser makes values up for an elided literal (`constant({...})`, as XLA
+        // prints large constants); graphbug makes zeros, the same every time.
+        return zeros(shape);
     }
     let lit = read(&mut r, shape)?;
     if let Some(t) = r.peek() {
@@ -322,6 +324,34 @@ fn read(r: &mut Reader<'_>, shape: &ShapeProto) -> Result<LiteralProto, String> 
         nested(r, elem, dims, 0, &mut values)?;
     }
     store(&mut lit, ty, elem, shape, values)?;
+    Ok(lit)
+}
+
+/// An array literal of `shape` holding zeros.
+fn zeros(shape: &ShapeProto) -> Result<LiteralProto, String> {
+    let ty = proto_element_type(shape.element_type)?;
+    let elem = elem_of(ty).ok_or_else(|| {
+        format!(
+            "a constant of element type {} has no literal",
+            element_name(ty).unwrap_or_default()
+        )
+    })?;
+    if shape.is_dynamic_dimension.iter().any(|d| *d) {
+        return Err("a constant of a dynamic shape".into());
+    }
+    let n: i64 = shape.dimensions.iter().product();
+    let zero = match elem {
+        Elem::Pred => Value::Bool(false),
+        Elem::Int { .. } => Value::Int(0),
+        Elem::C64 | Elem::C128 => Value::Complex(0.0, 0.0),
+        _ => Value::Float(0.0, None),
+    };
+    let mut lit = LiteralProto {
+        shape: Some(shape.clone()),
+        ..LiteralProto::default()
+    };
+    let n = usize::try_from(n).map_err(|_| format!("{n} elements"))?;
+    store(&mut lit, ty, elem, shape, vec![zero; n])?;
     Ok(lit)
 }
 
@@ -672,7 +702,12 @@ fn encode_mini(v: &Value, m: Mini, via_f32: bool, name: &str) -> Result<u32, Str
     }
     let mut x = as_f64(*v);
     if via_f32 {
+        let finite = x.is_finite();
         x = f64::from(x as f32);
+        if finite && x.is_infinite() {
+            // Out of f32's range, so out of the narrower type's: XLA refuses it.
+            return Err(format!("value {} is out of range for {name}", as_f64(*v)));
+        }
     }
     if x.is_infinite() {
         return match m.style {
@@ -1107,7 +1142,6 @@ mod tests {
                 "{ {1, 2, 3} }",
                 "1 elements in dimension 0, the shape says 2",
             ),
-            ("{...}", "elided"),
             ("{ {1, 2, x}, {4, 5, 6} }", "expected a number"),
             ("{ {1, 2, 3}, {4, 5, 6} } 7", "unexpected `7`"),
         ] {
@@ -1118,5 +1152,10 @@ mod tests {
         assert!(e.contains("out of range for s8"), "{e}");
         let e = parse_literal("1e40", &parse_shape_proto("f32[]").unwrap()).unwrap_err();
         assert!(e.contains("out of range for f32"), "{e}");
+        let e = parse_literal("1e100", &parse_shape_proto("bf16[]").unwrap()).unwrap_err();
+        assert!(e.contains("out of range for bf16"), "{e}");
+        // An elided literal (`{...}`, as XLA prints large constants) reads as zeros.
+        let zeros = parse_literal("{...}", &s).unwrap();
+        assert_eq!(zeros.f32s, vec![0.0; 6]);
     }
 }
