@@ -108,6 +108,7 @@ pub fn graphbug_command() -> String {
 }
 
 /// The project venv's Python by its full path (it has torch), `python` without one.
+#[cfg(feature = "torch")]
 pub fn venv_python() -> String {
     let python = graphbug::run::workspace_root().join(".venv/bin/python");
     if python.exists() {
