@@ -92,9 +92,25 @@ impl Scratch {
     }
 }
 
+/// Hidden names of directories being removed.
+const DEAD_PREFIX: &str = ".dead-";
+
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Renamed away first: a child still ending (a worker given its grace period) can
+        // add no file under the old name while the directory goes, which would leave it
+        // behind (the removal meeting an entry made after it listed the directory). What
+        // is left after all (its lock free once this process is gone) goes at the next
+        // start.
+        let dead = self.dir.file_name().map(|name| {
+            self.dir
+                .with_file_name(format!("{DEAD_PREFIX}{}", name.to_string_lossy()))
+        });
+        let gone = match dead {
+            Some(dead) if std::fs::rename(&self.dir, &dead).is_ok() => dead,
+            _ => self.dir.clone(),
+        };
+        let _ = std::fs::remove_dir_all(&gone);
     }
 }
 
@@ -118,6 +134,12 @@ fn sweep(root: &Path) {
             }
             continue;
         }
+        // Being removed by its owner (see `Drop`), or left half removed by an owner killed
+        // meanwhile: either way it goes (two removals of it do no harm).
+        if name.starts_with(DEAD_PREFIX) {
+            let _ = std::fs::remove_dir_all(&path);
+            continue;
+        }
         match File::open(path.join(LOCK_FILE)) {
             // The lock is free: its owner died. Holding it while removing keeps two
             // sweepers from racing.
@@ -126,10 +148,11 @@ fn sweep(root: &Path) {
                     let _ = std::fs::remove_dir_all(&path);
                 }
             }
-            Err(_) if older_than(&path, SETUP_GRACE) => {
+            // A live directory has its lock from before it got its name; one without
+            // (a removal an older graphbug was killed in the middle of) is abandoned.
+            Err(_) => {
                 let _ = std::fs::remove_dir_all(&path);
             }
-            Err(_) => {}
         }
     }
 }
@@ -222,6 +245,24 @@ mod tests {
         child.wait().unwrap();
         drop(Scratch::new_in(root.path(), "probe").unwrap());
         assert!(!held.exists());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_removal_cut_short_leaves_nothing_after_the_next_start() {
+        let root = tempfile::tempdir().unwrap();
+        // Killed while its directory went: renamed away and half removed, or (an older
+        // graphbug) half removed under its own name, its lock file already gone.
+        for name in [format!("{DEAD_PREFIX}x-1-0"), "y-2-0".to_string()] {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("data"), "x").unwrap();
+        }
+        // And a live one's removal leaves nothing behind either.
+        let live = Scratch::new_in(root.path(), "live").unwrap();
+        std::fs::write(live.path().join("data"), "x").unwrap();
+        drop(live);
+        drop(Scratch::new_in(root.path(), "probe").unwrap());
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
     }
 
