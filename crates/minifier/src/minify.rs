@@ -922,6 +922,12 @@ impl Session<'_> {
     /// error or the localization says which, and one query (with constants, then with
     /// parameters where the bug needs them) finds it before any halving.
     fn named_nodes_alone(&mut self, s: Vec<u32>, signature: &Signature) -> Vec<u32> {
+        // A flaky failure's verdict on one try is a draw: an unlucky one, remembered, would
+        // keep the search from the very nodes it names (a halving search asks them later,
+        // when the candidate has shown its rate on the way).
+        if self.stats.reliability.is_some() {
+            return s;
+        }
         let g = self.original.graph();
         let named = |name: &str| {
             s.iter().copied().find(|&i| {
