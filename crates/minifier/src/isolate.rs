@@ -63,6 +63,13 @@ impl Launcher {
         })
     }
 
+    /// Whether the template starts workers through Slurm's `srun`.
+    fn runs_srun(&self) -> bool {
+        self.template
+            .split_whitespace()
+            .any(|w| w.ends_with("srun"))
+    }
+
     /// The shell command that starts a worker of `exe`.
     fn command(&self, exe: &Path) -> String {
         let quoted = format!("'{}'", exe.display().to_string().replace('\'', "'\\''"));
@@ -75,13 +82,15 @@ impl Launcher {
 /// The shell that runs a launcher's command (`$1`): it leads the launcher's process group,
 /// and when it is told to terminate (SIGTERM: graphbug ending a worker, or graphbug's death
 /// by any means, `kill -9` included, through the death signal it gets) it passes SIGTERM on
-/// to the whole group, the engine's client among it. `srun` waiting in the queue cancels its
-/// job on SIGTERM, and one whose job runs ends its step; without this, graphbug's death
-/// reached the shell alone and a queued job stayed in the queue. The command keeps the
-/// shell's standard input (an asynchronous command would get `/dev/null`), and the shell
-/// ends with its status.
-const LAUNCHER_SHELL: &str =
-    "exec 3<&0; trap 'trap - TERM; kill -TERM 0' TERM; sh -c \"$1\" <&3 3<&- & wait $!";
+/// to the whole group, the engine's client among it, waits for it to end and, for a Slurm
+/// job (its name in `$2`), cancels the job by name: `srun` waiting in the queue cancels its
+/// job on SIGTERM, but one told to terminate while it submits the job ends and leaves it
+/// queued. Without this shell, graphbug's death reached the shell alone and a queued job
+/// stayed in the queue. The command keeps the shell's standard input (an asynchronous
+/// command would get `/dev/null`), and the shell ends with its status.
+const LAUNCHER_SHELL: &str = "exec 3<&0; trap 'trap \"\" TERM; kill -TERM 0; wait; \
+     if [ -n \"$2\" ]; then scancel --quiet --name=\"$2\" 2>/dev/null; fi; exit 143' TERM; \
+     sh -c \"$1\" <&3 3<&- & wait $!";
 
 /// How long a worker may wait to be started (by an engine's queue, or by this machine)
 /// unless `--worker-startup` says otherwise.
@@ -761,9 +770,16 @@ impl IsolatedChecker {
         let mut cmd = match &self.launch {
             Some((launcher, _)) => {
                 let mut cmd = Command::new("sh");
+                // Slurm names the job after the worker, so a queued one can be found (and
+                // cancelled by the shell, for a launcher that runs srun).
+                let slurm_job = if launcher.runs_srun() {
+                    self.job_name()
+                } else {
+                    String::new()
+                };
                 cmd.args(["-c", LAUNCHER_SHELL, "sh"])
-                    .arg(launcher.command(&self.exe));
-                // Slurm names the job after the worker, so a queued one can be found.
+                    .arg(launcher.command(&self.exe))
+                    .arg(slurm_job);
                 cmd.env("SLURM_JOB_NAME", self.job_name());
                 cmd
             }
@@ -953,11 +969,7 @@ impl IsolatedChecker {
     /// `squeue` on the job named after the worker (`JOBID STATE (REASON)`).
     fn engine_reason(&self) -> Option<String> {
         let (launcher, _) = self.launch.as_ref()?;
-        if !launcher
-            .template
-            .split_whitespace()
-            .any(|w| w.ends_with("srun"))
-        {
+        if !launcher.runs_srun() {
             return None;
         }
         let mut cmd = Command::new("squeue");
