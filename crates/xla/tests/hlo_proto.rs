@@ -10,8 +10,7 @@
 //! need nothing but Rust; the oracle tests ask jaxlib live (`.venv/bin/python`) and skip,
 //! saying so, where it is absent.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use graphbug_xla::hlo::proto::wire::describe;
 use graphbug_xla::hlo::proto::{from_proto, proto_to_text, to_proto, HloModuleProto};
@@ -215,23 +214,6 @@ fn scratch(tag: &str) -> tempfile::TempDir {
     common::scratch(&format!("hlo-proto-{tag}"))
 }
 
-/// Runs a Python script with arguments; its stdout.
-fn run_python(python: &Path, script: &str, args: &[&Path]) -> String {
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "python failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 const PRINT_OPTIONS: &str = r#"
 from jaxlib import _hlo as h
 def opts(new_style):
@@ -269,7 +251,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.hlo'))):
     print(stem, 'same' if same else 'DIFFERENT')
 "
     );
-    let out = run_python(&python, &script, &[dir]);
+    let out = common::run_python(&python, &script, &[dir]);
     assert_eq!(out.lines().count(), corpus().len(), "{out}");
     assert!(out.lines().all(|l| l.ends_with(" same")), "{out}");
 }
@@ -310,7 +292,7 @@ for name, f, args in [
     open(os.path.join(sys.argv[1], name + '.jax.pb'), 'wb').write(proto)
 "
     );
-    run_python(&python, &make, &[dir]);
+    common::run_python(&python, &make, &[dir]);
     let mut protos: Vec<(String, &str)> = corpus().into_iter().map(|s| (s, "xla")).collect();
     protos.extend([
         ("grad_scan".to_string(), "jax"),
@@ -336,7 +318,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.pb'))):
     print(stem, 'same' if same and ours_text == xla.to_string(opts(True)) else 'DIFFERENT')
 "
     );
-    let out = run_python(&python, &compare, &[dir]);
+    let out = common::run_python(&python, &compare, &[dir]);
     assert_eq!(out.lines().count(), protos.len(), "{out}");
     assert!(out.lines().all(|l| l.ends_with(" same")), "{out}");
 }
@@ -390,7 +372,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.pb'))):
     ok = len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
     print(stem, 'ok' if ok else 'MISMATCH', len(got), 'outputs')
 "#;
-    let out = run_python(&python, script, &[dir]);
+    let out = common::run_python(&python, script, &[dir]);
     assert_eq!(out.lines().count(), runnable.len(), "{out}");
     assert!(out.lines().all(|l| l.contains(" ok ")), "{out}");
 }

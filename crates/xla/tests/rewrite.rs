@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use graphbug_ir::fault::FaultSpec;
 use graphbug_xla::hlo::check::check;
@@ -268,18 +267,7 @@ fn run_jobs(python: &Path, dir: &Path, jobs: &[Job]) -> BTreeMap<String, Value> 
         .collect();
     let manifest = dir.join("jobs.json");
     std::fs::write(&manifest, serde_json::to_string(&list).unwrap()).unwrap();
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(RUNNER)
-        .arg(&manifest)
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "python failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = common::run_python(python, RUNNER, &[&manifest]);
     let results: BTreeMap<String, Value> = stdout
         .lines()
         .map(|l| {

@@ -12,7 +12,6 @@
 //! of the bad modules, its parser or its verifier refuses each.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use graphbug_xla::hlo::check::check;
 use graphbug_xla::hlo::proto::to_proto;
@@ -211,22 +210,6 @@ fn python() -> Option<PathBuf> {
     common::python("XLA is not asked of the XLA-style modules (the other checks run)")
 }
 
-fn run_python(python: &Path, script: &str, args: &[&Path]) -> String {
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "python failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn oracle_xla_reads_each_good_module_as_graphbug_does() {
     let Some(python) = python() else { return };
@@ -262,7 +245,7 @@ for text_path, pb_path in zip(args[::2], args[1::2]):
     print(text_path, 'same' if a == b else 'DIFFERENT:\n' + a + '\n---\n' + b)
 "#;
     let arg_refs: Vec<&Path> = args.iter().map(PathBuf::as_path).collect();
-    let out = run_python(&python, script, &arg_refs);
+    let out = common::run_python(&python, script, &arg_refs);
     assert_eq!(
         out.lines().filter(|l| l.ends_with(" same")).count(),
         good().len(),
@@ -297,7 +280,7 @@ for path in sys.argv[1:]:
 "#;
     let bad = bad();
     let args: Vec<&Path> = bad.iter().map(PathBuf::as_path).collect();
-    let out = run_python(&python, script, &args);
+    let out = common::run_python(&python, script, &args);
     assert_eq!(
         out.lines().filter(|l| l.ends_with(" refuses")).count(),
         bad.len(),

@@ -58,3 +58,20 @@ pub fn scratch(tag: &str) -> tempfile::TempDir {
         .tempdir()
         .unwrap()
 }
+
+/// Runs a Python script with arguments; its standard output (a failure is the test's).
+pub fn run_python(python: &Path, script: &str, args: &[&Path]) -> String {
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "python failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
