@@ -486,6 +486,14 @@ impl<'a> Reader<'a> {
         self.line_starts[self.line_starts.partition_point(|&s| s <= at) - 1]
     }
 
+    /// The text from `at` to the end of its line, shortened, for an error's "found `...`".
+    fn rest_of_line(&self, at: usize) -> String {
+        let end = self.code[at..]
+            .find('\n')
+            .map_or(self.code.len(), |e| at + e);
+        snippet(self.text[at..end].trim_end())
+    }
+
     fn err(&self, at: usize, message: String, instruction: Option<&str>) -> HloError {
         let (line, column) = self.position(at);
         HloError {
@@ -614,13 +622,9 @@ impl<'a> Reader<'a> {
                 ));
             }
             Opening::Other => {
-                let line_end = code[first..].find('\n').map_or(code.len(), |e| first + e);
                 return Err(self.err(
                     first,
-                    format!(
-                        "expected `HloModule`, found `{}`",
-                        snippet(self.text[first..line_end].trim_end())
-                    ),
+                    format!("expected `HloModule`, found `{}`", self.rest_of_line(first)),
                     None,
                 ));
             }
@@ -833,12 +837,11 @@ impl<'a> Reader<'a> {
         }
         let n = ident_len(&code[at..]);
         if n == 0 {
-            let line_end = code[at..].find('\n').map_or(code.len(), |e| at + e);
             return Err(self.err(
                 at,
                 format!(
                     "expected an instruction (`name = shape opcode(...)`) or `}}`, found `{}`",
-                    snippet(self.text[at..line_end].trim_end())
+                    self.rest_of_line(at)
                 ),
                 None,
             ));
@@ -900,12 +903,11 @@ impl<'a> Reader<'a> {
             .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
             .count();
         if op_len == 0 {
-            let line_end = code[at..].find('\n').map_or(code.len(), |e| at + e);
             return Err(err(
                 at,
                 format!(
                     "expected an opcode after the shape, found `{}`",
-                    snippet(self.text[at..line_end].trim_end())
+                    self.rest_of_line(at)
                 ),
             ));
         }

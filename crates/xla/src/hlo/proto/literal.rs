@@ -307,15 +307,7 @@ fn read(r: &mut Reader<'_>, shape: &ShapeProto) -> Result<LiteralProto, String> 
         r.expect(")")?;
         return Ok(lit);
     }
-    let elem = elem_of(ty).ok_or_else(|| {
-        format!(
-            "a constant of element type {} has no literal",
-            element_name(ty).unwrap_or_default()
-        )
-    })?;
-    if shape.is_dynamic_dimension.iter().any(|d| *d) {
-        return Err("a constant of a dynamic shape".into());
-    }
+    let elem = array_elem(ty, shape)?;
     let dims = &shape.dimensions;
     let mut values = Vec::new();
     if dims.is_empty() {
@@ -327,9 +319,9 @@ fn read(r: &mut Reader<'_>, shape: &ShapeProto) -> Result<LiteralProto, String> 
     Ok(lit)
 }
 
-/// An array literal of `shape` holding zeros.
-fn zeros(shape: &ShapeProto) -> Result<LiteralProto, String> {
-    let ty = proto_element_type(shape.element_type)?;
+/// How the elements of an array constant of type `ty` and `shape` are written; an error for
+/// a type without literals or a dynamic shape.
+fn array_elem(ty: T, shape: &ShapeProto) -> Result<Elem, String> {
     let elem = elem_of(ty).ok_or_else(|| {
         format!(
             "a constant of element type {} has no literal",
@@ -339,6 +331,13 @@ fn zeros(shape: &ShapeProto) -> Result<LiteralProto, String> {
     if shape.is_dynamic_dimension.iter().any(|d| *d) {
         return Err("a constant of a dynamic shape".into());
     }
+    Ok(elem)
+}
+
+/// An array literal of `shape` holding zeros.
+fn zeros(shape: &ShapeProto) -> Result<LiteralProto, String> {
+    let ty = proto_element_type(shape.element_type)?;
+    let elem = array_elem(ty, shape)?;
     let n: i64 = shape.dimensions.iter().product();
     let zero = match elem {
         Elem::Pred => Value::Bool(false),
