@@ -1825,3 +1825,69 @@ fn the_help_examples_of_check_and_fmt_run_on_a_fixture() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn the_aten_gpu_bundle_runs_its_checks_and_fails_on_a_wrong_gradient() {
+    // `cargo xtask aten-gpu-bundle` with this binary (linked against the project's
+    // libtorch, which its copy finds through the library path), run as on a GPU machine
+    // with the CPU standing in for CUDA and the venv's torch for the machine's.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tmpdir("aten-bundle");
+    let out = dir.path().join("bundle");
+    xtask::aten_bundle::make_aten_bundle(
+        root,
+        Path::new(env!("CARGO_BIN_EXE_graphbug")),
+        &[root.join(".libtorch/lib")],
+        &out,
+    )
+    .expect("the bundle is made");
+    let run_sh = || {
+        Command::new(out.join("run.sh"))
+            .env("DEVICE", "cpu")
+            .env("PYTHON", root.join(".venv/bin/python"))
+            .output()
+            .expect("run.sh runs")
+    };
+    let run = run_sh();
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert!(run.status.success(), "{stdout}{stderr}");
+    let checks = 3 * xtask::aten_bundle::MODELS.len() + 3;
+    assert!(
+        stdout.contains(&format!("{checks}/{checks} checks pass on cpu")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("minified to the faulted node addmm_4 alone"),
+        "{stdout}"
+    );
+    // graphbug's modelled peak beyond the primals is its measured one, on every model.
+    let peaks: Vec<&str> = stdout.lines().filter(|l| l.contains(" peak ")).collect();
+    assert_eq!(peaks.len(), 3, "{stdout}");
+    assert!(
+        peaks
+            .iter()
+            .all(|l| l.contains("pass") && l.contains("\"allocator\": null")),
+        "{stdout}"
+    );
+    // A recorded gradient changed: run.sh must say so and fail.
+    let train = out.join("mlp/train.cpu.safetensors");
+    let mut values = graphbug_files::read(&train).unwrap();
+    let at = values
+        .iter()
+        .position(|(k, _)| k.starts_with("grad"))
+        .unwrap();
+    let t = &values[at].1;
+    values[at].1 =
+        graphbug_files::HostTensor::new(t.dtype, t.shape.clone(), vec![0x3f; t.data.len()])
+            .unwrap();
+    graphbug_files::write(&train, &values).unwrap();
+    let run = run_sh();
+    let stdout = text(&run.stdout);
+    assert!(!run.status.success(), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("mlp train") && l.contains("FAIL(1)")),
+        "{stdout}"
+    );
+}

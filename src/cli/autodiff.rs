@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use graphbug::aten::io::{order_tensors, random_tensors, read_tensors};
 use graphbug::aten::memory::{measure_step_peak, ObservedAliases};
@@ -80,6 +80,9 @@ pub struct PartitionArgs {
     /// forward's placeholder names or arg0..argN); without it, seeded random values.
     #[arg(long, requires = "measure_peak")]
     inputs: Option<PathBuf>,
+    /// With --measure-peak: the device the step runs on: cpu (default), cuda, cuda:N.
+    #[arg(long, requires = "measure_peak", default_value = "cpu")]
+    device: String,
     /// Min-cut: the knapsack solver of the memory budget (greedy, dp, exact).
     #[arg(long, default_value = "dp")]
     solver: KnapsackSolver,
@@ -261,7 +264,10 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
         // The constants (`self.<attr>`) either graph reads: from the inputs file by
         // attribute name, or seeded random values of their annotations.
         let constant_metas = constant_metas(&joint);
-        let (primals, constants) = match &args.inputs {
+        let (primals, constants): (
+            Vec<tch::Tensor>,
+            std::collections::HashMap<String, tch::Tensor>,
+        ) = match &args.inputs {
             Some(path) => {
                 let (constants, rest): (Vec<_>, Vec<_>) = read_tensors(path)?
                     .into_iter()
@@ -290,13 +296,21 @@ pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
                 )
             }
         };
+        let device: graphbug::ir::Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
+        graphbug::aten::device::ensure_device(&device)?;
+        let on = graphbug::aten::dtype::tch_device(&device)?;
+        let primals: Vec<_> = primals.iter().map(|t| t.to_device(on)).collect();
+        let constants = constants
+            .into_iter()
+            .map(|(k, t)| (k, t.to_device(on)))
+            .collect();
         Some(measure_step_peak(
             &p.forward,
             &p.backward,
             num_fwd_outputs,
             &primals,
             &constants,
-            &graphbug::ir::Device::cpu(),
+            &device,
         )?)
     } else {
         None
@@ -494,7 +508,7 @@ pub fn cut(
     } else if let Some(text) = memory_budget {
         let b: PeakBudget = text
             .parse()
-            .map_err(|e: String| anyhow::anyhow!("--memory-budget: {e}"))?;
+            .map_err(|e: String| anyhow!("--memory-budget: {e}"))?;
         let problem = MinCutProblem::new(joint, num_fwd_outputs, options)?;
         let frontier = peak_frontier(&problem, &ObservedAliases, PEAK_FRONTIER_STEPS)?;
         let (k, limit) = choose_by_peak(&frontier, b)?;

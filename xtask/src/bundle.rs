@@ -174,8 +174,19 @@ pub fn make_bundle(root: &Path, binary: &Path, out: &Path) -> Result<u64> {
     Ok(size)
 }
 
+/// Fails when a bundle of `size` bytes is more than a GPU machine takes.
+pub fn within_limit(size: u64) -> Result<()> {
+    ensure!(
+        size <= MAX_BUNDLE_BYTES,
+        "the bundle weighs {:.1} MiB, over the {} MiB a GPU machine takes",
+        size as f64 / (1 << 20) as f64,
+        MAX_BUNDLE_BYTES >> 20
+    );
+    Ok(())
+}
+
 /// The bytes of the files under `dir`.
-fn dir_size(dir: &Path) -> Result<u64> {
+pub(crate) fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;

@@ -63,6 +63,13 @@ cargo xtask gpu-bundle
 # With a graphbug built elsewhere, into another directory
 cargo xtask gpu-bundle --out /tmp/bundle --binary target/release/graphbug",
     ),
+    (
+        "aten-gpu-bundle",
+        "# Build graphbug against torch 2.11's libtorch and pack the aten checks
+cargo xtask aten-gpu-bundle
+# On the GPU machine (PyTorch 2.11 with CUDA, no Rust): every check on cuda
+target/aten-gpu-bundle/run.sh",
+    ),
 ];
 
 /// `cli` (the `cargo xtask` command) with the examples after each subcommand's help.

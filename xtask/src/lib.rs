@@ -3,6 +3,7 @@
 //! `cargo test`'s output for `cargo xtask test`'s summary, the GPU bundle of XLA fixtures,
 //! guarded child processes, and the examples of the commands' help.
 
+pub mod aten_bundle;
 pub mod bench;
 pub mod bundle;
 pub mod cargo_test;

@@ -102,6 +102,15 @@ enum Cmd {
         #[arg(long)]
         binary: Option<PathBuf>,
     },
+    /// Pack a stripped graphbug linked against torch 2.11's libtorch, the reference models'
+    /// graphs and run.sh, which runs graphbug's aten checks on `cuda` (run, compare, a
+    /// training step, minify, the peak memory against the CUDA allocator's) with the GPU
+    /// machine's own PyTorch 2.11: at most 64 MiB, for a GPU machine without Rust.
+    AtenGpuBundle {
+        /// Where the bundle goes (emptied first).
+        #[arg(long, default_value = "target/aten-gpu-bundle")]
+        out: PathBuf,
+    },
 }
 
 /// The commands `cargo xtask setup --for` installs for.
@@ -121,6 +130,8 @@ enum SetupFor {
     Fuzz,
     /// The XLA CPU plugin.
     GpuBundle,
+    /// torch (its CUDA libraries link the bundle's graphbug).
+    AtenGpuBundle,
 }
 
 impl SetupFor {
@@ -134,6 +145,7 @@ impl SetupFor {
             SetupFor::Bench => Job::Bench,
             SetupFor::Fuzz => Job::Fuzz,
             SetupFor::GpuBundle => Job::GpuBundle,
+            SetupFor::AtenGpuBundle => Job::AtenGpuBundle,
         }
     }
 }
@@ -218,13 +230,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 None => xtask::bundle::build_xla_binary(&root)?,
             };
             let size = xtask::bundle::make_bundle(&root, &binary, &root.join(out))?;
-            let max = xtask::bundle::MAX_BUNDLE_BYTES;
-            ensure!(
-                size <= max,
-                "the bundle weighs {:.1} MiB, over the {} MiB a GPU machine takes",
-                size as f64 / (1 << 20) as f64,
-                max >> 20
-            );
+            xtask::bundle::within_limit(size)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::AtenGpuBundle { out } => {
+            setup::ensure(&root, Job::AtenGpuBundle)?;
+            let (binary, libs) = xtask::aten_bundle::build_aten_binary(&root)?;
+            let cuda = xtask::aten_bundle::cuda_libraries(&root)?;
+            let size = xtask::aten_bundle::make_aten_bundle(
+                &root,
+                &binary,
+                &[libs, cuda],
+                &root.join(out),
+            )?;
+            xtask::bundle::within_limit(size)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Fuzz { seconds, seed } => fuzz(&root, seconds, seed),

@@ -192,6 +192,8 @@ pub enum Job {
     Fuzz,
     /// `cargo xtask gpu-bundle`.
     GpuBundle,
+    /// `cargo xtask aten-gpu-bundle`.
+    AtenGpuBundle,
 }
 
 impl Job {
@@ -206,6 +208,7 @@ impl Job {
             Job::Bench => "cargo xtask bench",
             Job::Fuzz => "cargo xtask fuzz",
             Job::GpuBundle => "cargo xtask gpu-bundle",
+            Job::AtenGpuBundle => "cargo xtask aten-gpu-bundle",
         }
     }
 }
@@ -215,6 +218,8 @@ impl Job {
 /// - repro: torch and Graphviz (the report's pictures); `graphbug repro` of an aten graph
 ///   runs no Python, and the repro.py it writes imports only torch.
 /// - fuzz: torch (`tests/fuzz.rs` runs the parser, `check --meta` and `run`).
+/// - aten-gpu-bundle: torch (pip, and the CUDA libraries its wheel brought, which link the
+///   bundle's graphbug against torch 2.11's libtorch).
 /// - gpu-bundle: the XLA CPU plugin only (the bundle's graphbug is built without libtorch,
 ///   and records its reference outputs on `pjrt:cpu`).
 /// - conformance: torch and the packages of the sources asked for (opinfo: numpy and
@@ -240,6 +245,7 @@ pub fn plan(job: Job) -> Vec<Item> {
         Job::Repro => vec![Torch, Graphviz],
         Job::Fuzz => vec![Torch],
         Job::GpuBundle => vec![Python(&XLA_CPU_PJRT)],
+        Job::AtenGpuBundle => vec![Torch],
         Job::Docs => vec![
             Torch,
             Python(&NUMPY),
@@ -758,6 +764,7 @@ mod tests {
             Job::Bench,
             Job::Fuzz,
             Job::GpuBundle,
+            Job::AtenGpuBundle,
         ]
     }
 
