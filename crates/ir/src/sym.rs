@@ -12,6 +12,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+/// How many of the smallest sizes [`SymExpr::int`] shares the text of.
+const SMALL_INTS: i64 = 1024;
+
 /// Values of size symbols, by name (`s0` -> 8); ordered so reports are deterministic.
 pub type Bindings = BTreeMap<String, i64>;
 
@@ -62,8 +65,17 @@ impl SymExpr {
 
     /// A constant.
     pub fn int(value: i64) -> SymExpr {
+        /// The texts of the sizes graphs name most, made once (a dynamic graph's annotations
+        /// repeat them: `f32[s0, 16]`).
+        static SMALL: std::sync::LazyLock<Vec<Arc<str>>> = std::sync::LazyLock::new(|| {
+            (0..SMALL_INTS).map(|v| Arc::from(v.to_string())).collect()
+        });
+        let text = match usize::try_from(value) {
+            Ok(v) if v < SMALL.len() => SMALL[v].clone(),
+            _ => Arc::from(value.to_string()),
+        };
         SymExpr {
-            text: Arc::from(value.to_string()),
+            text,
             form: Form::Int(value),
         }
     }
