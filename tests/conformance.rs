@@ -698,6 +698,32 @@ fn xla_wrong_answers_fail_their_stage() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // The minified directory does not reproduce with the command printed for it: a
+    // graphbug whose `repro DIR/minified run` passes (exit 0) must fail minify-hlo.
+    let dir = scratch().join("xla-wrong-reproduce");
+    let _ = fs::remove_dir_all(&dir);
+    copy_case(cases, "xla/model/transformer", &dir, "wrong/xla-reproduce");
+    let wrapper = scratch().join("graphbug-never-reproduces");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \"$1 $3 $2\" in \"repro run \"*/minified) exit 0;; esac\nexec {:?} \"$@\"\n",
+            env!("CARGO_BIN_EXE_graphbug")
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut opts = options(&dir, "xla-wrong-reproduce-work");
+    opts.graphbug = wrapper;
+    opts.jobs = 1;
+    let report = conformance::run(&opts).expect("the runner runs");
+    let r = &report.results[0];
+    match r.outcome(Stage::MinifyHlo) {
+        Outcome::Failed(line) => assert!(line.contains("does not reproduce"), "{line}"),
+        other => panic!("minify-hlo should fail, got {other:?}\n{}", report.table()),
+    }
 }
 
 /// The `xla-text` source's CI subset (tests/fixtures/xla/hlo-xla-style: modules as XLA's
