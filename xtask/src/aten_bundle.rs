@@ -98,7 +98,7 @@ pub fn gpu_libtorch(root: &Path) -> Result<PathBuf> {
 
 /// The CUDA runtime libraries torch's wheels depend on (`nvidia/cu13/lib` of the venv's
 /// torch): the linker resolves libtorch's own dependencies there.
-pub fn cuda_libraries(root: &Path) -> Result<PathBuf> {
+fn cuda_libraries(root: &Path) -> Result<PathBuf> {
     let out = run(
         Command::new(python(root)).args([
             "-c",
@@ -266,8 +266,9 @@ pub fn stub_functions(text: &str, lines: &[usize], version: &str) -> Result<(Str
 }
 
 /// Builds the stripped release `graphbug` against [`gpu_libtorch`] (in [`WORK_DIR`], with
-/// the [`patched_torch_sys`]); its path and the libtorch's `lib` directory.
-pub fn build_aten_binary(root: &Path) -> Result<(PathBuf, PathBuf)> {
+/// the [`patched_torch_sys`]); its path and the directories it loads its libraries from
+/// here (the libtorch's `lib` and the CUDA runtime's).
+pub fn build_aten_binary(root: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
     let libtorch = gpu_libtorch(root)?;
     let (torch_sys, stubbed) = patched_torch_sys(root, &libtorch)?;
     if !stubbed.is_empty() {
@@ -316,7 +317,10 @@ pub fn build_aten_binary(root: &Path) -> Result<(PathBuf, PathBuf)> {
         status.success(),
         "the release build against libtorch {GPU_TORCH} failed ({status})"
     );
-    Ok((target.join("release/graphbug"), libtorch.join("lib")))
+    Ok((
+        target.join("release/graphbug"),
+        vec![libtorch.join("lib"), cuda],
+    ))
 }
 
 /// Writes the bundle into `out` (emptied first) with the `graphbug` at `binary`, which

@@ -236,13 +236,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::AtenGpuBundle { out } => {
             setup::ensure(&root, Job::AtenGpuBundle)?;
             let (binary, libs) = xtask::aten_bundle::build_aten_binary(&root)?;
-            let cuda = xtask::aten_bundle::cuda_libraries(&root)?;
-            let size = xtask::aten_bundle::make_aten_bundle(
-                &root,
-                &binary,
-                &[libs, cuda],
-                &root.join(out),
-            )?;
+            let size =
+                xtask::aten_bundle::make_aten_bundle(&root, &binary, &libs, &root.join(out))?;
             xtask::bundle::within_limit(size)?;
             Ok(ExitCode::SUCCESS)
         }
