@@ -493,21 +493,24 @@ fn bad_worker_arguments_are_clear_errors() {
 #[test]
 fn a_flaky_check_is_measured_and_held_to_its_rate() {
     let dir = tempfile::tempdir().unwrap();
-    // Interesting in every other run while the candidate calls gelu: a 50% flaky bug.
+    // Interesting in every other run while the candidate calls gelu (the even ones): a
+    // 50% flaky bug whose first run passes.
     let script = dir.path().join("flaky.sh");
     let counter = dir.path().join("runs");
     std::fs::write(
         &script,
         format!(
             "#!/bin/sh\nn=$(cat {c} 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > {c}\n\
-             grep -q 'torch.ops.aten.gelu.default' \"$1/graph.py\" && [ $((n % 2)) -eq 1 ] && exit 1\nexit 0\n",
+             grep -q 'torch.ops.aten.gelu.default' \"$1/graph.py\" && [ $((n % 2)) -eq 0 ] && exit 1\nexit 0\n",
             c = counter.display()
         ),
     )
     .unwrap();
     let command = format!("sh {}", script.display());
     let gpt4 = fixture("gpt4/forward.py");
-    // Its first two runs disagree, so the original is measured without being asked.
+    // Its first two runs disagree (a failing first run would be run again at the search's
+    // first candidate that does not fail), so the original is measured without being
+    // asked.
     let out = graphbug(&["minify", &gpt4, "--check-command", &command, "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);

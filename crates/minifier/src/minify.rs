@@ -297,6 +297,13 @@ struct Session<'a> {
     /// The kept set whose inputs-as-constants form an idle worker may answer ahead: the
     /// smallest failing one so far, which is often the result.
     constants_next: Option<Vec<u32>>,
+    /// The original's second run, judged at the first candidate that does not show the bug.
+    recheck: Option<Recheck>,
+    /// Where a resumed search started: kept nodes and retained outputs (the candidate a
+    /// recheck runs again; `None`: the original as given).
+    first: Option<(Vec<u32>, Vec<usize>)>,
+    /// The original's two runs, when the recheck found them different: the search stops.
+    flaky: Option<(Verdict, Verdict)>,
 }
 
 /// How good a failing candidate is, the smaller the better: its nodes, then its
@@ -327,7 +334,50 @@ impl Session<'_> {
     }
 
     fn out_of_queries(&self) -> bool {
-        self.max_queries.is_some_and(|m| self.stats.queries >= m)
+        self.flaky.is_some() || self.max_queries.is_some_and(|m| self.stats.queries >= m)
+    }
+
+    /// Whether the original still fails as it did, run again now that a candidate did not
+    /// show the bug (once a search; see [`Recheck`]). When it does not, the bug is flaky:
+    /// the search stops, and starts again held to the original's failure rate.
+    fn original_fails_again(&mut self) -> bool {
+        let Some(Recheck { first, second }) = self.recheck.take() else {
+            return true;
+        };
+        self.stats.queries += 1;
+        let second = match (second, &mut self.exec) {
+            (Some(v), _) => v,
+            (None, Exec::Serial(checker)) => checker.check(&match &self.first {
+                None => self.original.as_given(),
+                Some((kept, retained)) => {
+                    self.original
+                        .candidate_retaining(kept, retained, Form::default())
+                }
+            }),
+            // Workers side by side take it at the start (`eager`): not taken, it is an
+            // unknown, and the failure rate is measured as for a flaky bug.
+            (None, Exec::Pool(_)) => {
+                Verdict::Unresolved("the original's second run was not taken".into())
+            }
+        };
+        if same_failure(&first, &second) {
+            return true;
+        }
+        self.note("The original, run again, did not fail as it did: the bug is flaky".into());
+        self.flaky = Some((first, second));
+        false
+    }
+
+    /// [`Session::finish`], unless the search found the bug flaky.
+    fn end(mut self, candidate: Candidate, signature: Signature) -> Result<Searched, MinifyError> {
+        match self.flaky.take() {
+            Some((first, second)) => Ok(Searched::Flaky {
+                first,
+                second,
+                spent: self.stats.queries,
+            }),
+            None => self.finish(candidate, signature).map(Searched::Done),
+        }
     }
 
     /// The candidate keeping `kept` with the session's retained outputs.
@@ -586,6 +636,9 @@ impl Session<'_> {
         self.sizes_of
             .insert(key.clone(), (candidate.size(), candidate.inputs.len()));
         let interesting = matches!(&verdict, Verdict::Fails(sig) if self.identity.matches(sig));
+        if !interesting && !self.original_fails_again() {
+            return false;
+        }
         if let Verdict::Fails(sig) = &verdict {
             if let (Some(need), Some(m)) = (self.identity.short_of_margin(sig), sig.margin) {
                 self.note(format!(
@@ -1185,14 +1238,37 @@ pub fn minify(
     sink: &mut dyn Sink,
 ) -> Result<Minified, MinifyError> {
     let original = original_of(graph, options)?;
-    let start = Start::new(&original, checker, None, options)?;
-    match start.reliability {
+    let start = Start::new(&original, checker, None, options, false)?;
+    let searched = match start.reliability {
         Some(r) => {
             let mut held = Reliably::new(checker, r, start.identity.clone());
-            start.search(Exec::Serial(&mut held), 0, options, sink)
+            return Ok(start
+                .search(Exec::Serial(&mut held), 0, options, sink)?
+                .measured());
         }
-        None => start.search(Exec::Serial(checker), 0, options, sink),
+        None => start.search(Exec::Serial(checker), 0, options, sink)?,
+    };
+    let (first, second, spent) = match searched {
+        Searched::Done(m) => return Ok(m),
+        Searched::Flaky {
+            first,
+            second,
+            spent,
+        } => (first, second, spent),
+    };
+    // Found flaky at the first candidate that did not show the bug: again from the start,
+    // every candidate held to the original's failure rate.
+    let start = Start::flaky(&original, checker, options, first, second)?;
+    let mut m = match start.reliability {
+        Some(r) => {
+            let mut held = Reliably::new(checker, r, start.identity.clone());
+            start.search(Exec::Serial(&mut held), 0, options, sink)?
+        }
+        None => start.search(Exec::Serial(checker), 0, options, sink)?,
     }
+    .measured();
+    m.stats.queries += spent;
+    Ok(m)
 }
 
 /// [`minify`] with one worker per checker, each answering the candidates the serial
@@ -1235,8 +1311,16 @@ pub fn minify_parallel(
             self.0.close();
         }
     }
-    type Opened<'o, 'g> = Result<Result<Minified, (Start<'o, 'g>, usize)>, MinifyError>;
-    let opened = std::thread::scope(|scope| -> Opened<'_, '_> {
+    /// How the search with single runs ended.
+    enum Opened<'o, 'g> {
+        Done(Minified),
+        /// The original's failure rate was measured at the start (with the workers' waste).
+        Measured(Box<Start<'o, 'g>>, usize),
+        /// The search found the bug flaky: the original's runs, the queries it made, and
+        /// the workers' waste.
+        Flaky(Verdict, Verdict, usize, usize),
+    }
+    let opened = std::thread::scope(|scope| -> Result<Opened<'_, '_>, MinifyError> {
         let original = &original;
         for checker in others.iter_mut() {
             let pool = &pool;
@@ -1250,26 +1334,50 @@ pub fn minify_parallel(
         // (workers launched side by side start together); otherwise the first checks twice
         // rather than wait for a worker still in a queue.
         let start = if second.await_start(SECOND_START_WAIT) == Startup::Started {
-            Start::new(original, first.as_mut(), Some(second.as_mut()), options)?
+            Start::new(
+                original,
+                first.as_mut(),
+                Some(second.as_mut()),
+                options,
+                true,
+            )?
         } else {
-            Start::new(original, first.as_mut(), None, options)?
+            Start::new(original, first.as_mut(), None, options, true)?
         };
         if start.reliability.is_some() {
             // A flaky bug: the workers' answers so far are single runs; they go.
             let waste = pool.close();
-            return Ok(Err((start, waste)));
+            return Ok(Opened::Measured(Box::new(start), waste));
         }
         for checker in checking.iter_mut() {
             let pool = &pool;
             scope.spawn(move || pool.serve(original, checker.as_mut()));
         }
-        let mut m = start.search(Exec::Pool(&pool), jobs, options, sink)?;
-        m.speculative = pool.close();
-        Ok(Ok(m))
+        Ok(
+            match start.search(Exec::Pool(&pool), jobs, options, sink)? {
+                Searched::Done(mut m) => {
+                    m.speculative = pool.close();
+                    Opened::Done(m)
+                }
+                Searched::Flaky {
+                    first,
+                    second,
+                    spent,
+                } => Opened::Flaky(first, second, spent, pool.close()),
+            },
+        )
     })?;
-    let (start, waste) = match opened {
-        Ok(m) => return Ok(m),
-        Err(flaky) => flaky,
+    let (start, waste, spent) = match opened {
+        Opened::Done(m) => return Ok(m),
+        Opened::Measured(start, waste) => (*start, waste, 0),
+        Opened::Flaky(first, second, spent, waste) => {
+            let checker = checkers[0].as_mut();
+            (
+                Start::flaky(&original, checker, options, first, second)?,
+                waste,
+                spent,
+            )
+        }
     };
     // Every worker now answers a query with up to `runs` runs of its checker.
     let r = start.reliability.expect("only a flaky original gets here");
@@ -1285,8 +1393,11 @@ pub fn minify_parallel(
             scope.spawn(move || pool.serve(original, checker));
         }
         let _close = Close(&pool);
-        let mut m = start.search(Exec::Pool(&pool), jobs, options, sink)?;
+        let mut m = start
+            .search(Exec::Pool(&pool), jobs, options, sink)?
+            .measured();
         m.speculative = pool.close() + waste;
+        m.stats.queries += spent;
         Ok(m)
     })
 }
@@ -1335,17 +1446,100 @@ struct Start<'o, 'g> {
     found_text: String,
     /// How reliably the original fails, when that had to be measured.
     reliability: Option<Reliability>,
+    /// The original's second run, when it is judged at the search's first candidate that
+    /// does not show the bug.
+    recheck: Option<Recheck>,
+}
+
+/// The original's two runs tell a flaky bug; the second is needed only once a candidate
+/// does not show the bug (a "no" might be the bug not showing this time). A search that
+/// sees only failing candidates never needs it.
+#[derive(Clone)]
+struct Recheck {
+    /// The original's first verdict (its failure).
+    first: Verdict,
+    /// Its second verdict, when taken already (by a worker beside the first, for free);
+    /// otherwise the search's checker takes it when it is needed.
+    second: Option<Verdict>,
+}
+
+/// Whether two verdicts are the same failure (a message may differ in numbers, e.g. a
+/// time limit).
+fn same_failure(v1: &Verdict, v2: &Verdict) -> bool {
+    match (v1, v2) {
+        (Verdict::Fails(s1), Verdict::Fails(s2)) => {
+            s2.kind == s1.kind
+                && s2.op == s1.op
+                && crate::checker::similar(&s1.message, &s2.message)
+        }
+        _ => false,
+    }
+}
+
+/// How [`Start::begin`] gets the original's runs.
+enum Runs<'c> {
+    /// It runs the original (see [`Start::new`]).
+    Check {
+        second: Option<&'c mut (dyn Checker + Send)>,
+        eager: bool,
+    },
+    /// The original's two runs, already taken.
+    Known(Box<(Verdict, Verdict)>),
+}
+
+/// How a search ended.
+enum Searched {
+    /// With its result.
+    Done(Minified),
+    /// At its first candidate that did not show the bug, because the original's second
+    /// run did not fail as its first did: the bug is flaky, and the search starts again
+    /// with every candidate held to the original's failure rate.
+    Flaky {
+        /// The original's two verdicts.
+        first: Verdict,
+        second: Verdict,
+        /// The queries the stopped search made.
+        spent: usize,
+    },
+}
+
+impl Searched {
+    /// The result of a search that cannot have found the bug flaky (its original's
+    /// failure rate was measured before it started).
+    fn measured(self) -> Minified {
+        match self {
+            Searched::Done(m) => m,
+            Searched::Flaky { .. } => {
+                unreachable!("a search held to a measured failure rate rechecks nothing")
+            }
+        }
+    }
 }
 
 impl<'o, 'g> Start<'o, 'g> {
     /// Checks where the search starts: the original exactly as given, or where a killed
-    /// run stood; twice, to catch a flaky checker (the second time by `second`, at the
-    /// same time, when there is one).
+    /// run stood. A failing original's second run, which tells a flaky checker, is judged
+    /// at the search's first candidate that does not show the bug ([`Recheck`]); it is
+    /// taken now by `second`, at the same time, when there is one, or by `checker` when
+    /// `eager` (side by side, workers answer ahead of the search and need the verdict at
+    /// hand). An original that does not fail, or one whose failure rate `repeat` asks to
+    /// measure, is run again at once.
     fn new(
         original: &'o Original<'g>,
         checker: &mut dyn Checker,
         second: Option<&mut (dyn Checker + Send)>,
         options: &MinifyOptions,
+        eager: bool,
+    ) -> Result<Start<'o, 'g>, MinifyError> {
+        Self::begin(original, checker, options, Runs::Check { second, eager })
+    }
+
+    /// [`Start::new`], or (with [`Runs::Known`]) the start after the original's two runs.
+    fn begin(
+        original: &'o Original<'g>,
+        checker: &mut dyn Checker,
+        options: &MinifyOptions,
+        runs: Runs<'_>,
     ) -> Result<Start<'o, 'g>, MinifyError> {
         let graph = original.graph();
         let first = match &options.resume {
@@ -1371,6 +1565,22 @@ impl<'o, 'g> Start<'o, 'g> {
             checker_name: checker_name.clone(),
             found_text,
             reliability,
+            recheck: None,
+        };
+        let (second, eager) = match runs {
+            Runs::Known(runs) => {
+                let (v1, v2) = *runs;
+                return Self::judged(
+                    start,
+                    &first,
+                    checker,
+                    options,
+                    checker_name.clone(),
+                    v1,
+                    v2,
+                );
+            }
+            Runs::Check { second, eager } => (second, eager),
         };
         let (v1, v2) = match second {
             Some(other) => std::thread::scope(|scope| {
@@ -1389,19 +1599,72 @@ impl<'o, 'g> Start<'o, 'g> {
                 message,
             });
         }
+        if let (Verdict::Fails(found), true) = (&v1, options.repeat.is_none_or(|k| k <= 1)) {
+            let second = match v2 {
+                Some(v) => Some(v),
+                None if eager => Some(checker.check(&first)),
+                None => None,
+            };
+            let (signature, identity) = Self::identity(found, options, &checker_name)?;
+            let mut s = start(signature, identity, describe(&v1), None);
+            s.recheck = Some(Recheck { first: v1, second });
+            return Ok(s);
+        }
         let v2 = match v2 {
             Some(v) => v,
             None => checker.check(&first),
         };
-        // The same failure twice (a message may differ in numbers, e.g. a time limit)?
-        let same = match (&v1, &v2) {
-            (Verdict::Fails(s1), Verdict::Fails(s2)) => {
-                s2.kind == s1.kind
-                    && s2.op == s1.op
-                    && crate::checker::similar(&s1.message, &s2.message)
-            }
-            _ => false,
-        };
+        Self::judged(
+            start,
+            &first,
+            checker,
+            options,
+            checker_name.clone(),
+            v1,
+            v2,
+        )
+    }
+
+    /// The original's failure and what a candidate's failure must match: the failure a
+    /// resumed run kept to, or `found`; an error when `found` is not that failure.
+    fn identity(
+        found: &Signature,
+        options: &MinifyOptions,
+        checker_name: &str,
+    ) -> Result<(Signature, BugIdentity), MinifyError> {
+        let signature = options
+            .resume
+            .as_ref()
+            .and_then(|p| p.signature.clone())
+            .unwrap_or_else(|| found.clone());
+        let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
+            .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
+        if !identity.matches(found) {
+            let why = if options.resume.is_some() {
+                "not the failure the original showed"
+            } else {
+                "does not match --check-str"
+            };
+            return Err(MinifyError::DoesNotFail {
+                checker: checker_name.to_string(),
+                verdict: format!("{} ({why})", describe(&Verdict::Fails(found.clone()))),
+            });
+        }
+        Ok((signature, identity))
+    }
+
+    /// Where the search starts after the original's two runs `v1` and `v2` on `first`:
+    /// a flaky bug's failure rate measured (more runs by `checker`), or an error.
+    fn judged(
+        start: impl Fn(Signature, BugIdentity, String, Option<Reliability>) -> Start<'o, 'g>,
+        first: &Candidate,
+        checker: &mut dyn Checker,
+        options: &MinifyOptions,
+        checker_name: String,
+        v1: Verdict,
+        v2: Verdict,
+    ) -> Result<Start<'o, 'g>, MinifyError> {
+        let same = same_failure(&v1, &v2);
         let fails = |v: &Verdict| matches!(v, Verdict::Fails(_));
         // Measure how reliably the original fails when asked to, or when its first two
         // runs disagree and one of them failed (a flaky bug).
@@ -1412,7 +1675,7 @@ impl<'o, 'g> Start<'o, 'g> {
         if let Some(runs) = repeat {
             let mut verdicts = vec![v1, v2];
             while verdicts.len() < runs {
-                verdicts.push(checker.check(&first));
+                verdicts.push(checker.check(first));
             }
             let found = verdicts.iter().find_map(|v| match v {
                 Verdict::Fails(s) => Some(s.clone()),
@@ -1471,32 +1734,33 @@ impl<'o, 'g> Start<'o, 'g> {
                 verdict: describe(&v1),
             });
         };
-        // A resumed run keeps to the failure the original showed.
-        let signature = options
-            .resume
-            .as_ref()
-            .and_then(|p| p.signature.clone())
-            .unwrap_or_else(|| found.clone());
-        let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
-            .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
         if !same {
             return Err(MinifyError::Flaky {
                 first: describe(&v1),
                 second: describe(&v2),
             });
         }
-        if !identity.matches(&found) {
-            let why = if options.resume.is_some() {
-                "not the failure the original showed"
-            } else {
-                "does not match --check-str"
-            };
-            return Err(MinifyError::DoesNotFail {
-                checker: checker_name,
-                verdict: format!("{} ({why})", describe(&v1)),
-            });
-        }
+        // A resumed run keeps to the failure the original showed.
+        let (signature, identity) = Self::identity(&found, options, &checker_name)?;
         Ok(start(signature, identity, describe(&v1), None))
+    }
+
+    /// Where the search starts again once its first candidate that did not show the bug
+    /// found the original flaky (its runs `first` and `second` disagree): the failure
+    /// rate measured by `checker`.
+    fn flaky(
+        original: &'o Original<'g>,
+        checker: &mut dyn Checker,
+        options: &MinifyOptions,
+        first: Verdict,
+        second: Verdict,
+    ) -> Result<Start<'o, 'g>, MinifyError> {
+        Self::begin(
+            original,
+            checker,
+            options,
+            Runs::Known(Box::new((first, second))),
+        )
     }
 
     /// Runs the strategies from the starting graph, asking `exec` (with `lookahead`
@@ -1507,7 +1771,7 @@ impl<'o, 'g> Start<'o, 'g> {
         lookahead: usize,
         options: &MinifyOptions,
         sink: &'a mut dyn Sink,
-    ) -> Result<Minified, MinifyError> {
+    ) -> Result<Searched, MinifyError> {
         let progress = if options.progress {
             Progress::spinner("minify")
         } else {
@@ -1529,7 +1793,10 @@ impl<'o, 'g> Start<'o, 'g> {
             stats: Stats {
                 start_nodes: self.original.graph().num_call_function_nodes(),
                 end_nodes: start_size,
-                queries: self.reliability.map_or(2, |r| r.runs),
+                // The original's runs: one, and the second once a recheck takes it.
+                queries: self
+                    .reliability
+                    .map_or(if self.recheck.is_some() { 1 } else { 2 }, |r| r.runs),
                 cache_hits: 0,
                 reliability: self.reliability,
             },
@@ -1543,6 +1810,12 @@ impl<'o, 'g> Start<'o, 'g> {
             sink_error: None,
             try_constants: options.constants,
             constants_next: None,
+            recheck: self.recheck.clone(),
+            first: options
+                .resume
+                .is_some()
+                .then(|| (self.first_kept.clone(), self.first_retained.clone())),
+            flaky: None,
         };
         session.show_progress();
         session.note(format!(
@@ -1563,7 +1836,7 @@ impl<'o, 'g> Start<'o, 'g> {
                 .insert((s.clone(), session.retained.clone(), Form::default()), true);
         } else if !session.preprocess() {
             // Only the original exactly as given fails: nothing can be taken away.
-            return session.finish(self.original.as_given(), signature);
+            return session.end(self.original.as_given(), signature);
         }
         s = session.named_nodes_alone(s, &signature);
         loop {
@@ -1596,6 +1869,6 @@ impl<'o, 'g> Start<'o, 'g> {
         if session.saved.as_ref() != Some(&result) {
             session.save(&candidate);
         }
-        session.finish(candidate, signature)
+        session.end(candidate, signature)
     }
 }

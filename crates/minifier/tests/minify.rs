@@ -297,6 +297,32 @@ fn every_improvement_reaches_the_sink_and_a_resumed_run_ends_the_same() {
     assert!(matches!(err, MinifyError::Resume(_)));
 }
 
+#[test]
+fn the_original_runs_again_only_once_a_candidate_does_not_fail() {
+    // One relu on an input: every candidate the search asks keeps the relu and fails, so
+    // no verdict could be the flaky bug not showing, and the original runs once.
+    let mut b = graphbug_ir::GraphBuilder::new("G");
+    let x = b.input(
+        "x",
+        graphbug_ir::TensorMeta::new(graphbug_ir::Dtype::Float32, vec![4]),
+    );
+    let r = b.call(graphbug_ir::OpName::aten("relu", "default"), [x.into()]);
+    b.output([r.into()]);
+    let g = b.finish().unwrap();
+    let mut c = Ops::new(&["relu"]);
+    let m = minify(&g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+    let original = graphbug_ir::print_graph(&g);
+    assert_eq!(c.seen.iter().filter(|s| **s == original).count(), 1);
+    assert_eq!(c.seen.len(), m.stats.queries);
+    // A candidate that does not fail runs the original again, once (gpt4: see
+    // `no_candidate_is_queried_twice_and_runs_are_deterministic`).
+    let mut c = Ops::new(&["gelu"]);
+    let m = minify(&gpt4(), &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
+    let original = graphbug_ir::print_graph(&gpt4());
+    assert_eq!(c.seen.iter().filter(|s| **s == original).count(), 2);
+    assert_eq!(c.seen.len(), m.stats.queries);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -518,18 +544,20 @@ fn a_flaky_bug_is_measured_and_every_candidate_held_to_its_rate() {
 #[test]
 fn a_flaky_original_is_found_without_being_asked() {
     let g = gpt4();
-    // Half the runs fail; from run 4 on, the sequence fails and then passes, so the first
-    // two runs disagree and the original is run AUTO_REPEAT times without `repeat`.
+    // Half the runs fail; from run 8 on, the original's run fails, and its second run,
+    // taken at the search's first candidate that does not fail, passes: the two disagree,
+    // the search starts again, and the original is run AUTO_REPEAT times without `repeat`.
     let mut c = Flaky {
         bug: "gelu_1",
         helper: "gelu_1",
         rate: 500,
         weak: 500,
-        runs: 3,
+        runs: 7,
     };
     let m = minify(&g, &mut c, &MinifyOptions::default(), &mut NoSink).unwrap();
     let r = m.stats.reliability.expect("measured without being asked");
     assert_eq!(r.runs, graphbug_minifier::minify::AUTO_REPEAT);
+    assert!(m.stats.queries > r.runs, "{}", m.stats.queries);
     assert_eq!(kept_names(&m), ["gelu_1"]);
 }
 
