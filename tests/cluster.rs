@@ -109,6 +109,20 @@ fn interrupted(slurm: &Slurm, signal: i32, ready: Jobs, launcher: &str, dir: &Pa
         &["-j", "2", "--timeout", "30", "--worker-launcher", launcher],
         &[(k, &v)],
     );
+    // A run started in the background (`nohup`, `&` in a script) inherits SIGINT and
+    // SIGHUP ignored, as POSIX has background jobs ignore them: graphbug gets the
+    // dispositions of a run in a terminal, whatever ran this test.
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (signal).
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            for signal in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
