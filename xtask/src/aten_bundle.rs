@@ -58,7 +58,12 @@ pub fn gpu_libtorch(root: &Path) -> Result<PathBuf> {
     if libtorch.join("lib/libtorch_cpu.so").is_file() {
         return Ok(libtorch);
     }
-    let wheels = dir.join("wheel");
+    let (wheels, unpacking) = (dir.join("wheel"), dir.join("unpacking"));
+    for partial in [&wheels, &unpacking] {
+        if partial.exists() {
+            std::fs::remove_dir_all(partial)?;
+        }
+    }
     println!(
         "aten-gpu-bundle: downloading torch=={GPU_TORCH}'s wheel (about 530 MB) for its libtorch"
     );
@@ -89,9 +94,12 @@ pub fn gpu_libtorch(root: &Path) -> Result<PathBuf> {
                  \x20       z.extract(n, sys.argv[2])",
             ])
             .arg(&wheels)
-            .arg(&dir),
+            .arg(&unpacking),
         "unpacking the torch wheel",
     )?;
+    // Whole or not there: an unpacking cut short is never taken for a libtorch.
+    std::fs::rename(unpacking.join("torch"), &libtorch)?;
+    std::fs::remove_dir_all(&unpacking)?;
     std::fs::remove_dir_all(&wheels)?;
     Ok(libtorch)
 }
