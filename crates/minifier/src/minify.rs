@@ -1567,31 +1567,27 @@ impl<'o, 'g> Start<'o, 'g> {
             reliability,
             recheck: None,
         };
-        let (second, eager) = match runs {
+        // `eager`: `None` when the runs are known (they are judged now, both taken).
+        let (v1, v2, eager) = match runs {
             Runs::Known(runs) => {
                 let (v1, v2) = *runs;
-                return Self::judged(
-                    start,
-                    &first,
-                    checker,
-                    options,
-                    checker_name.clone(),
-                    v1,
-                    v2,
-                );
+                (v1, Some(v2), None)
             }
-            Runs::Check { second, eager } => (second, eager),
-        };
-        let (v1, v2) = match second {
-            Some(other) => std::thread::scope(|scope| {
+            Runs::Check {
+                second: Some(other),
+                eager,
+            } => std::thread::scope(|scope| {
                 let again = scope.spawn(|| other.check(&first));
                 let v1 = checker.check(&first);
                 let v2 = again.join().unwrap_or_else(|_| {
                     Verdict::Unresolved("the checker panicked on the original".into())
                 });
-                (v1, Some(v2))
+                (v1, Some(v2), Some(eager))
             }),
-            None => (checker.check(&first), None),
+            Runs::Check {
+                second: None,
+                eager,
+            } => (checker.check(&first), None, Some(eager)),
         };
         if let Verdict::Unresolved(message) = v1 {
             return Err(MinifyError::Unresolved {
@@ -1599,7 +1595,9 @@ impl<'o, 'g> Start<'o, 'g> {
                 message,
             });
         }
-        if let (Verdict::Fails(found), true) = (&v1, options.repeat.is_none_or(|k| k <= 1)) {
+        if let (Some(eager), Verdict::Fails(found), true) =
+            (eager, &v1, options.repeat.is_none_or(|k| k <= 1))
+        {
             let second = match v2 {
                 Some(v) => Some(v),
                 None if eager => Some(checker.check(&first)),
@@ -1614,56 +1612,6 @@ impl<'o, 'g> Start<'o, 'g> {
             Some(v) => v,
             None => checker.check(&first),
         };
-        Self::judged(
-            start,
-            &first,
-            checker,
-            options,
-            checker_name.clone(),
-            v1,
-            v2,
-        )
-    }
-
-    /// The original's failure and what a candidate's failure must match: the failure a
-    /// resumed run kept to, or `found`; an error when `found` is not that failure.
-    fn identity(
-        found: &Signature,
-        options: &MinifyOptions,
-        checker_name: &str,
-    ) -> Result<(Signature, BugIdentity), MinifyError> {
-        let signature = options
-            .resume
-            .as_ref()
-            .and_then(|p| p.signature.clone())
-            .unwrap_or_else(|| found.clone());
-        let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
-            .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
-        if !identity.matches(found) {
-            let why = if options.resume.is_some() {
-                "not the failure the original showed"
-            } else {
-                "does not match --check-str"
-            };
-            return Err(MinifyError::DoesNotFail {
-                checker: checker_name.to_string(),
-                verdict: format!("{} ({why})", describe(&Verdict::Fails(found.clone()))),
-            });
-        }
-        Ok((signature, identity))
-    }
-
-    /// Where the search starts after the original's two runs `v1` and `v2` on `first`:
-    /// a flaky bug's failure rate measured (more runs by `checker`), or an error.
-    fn judged(
-        start: impl Fn(Signature, BugIdentity, String, Option<Reliability>) -> Start<'o, 'g>,
-        first: &Candidate,
-        checker: &mut dyn Checker,
-        options: &MinifyOptions,
-        checker_name: String,
-        v1: Verdict,
-        v2: Verdict,
-    ) -> Result<Start<'o, 'g>, MinifyError> {
         let same = same_failure(&v1, &v2);
         let fails = |v: &Verdict| matches!(v, Verdict::Fails(_));
         // Measure how reliably the original fails when asked to, or when its first two
@@ -1675,7 +1623,7 @@ impl<'o, 'g> Start<'o, 'g> {
         if let Some(runs) = repeat {
             let mut verdicts = vec![v1, v2];
             while verdicts.len() < runs {
-                verdicts.push(checker.check(first));
+                verdicts.push(checker.check(&first));
             }
             let found = verdicts.iter().find_map(|v| match v {
                 Verdict::Fails(s) => Some(s.clone()),
@@ -1743,6 +1691,34 @@ impl<'o, 'g> Start<'o, 'g> {
         // A resumed run keeps to the failure the original showed.
         let (signature, identity) = Self::identity(&found, options, &checker_name)?;
         Ok(start(signature, identity, describe(&v1), None))
+    }
+
+    /// The original's failure and what a candidate's failure must match: the failure a
+    /// resumed run kept to, or `found`; an error when `found` is not that failure.
+    fn identity(
+        found: &Signature,
+        options: &MinifyOptions,
+        checker_name: &str,
+    ) -> Result<(Signature, BugIdentity), MinifyError> {
+        let signature = options
+            .resume
+            .as_ref()
+            .and_then(|p| p.signature.clone())
+            .unwrap_or_else(|| found.clone());
+        let identity = BugIdentity::new(signature.clone(), options.check_str.as_deref())
+            .map_err(|e| MinifyError::CheckStr(e.to_string()))?;
+        if !identity.matches(found) {
+            let why = if options.resume.is_some() {
+                "not the failure the original showed"
+            } else {
+                "does not match --check-str"
+            };
+            return Err(MinifyError::DoesNotFail {
+                checker: checker_name.to_string(),
+                verdict: format!("{} ({why})", describe(&Verdict::Fails(found.clone()))),
+            });
+        }
+        Ok((signature, identity))
     }
 
     /// Where the search starts again once its first candidate that did not show the bug
