@@ -376,20 +376,13 @@ pub fn make_aten_bundle(root: &Path, binary: &Path, libs: &[PathBuf], out: &Path
     )?;
     std::fs::copy(root.join("xtask/python/peak.py"), out.join("peak.py"))?;
     std::fs::write(out.join("TORCH_VERSION"), format!("{GPU_TORCH}\n"))?;
-    let script = out.join("run.sh");
-    std::fs::write(&script, RUN_SH.replace("@FAULT_NODE@", FAULT_NODE))?;
-    std::fs::write(out.join("README.txt"), README)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
-    let size = crate::bundle::dir_size(out)?;
-    println!(
-        "aten-gpu-bundle: {} ({} models, {:.1} MiB; graphbug {:.1} MiB)",
-        out.display(),
-        MODELS.len(),
-        size as f64 / (1 << 20) as f64,
-        std::fs::metadata(&bin)?.len() as f64 / (1 << 20) as f64
-    );
-    Ok(size)
+    crate::bundle::finish(
+        out,
+        &RUN_SH.replace("@FAULT_NODE@", FAULT_NODE),
+        README,
+        "aten-gpu-bundle",
+        &format!("{} models", MODELS.len()),
+    )
 }
 
 const README: &str = "\

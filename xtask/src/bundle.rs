@@ -158,18 +158,36 @@ pub fn make_bundle(root: &Path, binary: &Path, out: &Path) -> Result<u64> {
     if !excluded.is_empty() {
         std::fs::write(out.join("LEFT_OUT.txt"), excluded)?;
     }
+    finish(
+        out,
+        RUN_SH,
+        README,
+        "gpu-bundle",
+        &format!("{} fixtures", names.len()),
+    )
+}
+
+/// Writes a bundle's executable `run.sh` and its `README.txt` into `out` (which holds its
+/// `graphbug`), prints what `command` made (`contents`, the bundle's and the binary's
+/// sizes), and returns the bundle's bytes.
+pub(crate) fn finish(
+    out: &Path,
+    run_sh: &str,
+    readme: &str,
+    command: &str,
+    contents: &str,
+) -> Result<u64> {
     let script = out.join("run.sh");
-    std::fs::write(&script, RUN_SH)?;
-    std::fs::write(out.join("README.txt"), README)?;
+    std::fs::write(&script, run_sh)?;
+    std::fs::write(out.join("README.txt"), readme)?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
     let size = dir_size(out)?;
     println!(
-        "gpu-bundle: {} ({} fixtures, {:.1} MiB; graphbug {:.1} MiB)",
+        "{command}: {} ({contents}, {:.1} MiB; graphbug {:.1} MiB)",
         out.display(),
-        names.len(),
         size as f64 / (1 << 20) as f64,
-        std::fs::metadata(&bin)?.len() as f64 / (1 << 20) as f64
+        std::fs::metadata(out.join("graphbug"))?.len() as f64 / (1 << 20) as f64
     );
     Ok(size)
 }
@@ -186,7 +204,7 @@ pub fn within_limit(size: u64) -> Result<()> {
 }
 
 /// The bytes of the files under `dir`.
-pub(crate) fn dir_size(dir: &Path) -> Result<u64> {
+fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;
