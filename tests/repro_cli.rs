@@ -228,6 +228,34 @@ fn backward_graph_failures_are_dumped_after_aot_and_minify_to_the_relu() {
             (&"dynamo".into(), &true.into())
         );
     }
+    // A wrapper around the pipeline changes none of that: the repro is still a training step.
+    for wrapped in [format!("explain:{backend}"), format!("slow:1+{backend}")] {
+        let dir = tmp.path().join(format!("wrapped-{}", wrapped.len()));
+        let out = graphbug_in(
+            tmp.path(),
+            &[
+                "repro",
+                mlp.to_str().unwrap(),
+                "--backend",
+                &wrapped,
+                "--inputs",
+                inputs.to_str().unwrap(),
+                "--no-minify",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{wrapped}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["training"], true, "{wrapped}");
+    }
     let minified = out_dir.join("minified");
     assert_eq!(call_nodes(&minified.join("graph.py")), ["relu"]);
     assert_reproduces(tmp.path(), &minified, backend);

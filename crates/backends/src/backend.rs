@@ -179,25 +179,37 @@ pub trait Backend: Send + Sync {
         &[]
     }
 
-    /// True for pipelines that compile their graphs with inner backends (AOT): a fault from
-    /// `GRAPHBUG_INJECT_FAULT` then goes to those inner compilers, not around the pipeline.
+    /// The backend this one wraps (`explain:`, `fault:`, `slow:`, `limit:` around another),
+    /// if it is a wrapper. Whatever a wrapper does not override of `delegates_faults`,
+    /// `passes` and `validate` is its inner backend's: a wrapper changes what it says it
+    /// changes and forwards the rest, with no forwarding written by hand.
+    fn inner(&self) -> Option<&dyn Backend> {
+        None
+    }
+
+    /// True for pipelines that compile their graphs with inner backends (AOT), and for
+    /// wrappers around one: a fault from `GRAPHBUG_INJECT_FAULT` then goes to those inner
+    /// compilers, not around the pipeline, and a repro of the graph is a training step.
     fn delegates_faults(&self) -> bool {
-        false
+        self.inner().is_some_and(|b| b.delegates_faults())
     }
 
     /// The passes this backend can limit for `graphbug bisect`, in the order they run;
-    /// each asks [`CompileContext::allow`] before every application. The default: none
-    /// (the backend is bisected as one stage).
+    /// each asks [`CompileContext::allow`] before every application. The default: a
+    /// wrapper's inner backend's, otherwise none (the backend is bisected as one stage).
     fn passes(&self) -> Vec<String> {
-        Vec::new()
+        self.inner().map(|b| b.passes()).unwrap_or_default()
     }
 
     /// Checks, before any work starts, that the backend's own parameters make sense for
     /// `graph` (a fault spec must name one of its nodes); wrappers check their inner
     /// backends too. The error says what is wrong and what the graph has instead. The
-    /// default accepts every graph.
-    fn validate(&self, _graph: &Graph, _example_inputs: &[ExampleInput]) -> Result<(), String> {
-        Ok(())
+    /// default accepts every graph a wrapper's inner backend accepts.
+    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
+        match self.inner() {
+            Some(b) => b.validate(graph, example_inputs),
+            None => Ok(()),
+        }
     }
 
     /// Compiles `graph` for inputs like `example_inputs`.

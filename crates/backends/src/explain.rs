@@ -104,11 +104,8 @@ impl Backend for Explain {
     fn tags(&self) -> &[&str] {
         &["debug"]
     }
-    fn passes(&self) -> Vec<String> {
-        self.inner.passes()
-    }
-    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
-        self.inner.validate(graph, example_inputs)
+    fn inner(&self) -> Option<&dyn Backend> {
+        Some(self.inner.as_ref())
     }
     fn compile(
         &self,

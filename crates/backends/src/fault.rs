@@ -147,6 +147,10 @@ impl Backend for FaultBackend {
         &["testing"]
     }
 
+    fn inner(&self) -> Option<&dyn Backend> {
+        Some(self.inner.as_ref())
+    }
+
     fn passes(&self) -> Vec<String> {
         crate::passes::with_passes(&["fault"], &[self.inner.as_ref()])
     }

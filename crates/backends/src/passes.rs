@@ -231,16 +231,8 @@ impl Backend for Limit {
         &["debug"]
     }
 
-    fn passes(&self) -> Vec<String> {
-        self.inner.passes()
-    }
-
-    fn delegates_faults(&self) -> bool {
-        self.inner.delegates_faults()
-    }
-
-    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
-        self.inner.validate(graph, example_inputs)
+    fn inner(&self) -> Option<&dyn Backend> {
+        Some(self.inner.as_ref())
     }
 
     fn compile(

@@ -124,9 +124,11 @@ pub const MAX_NESTING: usize = 16;
 
 /// The backend for `name`, without the environment's fault injection.
 pub fn resolve(name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
-    let nesting = ["fault:", "explain:", "aot_eager:", "slow:", "limit:"]
+    let nesting = REGISTRY
+        .read()
+        .factories
         .iter()
-        .map(|p| name.matches(p).count())
+        .map(|f| name.matches(f.prefix).count())
         .sum::<usize>();
     if nesting > MAX_NESTING {
         let shown: String = name.chars().take(80).collect();

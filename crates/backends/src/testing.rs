@@ -216,11 +216,8 @@ impl Backend for Slow {
     fn tags(&self) -> &[&str] {
         &["testing"]
     }
-    fn passes(&self) -> Vec<String> {
-        self.inner.passes()
-    }
-    fn validate(&self, graph: &Graph, example_inputs: &[ExampleInput]) -> Result<(), String> {
-        self.inner.validate(graph, example_inputs)
+    fn inner(&self) -> Option<&dyn Backend> {
+        Some(self.inner.as_ref())
     }
     fn compile(
         &self,

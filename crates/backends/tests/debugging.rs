@@ -526,6 +526,65 @@ fn fault_specs_naming_no_node_are_refused_with_the_closest_ops() {
     );
 }
 
+/// Every wrapper around an AOT pipeline forwards what it does not change: the pipeline
+/// still trains (a repro of its graph is a training step, and `GRAPHBUG_INJECT_FAULT` goes
+/// to its inner compilers), its passes stay bisectable, and its inner compilers are still
+/// checked against the graphs they get.
+#[test]
+fn every_wrapper_around_aot_eager_forwards_what_it_does_not_change() {
+    let m = model("mlp");
+    let mut grads = examples(&m.inputs);
+    for g in &mut grads {
+        g.requires_grad = true;
+    }
+    for pipeline in [
+        "aot_eager",
+        "aot_eager:partitioner=min-cut,decompose=inductor",
+    ] {
+        let own = lookup(pipeline).unwrap();
+        assert!(own.delegates_faults(), "{pipeline}");
+        assert!(!own.passes().is_empty(), "{pipeline} has no passes");
+        for wrapper in [
+            format!("explain:{pipeline}"),
+            format!("slow:1+{pipeline}"),
+            format!("limit:{}=1+{pipeline}", own.passes()[0]),
+            format!("fault:runtime@relu+{pipeline}"),
+            format!("explain:slow:1+fault:nan@relu+{pipeline}"),
+        ] {
+            let b = lookup(&wrapper).unwrap();
+            assert!(b.delegates_faults(), "{wrapper} lost the training step");
+            let passes = b.passes();
+            assert!(
+                own.passes().iter().all(|p| passes.contains(p)),
+                "{wrapper} lost passes: {passes:?} against {:?}",
+                own.passes()
+            );
+            assert!(b.validate(&m.graph, &grads).is_ok(), "{wrapper}");
+        }
+    }
+    // Without a pipeline inside, a wrapper does not train.
+    for plain in [
+        "explain:eager",
+        "slow:1",
+        "fault:runtime@relu",
+        "limit:fault=1+fault:runtime@relu",
+    ] {
+        assert!(!lookup(plain).unwrap().delegates_faults(), "{plain}");
+    }
+    // The inner compilers' checks run through every wrapper.
+    for wrapper in ["explain:", "slow:1+", "fault:runtime@relu+"] {
+        let name = format!("{wrapper}aot_eager:bw=fault:runtime@relu");
+        let e = lookup(&name)
+            .unwrap()
+            .validate(&m.graph, &grads)
+            .unwrap_err();
+        assert!(
+            e.contains("in the backward graph of `aot_eager:bw=fault:runtime@relu`"),
+            "{name}: {e}"
+        );
+    }
+}
+
 #[test]
 fn deeply_nested_backend_names_are_refused_quickly() {
     let name = format!("{}eager", "fault:runtime@relu+".repeat(3000));
