@@ -196,8 +196,10 @@ fn boot_time() -> Option<SystemTime> {
 
 /// Fills a fresh directory with `fill`, then makes `link` (a symlink) point at it in one
 /// atomic rename, so readers of `link` see the old directory or the new one, never a mix.
-/// The directory `link` pointed at before is removed. A real directory at `link` is
-/// replaced only when it is empty.
+/// The directory `link` pointed at before is removed. A real directory at `link` (a
+/// repro directory copied with its links followed: `cp -rL`, an archive, git) is removed
+/// when empty and otherwise kept, renamed to `NAME.earlier` (`NAME.earlier.2`, ...): the
+/// new version takes its place and nothing in it is lost.
 pub fn replace_dir_atomically<E>(
     link: &Path,
     fill: impl FnOnce(&Path) -> Result<(), E>,
@@ -220,12 +222,11 @@ pub fn replace_dir_atomically<E>(
             std::fs::read_link(link).ok().map(|t| parent.join(t))
         }
         Ok(m) if m.is_dir() => {
-            std::fs::remove_dir(link).map_err(|e| {
-                io_error(
-                    link,
-                    format!("exists and is not a graphbug repro link ({e})"),
-                )
-            })?;
+            // An empty one goes; one with files stays, under another name.
+            if std::fs::remove_dir(link).is_err() {
+                let earlier = earlier_name(link);
+                std::fs::rename(link, &earlier).map_err(|e| io_error(link, e.to_string()))?;
+            }
             None
         }
         Ok(_) => return Err(io_error(link, "exists and is not a directory".into())),
@@ -246,6 +247,20 @@ pub fn replace_dir_atomically<E>(
     Ok(())
 }
 
+/// The first name beside `link` that nothing has: `NAME.earlier`, then `NAME.earlier.2`, ...
+fn earlier_name(link: &Path) -> PathBuf {
+    let name = link
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    (1..)
+        .map(|k| match k {
+            1 => link.with_file_name(format!("{name}.earlier")),
+            k => link.with_file_name(format!("{name}.earlier.{k}")),
+        })
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .expect("some name is free")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +279,52 @@ mod tests {
         let missing = dir.path().join("no/such/dir/file");
         let err = write_file_atomically(&missing, b"x").unwrap_err();
         assert!(err.to_string().contains("does not exist"), "{err}");
+    }
+
+    /// A repro directory copied with its links followed is a real directory where the link
+    /// was: a new version takes its place, and the copy stays, renamed, with all of the
+    /// user's files in it; an empty one just goes.
+    #[test]
+    fn a_copied_directory_gives_way_to_the_link_and_is_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let link = root.path().join("minified");
+        let io = |p: &Path, m: String| format!("{}: {m}", p.display());
+        let fill = |d: &Path| -> Result<(), String> {
+            std::fs::write(d.join("graph.py"), "new").unwrap();
+            Ok(())
+        };
+        let names = || {
+            let mut n: Vec<String> = std::fs::read_dir(root.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect();
+            n.sort();
+            n
+        };
+        std::fs::create_dir(&link).unwrap();
+        replace_dir_atomically(&link, fill, io).unwrap();
+        assert_eq!(names(), ["minified"]);
+        for earlier in ["minified.earlier", "minified.earlier.2"] {
+            std::fs::remove_file(&link).unwrap();
+            std::fs::create_dir_all(link.join("sub")).unwrap();
+            std::fs::write(link.join("sub/notes.txt"), earlier).unwrap();
+            replace_dir_atomically(&link, fill, io).unwrap();
+            assert!(std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+            assert_eq!(
+                std::fs::read_to_string(link.join("graph.py")).unwrap(),
+                "new"
+            );
+            let kept = root.path().join(earlier).join("sub/notes.txt");
+            assert_eq!(std::fs::read_to_string(kept).unwrap(), earlier);
+        }
+        assert_eq!(
+            names(),
+            ["minified", "minified.earlier", "minified.earlier.2"]
+        );
     }
 
     #[test]
