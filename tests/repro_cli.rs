@@ -755,3 +755,119 @@ fn a_flaky_failure_is_minified_to_its_rate_and_run_checks_the_rate() {
         text(&out.stderr)
     );
 }
+
+/// Directories an earlier graphbug wrote (`tests/fixtures/repro-dirs`, made by its
+/// `make.sh`, copied there with their links followed) still load: each repro directory
+/// and its minified one reproduce their failure, a copied one minifies again in place and
+/// is analyzed, and a minification's `--out` resumes to the same result.
+#[test]
+fn directories_written_by_an_earlier_graphbug_still_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixtures = root().join("tests/fixtures");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(fixtures.join("repro-dirs"))
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let dirs = tmp.path().join("repro-dirs");
+    let reproduces = |dir: &str, what: &str| {
+        let o = graphbug_in(&dirs, &["repro", dir, "run"]);
+        let said = text(&o.stdout) + &text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{dir}: {said}");
+        assert!(
+            said.starts_with(&format!("reproduced: {what}")),
+            "{dir}: {said}"
+        );
+    };
+    for (dir, what) in [
+        ("aten", "runtime error"),
+        ("aten-random", "accuracy wrong result"),
+        ("aten-aot", "runtime error"),
+        ("aten-training", "runtime error"),
+        ("hlo", "accuracy wrong result"),
+        ("stablehlo", "accuracy wrong result"),
+    ] {
+        reproduces(dir, what);
+        reproduces(&format!("{dir}/minified"), what);
+    }
+    reproduces("aten-bisect/case", "accuracy wrong result");
+    reproduces("aten-bisect/guilty", "accuracy wrong result");
+    // Minified again where it was copied: the copy's `minified` gives way to a link and
+    // stays as `minified.earlier`.
+    for dir in ["aten-training", "hlo"] {
+        let o = graphbug_in(&dirs, &["repro", dir, "minify"]);
+        let said = text(&o.stdout) + &text(&o.stderr);
+        assert!(o.status.success(), "{dir}: {said}");
+        let minified = dirs.join(dir).join("minified");
+        assert!(
+            std::fs::symlink_metadata(&minified)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{dir}"
+        );
+        assert!(dirs.join(dir).join("minified.earlier").is_dir(), "{dir}");
+    }
+    reproduces("aten-training/minified", "runtime error");
+    reproduces("hlo/minified", "accuracy wrong result");
+    for (dir, first) in [
+        ("aten-random", "first divergence: node `relu`"),
+        (
+            "hlo",
+            "the divergence that reaches the outputs starts at: `reduce_max.7`",
+        ),
+    ] {
+        let o = graphbug_in(&dirs, &["repro", dir, "analyze"]);
+        let said = text(&o.stdout) + &text(&o.stderr);
+        assert!(said.contains(first), "{dir}: {said}");
+    }
+    // `--resume` from the state an earlier graphbug saved ends where it ended.
+    let mlp = fixtures.join("mlp");
+    let argmax = fixtures.join("xla/hlo/argmax.hlo");
+    for (out, file, mut args) in [
+        (
+            "aten-minify",
+            mlp.join("forward.py"),
+            vec!["--backend", "relu_runtime_error_TESTING_ONLY"],
+        ),
+        (
+            "hlo-minify",
+            argmax,
+            vec!["--backend", "fault:runtime@node:reduce_max.7+pjrt:cpu"],
+        ),
+    ] {
+        let inputs = mlp.join("inputs.npz");
+        if out == "aten-minify" {
+            args.extend(["--inputs", inputs.to_str().unwrap()]);
+        }
+        let before = std::fs::read_dir(dirs.join(out).join("minified"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read(e.path()).unwrap())
+            })
+            .collect::<std::collections::BTreeMap<_, _>>();
+        let o = graphbug_in(
+            &dirs,
+            &[
+                &["minify", file.to_str().unwrap(), "--check", "runtime"],
+                &args[..],
+                &["--out", out, "--resume"],
+            ]
+            .concat(),
+        );
+        let said = text(&o.stdout) + &text(&o.stderr);
+        assert!(o.status.success(), "{out}: {said}");
+        assert!(said.contains("resuming from 1 "), "{out}: {said}");
+        let after = std::fs::read_dir(dirs.join(out).join("minified"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read(e.path()).unwrap())
+            })
+            .collect::<std::collections::BTreeMap<_, _>>();
+        assert_eq!(before, after, "{out}");
+    }
+}
