@@ -260,7 +260,7 @@ fn bad_input_to_every_command_is_a_clear_error() {
         minify(&[], 1, "say what fails"),
         minify(
             &["--check", "bogus", "--backend", "eager"],
-            1,
+            2,
             "unknown check `bogus`",
         ),
         minify(
@@ -268,7 +268,7 @@ fn bad_input_to_every_command_is_a_clear_error() {
             1,
             "--check runtime needs --backend NAME",
         ),
-        minify(&["--check", "contains:"], 1, "needs at least one op"),
+        minify(&["--check", "contains:"], 2, "needs at least one op"),
         minify(
             &["--check", "contains:aten.relu.default", "--check-str", "("],
             1,

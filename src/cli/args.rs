@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use graphbug::minifier::Check;
 use graphbug::run::limits::parse_timeout;
 
 /// Arguments of `graphbug run`.
@@ -204,7 +205,7 @@ pub struct ReproArgs {
     /// the directory records; for one that records none (a captured graph), any failure
     /// of the backend, wrong results included (compared with eager, as level 4 does).
     #[arg(long)]
-    pub check: Option<String>,
+    pub check: Option<Check>,
     /// XLA programs: the PJRT plugin whose run records the reference values (default
     /// pjrt:cpu; a repro directory's manifest names its own).
     #[arg(long, value_name = "BACKEND")]

@@ -9,7 +9,7 @@ use graphbug::aten::device::ensure_device;
 use graphbug::aten::dtype::tch_device;
 use graphbug::backends::lookup;
 use graphbug::ir::{Device, Graph};
-use graphbug::minifier::{Checker, Contains};
+use graphbug::minifier::{Check, Checker, Contains};
 use graphbug::repro::actions::{start_isolated_checkers, validate_backend};
 use graphbug::repro::checkers::AsRunnable;
 use graphbug::repro::command::{write_graphs, CommandChecker};
@@ -17,7 +17,7 @@ use graphbug::repro::isolate::{WorkerCheck, WorkerSpec};
 use graphbug::repro::limits::TimeLimit;
 use graphbug::repro::progress::{inputs_fingerprint, out_dir};
 use graphbug::repro::scratch::Scratch;
-use graphbug::repro::{BackendChecker, CheckKind, ReferenceValues};
+use graphbug::repro::{BackendChecker, ReferenceValues};
 use tch::Tensor;
 
 use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
@@ -53,11 +53,7 @@ fn build_checkers(
         workers.allow_in_process().map_err(|e| anyhow!(e))?;
     }
     if workers.launcher.is_some()
-        && (args.check_command.is_some()
-            || args
-                .check
-                .as_deref()
-                .is_some_and(|c| c.starts_with("contains:")))
+        && (args.check_command.is_some() || matches!(args.check, Some(Check::Contains(_))))
     {
         bail!("--worker-launcher starts workers that run a backend; with --check-command the command itself can start its work elsewhere (e.g. `srun ... my-check`), and a contains: check runs no backend");
     }
@@ -91,22 +87,23 @@ fn build_checkers(
             .collect();
         return Ok((checkers, Some(values)));
     }
-    let check = args.check.as_deref().ok_or_else(|| {
+    let check = args.check.as_ref().ok_or_else(|| {
         anyhow!(
             "say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD"
         )
     })?;
-    if let Some(ops) = check.strip_prefix("contains:") {
-        let contains = Contains::parse(ops).map_err(|e| anyhow!(e))?;
-        if !args.no_isolate {
-            eager_in_worker(run_graph, inputs, constants, device, scratch)?;
+    let kind = match check {
+        Check::Backend(kind) => *kind,
+        Check::Contains(contains) => {
+            if !args.no_isolate {
+                eager_in_worker(run_graph, inputs, constants, device, scratch)?;
+            }
+            let checkers = (0..workers.count())
+                .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
+                .collect();
+            return Ok((checkers, None));
         }
-        let checkers = (0..workers.count())
-            .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-            .collect();
-        return Ok((checkers, None));
-    }
-    let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
+    };
     let backend = backend.ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;
     let resolved = lookup(backend)?;
     if args.no_isolate {
@@ -150,17 +147,13 @@ fn build_checkers(
 /// graph that runs as written (a dynamo-level or symbolic graph is checked in its aten,
 /// runnable form).
 fn structural_check(args: &MinifyArgs, graph: &Graph) -> Result<Option<Contains>> {
-    let Some(ops) = args
-        .check
-        .as_deref()
-        .and_then(|c| c.strip_prefix("contains:"))
-    else {
+    let Some(contains) = args.check.as_ref().and_then(Check::contains) else {
         return Ok(None);
     };
     if args.out.is_some() || graphbug::aten::dynamic::needs_runnable_form(graph) {
         return Ok(None);
     }
-    Contains::parse(ops).map(Some).map_err(|e| anyhow!(e))
+    Ok(Some(contains.clone()))
 }
 
 /// `graphbug minify`.
@@ -218,10 +211,7 @@ pub fn minify_command(args: &MinifyArgs, bytes: Vec<u8>, plugins: &[PathBuf]) ->
     // make the runnable form of their candidates themselves.
     let isolated_backend = !args.no_isolate
         && args.check_command.is_none()
-        && !args
-            .check
-            .as_deref()
-            .is_some_and(|c| c.starts_with("contains:"));
+        && !matches!(args.check, Some(Check::Contains(_)));
     let mut checkers: Vec<Box<dyn Checker + Send>> =
         if args.check_command.is_some() || isolated_backend {
             checkers

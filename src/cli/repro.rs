@@ -15,7 +15,7 @@ use graphbug::ir::Graph;
 use graphbug::minifier::Minified;
 use graphbug::repro::actions::{
     analyze, classify, minify_repro, reproduce, reproduce_rate, validate_backend, ActionOptions,
-    Outcome, ReproCheck,
+    Outcome,
 };
 use graphbug::repro::case::{absolute, read_repro_dir, ReproCase};
 use graphbug::repro::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
@@ -41,12 +41,7 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
         accuracy: args.strict_accuracy.then_some(AccuracyMode::StrictAccuracy),
         workers: args.workers.workers()?,
         repeat: args.repeat.map(|k| k as usize),
-        check: args
-            .check
-            .as_deref()
-            .map(str::parse::<ReproCheck>)
-            .transpose()
-            .map_err(|e| anyhow!(e))?,
+        check: args.check.clone(),
     })
 }
 

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use graphbug::minifier::progress::{MinifyDir, RunKey};
-use graphbug::minifier::{minify_parallel, Checker, Contains, Minified, MinifyOptions, NoSink};
+use graphbug::minifier::{
+    minify_parallel, Check, Checker, Contains, Minified, MinifyOptions, NoSink,
+};
 use graphbug::run::limits::parse_timeout;
 
 /// Arguments of `graphbug minify`.
@@ -31,7 +33,7 @@ pub struct MinifyArgs {
     /// What counts as failing: compile, runtime, accuracy (with --backend), or
     /// contains:OP[,OP...] (the candidate calls every op listed).
     #[arg(long)]
-    pub check: Option<String>,
+    pub check: Option<Check>,
     /// A shell command run as `CMD DIR` on each candidate's repro directory; it exits
     /// non-zero when the candidate is interesting.
     #[arg(long, conflicts_with = "check")]
@@ -123,7 +125,7 @@ pub fn run_key(args: &MinifyArgs, inputs: String) -> RunKey {
     RunKey {
         check: match (&args.check, &args.check_command) {
             (_, Some(cmd)) => format!("command:{cmd}"),
-            (Some(check), None) => check.clone(),
+            (Some(check), None) => check.to_string(),
             (None, None) => String::new(),
         },
         backend: args.backend.clone(),

@@ -15,7 +15,7 @@ use graphbug::minifier::checker::describe_check;
 use graphbug::minifier::command::CommandChecker;
 use graphbug::minifier::isolate::{IsolatedChecker, Workers};
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
-use graphbug::minifier::{Candidate, CheckKind, Checker, Contains, Minified, MinifyOptions};
+use graphbug::minifier::{Candidate, Check, CheckKind, Checker, Contains, Minified, MinifyOptions};
 use graphbug::run::limits::TimeLimit;
 use graphbug::run::process::own_exe;
 use graphbug::run::scratch::Scratch;
@@ -252,14 +252,7 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
             .map(|t| elide_constants(&t, ELIDE_AT))
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
     };
-    let contains = match args
-        .check
-        .as_deref()
-        .and_then(|c| c.strip_prefix("contains:"))
-    {
-        Some(ops) => Some(Contains::parse(ops).map_err(|e| anyhow!(e))?),
-        None => None,
-    };
+    let contains = args.check.as_ref().and_then(Check::contains).cloned();
     if let (Some(contains), None) = (&contains, &args.out) {
         let text = |m: &Minified| text_with(m, None);
         let m = minify_structurally(args, &graph, contains.clone(), started, &text)?;
@@ -271,10 +264,10 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         (Some(cmd), _) => XlaCheck::Command(cmd.clone()),
         (None, Some(contains)) => XlaCheck::Contains(contains),
         (None, None) => {
-            let check = args.check.as_deref().ok_or_else(|| {
+            let check = args.check.as_ref().ok_or_else(|| {
                 anyhow!("say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD")
             })?;
-            let kind: CheckKind = check.parse().map_err(|e: String| anyhow!(e))?;
+            let kind = check.backend_kind().expect("contains: is taken above");
             let name = args.backend.as_deref().ok_or_else(|| {
                 anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
             })?;

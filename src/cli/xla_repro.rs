@@ -12,8 +12,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use graphbug::files::HostTensor;
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
 use graphbug::minifier::{
-    minify_parallel, BugIdentity, CheckKind, Contains, Minified, MinifyOptions, Original,
-    Signature, Verdict,
+    minify_parallel, BugIdentity, Check, CheckKind, Minified, MinifyOptions, Original, Signature,
+    Verdict,
 };
 use graphbug::run::scratch::Scratch;
 use graphbug::xla::execute::XlaBackend;
@@ -294,14 +294,9 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     let graph = loaded.printer.graph();
     let backend = case_backend(case, args, &loaded.printer)?;
     let reference = case_reference(case, args)?;
-    let check = match args.check.as_deref() {
-        Some(c) => match c.strip_prefix("contains:") {
-            Some(ops) => XlaCheck::Contains(Contains::parse(ops).map_err(|e| anyhow!(e))?),
-            None => XlaCheck::Backend(
-                Box::new(backend.clone()),
-                c.parse().map_err(|e: String| anyhow!(e))?,
-            ),
-        },
+    let check = match &args.check {
+        Some(Check::Contains(contains)) => XlaCheck::Contains(contains.clone()),
+        Some(Check::Backend(kind)) => XlaCheck::Backend(Box::new(backend.clone()), *kind),
         None => XlaCheck::Backend(
             Box::new(backend.clone()),
             case.manifest.check.unwrap_or(CheckKind::Accuracy),
@@ -378,14 +373,10 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     );
     drop(checkers);
     // Inside the computations the result calls, as `graphbug minify` goes: DIR/inside-NAME.
-    let check = args.check.clone().unwrap_or_else(|| {
-        match check_of(&m.signature) {
-            CheckKind::Compile => "compile",
-            CheckKind::Runtime => "runtime",
-            CheckKind::Accuracy => "accuracy",
-        }
-        .to_string()
-    });
+    let check = args
+        .check
+        .clone()
+        .unwrap_or_else(|| Check::Backend(check_of(&m.signature)));
     let inside = MinifyArgs {
         file: case.dir.join(loaded.printer.file_name()),
         inputs: None,

@@ -78,6 +78,66 @@ impl std::str::FromStr for CheckKind {
     }
 }
 
+impl std::fmt::Display for CheckKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CheckKind::Compile => "compile",
+            CheckKind::Runtime => "runtime",
+            CheckKind::Accuracy => "accuracy",
+        })
+    }
+}
+
+/// What counts as failing, as `--check` says it, parsed once: a failure of the backend of
+/// one kind, or (no backend runs) a candidate that calls every op listed.
+#[derive(Clone, Debug)]
+pub enum Check {
+    /// `compile`, `runtime` or `accuracy`: a failure of the backend of this kind.
+    Backend(CheckKind),
+    /// `contains:OP[,OP...]`.
+    Contains(Contains),
+}
+
+impl Check {
+    /// The ops a `contains:` check looks for.
+    pub fn contains(&self) -> Option<&Contains> {
+        match self {
+            Check::Contains(c) => Some(c),
+            Check::Backend(_) => None,
+        }
+    }
+
+    /// The kind of backend failure looked for; `None` for `contains:`, which runs none.
+    pub fn backend_kind(&self) -> Option<CheckKind> {
+        match self {
+            Check::Backend(kind) => Some(*kind),
+            Check::Contains(_) => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Check {
+    type Err = String;
+
+    /// `compile`, `runtime`, `accuracy` or `contains:OP[,OP...]`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.strip_prefix("contains:") {
+            Some(ops) => Contains::parse(ops).map(Check::Contains),
+            None => s.parse().map(Check::Backend),
+        }
+    }
+}
+
+/// As it was given: the text `--resume` compares with the saved state's.
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Check::Backend(kind) => kind.fmt(f),
+            Check::Contains(c) => write!(f, "contains:{}", c.list),
+        }
+    }
+}
+
 /// The message of every accuracy failure, so candidates of one accuracy bug match.
 pub const ACCURACY_MESSAGE: &str = "outputs differ from eager beyond the same() tolerance";
 
@@ -235,6 +295,8 @@ pub fn similar(a: &str, b: &str) -> bool {
 #[derive(Clone, Debug)]
 pub struct Contains {
     ops: Vec<OpPattern>,
+    /// The list as given.
+    list: String,
 }
 
 impl Contains {
@@ -250,7 +312,10 @@ impl Contains {
         if ops.is_empty() {
             return Err("contains: needs at least one op, e.g. contains:aten.gelu.default".into());
         }
-        Ok(Contains { ops })
+        Ok(Contains {
+            ops,
+            list: list.to_string(),
+        })
     }
 }
 
@@ -284,6 +349,30 @@ impl Checker for Contains {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--check` is parsed once into a `Check`, and prints as it was given (the text
+    /// `--resume` compares with a saved state's).
+    #[test]
+    fn checks_parse_once_and_print_as_given() {
+        for (text, kind) in [
+            ("compile", Some(CheckKind::Compile)),
+            ("runtime", Some(CheckKind::Runtime)),
+            ("accuracy", Some(CheckKind::Accuracy)),
+            ("contains:aten::relu.default, gelu", None),
+        ] {
+            let check: Check = text.parse().unwrap();
+            assert_eq!(check.backend_kind(), kind, "{text}");
+            assert_eq!(check.contains().is_some(), kind.is_none(), "{text}");
+            assert_eq!(check.to_string(), text);
+        }
+        let e = "Runtime".parse::<Check>().unwrap_err();
+        assert_eq!(
+            e,
+            "unknown check `Runtime`: expected compile, runtime, accuracy, contains:OPS"
+        );
+        let e = "contains: ,".parse::<Check>().unwrap_err();
+        assert!(e.starts_with("contains: needs at least one op"), "{e}");
+    }
 
     fn sig(kind: &str, op: Option<&str>, message: &str) -> Signature {
         Signature {

@@ -19,8 +19,8 @@ pub mod progress;
 
 pub use candidate::{Candidate, Cut, Form, Origin, Original};
 pub use checker::{
-    similar, BugIdentity, CheckKind, Checker, Contains, Reliability, Reliably, Signature, Startup,
-    Verdict, CLEAR_MARGIN,
+    similar, BugIdentity, Check, CheckKind, Checker, Contains, Reliability, Reliably, Signature,
+    Startup, Verdict, CLEAR_MARGIN,
 };
 pub use minify::{
     margin_text, minify, minify_parallel, Minified, MinifyError, MinifyOptions, NoSink,

@@ -16,7 +16,7 @@ use graphbug_backends::registry::INJECT_FAULT_ENV;
 use graphbug_backends::{lookup, Backend, CompileContext, Failure, Stage, Symptom};
 use graphbug_ir::{Graph, Meta, NodeKind, Value};
 use graphbug_minifier::{
-    minify_parallel, BugIdentity, Checker, Minified, MinifyOptions, Reliability,
+    minify_parallel, BugIdentity, Check, Checker, Minified, MinifyOptions, Reliability,
 };
 use tch::Tensor;
 
@@ -56,29 +56,7 @@ pub struct ActionOptions {
     /// What `minify` looks for (`--check`) instead of the recorded failure; for a directory
     /// that records none (a captured graph), by default any failure of the backend, wrong
     /// results included.
-    pub check: Option<ReproCheck>,
-}
-
-/// What `repro DIR minify --check` looks for.
-#[derive(Clone, Debug)]
-pub enum ReproCheck {
-    /// A failure of the backend of this kind.
-    Backend(CheckKind),
-    /// The candidate calls every op listed (no backend runs).
-    Contains(graphbug_minifier::Contains),
-}
-
-impl std::str::FromStr for ReproCheck {
-    type Err = String;
-
-    /// `compile`, `runtime`, `accuracy` or `contains:OP[,OP...]`, as `graphbug minify`
-    /// takes them.
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s.strip_prefix("contains:") {
-            Some(ops) => graphbug_minifier::Contains::parse(ops).map(ReproCheck::Contains),
-            None => s.parse().map(ReproCheck::Backend),
-        }
-    }
+    pub check: Option<Check>,
 }
 
 /// Checks before any work that `backend`'s parameters make sense for `graph` and its
@@ -418,8 +396,8 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     let backend = prepare(case, opts)?;
     let device = case.device()?;
     let kind = match &opts.check {
-        Some(ReproCheck::Backend(kind)) => *kind,
-        Some(ReproCheck::Contains(_)) | None => check_kind(case),
+        Some(Check::Backend(kind)) => *kind,
+        Some(Check::Contains(_)) | None => check_kind(case),
     };
     let accuracy = opts.accuracy.unwrap_or(case.manifest.accuracy);
     let scratch = Scratch::new("minify")?;
@@ -429,7 +407,7 @@ pub fn minify_repro(dir: &Path, case: &mut ReproCase, opts: &ActionOptions) -> R
     // The reference values of one eager run in this process: the in-process checker's,
     // and what saved repros are made of (isolated, only after a worker survived the run).
     let mut values = None;
-    let checkers: Vec<Box<dyn Checker + Send>> = if let Some(ReproCheck::Contains(contains)) =
+    let checkers: Vec<Box<dyn Checker + Send>> = if let Some(Check::Contains(contains)) =
         &opts.check
     {
         if opts.workers.launcher.is_some() {
