@@ -34,13 +34,8 @@ const REPRO_LEVEL_ENV: &str = "GRAPHBUG_REPRO_LEVEL";
 
 /// The check a failure's signature calls for: its stage's (`compile error` → compile).
 fn check_of(sig: &Signature) -> CheckKind {
-    if sig.kind.starts_with("compile") {
-        CheckKind::Compile
-    } else if sig.kind.starts_with("accuracy") {
-        CheckKind::Accuracy
-    } else {
-        CheckKind::Runtime
-    }
+    sig.failure_kind()
+        .map_or(CheckKind::Runtime, |(stage, _)| CheckKind::finding(stage))
 }
 
 /// Refuses the options of `graphbug repro` that are for aten graphs.

@@ -29,6 +29,15 @@ pub struct Signature {
     pub margin: Option<f64>,
 }
 
+impl Signature {
+    /// The stage and symptom of a backend failure's signature (its kind as
+    /// [`graphbug_run::kind_text`] writes it); `None` for other kinds (`contains`, a
+    /// check command's).
+    pub fn failure_kind(&self) -> Option<(graphbug_run::Stage, graphbug_run::Symptom)> {
+        graphbug_run::parse_kind(&self.kind)
+    }
+}
+
 /// A checker's answer for one candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Verdict {
@@ -88,6 +97,18 @@ impl std::fmt::Display for CheckKind {
     }
 }
 
+impl CheckKind {
+    /// The check that finds a failure at `stage`: `compile` a compile failure, `runtime` a
+    /// runtime one, `accuracy` a wrong result.
+    pub fn finding(stage: graphbug_run::Stage) -> CheckKind {
+        match stage {
+            graphbug_run::Stage::Compile => CheckKind::Compile,
+            graphbug_run::Stage::Runtime => CheckKind::Runtime,
+            graphbug_run::Stage::Accuracy => CheckKind::Accuracy,
+        }
+    }
+}
+
 /// What counts as failing, as `--check` says it, parsed once: a failure of the backend of
 /// one kind, or (no backend runs) a candidate that calls every op listed.
 #[derive(Clone, Debug)]
@@ -144,7 +165,7 @@ pub const ACCURACY_MESSAGE: &str = "outputs differ from eager beyond the same() 
 /// The signature of a backend failure: stage and symptom, op, message.
 pub fn signature_of(f: &graphbug_run::Failure) -> Signature {
     Signature {
-        kind: format!("{} {}", f.stage, f.symptom),
+        kind: graphbug_run::kind_text(f.stage, f.symptom),
         op: f.op.clone(),
         message: f.message.clone(),
         ..Signature::default()

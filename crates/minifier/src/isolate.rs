@@ -1196,7 +1196,7 @@ impl IsolatedChecker {
                     self.end_workers();
                     self.first_took.record(None);
                     return Asked::Answered(Verdict::Fails(Signature {
-                        kind: format!("{stage} timeout"),
+                        kind: format!("{stage} {}", graphbug_run::Symptom::Timeout),
                         op: None,
                         message: format!("no answer within {:.3} s", limit.as_secs_f64()),
                         ..Signature::default()
@@ -1207,7 +1207,7 @@ impl IsolatedChecker {
                     let (how, last) = end_lost(w, self.launched());
                     self.first_took.record(Some(started.elapsed()));
                     return Asked::Lost(Signature {
-                        kind: format!("{stage} crash"),
+                        kind: format!("{stage} {}", graphbug_run::Symptom::Crash),
                         op: None,
                         message: if last.is_empty() {
                             how

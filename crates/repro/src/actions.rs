@@ -382,11 +382,10 @@ pub fn reproduce_main(graph_text: &str, dir: &Path) -> ExitCode {
 /// captured graph), the accuracy check, which also finds compile and runtime failures (the
 /// first the backend shows is the bug minified), as repro level 4 does.
 fn check_kind(case: &ReproCase) -> CheckKind {
-    match case.manifest.failure.as_ref().map(|f| f.stage) {
-        Some(Stage::Compile) => CheckKind::Compile,
-        Some(Stage::Runtime) => CheckKind::Runtime,
-        Some(Stage::Accuracy) | None => CheckKind::Accuracy,
-    }
+    case.manifest
+        .failure
+        .as_ref()
+        .map_or(CheckKind::Accuracy, |f| CheckKind::finding(f.stage))
 }
 
 /// Minifies the case; every improvement is written to `dir/minified/` as a complete repro

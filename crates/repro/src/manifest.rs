@@ -78,11 +78,10 @@ impl FailureRecord {
     /// The failure a checker's signature describes (its kind is `<stage> <symptom>`, as
     /// [`crate::checkers::signature_of`] makes it); `None` for other kinds (`contains`).
     pub fn from_signature(sig: &graphbug_minifier::Signature) -> Option<Self> {
-        let (stage, symptom) = sig.kind.split_once(' ')?;
+        let (stage, symptom) = sig.failure_kind()?;
         Some(FailureRecord {
-            stage: serde_json::from_value(serde_json::Value::from(stage)).ok()?,
-            symptom: serde_json::from_value(serde_json::Value::from(symptom.replace(' ', "_")))
-                .ok()?,
+            stage,
+            symptom,
             message: sig.message.clone(),
             node: sig.culprits.first().cloned(),
             op: sig.op.clone(),

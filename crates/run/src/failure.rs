@@ -89,6 +89,48 @@ impl fmt::Display for Symptom {
     }
 }
 
+impl std::str::FromStr for Stage {
+    type Err = String;
+
+    /// As [`fmt::Display`] writes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Stage::Compile, Stage::Runtime, Stage::Accuracy]
+            .into_iter()
+            .find(|k| k.to_string() == s)
+            .ok_or_else(|| format!("`{s}` is no stage: compile, runtime or accuracy"))
+    }
+}
+
+impl std::str::FromStr for Symptom {
+    type Err = String;
+
+    /// As [`fmt::Display`] writes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            Symptom::Error,
+            Symptom::Crash,
+            Symptom::Timeout,
+            Symptom::WrongResult,
+        ]
+        .into_iter()
+        .find(|k| k.to_string() == s)
+        .ok_or_else(|| format!("`{s}` is no symptom: error, crash, timeout or wrong result"))
+    }
+}
+
+/// A failure's kind as one text, `<stage> <symptom>` (`runtime error`, `accuracy wrong
+/// result`): what minifier signatures and reports carry. [`parse_kind`] reads it back.
+pub fn kind_text(stage: Stage, symptom: Symptom) -> String {
+    format!("{stage} {symptom}")
+}
+
+/// The stage and symptom of a kind [`kind_text`] wrote; `None` for any other text (a
+/// `contains` check's kind, a check command's).
+pub fn parse_kind(kind: &str) -> Option<(Stage, Symptom)> {
+    let (stage, symptom) = kind.split_once(' ')?;
+    Some((stage.parse().ok()?, symptom.parse().ok()?))
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -106,3 +148,39 @@ impl fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One writer and one reader of a failure's kind: every stage and symptom survives
+    /// the round trip, and nothing else reads as a failure.
+    #[test]
+    fn kinds_read_back_as_written() {
+        for stage in [Stage::Compile, Stage::Runtime, Stage::Accuracy] {
+            for symptom in [
+                Symptom::Error,
+                Symptom::Crash,
+                Symptom::Timeout,
+                Symptom::WrongResult,
+            ] {
+                let text = kind_text(stage, symptom);
+                assert_eq!(parse_kind(&text), Some((stage, symptom)), "{text}");
+            }
+        }
+        assert_eq!(
+            kind_text(Stage::Accuracy, Symptom::WrongResult),
+            "accuracy wrong result"
+        );
+        for other in [
+            "contains",
+            "runtime",
+            "runtime wrong",
+            "Runtime error",
+            "exit 1",
+            "",
+        ] {
+            assert_eq!(parse_kind(other), None, "{other}");
+        }
+    }
+}

@@ -14,7 +14,7 @@ pub mod progress;
 pub mod scratch;
 pub mod stage;
 
-pub use failure::{Failure, Stage, Symptom};
+pub use failure::{kind_text, parse_kind, Failure, Stage, Symptom};
 
 /// The graphbug workspace this build comes from: where `cargo xtask setup` put the
 /// virtualenv (`.venv`, with JAX and the CPU PJRT plugin) and libtorch.
