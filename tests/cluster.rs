@@ -169,7 +169,7 @@ fn interrupted(slurm: &Slurm, signal: i32, ready: Jobs, launcher: &str, dir: &Pa
 fn workers_through_srun_give_the_local_result_and_leave_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = missing_programs(&Slurm::PROGRAMS) {
-        eprintln!("skipping the Slurm tests: {why}");
+        graphbug::run::not_run_here("the Slurm tests (tests/cluster.rs)", &why);
         return;
     }
     let slurm = Slurm::start(2).unwrap_or_else(|e| panic!("the Slurm cluster: {e}"));
@@ -297,7 +297,7 @@ fn workers_through_srun_give_the_local_result_and_leave_nothing() {
 fn workers_through_ssh_give_the_local_result_and_leave_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = missing_programs(&Sshd::PROGRAMS) {
-        eprintln!("skipping the ssh tests: {why}");
+        graphbug::run::not_run_here("the ssh tests (tests/cluster.rs)", &why);
         return;
     }
     let sshd = Sshd::start().unwrap_or_else(|e| panic!("sshd: {e}"));

@@ -424,7 +424,10 @@ fn inductor_test_minifier() {
     assert_eq!(summary["end_nodes"], 1);
     assert!(1 <= functorch("offload_to_disk").0);
     if !tch::Cuda::is_available() {
-        eprintln!("notice: no GPU: test_after_aot_gpu_*, test_rmse_improves_over_atol skipped (they need one in PyTorch too)");
+        graphbug::run::not_run_here(
+            "PyTorch's test_after_aot_gpu_*, test_rmse_improves_over_atol",
+            "no GPU (they need one in PyTorch too)",
+        );
     }
 }
 

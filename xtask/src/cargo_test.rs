@@ -477,10 +477,11 @@ pub struct Stage {
     pub failures: Vec<String>,
 }
 
-/// The block `cargo xtask test` ends with: each stage ok or FAILED with its failures, then
-/// a last line with the verdict. No line looks like libtest's `test result:` lines, which
+/// The block `cargo xtask test` ends with: each stage ok or FAILED with its failures, what
+/// tests said could not run here (`not_run`: a missing plugin, engine or device), then a
+/// last line with the verdict. No line looks like libtest's `test result:` lines, which
 /// pass through above it unchanged.
-pub fn summary(stages: &[Stage]) -> String {
+pub fn summary(stages: &[Stage], not_run: &[String]) -> String {
     let mut out = String::from("\n== cargo xtask test: summary ==\n");
     for s in stages {
         let verdict = if s.ok { "ok    " } else { "FAILED" };
@@ -494,13 +495,29 @@ pub fn summary(stages: &[Stage]) -> String {
             out.push_str(&format!("          {f}\n"));
         }
     }
+    if !not_run.is_empty() {
+        out.push_str(&format!(
+            "not run here ({}; they passed without it):\n",
+            not_run.len()
+        ));
+        for n in not_run {
+            out.push_str(&format!("          {n}\n"));
+        }
+    }
     let failed: Vec<&str> = stages
         .iter()
         .filter(|s| !s.ok)
         .map(|s| s.name.as_str())
         .collect();
+    let not_run_note = match not_run.len() {
+        0 => String::new(),
+        n => format!("; {n} not run here (listed above)"),
+    };
     if failed.is_empty() {
-        out.push_str(&format!("xtask test: all {} stages ok\n", stages.len()));
+        out.push_str(&format!(
+            "xtask test: all {} stages ok{not_run_note}\n",
+            stages.len()
+        ));
     } else {
         let failures: usize = stages.iter().map(|s| s.failures.len()).sum();
         out.push_str(&format!(
@@ -786,7 +803,7 @@ mod tests {
                 failures: vec![],
             },
         ];
-        let text = summary(&stages);
+        let text = summary(&stages, &[]);
         assert!(text.contains("FAILED  cargo test --workspace --no-fail-fast (exit status: 101)"));
         assert!(text.contains("ok      examples (3 examples)"));
         assert!(text.contains("          -p beta --lib: tests::beta_fails"));
@@ -797,8 +814,21 @@ mod tests {
             "{last}"
         );
         assert!(!text.lines().any(|l| l.starts_with("test result:")));
-        let ok = summary(&stages[1..]);
+        let ok = summary(&stages[1..], &[]);
         assert_eq!(ok.lines().last(), Some("xtask test: all 1 stages ok"));
+        // What did not run here is listed, and counted in the verdict.
+        let not_run = ["pjrt: no XLA CPU plugin".to_string()];
+        let ok = summary(&stages[1..], &not_run);
+        assert!(
+            ok.contains(
+                "not run here (1; they passed without it):\n          pjrt: no XLA CPU plugin\n"
+            ),
+            "{ok}"
+        );
+        assert_eq!(
+            ok.lines().last(),
+            Some("xtask test: all 1 stages ok; 1 not run here (listed above)")
+        );
     }
 
     #[test]

@@ -22,6 +22,10 @@ fn cargo() -> Command {
 /// --workspace ARGS` and the examples. Exit 1 if any stage failed.
 pub fn test(root: &Path, args: &[String]) -> Result<ExitCode> {
     setup::ensure(root, Job::Test)?;
+    // What tests could not run here (a missing plugin, engine or device), for the summary.
+    let not_run_file = root.join("target/xtask-test-not-run.txt");
+    let _ = fs::remove_file(&not_run_file);
+    std::env::set_var(graphbug_run::not_run::NOT_RUN_ENV, &not_run_file);
     let mut stages = Vec::new();
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
@@ -40,8 +44,15 @@ pub fn test(root: &Path, args: &[String]) -> Result<ExitCode> {
         stages.push(without_libtorch(root));
         stages.push(docs(root));
     }
+    let mut not_run: Vec<String> = fs::read_to_string(&not_run_file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    not_run.sort();
+    not_run.dedup();
     let _ = std::io::stderr().flush();
-    print!("{}", cargo_test::summary(&stages));
+    print!("{}", cargo_test::summary(&stages, &not_run));
     let _ = std::io::stdout().flush();
     Ok(if stages.iter().all(|s| s.ok) {
         ExitCode::SUCCESS

@@ -324,7 +324,10 @@ mod tests {
         let Some(text) = header("torch/headeronly/core/ScalarType.h")
             .or_else(|| header("c10/core/ScalarType.h"))
         else {
-            eprintln!("notice: libtorch headers not found, c10 code check skipped");
+            graphbug_run::not_run_here(
+                "the c10 code check of dtypes",
+                "libtorch headers not found",
+            );
             return;
         };
         for (d, name) in expected {
@@ -358,7 +361,10 @@ mod tests {
         let format_h = header("torch/headeronly/core/MemoryFormat.h")
             .or_else(|| header("c10/core/MemoryFormat.h"));
         let (Some(layout_h), Some(format_h)) = (layout_h, format_h) else {
-            eprintln!("notice: libtorch headers not found, c10 code check skipped");
+            graphbug_run::not_run_here(
+                "the c10 code check of layouts and memory formats",
+                "libtorch headers not found",
+            );
             return;
         };
         let variants = enum_variants(&layout_h, "Layout");

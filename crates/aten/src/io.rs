@@ -839,7 +839,7 @@ mod tests {
     #[test]
     fn random_tensors_on_cuda_when_present() {
         if !tch::Cuda::is_available() {
-            eprintln!("notice: no CUDA device, random_tensors_on_cuda_when_present skipped");
+            graphbug_run::not_run_here("random_tensors_on_cuda_when_present", "no CUDA device");
             return;
         }
         let metas = [TensorMeta::new(Dtype::Float16, vec![4, 4])];

@@ -256,7 +256,10 @@ fn cuda_device_arguments_replay_on_cpu() {
 fn gpt4_on_cuda_matches_cpu_where_a_gpu_is_present() {
     use graphbug_aten::device::cuda_device_count;
     if cuda_device_count() == 0 {
-        eprintln!("notice: no CUDA device; skipping the CUDA run of gpt4 (CPU paths are tested)");
+        graphbug_run::not_run_here(
+            "gpt4_on_cuda_matches_cpu_where_a_gpu_is_present",
+            "no CUDA device",
+        );
         return;
     }
     let path = concat!(

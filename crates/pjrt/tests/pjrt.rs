@@ -21,7 +21,10 @@ fn cpu() -> Option<Client> {
     let path = match resolve("cpu", Some(workspace())) {
         Ok(path) => path,
         Err(e) => {
-            eprintln!("skipped: no XLA CPU plugin ({e}); pip install xla-cpu-pjrt into .venv");
+            graphbug_run::not_run_here(
+                "graphbug-pjrt's client tests",
+                &format!("no XLA CPU plugin ({e}); pip install xla-cpu-pjrt into .venv"),
+            );
             return None;
         }
     };
@@ -393,7 +396,10 @@ fn discovery_finds_the_venv_wheel() {
     );
     // (PJRT_NAMES_AND_LIBRARY_PATHS may name another `cpu` first.)
     let Some(cpu) = found.iter().find(|f| f.origin == Origin::Venv) else {
-        eprintln!("skipped: no {wheel} in .venv");
+        graphbug_run::not_run_here(
+            "discovery_finds_the_venv_wheel",
+            &format!("no {wheel} in .venv"),
+        );
         return;
     };
     assert_eq!(cpu.name, "cpu");

@@ -42,10 +42,13 @@ pub fn python(skipped: &str) -> Option<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!(
-            "SKIPPED: {} is no Python with jax and jaxlib (set {} to one): {skipped}",
-            python.display(),
-            stablehlo::PYTHON_ENV
+        graphbug_run::not_run_here(
+            skipped,
+            &format!(
+                "{} is no Python with jax and jaxlib (set {} to one)",
+                python.display(),
+                stablehlo::PYTHON_ENV
+            ),
         );
     }
     ok.then_some(python)
