@@ -13,7 +13,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 struct Cli {
     /// Load backends from a plugin library (repeatable; GRAPHBUG_PLUGINS adds more,
     /// colon-separated).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = cli::dialect_options::FOR_ATEN)]
     plugin: Vec<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -135,8 +135,10 @@ fn end_quietly_on_closed_stdout() {
 
 fn main() -> ExitCode {
     end_quietly_on_closed_stdout();
-    let cli = cli::help::with_examples(Cli::command()).get_matches();
-    let cli = Cli::from_arg_matches(&cli).unwrap_or_else(|e| e.exit());
+    let command = cli::help::with_examples(Cli::command());
+    let matches = command.clone().get_matches();
+    cli::dialect_options::record(&command, &matches);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     #[cfg(feature = "torch")]
     let loaded = cli::load_plugins(&cli.plugin);
     #[cfg(not(feature = "torch"))]

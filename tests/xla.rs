@@ -307,13 +307,39 @@ fn bad_inputs_name_the_culprit() {
     );
     given.push(("extra".into(), given[0].1.clone()));
     try_inputs(&given, "`extra` is no parameter of the program");
-    // Options of aten graphs.
+    // Options of aten graphs, refused by every command on an XLA program, and the other
+    // way round: each option is declared for its dialect where it is defined (its help
+    // heading), and named when given to the other.
     let o = graphbug(&["run", s(&program), "--backward", "--device", "cuda"], &[]);
     let (_, err) = text(&o);
     assert!(
         err.contains("these options are for aten graphs: --device") && err.contains("--backward"),
         "{err}"
     );
+    let mlp = root().join("tests/fixtures/mlp/forward.py");
+    for (args, refused) in [
+        (
+            vec!["minify", s(&program), "--check", "runtime", "--backend", "pjrt:cpu", "--offload-to-disk"],
+            "is an XLA program; these options are for aten graphs: --offload-to-disk (`graphbug minify --help`",
+        ),
+        (
+            vec!["repro", s(&program), "--backend", "pjrt:cpu", "--after", "aot", "--random-inputs"],
+            "is an XLA program; these options are for aten graphs: --after, --random-inputs (`graphbug repro --help`",
+        ),
+        (
+            vec!["run", s(&mlp), "--reference-backend", "pjrt:cpu"],
+            "forward.py is an aten graph; these options are for XLA programs: --reference-backend (`graphbug run --help`",
+        ),
+        (
+            vec!["minify", s(&mlp), "--check", "runtime", "--backend", "eager", "--reference-backend", "pjrt:cpu"],
+            "forward.py is an aten graph; these options are for XLA programs: --reference-backend",
+        ),
+    ] {
+        let o = graphbug(&args, &[]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(refused), "{args:?}: {err}");
+    }
     let o = graphbug(
         &["run", s(&program), "--compare", "/nonexistent/out.npz"],
         &[],

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+
+use super::dialect_options::{FOR_ATEN, FOR_XLA};
 use graphbug::minifier::Check;
 use graphbug::run::limits::parse_timeout;
 
@@ -24,14 +26,14 @@ pub struct RunArgs {
     pub inputs: Option<PathBuf>,
     /// The `self.<attr>` constants, by attribute name (.safetensors or .npz; a repro
     /// directory's constants.safetensors); they override those of --inputs.
-    #[arg(long)]
+    #[arg(long, help_heading = FOR_ATEN)]
     pub constants: Option<PathBuf>,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Device to run an aten graph on: cpu (default), cuda, cuda:N. Device arguments in
     /// the graph are rewritten. (An XLA program runs on its plugin's device.)
-    #[arg(long)]
+    #[arg(long, help_heading = FOR_ATEN)]
     pub device: Option<String>,
     /// Write the outputs (out0..outN) to this .safetensors or .npz file.
     #[arg(long)]
@@ -42,31 +44,33 @@ pub struct RunArgs {
     pub compare: Option<PathBuf>,
     /// XLA programs: the plugin of --compare's float64 reference run, which runs the
     /// program raised to float64 (default pjrt:cpu).
-    #[arg(long, value_name = "BACKEND")]
+    #[arg(long, value_name = "BACKEND", help_heading = FOR_XLA)]
     pub reference_backend: Option<String>,
     /// Inputs that require grad: a comma-separated list of input indices or names
     /// (default with --backward: every floating input).
-    #[arg(long)]
+    #[arg(long, help_heading = FOR_ATEN)]
     pub requires_grad: Option<String>,
     /// Run a training step: the forward, then the backward of the outputs' gradients
     /// (--tangents, else ones); prints and saves one gradient per input that requires grad
     /// (`grad<i>`). A backend without a backward of its own runs as the forward and
-    /// backward compiler of aot_eager.
-    #[arg(long)]
+    /// backward compiler of aot_eager. (An XLA program holds its training step itself, as
+    /// JAX's value_and_grad lowers it.)
+    #[arg(long, help_heading = FOR_ATEN)]
     pub backward: bool,
     /// Gradients of the outputs for --backward (.safetensors or .npz; `tangent<j>` for
     /// output j; an output without one gets zeros).
-    #[arg(long, requires = "backward")]
+    #[arg(long, requires = "backward", help_heading = FOR_ATEN)]
     pub tangents: Option<PathBuf>,
     /// Value of a size symbol of a dynamic-shape graph (`--bind s0=8`, repeatable); the
     /// inputs' real sizes bind the others. A contradiction is an error naming both sources.
-    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = parse_binding)]
+    /// (XLA programs have static shapes.)
+    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = parse_binding, help_heading = FOR_ATEN)]
     pub binds: Vec<(String, i64)>,
     /// Record every node's value (a hash, min, max, mean, NaN and Inf counts, a few
     /// values) to this file as the run goes, for `graphbug trace-diff`. Backends that run
     /// graphs node by node (eager, aot_eager's halves, the debug and fault backends) record
     /// each node; any backend records its inputs and outputs.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = FOR_ATEN)]
     pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub bound: Bound,
@@ -156,7 +160,7 @@ pub struct ReproArgs {
     /// Where to take the repro: `dynamo` (the graph given to the backend) or `aot` (the
     /// forward or backward graph an AOT pipeline gives its inner compiler). Default:
     /// GRAPHBUG_REPRO_AFTER, else dynamo.
-    #[arg(long, value_parser = ["dynamo", "aot"])]
+    #[arg(long, value_parser = ["dynamo", "aot"], help_heading = FOR_ATEN)]
     pub after: Option<String>,
     /// Inputs for a graph file (.safetensors/.npz); without it, seeded random inputs.
     #[arg(long)]
@@ -165,10 +169,10 @@ pub struct ReproArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Record only shapes and the seed in the repro, not the real inputs.
-    #[arg(long)]
+    #[arg(long, help_heading = FOR_ATEN)]
     pub random_inputs: bool,
     /// Device to run on.
-    #[arg(long)]
+    #[arg(long, help_heading = FOR_ATEN)]
     pub device: Option<String>,
     /// Where a graph file's repro goes.
     #[arg(long, default_value = "repro_out")]
@@ -208,7 +212,7 @@ pub struct ReproArgs {
     pub check: Option<Check>,
     /// XLA programs: the PJRT plugin whose run records the reference values (default
     /// pjrt:cpu; a repro directory's manifest names its own).
-    #[arg(long, value_name = "BACKEND")]
+    #[arg(long, value_name = "BACKEND", help_heading = FOR_XLA)]
     pub reference_backend: Option<String>,
     #[command(flatten)]
     pub workers: WorkerArgs,

@@ -9,6 +9,7 @@ pub mod aten;
 pub mod autodiff;
 #[cfg(feature = "torch")]
 pub mod bisect;
+pub mod dialect_options;
 pub mod draw;
 pub mod examples;
 pub mod help;
@@ -39,6 +40,7 @@ use graphbug::run::scratch::Scratch;
 
 use args::Bound;
 pub use args::WorkerArgs;
+use dialect_options::{refuse, FOR_ATEN, FOR_XLA};
 
 /// Re-runs this command in a child process bounded by `bound` (default
 /// [`RUN_DEFAULT`]), unless this is that child or isolation is off: `Some(exit code)` in
@@ -207,8 +209,16 @@ pub fn check(
 pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
     if let Some(kind) = graphbug::xla::program::sniff(&bytes, &args.file) {
+        refuse(
+            FOR_ATEN,
+            &format!("{} is an XLA program", args.file.display()),
+        )?;
         return xla::run(args, &bytes, kind);
     }
+    refuse(
+        FOR_XLA,
+        &format!("{} is an aten graph", args.file.display()),
+    )?;
     #[cfg(feature = "torch")]
     return run::run(args);
     #[cfg(not(feature = "torch"))]
@@ -223,13 +233,20 @@ pub fn minify_command(
 ) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
     if let Some(kind) = graphbug::xla::program::sniff(&bytes, &args.file) {
-        if !plugins.is_empty() {
-            bail!("--plugin loads backends of aten graphs; {} is an XLA program, which runs on PJRT plugins (--backend pjrt:<plugin>)", args.file.display());
-        }
+        refuse(
+            FOR_ATEN,
+            &format!("{} is an XLA program", args.file.display()),
+        )?;
         return xla_minify::minify(args, &bytes, kind);
     }
+    refuse(
+        FOR_XLA,
+        &format!("{} is an aten graph", args.file.display()),
+    )?;
     #[cfg(feature = "torch")]
     return minify::minify_command(args, bytes, plugins);
+    #[cfg(not(feature = "torch"))]
+    let _ = plugins;
     #[cfg(not(feature = "torch"))]
     bail!("{} is an aten graph, and this graphbug was built without libtorch (the `torch` feature): it minifies XLA programs", args.file.display())
 }
@@ -239,15 +256,27 @@ pub fn minify_command(
 pub fn repro_command(args: &args::ReproArgs, plugins: &[std::path::PathBuf]) -> Result<ExitCode> {
     if let Some(target) = &args.target {
         if graphbug::xla::repro::is_repro_dir(target) {
+            refuse(
+                FOR_ATEN,
+                &format!("{} holds an XLA program", target.display()),
+            )?;
             return xla_repro::on_dir(target, args);
         }
         if target.is_file() {
             let bytes = read_file(target)?;
             if let Some(kind) = graphbug::xla::program::sniff(&bytes, target) {
+                refuse(FOR_ATEN, &format!("{} is an XLA program", target.display()))?;
                 return xla_repro::flow(target, &bytes, kind, args);
             }
         }
     }
+    refuse(
+        FOR_XLA,
+        &match &args.target {
+            Some(t) => format!("{} holds an aten graph", t.display()),
+            None => "the demo is an aten graph".into(),
+        },
+    )?;
     #[cfg(feature = "torch")]
     return repro::repro(args, plugins);
     #[cfg(not(feature = "torch"))]

@@ -47,9 +47,6 @@ fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
 
 /// `graphbug repro`.
 pub fn repro(args: &ReproArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
-    if args.reference_backend.is_some() {
-        bail!("--reference-backend names the PJRT plugin XLA programs are compared with; aten graphs are compared with eager");
-    }
     match &args.target {
         None => {
             let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cnn");

@@ -118,9 +118,6 @@ fn summarize(i: usize, t: &Option<Tensor>) -> String {
 
 /// `graphbug run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
-    if args.reference_backend.is_some() {
-        bail!("--reference-backend is for XLA programs: an aten graph's float64 reference runs on libtorch, on the run's device");
-    }
     let mut graph = load_graph(&args.file)?;
     let device: Device = args
         .device

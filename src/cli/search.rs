@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+
+use super::dialect_options::{FOR_ATEN, FOR_XLA};
 use graphbug::minifier::progress::{MinifyDir, RunKey};
 use graphbug::minifier::{
     minify_parallel, Check, Checker, Contains, Minified, MinifyOptions, NoSink,
@@ -25,7 +27,7 @@ pub struct MinifyArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Device to run on.
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "cpu", help_heading = FOR_ATEN)]
     pub device: String,
     /// Backend whose failure to reproduce (with --check compile|runtime|accuracy).
     #[arg(long)]
@@ -64,7 +66,7 @@ pub struct MinifyArgs {
     #[arg(long, requires = "out")]
     pub resume: bool,
     /// Keep the reference values on disk and load them on demand.
-    #[arg(long)]
+    #[arg(long, help_heading = FOR_ATEN)]
     pub offload_to_disk: bool,
     /// Stop after this many queries.
     #[arg(long)]
@@ -76,7 +78,7 @@ pub struct MinifyArgs {
     pub repeat: Option<u32>,
     /// XLA programs: the PJRT plugin whose run of the original records the values
     /// candidates run on and are compared with (default pjrt:cpu).
-    #[arg(long, value_name = "BACKEND")]
+    #[arg(long, value_name = "BACKEND", help_heading = FOR_XLA)]
     pub reference_backend: Option<String>,
     /// End with a JSON line of counts.
     #[arg(long)]

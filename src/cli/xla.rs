@@ -50,27 +50,6 @@ pub fn check(file: &Path, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The device option's word for XLA programs, which run on their plugin's device.
-pub const DEVICE_OPTION: &str =
-    "--device (an XLA program runs on its plugin's device: choose it with --backend pjrt:<plugin>)";
-
-/// Refuses the options given (`(given, name)`) that are for aten graphs, naming them and
-/// `what` (the XLA program or directory).
-pub fn refuse_aten_options(what: &std::path::Path, options: &[(bool, &str)]) -> Result<()> {
-    let given: Vec<&str> = options
-        .iter()
-        .filter_map(|&(given, name)| given.then_some(name))
-        .collect();
-    if !given.is_empty() {
-        bail!(
-            "{} is an XLA program; these options are for aten graphs: {}",
-            what.display(),
-            given.join(", ")
-        );
-    }
-    Ok(())
-}
-
 /// The inputs of a run of `program`: read from `file` (keys `arg<i>` or the parameters'
 /// names; each parameter once, with its dtype and shape) or random from `seed`, after
 /// checking they fit in memory.
@@ -176,24 +155,6 @@ fn summarize(i: usize, t: &HostTensor) -> String {
 /// process; outputs printed, saved (`out0..`) and compared by TorchDynamo's accuracy
 /// rules with a float64 reference run of the program raised to float64.
 pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
-    refuse_aten_options(
-        &args.file,
-        &[
-            (args.device.is_some(), DEVICE_OPTION),
-            (args.constants.is_some(), "--constants"),
-            (args.requires_grad.is_some(), "--requires-grad"),
-            (
-                args.backward,
-                "--backward (lower the training step itself, e.g. JAX's value_and_grad)",
-            ),
-            (args.tangents.is_some(), "--tangents"),
-            (
-                !args.binds.is_empty(),
-                "--bind (XLA programs have static shapes)",
-            ),
-            (args.trace.is_some(), "--trace"),
-        ],
-    )?;
     let program = read(&args.file, bytes, kind)?;
     let backend = XlaBackend::parse(args.backend.as_deref().unwrap_or(DEFAULT_BACKEND))
         .and_then(XlaBackend::with_env_fault)

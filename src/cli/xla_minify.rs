@@ -28,7 +28,7 @@ use graphbug::xla::program::{Constants, Kind, Program};
 use graphbug::xla::repro::{write_numbered, INPUTS};
 
 use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
-use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
+use super::xla::{program_inputs, read};
 
 /// One checker per worker.
 pub type Checkers = Vec<Box<dyn Checker + Send>>;
@@ -232,13 +232,6 @@ pub fn accuracy_mode(strict: bool) -> AccuracyMode {
 /// `graphbug minify` of an XLA program of form `kind` held in `bytes`.
 pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
     let started = Instant::now();
-    refuse_aten_options(
-        &args.file,
-        &[
-            (args.device != "cpu", DEVICE_OPTION),
-            (args.offload_to_disk, "--offload-to-disk"),
-        ],
-    )?;
     let file = args.file.display().to_string();
     let program = read(&args.file, bytes, kind)?;
     program.check().with_context(|| file.clone())?;

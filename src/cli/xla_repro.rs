@@ -23,7 +23,7 @@ use graphbug::xla::repro::{fill_dir, program_bytes, read_dir, XlaCase, XlaManife
 
 use super::args::{Bound, ReproArgs};
 use super::search::{search_options_with, MinifyArgs};
-use super::xla::{program_inputs, read, refuse_aten_options, DEVICE_OPTION};
+use super::xla::{program_inputs, read};
 use super::xla_minify::{
     accuracy_mode, backend_under_test, inside_called_computations, reference_backend,
     start_checkers, Runs, XlaCheck, ELIDE_AT,
@@ -36,18 +36,6 @@ const REPRO_LEVEL_ENV: &str = "GRAPHBUG_REPRO_LEVEL";
 fn check_of(sig: &Signature) -> CheckKind {
     sig.failure_kind()
         .map_or(CheckKind::Runtime, |(stage, _)| CheckKind::finding(stage))
-}
-
-/// Refuses the options of `graphbug repro` that are for aten graphs.
-fn refuse_repro_options(args: &ReproArgs, what: &Path) -> Result<()> {
-    refuse_aten_options(
-        what,
-        &[
-            (args.after.is_some(), "--after"),
-            (args.random_inputs, "--random-inputs"),
-            (args.device.is_some(), DEVICE_OPTION),
-        ],
-    )
 }
 
 /// The reference plugin of a directory's action: `--reference-backend`, else the
@@ -113,7 +101,6 @@ fn check_once(
 pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let what = file.display().to_string();
-    refuse_repro_options(args, file)?;
     if let Some(a) = &args.action {
         bail!("{what} is not a repro directory, so `{a}` does not apply; give a program alone to run the whole flow");
     }
@@ -227,7 +214,6 @@ pub fn on_dir(dir: &Path, args: &ReproArgs) -> Result<ExitCode> {
         )
     })?;
     let what = dir.display().to_string();
-    refuse_repro_options(args, dir)?;
     if args.check.is_some() && action != "minify" {
         bail!("--check says what `minify` looks for; `{action}` checks the failure the directory records");
     }

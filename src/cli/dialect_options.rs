@@ -1,0 +1,71 @@
+//! Options only one dialect takes, declared once where they are defined: by their help
+//! heading (`#[arg(help_heading = FOR_ATEN)]`). A command on the other dialect's file
+//! refuses the ones given, by name; no list of them is kept anywhere else.
+
+use std::sync::OnceLock;
+
+use anyhow::{bail, Result};
+use clap::parser::ValueSource;
+
+/// The help heading of the options for aten graphs.
+pub const FOR_ATEN: &str = "Options for aten graphs";
+/// The help heading of the options for XLA programs.
+pub const FOR_XLA: &str = "Options for XLA programs";
+
+/// An option given on the command line under a dialect's heading.
+struct Given {
+    heading: String,
+    name: String,
+}
+
+/// The dialect-specific options of this run's command line, and the command's name.
+static GIVEN: OnceLock<(String, Vec<Given>)> = OnceLock::new();
+
+/// Records which options under a dialect's heading the command line gives (`cli`: the
+/// whole command, `matches`: what was parsed). Called once, before the command runs.
+pub fn record(cli: &clap::Command, matches: &clap::ArgMatches) {
+    let Some((name, sub)) = matches.subcommand() else {
+        return;
+    };
+    let Some(command) = cli.find_subcommand(name) else {
+        return;
+    };
+    let given = command
+        .get_arguments()
+        .chain(cli.get_arguments().filter(|a| a.is_global_set()))
+        .filter_map(|arg| {
+            let heading = arg.get_help_heading()?;
+            let id = arg.get_id().as_str();
+            let on_line = sub.try_contains_id(id).unwrap_or(false)
+                && sub.value_source(id) == Some(ValueSource::CommandLine);
+            on_line.then(|| Given {
+                heading: heading.to_string(),
+                name: arg
+                    .get_long()
+                    .map_or_else(|| id.to_string(), |l| format!("--{l}")),
+            })
+        })
+        .collect();
+    let _ = GIVEN.set((name.to_string(), given));
+}
+
+/// Refuses the options given under `heading` (the other dialect's), saying that `what`
+/// (`x.hlo is an XLA program`) takes none of them and where `--help` lists them.
+pub fn refuse(heading: &str, what: &str) -> Result<()> {
+    let Some((command, given)) = GIVEN.get() else {
+        return Ok(());
+    };
+    let names: Vec<&str> = given
+        .iter()
+        .filter(|g| g.heading == heading)
+        .map(|g| g.name.as_str())
+        .collect();
+    if !names.is_empty() {
+        let whose = heading.trim_start_matches("Options for ");
+        bail!(
+            "{what}; these options are for {whose}: {} (`graphbug {command} --help` lists them under \"{heading}\")",
+            names.join(", ")
+        );
+    }
+    Ok(())
+}
