@@ -824,6 +824,15 @@ fn directories_written_by_an_earlier_graphbug_still_load() {
         assert!(said.contains(first), "{dir}: {said}");
     }
     // `--resume` from the state an earlier graphbug saved ends where it ended.
+    let files_of = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read(e.path()).unwrap())
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
     let mlp = fixtures.join("mlp");
     let argmax = fixtures.join("xla/hlo/argmax.hlo");
     for (out, file, mut args) in [
@@ -842,13 +851,7 @@ fn directories_written_by_an_earlier_graphbug_still_load() {
         if out == "aten-minify" {
             args.extend(["--inputs", inputs.to_str().unwrap()]);
         }
-        let before = std::fs::read_dir(dirs.join(out).join("minified"))
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (e.file_name(), std::fs::read(e.path()).unwrap())
-            })
-            .collect::<std::collections::BTreeMap<_, _>>();
+        let before = files_of(&dirs.join(out).join("minified"));
         let o = graphbug_in(
             &dirs,
             &[
@@ -861,13 +864,7 @@ fn directories_written_by_an_earlier_graphbug_still_load() {
         let said = text(&o.stdout) + &text(&o.stderr);
         assert!(o.status.success(), "{out}: {said}");
         assert!(said.contains("resuming from 1 "), "{out}: {said}");
-        let after = std::fs::read_dir(dirs.join(out).join("minified"))
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (e.file_name(), std::fs::read(e.path()).unwrap())
-            })
-            .collect::<std::collections::BTreeMap<_, _>>();
+        let after = files_of(&dirs.join(out).join("minified"));
         assert_eq!(before, after, "{out}");
     }
 }
