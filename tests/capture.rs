@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{fixture, output_within, text};
+use common::{fixture, output_within, text, Run};
 
 fn python() -> PathBuf {
     let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
@@ -21,9 +21,7 @@ fn python() -> PathBuf {
 }
 
 fn graphbug(args: &[&str]) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
-    cmd.args(args);
-    output_within(cmd, Duration::from_secs(300))
+    common::graphbug().args(args).run()
 }
 
 fn scratch(tag: &str) -> PathBuf {

@@ -1,5 +1,8 @@
 //! The `graphbug` binary: `fmt` and `check` on reference graphs and on bad input.
 
+mod common;
+
+use common::Run;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -10,10 +13,7 @@ fn fixture(rel: &str) -> PathBuf {
 }
 
 fn graphbug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graphbug"))
-        .args(args)
-        .output()
-        .expect("the graphbug binary runs")
+    common::graphbug().args(args).run()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -555,12 +555,12 @@ fn check_meta_agrees_on_references_and_reports_bad_annotations() {
 }
 
 fn graphbug_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    let mut cmd = common::graphbug();
     cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("the graphbug binary runs")
+    cmd.run()
 }
 
 #[test]

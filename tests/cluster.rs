@@ -36,7 +36,7 @@ fn minify_command(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    let mut cmd = common::graphbug();
     cmd.arg("minify")
         .arg(fixture(&format!("{graph}/forward.py")))
         .arg("--inputs")

@@ -3,11 +3,14 @@
 //! real headless Chromium. The tests that need libtorch (partitions, traces) are skipped
 //! in a build without it (`cargo test -p graphbug --no-default-features --test draw`).
 
+mod common;
+
 #[path = "common/browser.rs"]
 mod browser;
 
+use common::Run;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,11 +23,7 @@ fn s(p: &Path) -> &str {
 }
 
 fn graphbug(args: &[&str], tmp: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graphbug"))
-        .args(args)
-        .env("TMPDIR", tmp)
-        .output()
-        .expect("graphbug runs")
+    common::graphbug().args(args).env("TMPDIR", tmp).run()
 }
 
 fn text(o: &Output) -> String {
@@ -124,7 +123,7 @@ fn a_reader_that_stops_early_ends_graphbug_quietly() {
     let tmp = tempfile::tempdir().unwrap();
     let hlo = fixture("xla/bart/decoder.hlo");
     // Far more than a pipe holds, read 100 bytes of, then the pipe closed (`| head`).
-    let mut child = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+    let mut child = common::graphbug()
         .args(["draw", s(&hlo), "--format", "model-explorer"])
         .env("TMPDIR", tmp.path())
         .stdout(std::process::Stdio::piped())

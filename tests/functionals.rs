@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{output_within, text};
+use common::{output_within, text, Run};
 
 /// The functions CI captures and runs: each shared rule and kind of spelled-out adapter at
 /// least once (renamed parameters, `inplace`, `return_indices`, legacy reductions, None
@@ -204,7 +204,7 @@ fn read_cases(cases: &Path) -> (Vec<Case>, Vec<(String, String)>) {
 /// `graphbug run` on one case: PyTorch's outputs, or (random) just a run.
 fn run_case(case: &Case) -> Outcome {
     let d = &case.dir;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    let mut cmd = common::graphbug();
     // Isolation would cost a worker process per case; this test process is isolation
     // enough (a crash fails the case).
     cmd.args(["run", "--no-isolate"])
@@ -214,7 +214,7 @@ fn run_case(case: &Case) -> Outcome {
     if !case.random {
         cmd.arg("--compare").arg(d.join("outputs.safetensors"));
     }
-    let out = output_within(cmd, Duration::from_secs(300));
+    let out = cmd.run();
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     if out.status.success() {
         return Outcome::Pass;

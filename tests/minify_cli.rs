@@ -1,7 +1,10 @@
 //! `graphbug minify` end to end: backends, isolation, resuming a killed run, offloading.
 
+mod common;
+
+use common::Run;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 fn fixture(rel: &str) -> String {
@@ -13,10 +16,7 @@ fn fixture(rel: &str) -> String {
 }
 
 fn graphbug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graphbug"))
-        .args(args)
-        .output()
-        .expect("the graphbug binary runs")
+    common::graphbug().args(args).run()
 }
 
 fn text(b: &[u8]) -> String {
@@ -209,7 +209,7 @@ fn a_killed_run_leaves_a_valid_repro_and_resumes() {
         }
         a
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+    let mut child = common::graphbug()
         .args(args(false))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -249,10 +249,7 @@ fn a_killed_run_leaves_a_valid_repro_and_resumes() {
         .unwrap()
         .contains("aten.gelu.default"));
 
-    let resumed = Command::new(env!("CARGO_BIN_EXE_graphbug"))
-        .args(args(true))
-        .output()
-        .unwrap();
+    let resumed = common::graphbug().args(args(true)).run();
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     assert!(text(&resumed.stderr).contains(&format!("resuming from {nodes_at_kill} nodes")));
     assert_eq!(summary(&resumed)["end_nodes"], 1);
@@ -289,7 +286,7 @@ fn a_fault_named_by_position_stays_on_its_node() {
     let graph = fixture("gpt4/forward.py");
     let inputs = fixture("gpt4/inputs.npz");
     let run = |backend: &str, env: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+        let mut cmd = common::graphbug();
         cmd.args([
             "minify",
             &graph,
@@ -305,7 +302,7 @@ fn a_fault_named_by_position_stays_on_its_node() {
             Some(spec) => cmd.env("GRAPHBUG_INJECT_FAULT", spec),
             None => cmd.env_remove("GRAPHBUG_INJECT_FAULT"),
         };
-        cmd.output().expect("the graphbug binary runs")
+        cmd.run()
     };
     for (backend, env) in [
         ("fault:accuracy=0.5@aten.gelu.default#3", None),

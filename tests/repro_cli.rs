@@ -3,6 +3,9 @@
 //! single relu, and the minified repro reproduces with `repro DIR run` and its own
 //! `cargo run`; repro.py agrees with graphbug's eager outputs in PyTorch.
 
+mod common;
+
+use common::Run;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -16,11 +19,7 @@ static BINARY: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 fn graphbug_in(cwd: &Path, args: &[&str]) -> Output {
     let _shared = BINARY.read().unwrap_or_else(|e| e.into_inner());
-    Command::new(env!("CARGO_BIN_EXE_graphbug"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the graphbug binary runs")
+    common::graphbug().args(args).current_dir(cwd).run()
 }
 
 fn text(b: &[u8]) -> String {

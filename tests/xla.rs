@@ -5,6 +5,9 @@
 //! (`cargo test -p graphbug --no-default-features --test xla`), where they also check that
 //! the binary links no libtorch.
 
+mod common;
+
+use common::Run;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -32,12 +35,12 @@ fn graphbug(args: &[&str], env: &[(&str, &str)]) -> Output {
         "XLA's CPU plugin is not in .venv: run `cargo xtask setup` ({} is missing)",
         plugin.display()
     );
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
-    cmd.args(args).env_remove("GRAPHBUG_INJECT_FAULT");
+    let mut cmd = common::graphbug();
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("graphbug runs")
+    cmd.run()
 }
 
 fn text(o: &Output) -> (String, String) {

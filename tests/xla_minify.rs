@@ -5,8 +5,11 @@
 //! tests build and pass without libtorch
 //! (`cargo test -p graphbug --no-default-features --test xla_minify`).
 
+mod common;
+
+use common::Run;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -26,12 +29,7 @@ fn s(p: &Path) -> String {
 
 /// Runs the binary with scratch under `tmp`.
 fn graphbug(args: &[&str], tmp: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graphbug"))
-        .args(args)
-        .env_remove("GRAPHBUG_INJECT_FAULT")
-        .env("TMPDIR", tmp)
-        .output()
-        .expect("graphbug runs")
+    common::graphbug().args(args).env("TMPDIR", tmp).run()
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -514,7 +512,7 @@ fn minify_prints_no_escape_codes_when_stderr_is_piped() {
     // and the log lines come through as they are.
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_graphbug"))
+    let o = common::graphbug()
         .args([
             "minify",
             &hlo("transformer.hlo"),
@@ -525,11 +523,9 @@ fn minify_prints_no_escape_codes_when_stderr_is_piped() {
             "--out",
             &s(&out),
         ])
-        .env_remove("GRAPHBUG_INJECT_FAULT")
         .env("TMPDIR", tmp.path())
         .env("GRAPHBUG_PROGRESS_DELAY", "0")
-        .output()
-        .expect("graphbug runs");
+        .run();
     let (stdout, stderr) = text(&o);
     assert!(o.status.success(), "{stdout}\n{stderr}");
     assert!(

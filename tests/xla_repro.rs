@@ -6,9 +6,12 @@
 //! These tests build and pass without libtorch
 //! (`cargo test -p graphbug --no-default-features --test xla_repro`).
 
+mod common;
+
 #[path = "common/browser.rs"]
 mod browser;
 
+use common::Run;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -30,13 +33,7 @@ fn python() -> PathBuf {
 
 /// Runs the binary with scratch under `tmp`.
 fn graphbug(args: &[&str], tmp: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graphbug"))
-        .args(args)
-        .env_remove("GRAPHBUG_INJECT_FAULT")
-        .env_remove("GRAPHBUG_REPRO_LEVEL")
-        .env("TMPDIR", tmp)
-        .output()
-        .expect("graphbug runs")
+    common::graphbug().args(args).env("TMPDIR", tmp).run()
 }
 
 fn text(o: &Output) -> String {

@@ -53,13 +53,13 @@ fn daemon(mut cmd: Command, log: &Path) -> Result<Child, String> {
     let err = out.try_clone().map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     let shown = format!("{cmd:?}");
-    graphbug::repro::process::spawn(cmd, true).map_err(|e| format!("{shown}: {e}"))
+    graphbug::run::process::spawn(cmd, true).map_err(|e| format!("{shown}: {e}"))
 }
 
 /// Stops daemons: SIGTERM, a moment, then SIGKILL.
 fn stop(daemons: &mut Vec<Child>) {
     for d in daemons.iter_mut().rev() {
-        graphbug::repro::process::end_gracefully(d, true, Duration::from_secs(2));
+        graphbug::run::process::end_gracefully(d, true, Duration::from_secs(2));
     }
     daemons.clear();
 }

@@ -21,10 +21,53 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// How long a test lets one graphbug command run before it kills it and fails: generous,
+/// so that a loaded machine passes, and still an end to a hang.
+pub const LIMIT: Duration = Duration::from_secs(900);
+
+/// graphbug's own settings a developer's shell may hold, which would change what a test
+/// sees (a fault injected into every backend, another repro level): every test's graphbug
+/// starts without them, unless the test sets one itself.
+const SHELL_SETTINGS: [&str; 10] = [
+    "GRAPHBUG_INJECT_FAULT",
+    "GRAPHBUG_PLUGINS",
+    "GRAPHBUG_REPRO_LEVEL",
+    "GRAPHBUG_REPRO_AFTER",
+    "GRAPHBUG_REPRO_FIRST_RUN",
+    "GRAPHBUG_PASS_GRAPHS",
+    "GRAPHBUG_PASS_LOG",
+    "GRAPHBUG_PROGRESS_DELAY",
+    "GRAPHBUG_SUPERVISED",
+    "GRAPHBUG_STAGE_FILE",
+];
+
+/// The graphbug binary in the tests' one environment: how every test file starts it
+/// (then [`Run::run`] it, or spawn it to watch or kill it).
+pub fn graphbug() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    for setting in SHELL_SETTINGS {
+        cmd.env_remove(setting);
+    }
+    cmd
+}
+
+/// Running a command the way tests do.
+pub trait Run {
+    /// Runs it to its end within [`LIMIT`], its output collected: a command that hangs
+    /// fails the test.
+    fn run(&mut self) -> Output;
+}
+
+impl Run for Command {
+    fn run(&mut self) -> Output {
+        bounded_output(self, LIMIT)
+    }
+}
+
 /// A `graphbug` command with `TMPDIR` set to `tmp` (so its scratch directories can be
 /// watched) and `env` added.
 pub fn command(args: &[&str], env: &[(&str, &str)], tmp: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_graphbug"));
+    let mut cmd = graphbug();
     cmd.args(args).env("TMPDIR", tmp);
     for (k, v) in env {
         cmd.env(k, v);
@@ -34,6 +77,11 @@ pub fn command(args: &[&str], env: &[(&str, &str)], tmp: &Path) -> Command {
 
 /// Runs `cmd` to its end, killing it after `limit`: a command that hangs fails the test.
 pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
+    bounded_output(&mut cmd, limit)
+}
+
+/// [`output_within`] of a command the caller keeps.
+fn bounded_output(cmd: &mut Command, limit: Duration) -> Output {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
