@@ -11,6 +11,7 @@ pub use graphbug_autodiff as autodiff;
 pub use graphbug_backends as backends;
 pub use graphbug_draw as draw;
 pub use graphbug_files as files;
+pub use graphbug_flow as flow;
 pub use graphbug_ir as ir;
 pub use graphbug_minifier as minifier;
 pub use graphbug_partition as partition;

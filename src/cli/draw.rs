@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use graphbug::draw::html::{self, Section};
-use graphbug::draw::{dot, explorer, Mark, Part, Picture, View, ViewOptions};
+use graphbug::draw::html;
+use graphbug::draw::{dot, explorer, Mark, Part, Picture, ViewOptions};
 use graphbug::files::write_file_atomically;
 use graphbug::ir::Graph;
 use graphbug::partition::default::saved_bytes;
@@ -204,70 +204,19 @@ pub fn render(
         return Ok(serde_json::to_string_pretty(&collection)? + "\n");
     }
     Ok(match format {
-        Format::Dot => views(picture, options)?
+        Format::Dot => picture
+            .views(options)?
             .iter()
             .map(dot::to_dot)
             .collect::<Vec<_>>()
             .join("\n"),
-        Format::Svg => dot::render_svg(&views(picture, options)?, limit)?,
+        Format::Svg => dot::render_svg(&picture.views(options)?, limit)?,
         Format::Html => html::page(
             &picture.title,
-            &[picture_section("picture", picture, options, limit)?],
+            &[picture.section("picture", options, limit)?],
         ),
         Format::ModelExplorer => unreachable!("written above"),
     })
-}
-
-/// What is drawn of each part under `options`. `--around` names nodes of any part: each
-/// part is drawn around those it has, and a part with none of them is left out.
-fn views(picture: &Picture<'_>, options: &ViewOptions) -> Result<Vec<View>> {
-    let mut views = Vec::new();
-    for part in &picture.parts {
-        let here: Vec<String> = options
-            .around
-            .iter()
-            .filter(|n| part.graph.find(n).is_some())
-            .cloned()
-            .collect();
-        if !options.around.is_empty() && here.is_empty() {
-            continue;
-        }
-        let options = ViewOptions {
-            around: here,
-            ..options.clone()
-        };
-        views.push(View::new(part, &options)?);
-    }
-    if views.is_empty() {
-        let names: Vec<String> = options.around.iter().map(|n| format!("`{n}`")).collect();
-        bail!(
-            "--around: no node {} in {}",
-            names.join(" or "),
-            picture.title
-        );
-    }
-    Ok(views)
-}
-
-/// A section showing a picture laid out within `limit`: its notes, what was folded, the
-/// legend and the figure.
-pub fn picture_section(
-    id: &str,
-    picture: &Picture<'_>,
-    options: &ViewOptions,
-    limit: Duration,
-) -> Result<Section> {
-    let views = views(picture, options)?;
-    let svg = dot::render_svg(&views, limit)?;
-    let mut lines = picture.notes.clone();
-    lines.extend(views.iter().filter_map(View::summary));
-    let mut body = String::new();
-    if !lines.is_empty() {
-        body.push_str(&html::list(&lines));
-    }
-    body.push_str(&html::legend());
-    body.push_str(&html::figure(&format!("{id}-figure"), &svg));
-    Ok(Section::new(id, "The picture", body))
 }
 
 /// The parts of a partition: the forward with its saved outputs marked, the backward with

@@ -15,7 +15,7 @@ pub mod examples;
 pub mod help;
 #[cfg(feature = "torch")]
 pub mod minify;
-pub mod report;
+
 #[cfg(feature = "torch")]
 pub mod repro;
 #[cfg(feature = "torch")]
@@ -146,15 +146,7 @@ pub fn read_any_graph(
     file: &Path,
     bytes: Vec<u8>,
 ) -> Result<(graphbug::ir::Graph, Option<graphbug::xla::program::Kind>)> {
-    match graphbug::xla::program::sniff(&bytes, file) {
-        Some(kind) => {
-            let graph = xla::read(file, &bytes, kind)?
-                .graph()
-                .with_context(|| format!("{}", file.display()))?;
-            Ok((graph, Some(kind)))
-        }
-        None => Ok((parse_graph_bytes(file, bytes)?, None)),
-    }
+    Ok(graphbug::flow::read_any_graph(file, bytes)?)
 }
 
 /// `graphbug fmt`: prints the canonical text of an aten graph, or an XLA program as it

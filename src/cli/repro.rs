@@ -187,7 +187,7 @@ fn flow(
     let shown = absolute(dir);
     println!("repro written to {}", shown.display());
     if args.no_minify {
-        super::report::report_to(dir);
+        graphbug::flow::report::report_to(dir);
         return Ok(ExitCode::SUCCESS);
     }
     let mut case = read_repro_dir(dir)?;
@@ -203,7 +203,7 @@ fn flow(
     let m = minify_repro(dir, &mut case, &opts)?;
     println!("{}", minified_summary(&m, dir));
     print!("{}", graphbug::repro::save::repro_text(m.graph()));
-    super::report::report_to(dir);
+    graphbug::flow::report::report_to(dir);
     let minified = shown.join("minified");
     let minified = minified.display();
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
@@ -395,7 +395,7 @@ fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
             let m = minify_repro(dir, &mut case, &opts)?;
             print!("{}", graphbug::repro::save::repro_text(m.graph()));
             println!("{}", minified_summary(&m, dir));
-            super::report::report_to(dir);
+            graphbug::flow::report::report_to(dir);
             Ok(ExitCode::SUCCESS)
         }
         "analyze" => {

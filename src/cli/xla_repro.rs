@@ -190,7 +190,7 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
     let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
     println!("repro written to {}", shown.display());
     if args.no_minify {
-        super::report::report_to(dir);
+        graphbug::flow::report::report_to(dir);
         return Ok(ExitCode::SUCCESS);
     }
     let case = read_dir(dir).map_err(|e| anyhow!(e))?;
@@ -344,7 +344,7 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     );
     let m = minify_parallel(graph, &mut checkers, &options, &mut sink).map_err(|e| anyhow!(e))?;
     sink.finish(&m).map_err(|e| anyhow!(e))?;
-    super::report::report_to(&case.dir);
+    graphbug::flow::report::report_to(&case.dir);
     report_minified(
         &m,
         (&loaded.printer, &recorded),

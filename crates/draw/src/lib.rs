@@ -120,6 +120,61 @@ pub struct Picture<'g> {
     pub notes: Vec<String>,
 }
 
+impl Picture<'_> {
+    /// What is drawn of each part under `options`. `options.around` names nodes of any
+    /// part: each part is drawn around those it has, and a part with none of them is left
+    /// out; none in any part is an error naming them.
+    pub fn views(&self, options: &ViewOptions) -> Result<Vec<View>, DrawError> {
+        let mut views = Vec::new();
+        for part in &self.parts {
+            let here: Vec<String> = options
+                .around
+                .iter()
+                .filter(|n| part.graph.find(n).is_some())
+                .cloned()
+                .collect();
+            if !options.around.is_empty() && here.is_empty() {
+                continue;
+            }
+            let options = ViewOptions {
+                around: here,
+                ..options.clone()
+            };
+            views.push(View::new(part, &options)?);
+        }
+        if views.is_empty() {
+            let names: Vec<String> = options.around.iter().map(|n| format!("`{n}`")).collect();
+            return Err(DrawError::Unknown(format!(
+                "--around: no node {} in {}",
+                names.join(" or "),
+                self.title
+            )));
+        }
+        Ok(views)
+    }
+
+    /// An HTML section `id` showing the picture laid out by Graphviz within `limit`: its
+    /// notes, what was folded, the legend and the figure.
+    pub fn section(
+        &self,
+        id: &str,
+        options: &ViewOptions,
+        limit: std::time::Duration,
+    ) -> Result<html::Section, DrawError> {
+        let views = self.views(options)?;
+        let svg = dot::render_svg(&views, limit)?;
+        let mut lines = self.notes.clone();
+        lines.extend(views.iter().filter_map(View::summary));
+        let mut body = String::new();
+        if !lines.is_empty() {
+            body.push_str(&html::list(&lines));
+        }
+        body.push_str(&html::legend());
+        body.push_str(&html::figure(&format!("{id}-figure"), &svg));
+        Ok(html::Section::new(id, "The picture", body))
+    }
+}
+
 /// Why a picture could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum DrawError {

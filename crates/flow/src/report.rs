@@ -10,13 +10,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use graphbug::draw::html::{self, Section};
-use graphbug::draw::{Mark, Part, Picture, ViewOptions};
-use graphbug::files::write_file_atomically;
-use graphbug::ir::Graph;
-use graphbug::minifier::progress::{MinifyState, Step, STATE_FILE};
-use serde_json::Value;
+use graphbug_draw::html::{self, Section};
+use graphbug_draw::{Mark, Part, Picture, ViewOptions};
+use graphbug_files::write_file_atomically;
+use graphbug_ir::Graph;
+use graphbug_minifier::progress::{MinifyState, Step, STATE_FILE};
+
+use crate::dir::{Dialect, DirManifest, MANIFEST_FILE};
+use crate::FlowError;
 
 /// The report's file name in a repro directory.
 pub const REPORT_FILE: &str = "report.html";
@@ -26,7 +27,7 @@ const LAYOUT_LIMIT: Duration = Duration::from_secs(60);
 
 /// What a repro directory holds, read for its report.
 struct Directory {
-    manifest: Value,
+    manifest: DirManifest,
     /// The program or graph file's name (`graph.py`, `program.hlo`).
     file: String,
     original: Graph,
@@ -35,25 +36,16 @@ struct Directory {
 }
 
 /// Reads the graph or program `file` of `dir`, as graphbug reads either.
-fn read_graph(dir: &Path, file: &str) -> Result<Graph> {
+fn read_graph(dir: &Path, file: &str) -> Result<Graph, FlowError> {
     let path = dir.join(file);
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(super::read_any_graph(&path, bytes)?.0)
+    let bytes = std::fs::read(&path).map_err(|e| FlowError::io(&path, e))?;
+    Ok(crate::read_any_graph(&path, bytes)?.0)
 }
 
 impl Directory {
-    fn read(dir: &Path) -> Result<Directory> {
-        let manifest_path = dir.join("manifest.json");
-        let manifest: Value = serde_json::from_slice(
-            &std::fs::read(&manifest_path)
-                .with_context(|| format!("cannot read {}", manifest_path.display()))?,
-        )
-        .with_context(|| format!("{}", manifest_path.display()))?;
-        // XLA directories name their program; aten directories hold graph.py.
-        let file = manifest["program"]
-            .as_str()
-            .unwrap_or("graph.py")
-            .to_string();
+    fn read(dir: &Path) -> Result<Directory, FlowError> {
+        let manifest = DirManifest::read(dir)?;
+        let file = manifest.file().to_string();
         let original = read_graph(dir, &file)?;
         let minified_dir = dir.join("minified");
         let minified = minified_dir
@@ -93,14 +85,12 @@ impl Directory {
     /// The nodes the failure is pinned to: those the manifest names, and the minified
     /// graph's ops (when it was minified), which the original holds under the same names.
     fn culprits(&self) -> Vec<String> {
-        let failure = &self.manifest["failure"];
-        let mut names: Vec<String> = failure["culprits"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .chain(failure.get("node"))
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect();
+        let mut names = self
+            .manifest
+            .failure
+            .as_ref()
+            .map(|f| f.nodes())
+            .unwrap_or_default();
         if let Some(m) = &self.minified {
             names.extend(kept_ops(m, &self.original));
         }
@@ -136,42 +126,36 @@ fn picture(title: &str, graph: &Graph, culprits: &[String], id: &str) -> String 
         parts: vec![part],
         notes: Vec::new(),
     };
-    match super::draw::picture_section(id, &picture, &ViewOptions::default(), LAYOUT_LIMIT) {
+    match picture.section(id, &ViewOptions::default(), LAYOUT_LIMIT) {
         Ok(section) => section.html,
         Err(e) => format!(
             "<p class=\"missing\">No picture: {}</p>\n",
-            html::escape(&format!("{e:#}"))
+            html::escape(&e.to_string())
         ),
     }
 }
 
 /// Writes `dir/report.html` from what `dir` holds; returns its path.
-pub fn write_report(dir: &Path) -> Result<PathBuf> {
+pub fn write_report(dir: &Path) -> Result<PathBuf, FlowError> {
     let d = Directory::read(dir)?;
     let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let culprits = d.culprits();
-    let failure = &d.manifest["failure"];
-    let kind = failure["kind"]
-        .as_str()
-        .or(failure["stage"].as_str())
-        .unwrap_or("failure");
-    let message = failure["message"].as_str().unwrap_or("");
+    let m = &d.manifest;
+    let failure = m.failure.as_ref();
+    let kind = failure.map_or_else(|| "failure".to_string(), |f| f.kind());
+    let message = failure.map_or("", |f| f.message.as_str());
     let mut sections = Vec::new();
     let mut facts = vec![format!("failure: {kind}")];
-    for key in [
-        "backend",
-        "reference_backend",
-        "check",
-        "level",
-        "device",
-        "platform",
-        "after",
+    for (key, value) in [
+        ("backend", Some(m.backend.clone())),
+        ("reference_backend", m.reference_backend.clone()),
+        ("check", m.check.map(|c| c.to_string())),
+        ("level", m.level.map(|l| l.to_string())),
+        ("device", m.device.clone()),
+        ("platform", m.platform.clone()),
+        ("after", m.after.clone()),
     ] {
-        if let Some(v) = d.manifest.get(key).filter(|v| !v.is_null()) {
-            let v = v
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| v.to_string());
+        if let Some(v) = value {
             facts.push(format!("{key}: {v}"));
         }
     }
@@ -227,13 +211,13 @@ pub fn write_report(dir: &Path) -> Result<PathBuf> {
     }
     if kind.contains("accuracy") {
         let mut lines = Vec::new();
-        if let Some(margin) = failure["margin"].as_f64() {
+        if let Some(margin) = failure.and_then(|f| f.margin) {
             lines.push(format!(
                 "the worst output is {margin:.3e} times beyond its tolerance"
             ));
         }
-        if let Some(tol) = d.manifest.get("tolerance").filter(|t| !t.is_null()) {
-            lines.push(format!("tolerance: {tol}"));
+        if let Some(tol) = &m.tolerance {
+            lines.push(format!("tolerance: rtol {}, atol {}", tol.rtol, tol.atol));
         }
         lines.push(format!(
             "the first node that diverges, and where the divergence starts: graphbug repro {} analyze",
@@ -252,8 +236,7 @@ pub fn write_report(dir: &Path) -> Result<PathBuf> {
     ));
     let page = html::page(&format!("graphbug repro: {}", shown.display()), &sections);
     let path = dir.join(REPORT_FILE);
-    write_file_atomically(&path, page.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
+    write_file_atomically(&path, page.as_bytes()).map_err(|e| FlowError::io(&path, e))?;
     Ok(path)
 }
 
@@ -262,7 +245,7 @@ pub fn write_report(dir: &Path) -> Result<PathBuf> {
 pub fn report_to(dir: &Path) {
     let minified = dir.join("minified");
     for d in [dir, minified.as_path()] {
-        if d != dir && !d.join("manifest.json").is_file() {
+        if d != dir && !d.join(MANIFEST_FILE).is_file() {
             continue;
         }
         match write_report(d) {
@@ -270,7 +253,7 @@ pub fn report_to(dir: &Path) {
                 "report: {}",
                 std::path::absolute(&path).unwrap_or(path).display()
             ),
-            Err(e) => println!("no report in {}: {e:#}", d.display()),
+            Err(e) => println!("no report in {}: {e}", d.display()),
         }
     }
 }
@@ -278,7 +261,7 @@ pub fn report_to(dir: &Path) {
 /// The commands that go on from a directory.
 fn commands(d: &Directory, dir: &Path) -> String {
     let dir = dir.display();
-    let xla = d.manifest.get("program").is_some();
+    let xla = d.manifest.dialect() == Dialect::Xla;
     let mut lines = vec![
         format!("graphbug repro {dir} run        # reproduce the failure (exit 1)"),
         format!("graphbug repro {dir} minify     # shrink it into {dir}/minified"),
@@ -303,4 +286,67 @@ fn commands(d: &Directory, dir: &Path) -> String {
         lines.push(format!("python {dir}/repro.py   # the graph in PyTorch"));
     }
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(name: &str, to: &Path) -> PathBuf {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/repro-dirs")
+            .join(name);
+        let dir = to.join(name);
+        let copied = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(&from)
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        dir
+    }
+
+    /// One report for both dialects' directories, from their typed manifests: the
+    /// failure's kind, the culprit, what each dialect records, the commands that go on.
+    #[test]
+    fn reports_of_both_dialects() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (name, says) in [
+            (
+                "aten",
+                &[
+                    "failure: runtime error",
+                    "culprit: relu",
+                    "after: dynamo",
+                    "device: cpu",
+                    "(cd ",
+                ][..],
+            ),
+            (
+                "hlo",
+                &[
+                    "failure: accuracy wrong result",
+                    "culprit: reduce_max.7",
+                    "check: accuracy",
+                    "reference_backend: pjrt:cpu",
+                    "tolerance: rtol 0.001, atol 0.001",
+                    "# JAX alone",
+                ][..],
+            ),
+        ] {
+            let dir = copy(name, tmp.path());
+            let page = std::fs::read_to_string(write_report(&dir).unwrap()).unwrap();
+            for s in says {
+                assert!(page.contains(s), "{name}: no `{s}` in {page:.3000}");
+            }
+        }
+        // A directory whose program is gone: an error naming the file, and no page.
+        let dir = copy("stablehlo", tmp.path());
+        std::fs::remove_file(dir.join("program.mlir")).unwrap();
+        std::fs::remove_file(dir.join(REPORT_FILE)).unwrap();
+        let e = write_report(&dir).unwrap_err().to_string();
+        assert!(e.contains("stablehlo/program.mlir: "), "{e}");
+        assert!(!dir.join(REPORT_FILE).exists());
+    }
 }

@@ -1,0 +1,180 @@
+//! A repro directory as every dialect writes it: a `manifest.json` beside the graph or
+//! program, `minified/` (the smallest failing one) and the minifier's `state.json`. Which
+//! dialect wrote it, and what both dialects' manifests say alike, read once and typed.
+
+use std::path::Path;
+
+use graphbug_minifier::CheckKind;
+use graphbug_run::{kind_text, parse_kind, Stage, Symptom};
+use graphbug_xla::repro::Tolerance;
+use serde::Deserialize;
+
+use crate::FlowError;
+
+/// The manifest's file name, in every dialect's directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The aten graph's file name in an aten repro directory.
+pub const ATEN_GRAPH_FILE: &str = "graph.py";
+
+/// Which dialect wrote a repro directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// An aten graph (`graph.py`), run through libtorch.
+    Aten,
+    /// An XLA program (HLO or StableHLO), run on PJRT plugins.
+    Xla,
+}
+
+/// What both dialects' manifests say, read from either.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DirManifest {
+    /// Present in XLA directories only: the layout's version.
+    #[serde(default)]
+    graphbug_xla_repro: Option<u32>,
+    /// An XLA directory's program file.
+    #[serde(default)]
+    program: Option<String>,
+    /// The backend that failed.
+    pub backend: String,
+    /// XLA: the plugin of the float64 reference.
+    #[serde(default)]
+    pub reference_backend: Option<String>,
+    /// XLA: what counts as failing.
+    #[serde(default)]
+    pub check: Option<CheckKind>,
+    /// The repro level the failure was found at.
+    #[serde(default)]
+    pub level: Option<u8>,
+    /// aten: the device it ran on.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// XLA: the plugin's platform.
+    #[serde(default)]
+    pub platform: Option<String>,
+    /// aten: where the graph was taken (`dynamo`, `aot`).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// XLA: `repro.py`'s tolerances.
+    #[serde(default)]
+    pub tolerance: Option<Tolerance>,
+    /// The failure, if one was recorded.
+    #[serde(default)]
+    pub failure: Option<DirFailure>,
+}
+
+/// A recorded failure, as either dialect writes it: aten's stage and symptom, or XLA's
+/// kind in one text (`accuracy wrong result`), with the nodes it is pinned to.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DirFailure {
+    /// XLA: the kind as one text.
+    #[serde(default)]
+    kind: Option<String>,
+    /// aten: the stage.
+    #[serde(default)]
+    stage: Option<Stage>,
+    /// aten: the symptom.
+    #[serde(default)]
+    symptom: Option<Symptom>,
+    /// The message.
+    #[serde(default)]
+    pub message: String,
+    /// aten: the node, when known.
+    #[serde(default)]
+    node: Option<String>,
+    /// XLA: the instructions where a wrong result starts.
+    #[serde(default)]
+    culprits: Vec<String>,
+    /// XLA: how far beyond its tolerance the worst output is.
+    #[serde(default)]
+    pub margin: Option<f64>,
+}
+
+impl DirFailure {
+    /// The failure's stage and symptom, from either dialect's record.
+    pub fn stage_symptom(&self) -> Option<(Stage, Symptom)> {
+        match (self.stage, self.symptom, &self.kind) {
+            (Some(stage), Some(symptom), _) => Some((stage, symptom)),
+            (_, _, Some(kind)) => parse_kind(kind),
+            _ => None,
+        }
+    }
+
+    /// The kind as one text (`runtime error`): the stage and symptom, else what was
+    /// recorded (a capture's), else `failure`.
+    pub fn kind(&self) -> String {
+        match (self.stage_symptom(), &self.kind) {
+            (Some((stage, symptom)), _) => kind_text(stage, symptom),
+            (None, Some(kind)) => kind.clone(),
+            (None, None) => "failure".into(),
+        }
+    }
+
+    /// The nodes the failure is pinned to: XLA's culprits, aten's node.
+    pub fn nodes(&self) -> Vec<String> {
+        self.culprits.iter().chain(&self.node).cloned().collect()
+    }
+}
+
+impl DirManifest {
+    /// Reads `dir/manifest.json`.
+    pub fn read(dir: &Path) -> Result<DirManifest, FlowError> {
+        let path = dir.join(MANIFEST_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| FlowError::io(&path, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| FlowError::bad(&path, e))
+    }
+
+    /// The dialect that wrote the directory.
+    pub fn dialect(&self) -> Dialect {
+        match self.graphbug_xla_repro {
+            Some(_) => Dialect::Xla,
+            None => Dialect::Aten,
+        }
+    }
+
+    /// The graph or program file's name: an XLA directory's program, or `graph.py`.
+    pub fn file(&self) -> &str {
+        match (self.dialect(), &self.program) {
+            (Dialect::Xla, Some(program)) => program,
+            _ => ATEN_GRAPH_FILE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both dialects' directories, as the committed fixtures hold them (written by an
+    /// earlier graphbug), read alike.
+    #[test]
+    fn both_dialects_manifests_read_alike() {
+        let fixtures =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/repro-dirs");
+        let aten = DirManifest::read(&fixtures.join("aten")).unwrap();
+        assert_eq!(aten.dialect(), Dialect::Aten);
+        assert_eq!(aten.file(), "graph.py");
+        let failure = aten.failure.as_ref().unwrap();
+        assert_eq!(failure.kind(), "runtime error");
+        assert_eq!(failure.nodes(), ["relu"]);
+        assert_eq!(aten.after.as_deref(), Some("dynamo"));
+        let hlo = DirManifest::read(&fixtures.join("hlo")).unwrap();
+        assert_eq!(hlo.dialect(), Dialect::Xla);
+        assert_eq!(hlo.file(), "program.hlo");
+        let failure = hlo.failure.as_ref().unwrap();
+        assert_eq!(
+            failure.stage_symptom(),
+            Some((Stage::Accuracy, Symptom::WrongResult))
+        );
+        assert_eq!(failure.nodes(), ["reduce_max.7"]);
+        assert_eq!(hlo.check, Some(CheckKind::Accuracy));
+        assert_eq!(hlo.tolerance.as_ref().map(|t| t.rtol), Some(1e-3));
+        // A directory without a manifest, or with a bad one, is an error naming the file.
+        let e = DirManifest::read(&fixtures).unwrap_err().to_string();
+        assert!(e.contains("repro-dirs/manifest.json"), "{e}");
+        let bad = tempfile::tempdir().unwrap();
+        std::fs::write(bad.path().join(MANIFEST_FILE), "{\"failure\": 3}").unwrap();
+        let e = DirManifest::read(bad.path()).unwrap_err().to_string();
+        assert!(e.contains("manifest.json: "), "{e}");
+    }
+}
