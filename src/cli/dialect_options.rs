@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Result};
 use clap::parser::ValueSource;
+use graphbug::flow::Dialect;
 
 /// The help heading of the options for aten graphs.
 pub const FOR_ATEN: &str = "Options for aten graphs";
@@ -49,9 +50,18 @@ pub fn record(cli: &clap::Command, matches: &clap::ArgMatches) {
     let _ = GIVEN.set((name.to_string(), given));
 }
 
+/// Refuses the options of the dialect other than `dialect`, given for `what` (`x.hlo is
+/// an XLA program`).
+pub fn refuse_for(dialect: Dialect, what: &str) -> Result<()> {
+    match dialect {
+        Dialect::Aten => refuse(FOR_XLA, what),
+        Dialect::Xla => refuse(FOR_ATEN, what),
+    }
+}
+
 /// Refuses the options given under `heading` (the other dialect's), saying that `what`
 /// (`x.hlo is an XLA program`) takes none of them and where `--help` lists them.
-pub fn refuse(heading: &str, what: &str) -> Result<()> {
+fn refuse(heading: &str, what: &str) -> Result<()> {
     let Some((command, given)) = GIVEN.get() else {
         return Ok(());
     };

@@ -40,7 +40,8 @@ use graphbug::run::scratch::Scratch;
 
 use args::Bound;
 pub use args::WorkerArgs;
-use dialect_options::{refuse, FOR_ATEN, FOR_XLA};
+use dialect_options::refuse_for;
+use graphbug::flow::{Dialect, DirManifest, Source};
 
 /// Re-runs this command in a child process bounded by `bound` (default
 /// [`RUN_DEFAULT`]), unless this is that child or isolation is off: `Some(exit code)` in
@@ -153,7 +154,7 @@ pub fn read_any_graph(
 /// was written (told by content: see [`xla`]).
 pub fn fmt(file: &Path) -> Result<ExitCode> {
     let bytes = read_file(file)?;
-    if let Some(kind) = graphbug::xla::program::sniff(&bytes, file) {
+    if let Source::Xla(kind) = Source::of(file, &bytes) {
         return xla::fmt(file, &bytes, kind);
     }
     print!("{}", print_graph(&parse_graph_bytes(file, bytes)?));
@@ -171,7 +172,7 @@ pub fn check(
     bound: &Bound,
 ) -> Result<ExitCode> {
     let bytes = read_file(file)?;
-    if let Some(kind) = graphbug::xla::program::sniff(&bytes, file) {
+    if let Source::Xla(kind) = Source::of(file, &bytes) {
         if meta {
             bail!("--meta infers aten graphs' shapes with libtorch; {} is {} (its shapes are checked without --meta)", file.display(), kind.name());
         }
@@ -196,25 +197,37 @@ pub fn check(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `file` holds, told once by its content, with the other dialect's options refused.
+fn told(file: &Path, bytes: &[u8]) -> Result<Source> {
+    let source = Source::of(file, bytes);
+    let dialect = source.dialect();
+    refuse_for(
+        dialect,
+        &format!("{} is {}", file.display(), dialect.noun()),
+    )?;
+    Ok(source)
+}
+
+/// Says that this build cannot do `what` for an aten graph: it was built without libtorch.
+#[cfg(not(feature = "torch"))]
+fn without_libtorch(what: &str) -> anyhow::Error {
+    anyhow::anyhow!("{what} needs libtorch, and this graphbug was built without libtorch (the `torch` feature): it reads, prints and checks aten graphs, and runs, minifies and reproduces XLA programs")
+}
+
 /// `graphbug run`: an XLA program on a PJRT plugin, or an aten graph through a backend
 /// (with libtorch).
 pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
-    if let Some(kind) = graphbug::xla::program::sniff(&bytes, &args.file) {
-        refuse(
-            FOR_ATEN,
-            &format!("{} is an XLA program", args.file.display()),
-        )?;
-        return xla::run(args, &bytes, kind);
+    match told(&args.file, &bytes)? {
+        Source::Xla(kind) => xla::run(args, &bytes, kind),
+        #[cfg(feature = "torch")]
+        Source::Aten => run::run(args),
+        #[cfg(not(feature = "torch"))]
+        Source::Aten => Err(without_libtorch(&format!(
+            "running {}",
+            args.file.display()
+        ))),
     }
-    refuse(
-        FOR_XLA,
-        &format!("{} is an aten graph", args.file.display()),
-    )?;
-    #[cfg(feature = "torch")]
-    return run::run(args);
-    #[cfg(not(feature = "torch"))]
-    bail!("{} is an aten graph, and this graphbug was built without libtorch (the `torch` feature): it reads, prints and checks aten graphs, and runs XLA programs", args.file.display())
 }
 
 /// `graphbug minify`: an XLA program through a PJRT plugin, or an aten graph (with
@@ -224,57 +237,62 @@ pub fn minify_command(
     plugins: &[std::path::PathBuf],
 ) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
-    if let Some(kind) = graphbug::xla::program::sniff(&bytes, &args.file) {
-        refuse(
-            FOR_ATEN,
-            &format!("{} is an XLA program", args.file.display()),
-        )?;
-        return xla_minify::minify(args, &bytes, kind);
+    match told(&args.file, &bytes)? {
+        Source::Xla(kind) => xla_minify::minify(args, &bytes, kind),
+        #[cfg(feature = "torch")]
+        Source::Aten => minify::minify_command(args, bytes, plugins),
+        #[cfg(not(feature = "torch"))]
+        Source::Aten => {
+            let _ = plugins;
+            Err(without_libtorch(&format!(
+                "minifying {}",
+                args.file.display()
+            )))
+        }
     }
-    refuse(
-        FOR_XLA,
-        &format!("{} is an aten graph", args.file.display()),
-    )?;
-    #[cfg(feature = "torch")]
-    return minify::minify_command(args, bytes, plugins);
-    #[cfg(not(feature = "torch"))]
-    let _ = plugins;
-    #[cfg(not(feature = "torch"))]
-    bail!("{} is an aten graph, and this graphbug was built without libtorch (the `torch` feature): it minifies XLA programs", args.file.display())
 }
 
 /// `graphbug repro`: on an XLA program or an XLA repro directory through PJRT plugins, or
 /// on an aten graph or repro directory (with libtorch; also the demo).
 pub fn repro_command(args: &args::ReproArgs, plugins: &[std::path::PathBuf]) -> Result<ExitCode> {
-    if let Some(target) = &args.target {
-        if graphbug::xla::repro::is_repro_dir(target) {
-            refuse(
-                FOR_ATEN,
-                &format!("{} holds an XLA program", target.display()),
+    let xla = match &args.target {
+        Some(dir) if DirManifest::dialect_of(dir) == Some(Dialect::Xla) => {
+            refuse_for(
+                Dialect::Xla,
+                &format!("{} holds an XLA program", dir.display()),
             )?;
-            return xla_repro::on_dir(target, args);
+            return xla_repro::on_dir(dir, args);
         }
-        if target.is_file() {
-            let bytes = read_file(target)?;
-            if let Some(kind) = graphbug::xla::program::sniff(&bytes, target) {
-                refuse(FOR_ATEN, &format!("{} is an XLA program", target.display()))?;
-                return xla_repro::flow(target, &bytes, kind, args);
+        Some(file) if file.is_file() => {
+            let bytes = read_file(file)?;
+            match told(file, &bytes)? {
+                Source::Xla(kind) => Some((file, bytes, kind)),
+                Source::Aten => None,
             }
         }
+        Some(dir) => {
+            refuse_for(
+                Dialect::Aten,
+                &format!("{} holds an aten graph", dir.display()),
+            )?;
+            None
+        }
+        None => {
+            refuse_for(Dialect::Aten, "the demo is an aten graph")?;
+            None
+        }
+    };
+    if let Some((file, bytes, kind)) = xla {
+        return xla_repro::flow(file, &bytes, kind, args);
     }
-    refuse(
-        FOR_XLA,
-        &match &args.target {
-            Some(t) => format!("{} holds an aten graph", t.display()),
-            None => "the demo is an aten graph".into(),
-        },
-    )?;
     #[cfg(feature = "torch")]
     return repro::repro(args, plugins);
     #[cfg(not(feature = "torch"))]
     {
         let _ = plugins;
-        bail!("graphbug repro of aten graphs (and its demo) needs libtorch, and this graphbug was built without it (the `torch` feature): it reproduces XLA programs and their repro directories")
+        Err(without_libtorch(
+            "graphbug repro of an aten graph (or its demo)",
+        ))
     }
 }
 

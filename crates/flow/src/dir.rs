@@ -26,6 +26,16 @@ pub enum Dialect {
     Xla,
 }
 
+impl Dialect {
+    /// What a program of the dialect is called: `an aten graph`, `an XLA program`.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Dialect::Aten => "an aten graph",
+            Dialect::Xla => "an XLA program",
+        }
+    }
+}
+
 /// What both dialects' manifests say, read from either.
 #[derive(Clone, Debug, Deserialize)]
 pub struct DirManifest {
@@ -130,6 +140,14 @@ impl DirManifest {
             Some(_) => Dialect::Xla,
             None => Dialect::Aten,
         }
+    }
+
+    /// The dialect of the repro directory `dir`, if it is one (it holds a manifest).
+    pub fn dialect_of(dir: &Path) -> Option<Dialect> {
+        if graphbug_xla::repro::is_repro_dir(dir) {
+            return Some(Dialect::Xla);
+        }
+        dir.join(MANIFEST_FILE).is_file().then_some(Dialect::Aten)
     }
 
     /// The graph or program file's name: an XLA directory's program, or `graph.py`.

@@ -56,18 +56,42 @@ impl FlowError {
     }
 }
 
+/// What a file holds, told by its content once: an XLA program (its form) or an aten graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// An XLA program: HLO text or proto, StableHLO text or bytecode.
+    Xla(Kind),
+    /// An aten graph's text (anything that is not an XLA program).
+    Aten,
+}
+
+impl Source {
+    /// The source `bytes` (read from `path`) are.
+    pub fn of(path: &Path, bytes: &[u8]) -> Source {
+        sniff(bytes, path).map_or(Source::Aten, Source::Xla)
+    }
+
+    /// Its dialect.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Source::Xla(_) => Dialect::Xla,
+            Source::Aten => Dialect::Aten,
+        }
+    }
+}
+
 /// The graph a file's `bytes` hold: an XLA program's (HLO's entry computation, StableHLO's
 /// main function), told by content, or an aten graph's; with the program's form. Errors
 /// name the file, with the line and column of bad text.
 pub fn read_any_graph(path: &Path, bytes: Vec<u8>) -> Result<(Graph, Option<Kind>), FlowError> {
-    match sniff(&bytes, path) {
-        Some(kind) => {
+    match Source::of(path, &bytes) {
+        Source::Xla(kind) => {
             let graph = Program::read(&bytes, kind)
                 .and_then(|p| p.graph())
                 .map_err(|e| FlowError::bad(path, e))?;
             Ok((graph, Some(kind)))
         }
-        None => {
+        Source::Aten => {
             let text =
                 String::from_utf8(bytes).map_err(|_| FlowError::bad(path, "not UTF-8 text"))?;
             let graph = graphbug_ir::parse_graph(&text).map_err(|e| FlowError::bad(path, e))?;
