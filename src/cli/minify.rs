@@ -20,8 +20,9 @@ use graphbug::repro::scratch::Scratch;
 use graphbug::repro::{BackendChecker, ReferenceValues};
 use tch::Tensor;
 
-use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
+use super::search::{minify_structurally, run_key, search_options, search_run, MinifyArgs};
 use super::{accuracy_mode, eager_in_worker, graph_inputs, parse_graph_bytes, worker_exe};
+use graphbug::flow::search::search;
 
 /// One checker per worker.
 type Checkers = Vec<Box<dyn Checker + Send>>;
@@ -238,5 +239,14 @@ pub fn minify_command(args: &MinifyArgs, bytes: Vec<u8>, plugins: &[PathBuf]) ->
         None => None,
     };
     let text = |m: &graphbug::minifier::Minified| graphbug::repro::save::repro_text(m.graph());
-    search(args, &graph, &mut checkers, options, dir, started, &text).map(|_| ExitCode::SUCCESS)
+    search(
+        &search_run(args),
+        &graph,
+        &mut checkers,
+        options,
+        dir,
+        started,
+        &text,
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,18 +1,17 @@
-//! What `graphbug minify` shares between aten graphs ([`super::minify`]) and XLA programs
-//! ([`super::xla_minify`]): its arguments, the search with `--out` and `--resume`, and the
-//! report.
+//! `graphbug minify`'s arguments, as both dialects take them ([`super::minify`] and
+//! [`super::xla_minify`]), turned into the flow's search options
+//! ([`graphbug::flow::search`] runs the search and reports it).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 
 use super::dialect_options::{FOR_ATEN, FOR_XLA};
-use graphbug::minifier::progress::{MinifyDir, RunKey};
-use graphbug::minifier::{
-    minify_parallel, Check, Checker, Contains, Minified, MinifyOptions, NoSink,
-};
+use graphbug::flow::search::{search_structurally, SearchRun};
+use graphbug::minifier::progress::RunKey;
+use graphbug::minifier::{Check, Contains, Minified, MinifyOptions};
 use graphbug::run::limits::parse_timeout;
 
 /// Arguments of `graphbug minify`.
@@ -136,6 +135,15 @@ pub fn run_key(args: &MinifyArgs, inputs: String) -> RunKey {
     }
 }
 
+/// How the search runs and ends, from the arguments.
+pub fn search_run(args: &MinifyArgs) -> SearchRun {
+    SearchRun {
+        out: args.out.clone(),
+        resume: args.resume,
+        json: args.json,
+    }
+}
+
 /// `graphbug minify` with a check that reads only the program (`contains:`): nothing runs
 /// (no worker, no inputs, no reference run), only the search.
 pub fn minify_structurally(
@@ -148,136 +156,14 @@ pub fn minify_structurally(
     if args.workers.worker_launcher.is_some() {
         bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
     }
-    let mut checkers: Vec<Box<dyn Checker + Send>> = (0..args.workers.workers()?.count())
-        .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-        .collect();
-    let options = MinifyOptions {
-        check_str: args.check_str.clone(),
-        verbose: true,
-        progress: true,
-        max_queries: args.max_queries,
-        ..MinifyOptions::default()
-    };
-    let searching = Instant::now();
-    let m = minify_parallel(graph, &mut checkers, &options, &mut NoSink).map_err(|e| anyhow!(e))?;
-    let search_seconds = searching.elapsed().as_secs_f64();
-    report(
-        args,
-        &m,
-        (started, search_seconds),
-        None,
-        checkers.len(),
-        &text(&m),
-    );
-    Ok(m)
-}
-
-/// Runs the search on `graph` with `checkers`, keeping `dir` (`--out`) current and
-/// resuming from it with `--resume`; prints the result (`text` prints the minified
-/// candidate) and the counts.
-pub fn search(
-    args: &MinifyArgs,
-    graph: &graphbug::ir::Graph,
-    checkers: &mut [Box<dyn Checker + Send>],
-    mut options: MinifyOptions,
-    mut dir: Option<MinifyDir<'_>>,
-    started: Instant,
-    text: &dyn Fn(&Minified) -> String,
-) -> Result<Minified> {
-    if args.resume {
-        let out = args.out.as_ref().expect("--resume requires --out");
-        let saved = dir
-            .as_ref()
-            .expect("created with --out")
-            .saved_state()
-            .map_err(|e| anyhow!(e))?;
-        match saved {
-            Some(state) => {
-                eprintln!(
-                    "resuming from {} nodes after {} queries",
-                    state.stats.end_nodes, state.stats.queries
-                );
-                options.resume = Some(state.resume_point());
-            }
-            None => eprintln!(
-                "nothing to resume in {} (no smaller failing graph was saved yet): starting over",
-                out.display()
-            ),
-        }
-    }
-    let searching = Instant::now();
-    let result = match dir.as_mut() {
-        Some(d) => minify_parallel(graph, checkers, &options, d),
-        None => minify_parallel(graph, checkers, &options, &mut NoSink),
-    };
-    let m = match result {
-        Ok(m) => m,
-        Err(e) => bail!(e),
-    };
-    let search_seconds = searching.elapsed().as_secs_f64();
-    if let Some(d) = dir.as_mut() {
-        d.finish(&m).map_err(|e| anyhow!(e))?;
-    }
-    report(
-        args,
-        &m,
-        (started, search_seconds),
-        dir.as_ref().map(|d| d.minified()).as_deref(),
-        checkers.len(),
-        &text(&m),
-    );
-    Ok(m)
-}
-
-/// Prints the result of a minification: the graph, the counts, and with `--json` a line
-/// of them (`search_seconds`: the search alone, from the original's checks on, without
-/// start-up).
-pub fn report(
-    args: &MinifyArgs,
-    m: &graphbug::minifier::Minified,
-    (started, search_seconds): (Instant, f64),
-    saved: Option<&std::path::Path>,
-    jobs: usize,
-    text: &str,
-) {
-    let seconds = started.elapsed().as_secs_f64();
-    print!("{text}");
-    println!(
-        "minified {} nodes to {} in {} queries ({} cache hits), {seconds:.2} s; failure: {}: {}",
-        m.stats.start_nodes,
-        m.stats.end_nodes,
-        m.stats.queries,
-        m.stats.cache_hits,
-        m.signature.kind,
-        m.signature.message
-    );
-    if let Some(r) = m.stats.reliability {
-        println!("the original fails in {r}; the result failed at least as often in as many runs");
-    }
-    if let Some(d) = saved {
-        println!("smallest failing graph: {}", d.display());
-    }
-    if jobs > 1 {
-        println!(
-            "{jobs} workers; speculation: {} queries run that the search did not need",
-            m.speculative
-        );
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "start_nodes": m.stats.start_nodes,
-                "end_nodes": m.stats.end_nodes,
-                "queries": m.stats.queries,
-                "cache_hits": m.stats.cache_hits,
-                "jobs": jobs,
-                "speculative": m.speculative,
-                "original_failures": m.stats.reliability.map(|r| r.failures),
-                "original_runs": m.stats.reliability.map(|r| r.runs),
-                "seconds": (seconds * 1000.0).round() / 1000.0,
-                "search_seconds": (search_seconds * 1000.0).round() / 1000.0,
-            })
-        );
-    }
+    let options = search_options_with(args.check_str.clone(), None, args.max_queries, None);
+    Ok(search_structurally(
+        &search_run(args),
+        graph,
+        contains,
+        args.workers.workers()?.count(),
+        &options,
+        started,
+        text,
+    )?)
 }

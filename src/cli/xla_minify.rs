@@ -27,8 +27,9 @@ use graphbug::xla::minify::{
 use graphbug::xla::program::{Constants, Kind, Program};
 use graphbug::xla::repro::{write_numbered, INPUTS};
 
-use super::search::{minify_structurally, run_key, search, search_options, MinifyArgs};
+use super::search::{minify_structurally, run_key, search_options, search_run, MinifyArgs};
 use super::xla::{program_inputs, read};
+use graphbug::flow::search::search;
 
 /// One checker per worker.
 pub type Checkers = Vec<Box<dyn Checker + Send>>;
@@ -295,7 +296,15 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         None => None,
     };
     let text = |m: &Minified| text_with(m, Some(&recorded));
-    let m = search(args, &graph, &mut checkers, options, dir, started, &text)?;
+    let m = search(
+        &search_run(args),
+        &graph,
+        &mut checkers,
+        options,
+        dir,
+        started,
+        &text,
+    )?;
     // The workers end before those of a called computation start.
     drop(checkers);
     inside_called_computations(args, &printer, Some(&recorded), &m)?;

@@ -6,6 +6,7 @@
 
 pub mod dir;
 pub mod report;
+pub mod search;
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,9 @@ pub enum FlowError {
         /// What is wrong with it.
         message: String,
     },
+    /// A search could not run, or its progress could not be kept.
+    #[error("{0}")]
+    Search(String),
     /// A picture could not be made.
     #[error(transparent)]
     Draw(#[from] graphbug_draw::DrawError),
