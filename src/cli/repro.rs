@@ -28,6 +28,7 @@ use std::collections::HashMap;
 
 use super::args::ReproArgs;
 use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, rerun_bounded, worker_exe};
+use graphbug::flow::DirAction;
 use tch::Tensor;
 
 fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
@@ -63,15 +64,11 @@ pub fn repro(args: &ReproArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
                 plugins,
             )
         }
-        Some(t) if t.is_dir() => {
-            let action = args.action.as_deref().ok_or_else(|| {
-                anyhow!(
-                    "say what to do with {}: run, minify or analyze",
-                    t.display()
-                )
-            })?;
-            on_dir(t, action, args)
-        }
+        Some(t) if t.is_dir() => on_dir(
+            t,
+            DirAction::asked(t, args.action.as_deref(), args.check.is_some())?,
+            args,
+        ),
         Some(t) => {
             if let Some(a) = &args.action {
                 bail!("{} is not a repro directory, so `{a}` does not apply; give a graph file alone to run the whole flow", t.display());
@@ -321,7 +318,11 @@ fn validate(backend: &str, graph: &Graph, inputs: &[Tensor], options: &ReproOpti
 /// Runs `run` and `analyze` on a repro directory in a supervised child bounded in time
 /// (a crash or a hang of the backend is then an outcome, not the end of graphbug); `None`
 /// in that child, or without isolation, where the action runs here.
-fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<Option<ExitCode>> {
+fn supervise_action(
+    case: &ReproCase,
+    action: DirAction,
+    args: &ReproArgs,
+) -> Result<Option<ExitCode>> {
     if is_supervised() || args.no_isolate {
         return Ok(None);
     }
@@ -336,7 +337,7 @@ fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<
     let limit = TimeLimit::new(args.timeout, eager);
     // analyze runs the backend twice and eager three times.
     let limit = match action {
-        "analyze" => limit.first().saturating_mul(3),
+        DirAction::Analyze => limit.first().saturating_mul(3),
         _ => limit.first(),
     };
     let backend = args.backend.as_deref().unwrap_or(&case.manifest.backend);
@@ -345,7 +346,7 @@ fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<
             .failure(backend, limit)
             .expect("invariant: a run without an exit code is a failure");
         match action {
-            "run" => {
+            DirAction::Run => {
                 let outcome = classify(case, failure, args.check_str.as_deref())?;
                 println!("{outcome}");
                 Ok(match outcome {
@@ -363,19 +364,16 @@ fn supervise_action(case: &ReproCase, action: &str, args: &ReproArgs) -> Result<
 }
 
 /// run / minify / analyze on a repro directory.
-fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
-    if args.check.is_some() && action != "minify" {
-        bail!("--check says what `minify` looks for; `{action}` checks the failure the directory records (or any, where it records none)");
-    }
+fn on_dir(dir: &Path, action: DirAction, args: &ReproArgs) -> Result<ExitCode> {
     let mut case = read_repro_dir(dir)?;
-    if matches!(action, "run" | "analyze") {
+    if matches!(action, DirAction::Run | DirAction::Analyze) {
         if let Some(code) = supervise_action(&case, action, args)? {
             return Ok(code);
         }
     }
     let opts = action_options(args)?;
     match action {
-        "run" => {
+        DirAction::Run => {
             if let Some(rate) = reproduce_rate(&mut case, &opts)? {
                 println!("{rate}");
                 return Ok(if rate.holds() {
@@ -391,17 +389,16 @@ fn on_dir(dir: &Path, action: &str, args: &ReproArgs) -> Result<ExitCode> {
                 Outcome::DoesNotReproduce { .. } => ExitCode::SUCCESS,
             })
         }
-        "minify" => {
+        DirAction::Minify => {
             let m = minify_repro(dir, &mut case, &opts)?;
             print!("{}", graphbug::repro::save::repro_text(m.graph()));
             println!("{}", minified_summary(&m, dir));
             graphbug::flow::report::report_to(dir);
             Ok(ExitCode::SUCCESS)
         }
-        "analyze" => {
+        DirAction::Analyze => {
             print!("{}", analyze(&mut case, &opts)?);
             Ok(ExitCode::SUCCESS)
         }
-        other => bail!("unknown action `{other}`: expected run, minify or analyze"),
     }
 }

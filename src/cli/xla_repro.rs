@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug::files::HostTensor;
+use graphbug::flow::DirAction;
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
 use graphbug::minifier::{
     minify_parallel, BugIdentity, Check, CheckKind, Minified, MinifyOptions, Original, Signature,
@@ -207,22 +208,12 @@ fn case_backend(case: &XlaCase, args: &ReproArgs, printer: &Printer) -> Result<X
 /// `graphbug repro DIR run|minify|analyze` on an XLA repro directory.
 pub fn on_dir(dir: &Path, args: &ReproArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let action = args.action.as_deref().ok_or_else(|| {
-        anyhow!(
-            "say what to do with {}: run, minify or analyze",
-            dir.display()
-        )
-    })?;
-    let what = dir.display().to_string();
-    if args.check.is_some() && action != "minify" {
-        bail!("--check says what `minify` looks for; `{action}` checks the failure the directory records");
-    }
+    let action = DirAction::asked(dir, args.action.as_deref(), args.check.is_some())?;
     let case = read_dir(dir).map_err(|e| anyhow!(e))?;
     match action {
-        "run" => run_dir(&case, args),
-        "minify" => minify_dir(&case, args, started),
-        "analyze" => analyze_dir(&case, args),
-        other => bail!("unknown action `{other}` for {what}: run, minify or analyze"),
+        DirAction::Run => run_dir(&case, args),
+        DirAction::Minify => minify_dir(&case, args, started),
+        DirAction::Analyze => analyze_dir(&case, args),
     }
 }
 

@@ -36,6 +36,68 @@ impl Dialect {
     }
 }
 
+/// What `graphbug repro DIR ACTION` does with a repro directory, whichever dialect wrote it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirAction {
+    /// Reproduce the recorded failure: exit 1 when it reproduces.
+    Run,
+    /// Shrink it into `DIR/minified`.
+    Minify,
+    /// Find the first node that diverges.
+    Analyze,
+}
+
+impl std::str::FromStr for DirAction {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "run" => Ok(DirAction::Run),
+            "minify" => Ok(DirAction::Minify),
+            "analyze" => Ok(DirAction::Analyze),
+            other => Err(format!(
+                "unknown action `{other}`: expected run, minify or analyze"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for DirAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DirAction::Run => "run",
+            DirAction::Minify => "minify",
+            DirAction::Analyze => "analyze",
+        })
+    }
+}
+
+impl DirAction {
+    /// The action asked of `dir` (`action` as given), checked against what only `minify`
+    /// takes (`check_given`: `--check`). The errors say what to do instead.
+    pub fn asked(
+        dir: &Path,
+        action: Option<&str>,
+        check_given: bool,
+    ) -> Result<DirAction, FlowError> {
+        let action: DirAction = action
+            .ok_or_else(|| {
+                FlowError::Usage(format!(
+                    "say what to do with {}: run, minify or analyze",
+                    dir.display()
+                ))
+            })?
+            .parse()
+            .map_err(|e: String| FlowError::Usage(format!("{e} (for {})", dir.display())))?;
+        if check_given && action != DirAction::Minify {
+            return Err(FlowError::Usage(format!(
+                "--check says what `minify` looks for; `{action}` checks the failure the directory records (or any, where it records none)"
+            )));
+        }
+        Ok(action)
+    }
+}
+
 /// What both dialects' manifests say, read from either.
 #[derive(Clone, Debug, Deserialize)]
 pub struct DirManifest {
@@ -162,6 +224,45 @@ impl DirManifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One reading of `repro DIR ACTION` for every dialect: the three actions, and what
+    /// to do instead of a missing or unknown one, or of `--check` with another.
+    #[test]
+    fn actions_are_asked_once_for_every_dialect() {
+        let dir = Path::new("case");
+        for (action, want) in [
+            ("run", DirAction::Run),
+            ("minify", DirAction::Minify),
+            ("analyze", DirAction::Analyze),
+        ] {
+            assert_eq!(DirAction::asked(dir, Some(action), false).unwrap(), want);
+            assert_eq!(want.to_string(), action);
+        }
+        assert!(DirAction::asked(dir, Some("minify"), true).is_ok());
+        for (action, check, says) in [
+            (
+                None,
+                false,
+                "say what to do with case: run, minify or analyze",
+            ),
+            (
+                Some("dance"),
+                false,
+                "unknown action `dance`: expected run, minify or analyze (for case)",
+            ),
+            (
+                Some("run"),
+                true,
+                "--check says what `minify` looks for; `run` checks",
+            ),
+            (Some("analyze"), true, "`analyze` checks"),
+        ] {
+            let e = DirAction::asked(dir, action, check)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{action:?}: {e}");
+        }
+    }
 
     /// Both dialects' directories, as the committed fixtures hold them (written by an
     /// earlier graphbug), read alike.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use graphbug_ir::Graph;
 use graphbug_xla::program::{sniff, Kind, Program};
 
-pub use dir::{Dialect, DirFailure, DirManifest};
+pub use dir::{Dialect, DirAction, DirFailure, DirManifest};
 
 /// Why a step of the flow could not be done; each names its file.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,9 @@ pub enum FlowError {
         /// What is wrong with it.
         message: String,
     },
+    /// What was asked cannot be done as asked; the message says what to do.
+    #[error("{0}")]
+    Usage(String),
     /// A search could not run, or its progress could not be kept.
     #[error("{0}")]
     Search(String),
