@@ -28,7 +28,7 @@ use std::collections::HashMap;
 
 use super::args::ReproArgs;
 use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, rerun_bounded, worker_exe};
-use graphbug::flow::DirAction;
+use graphbug::flow::{Dialect, DirAction};
 use tch::Tensor;
 
 fn action_options(args: &ReproArgs) -> Result<ActionOptions> {
@@ -201,17 +201,15 @@ fn flow(
     println!("{}", minified_summary(&m, dir));
     print!("{}", graphbug::repro::save::repro_text(m.graph()));
     graphbug::flow::report::report_to(dir);
-    let minified = shown.join("minified");
-    let minified = minified.display();
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
-    let graphbug = super::graphbug_command();
-    println!("  {graphbug} repro {minified} run        # reproduce the minified failure (exit 1)");
-    println!("  {graphbug} repro {minified} analyze    # the first node that diverges");
-    println!("  (cd {minified} && cargo run)            # the standalone Rust reproduction");
-    println!(
-        "  {} {minified}/repro.py    # the graph in PyTorch",
-        super::venv_python()
-    );
+    for line in graphbug::flow::next_commands(
+        Dialect::Aten,
+        &shown.join("minified").display().to_string(),
+        &super::graphbug_command(),
+        &super::venv_python(),
+    ) {
+        println!("  {line}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

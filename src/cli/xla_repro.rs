@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug::files::HostTensor;
-use graphbug::flow::DirAction;
+use graphbug::flow::{Dialect, DirAction};
 use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
 use graphbug::minifier::{
     minify_parallel, BugIdentity, Check, CheckKind, Minified, MinifyOptions, Original, Signature,
@@ -403,12 +403,15 @@ fn report_minified(
             .map(|t| elide_constants(&t, ELIDE_AT))
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
     );
-    let minified = minified.display();
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
-    let graphbug = super::graphbug_command();
-    println!("  {graphbug} repro {minified} run        # reproduce the minified failure (exit 1)");
-    println!("  {graphbug} repro {minified} analyze    # the first instruction that diverges");
-    println!("  python {minified}/repro.py           # JAX alone: the plugin against XLA CPU");
+    for line in graphbug::flow::next_commands(
+        Dialect::Xla,
+        &minified.display().to_string(),
+        &super::graphbug_command(),
+        "python",
+    ) {
+        println!("  {line}");
+    }
 }
 
 /// `repro DIR analyze`: in a bounded child, the first instruction whose value diverges

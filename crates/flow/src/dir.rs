@@ -26,7 +26,41 @@ pub enum Dialect {
     Xla,
 }
 
+/// The commands that go on from the repro directory `dir` of `dialect`: reproduce its
+/// failure, find where it diverges, and reproduce it without graphbug (`graphbug` and
+/// `python`: how to name them where the user stands). The "Next:" lines after a repro
+/// and the report's "Go on" section both list them.
+pub fn next_commands(dialect: Dialect, dir: &str, graphbug: &str, python: &str) -> Vec<String> {
+    let mut lines = vec![
+        format!("{graphbug} repro {dir} run        # reproduce the failure (exit 1)"),
+        format!(
+            "{graphbug} repro {dir} analyze    # the first {} that diverges",
+            dialect.node_word()
+        ),
+    ];
+    match dialect {
+        Dialect::Aten => {
+            lines.push(format!(
+                "(cd {dir} && cargo run)            # the standalone Rust reproduction"
+            ));
+            lines.push(format!("{python} {dir}/repro.py    # the graph in PyTorch"));
+        }
+        Dialect::Xla => lines.push(format!(
+            "{python} {dir}/repro.py           # JAX alone: the plugin against XLA CPU"
+        )),
+    }
+    lines
+}
+
 impl Dialect {
+    /// What a program's step is called: a graph's `node`, a program's `instruction`.
+    pub fn node_word(self) -> &'static str {
+        match self {
+            Dialect::Aten => "node",
+            Dialect::Xla => "instruction",
+        }
+    }
+
     /// What a program of the dialect is called: `an aten graph`, `an XLA program`.
     pub fn noun(self) -> &'static str {
         match self {
@@ -262,6 +296,34 @@ mod tests {
                 .to_string();
             assert!(e.contains(says), "{action:?}: {e}");
         }
+    }
+
+    /// The commands that go on name graphbug and Python as told, and each dialect's own
+    /// reproductions.
+    #[test]
+    fn next_commands_of_each_dialect() {
+        let strip = |v: Vec<String>| -> Vec<String> {
+            v.iter()
+                .map(|l| l.split('#').next().unwrap().trim().to_string())
+                .collect()
+        };
+        assert_eq!(
+            strip(next_commands(Dialect::Xla, "d", "/bin/g", "py")),
+            [
+                "/bin/g repro d run",
+                "/bin/g repro d analyze",
+                "py d/repro.py"
+            ]
+        );
+        assert_eq!(
+            strip(next_commands(Dialect::Aten, "d", "g", "/v/python")),
+            [
+                "g repro d run",
+                "g repro d analyze",
+                "(cd d && cargo run)",
+                "/v/python d/repro.py"
+            ]
+        );
     }
 
     /// Both dialects' directories, as the committed fixtures hold them (written by an

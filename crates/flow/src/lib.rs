@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use graphbug_ir::Graph;
 use graphbug_xla::program::{sniff, Kind, Program};
 
-pub use dir::{Dialect, DirAction, DirFailure, DirManifest};
+pub use dir::{next_commands, Dialect, DirAction, DirFailure, DirManifest};
 
 /// Why a step of the flow could not be done; each names its file.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ use graphbug_files::write_file_atomically;
 use graphbug_ir::Graph;
 use graphbug_minifier::progress::{MinifyState, Step, STATE_FILE};
 
-use crate::dir::{Dialect, DirManifest, MANIFEST_FILE};
+use crate::dir::{next_commands, DirManifest, MANIFEST_FILE};
 use crate::FlowError;
 
 /// The report's file name in a repro directory.
@@ -258,32 +258,23 @@ pub fn report_to(dir: &Path) {
     }
 }
 
-/// The commands that go on from a directory.
+/// The commands that go on from a directory: its own, then its minified one's.
 fn commands(d: &Directory, dir: &Path) -> String {
-    let dir = dir.display();
-    let xla = d.manifest.dialect() == Dialect::Xla;
-    let mut lines = vec![
-        format!("graphbug repro {dir} run        # reproduce the failure (exit 1)"),
+    let dialect = d.manifest.dialect();
+    let dir = dir.display().to_string();
+    let mut lines = next_commands(dialect, &dir, "graphbug", "python");
+    lines.insert(
+        1,
         format!("graphbug repro {dir} minify     # shrink it into {dir}/minified"),
-        format!("graphbug repro {dir} analyze    # the first node that diverges"),
-        format!("graphbug draw {dir}/{} -o picture.html", d.file),
-    ];
+    );
+    lines.push(format!("graphbug draw {dir}/{} -o picture.html", d.file));
     if d.minified.is_some() {
-        lines.push(format!("graphbug repro {dir}/minified run"));
-        if xla {
-            lines.push(format!("python {dir}/minified/repro.py   # JAX alone"));
-        } else {
-            lines.push(format!(
-                "(cd {dir}/minified && cargo run)   # the standalone Rust reproduction"
-            ));
-            lines.push(format!(
-                "python {dir}/minified/repro.py     # the graph in PyTorch"
-            ));
-        }
-    } else if xla {
-        lines.push(format!("python {dir}/repro.py   # JAX alone"));
-    } else {
-        lines.push(format!("python {dir}/repro.py   # the graph in PyTorch"));
+        lines.extend(next_commands(
+            dialect,
+            &format!("{dir}/minified"),
+            "graphbug",
+            "python",
+        ));
     }
     lines.join("\n")
 }
