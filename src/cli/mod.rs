@@ -15,7 +15,6 @@ pub mod examples;
 pub mod help;
 #[cfg(feature = "torch")]
 pub mod minify;
-
 #[cfg(feature = "torch")]
 pub mod repro;
 #[cfg(feature = "torch")]
@@ -138,16 +137,6 @@ pub fn parse_graph_bytes(file: &Path, bytes: Vec<u8>) -> Result<graphbug::ir::Gr
     let text =
         String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
     parse_graph(&text).with_context(|| format!("{}", file.display()))
-}
-
-/// The graph a file's `bytes` hold: an XLA program's (HLO's entry computation, StableHLO's
-/// main function), told by content, or an aten graph; with the program's form. Errors name
-/// the file.
-pub fn read_any_graph(
-    file: &Path,
-    bytes: Vec<u8>,
-) -> Result<(graphbug::ir::Graph, Option<graphbug::xla::program::Kind>)> {
-    Ok(graphbug::flow::read_any_graph(file, bytes)?)
 }
 
 /// `graphbug fmt`: prints the canonical text of an aten graph, or an XLA program as it
