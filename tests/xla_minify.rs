@@ -313,6 +313,10 @@ fn bad_minify_input_names_the_culprit() {
     let program = hlo("transformer.hlo");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
+            vec![],
+            "say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD",
+        ),
+        (
             vec!["--check", "accuracy"],
             "--check accuracy needs --backend pjrt:<plugin>",
         ),

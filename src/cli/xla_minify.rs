@@ -246,28 +246,26 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
             .map(|t| elide_constants(&t, ELIDE_AT))
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
     };
-    let contains = args.check.as_ref().and_then(Check::contains).cloned();
-    if let (Some(contains), None) = (&contains, &args.out) {
+    if let (Some(contains), None) = (args.check.as_ref().and_then(Check::contains), &args.out) {
         let text = |m: &Minified| text_with(m, None);
         let m = minify_structurally(args, &graph, contains.clone(), started, &text)?;
         inside_called_computations(args, &printer, None, &m)?;
         return Ok(ExitCode::SUCCESS);
     }
     let reference = reference_backend(args.reference_backend.as_deref())?;
-    let check = match (&args.check_command, contains) {
+    let check = match (&args.check_command, &args.check) {
         (Some(cmd), _) => XlaCheck::Command(cmd.clone()),
-        (None, Some(contains)) => XlaCheck::Contains(contains),
-        (None, None) => {
-            let check = args.check.as_ref().ok_or_else(|| {
-                anyhow!("say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD")
-            })?;
-            let kind = check.backend_kind().expect("contains: is taken above");
+        (None, Some(Check::Contains(contains))) => XlaCheck::Contains(contains.clone()),
+        (None, Some(check @ Check::Backend(kind))) => {
             let name = args.backend.as_deref().ok_or_else(|| {
                 anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
             })?;
             let backend = backend_under_test(name, &printer)?;
-            XlaCheck::Backend(Box::new(backend), kind)
+            XlaCheck::Backend(Box::new(backend), *kind)
         }
+        (None, None) => bail!(
+            "say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD"
+        ),
     };
     let inputs = program_inputs(&program, args.inputs.as_deref(), args.seed)?;
     let scratch = Scratch::new("minify")?;

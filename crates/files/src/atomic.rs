@@ -20,9 +20,7 @@ const SIBLING_TAGS: [&str; 3] = ["tmp", "v", "link"];
 /// A hidden, unique sibling path of `path` with a tag (`tmp`, `v` or `link`):
 /// `.<name>.<tag>.<pid>.<n>`, which [`sweep_stale_siblings`] recognises.
 pub fn sibling(path: &Path, tag: &str) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let name = file_name(path);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     path.with_file_name(format!(".{name}.{tag}.{}.{n}", std::process::id()))
 }
@@ -247,11 +245,16 @@ pub fn replace_dir_atomically<E>(
     Ok(())
 }
 
+/// The last part of `path`'s name (`out` for a path without one), as the names beside it
+/// are made from it.
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned())
+}
+
 /// The first name beside `link` that nothing has: `NAME.earlier`, then `NAME.earlier.2`, ...
 fn earlier_name(link: &Path) -> PathBuf {
-    let name = link
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let name = file_name(link);
     (1..)
         .map(|k| match k {
             1 => link.with_file_name(format!("{name}.earlier")),
