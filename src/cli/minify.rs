@@ -99,10 +99,7 @@ fn build_checkers(
             if !args.no_isolate {
                 eager_in_worker(run_graph, inputs, constants, device, scratch)?;
             }
-            let checkers = (0..workers.count())
-                .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-                .collect();
-            return Ok((checkers, None));
+            return Ok((contains.checkers(workers.count()), None));
         }
     };
     let backend = backend.ok_or_else(|| anyhow!("--check {check} needs --backend NAME"))?;

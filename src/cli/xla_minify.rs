@@ -133,12 +133,7 @@ pub fn start_checkers(
                 .collect();
             (checkers, recorded)
         }
-        XlaCheck::Contains(contains) => {
-            let checkers = (0..workers.count())
-                .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-                .collect();
-            (checkers, record()?)
-        }
+        XlaCheck::Contains(contains) => (contains.checkers(workers.count()), record()?),
         XlaCheck::Backend(backend, kind) if runs.in_process => {
             workers.allow_in_process().map_err(|e| anyhow!(e))?;
             let recorded = record()?;

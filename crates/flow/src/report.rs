@@ -263,10 +263,9 @@ fn commands(d: &Directory, dir: &Path) -> String {
     let dialect = d.manifest.dialect();
     let dir = dir.display().to_string();
     let mut lines = next_commands(dialect, &dir, "graphbug", "python");
-    lines.insert(
-        1,
-        format!("graphbug repro {dir} minify     # shrink it into {dir}/minified"),
-    );
+    lines.push(format!(
+        "graphbug repro {dir} minify     # shrink it into {dir}/minified"
+    ));
     lines.push(format!("graphbug draw {dir}/{} -o picture.html", d.file));
     if d.minified.is_some() {
         lines.extend(next_commands(

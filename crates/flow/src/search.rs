@@ -141,9 +141,7 @@ pub fn search_structurally(
     started: Instant,
     text: &dyn Fn(&Minified) -> String,
 ) -> Result<Minified, FlowError> {
-    let mut checkers: Vec<Box<dyn Checker + Send>> = (0..workers)
-        .map(|_| Box::new(contains.clone()) as Box<dyn Checker + Send>)
-        .collect();
+    let mut checkers = contains.checkers(workers);
     let searching = Instant::now();
     let m = minify_parallel(graph, &mut checkers, options, &mut NoSink)
         .map_err(|e| FlowError::Search(e.to_string()))?;

@@ -338,6 +338,14 @@ impl Contains {
             list: list.to_string(),
         })
     }
+
+    /// One copy of the check for each of `workers` workers (it runs nothing: the copies
+    /// only read candidates side by side).
+    pub fn checkers(&self, workers: usize) -> Vec<Box<dyn Checker + Send>> {
+        (0..workers)
+            .map(|_| Box::new(self.clone()) as Box<dyn Checker + Send>)
+            .collect()
+    }
 }
 
 impl Checker for Contains {
