@@ -90,7 +90,7 @@ pub fn draw(args: &DrawArgs) -> Result<ExitCode> {
         (None, None) => Format::Svg,
     };
     let title = args.file.display().to_string();
-    let (graph, kind) = graphbug::flow::read_any_graph(&args.file, read_file(&args.file)?)?;
+    let (graph, kind) = super::read_any_graph(&args.file, read_file(&args.file)?)?;
     if kind.is_some() && (args.partition.is_some() || args.trace.is_some()) {
         bail!(
             "--partition and --trace draw aten graphs (joint graphs, `graphbug run --trace` traces); {} is an XLA program",

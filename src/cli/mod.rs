@@ -14,14 +14,11 @@ pub mod draw;
 pub mod examples;
 pub mod help;
 #[cfg(feature = "torch")]
-pub mod minify;
-#[cfg(feature = "torch")]
 pub mod repro;
 #[cfg(feature = "torch")]
 pub mod run;
 pub mod search;
 pub mod xla;
-pub mod xla_minify;
 pub mod xla_repro;
 
 #[cfg(feature = "torch")]
@@ -40,7 +37,9 @@ use graphbug::run::scratch::Scratch;
 use args::Bound;
 pub use args::WorkerArgs;
 use dialect_options::refuse_for;
-use graphbug::flow::{Dialect, DirManifest, Source};
+use graphbug::flow::{Dialect, DirManifest, FlowError};
+use graphbug::ir::Graph;
+use graphbug::xla::program::{sniff, Kind, Program};
 
 /// Re-runs this command in a child process bounded by `bound` (default
 /// [`RUN_DEFAULT`]), unless this is that child or isolation is off: `Some(exit code)` in
@@ -186,6 +185,58 @@ pub fn check(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a file holds, told by its content once: an XLA program (its form) or an aten graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// An XLA program: HLO text or proto, StableHLO text or bytecode.
+    Xla(Kind),
+    /// An aten graph's text (anything that is not an XLA program).
+    Aten,
+}
+
+impl Source {
+    /// The source `bytes` (read from `path`) are.
+    pub fn of(path: &Path, bytes: &[u8]) -> Source {
+        sniff(bytes, path).map_or(Source::Aten, Source::Xla)
+    }
+
+    /// Its dialect.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Source::Xla(_) => Dialect::Xla,
+            Source::Aten => Dialect::Aten,
+        }
+    }
+}
+
+/// The graph a file's `bytes` hold: an XLA program's (HLO's entry computation, StableHLO's
+/// main function), told by content, or an aten graph's; with the program's form. Errors
+/// name the file, with the line and column of bad text.
+pub fn read_any_graph(path: &Path, bytes: Vec<u8>) -> Result<(Graph, Option<Kind>), FlowError> {
+    match Source::of(path, &bytes) {
+        Source::Xla(kind) => {
+            let graph = Program::read(&bytes, kind)
+                .and_then(|p| p.graph())
+                .map_err(|e| FlowError::bad(path, e))?;
+            Ok((graph, Some(kind)))
+        }
+        Source::Aten => {
+            let text =
+                String::from_utf8(bytes).map_err(|_| FlowError::bad(path, "not UTF-8 text"))?;
+            let graph = graphbug::ir::parse_graph(&text).map_err(|e| FlowError::bad(path, e))?;
+            Ok((graph, None))
+        }
+    }
+}
+
+/// Writes the report of a repro directory and its minified one, and says where (see
+/// [`graphbug::flow::report::report_to`]).
+pub fn report_to(dir: &Path) {
+    graphbug::flow::report::report_to(dir, &|path, bytes| {
+        read_any_graph(path, bytes).map(|(graph, _)| graph)
+    });
+}
+
 /// What `file` holds, told once by its content, with the other dialect's options refused.
 fn told(file: &Path, bytes: &[u8]) -> Result<Source> {
     let source = Source::of(file, bytes);
@@ -227,9 +278,21 @@ pub fn minify_command(
 ) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
     match told(&args.file, &bytes)? {
-        Source::Xla(kind) => xla_minify::minify(args, &bytes, kind),
+        Source::Xla(kind) => {
+            let req = args.request()?;
+            graphbug::xla::flow::minify(&req, bytes, kind, args.reference_backend.clone())
+                .map(|_| ExitCode::SUCCESS)
+        }
         #[cfg(feature = "torch")]
-        Source::Aten => minify::minify_command(args, bytes, plugins),
+        Source::Aten => {
+            let options = graphbug::repro::minify::AtenOptions {
+                device: args.device.clone(),
+                offload_to_disk: args.offload_to_disk,
+                plugins: plugins.to_vec(),
+            };
+            graphbug::repro::minify::minify(&args.request()?, bytes, options)
+                .map(|_| ExitCode::SUCCESS)
+        }
         #[cfg(not(feature = "torch"))]
         Source::Aten => {
             let _ = plugins;

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 use super::args::ReproArgs;
-use super::{accuracy_mode, eager_in_worker, graph_inputs, load_graph, rerun_bounded, worker_exe};
+use super::{eager_in_worker, graph_inputs, load_graph, rerun_bounded, worker_exe};
 use graphbug::flow::{Dialect, DirAction};
 use tch::Tensor;
 
@@ -126,7 +126,7 @@ fn flow(
     }
     options.device = device;
     options.plugins = plugins.to_vec();
-    options.accuracy = accuracy_mode(args.strict_accuracy);
+    options.accuracy = graphbug::accuracy::AccuracyMode::strict_if(args.strict_accuracy);
     options.random_inputs = args.random_inputs.then_some(args.seed);
     // Repros after dynamo keep the graph as written (symbolic sizes, dynamo-level calls).
     if graphbug::aten::dynamic::needs_runnable_form(&source) {
@@ -184,7 +184,7 @@ fn flow(
     let shown = absolute(dir);
     println!("repro written to {}", shown.display());
     if args.no_minify {
-        graphbug::flow::report::report_to(dir);
+        super::report_to(dir);
         return Ok(ExitCode::SUCCESS);
     }
     let mut case = read_repro_dir(dir)?;
@@ -200,7 +200,7 @@ fn flow(
     let m = minify_repro(dir, &mut case, &opts)?;
     println!("{}", minified_summary(&m, dir));
     print!("{}", graphbug::repro::save::repro_text(m.graph()));
-    graphbug::flow::report::report_to(dir);
+    super::report_to(dir);
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
     for line in graphbug::flow::next_commands(
         Dialect::Aten,
@@ -391,7 +391,7 @@ fn on_dir(dir: &Path, action: DirAction, args: &ReproArgs) -> Result<ExitCode> {
             let m = minify_repro(dir, &mut case, &opts)?;
             print!("{}", graphbug::repro::save::repro_text(m.graph()));
             println!("{}", minified_summary(&m, dir));
-            graphbug::flow::report::report_to(dir);
+            super::report_to(dir);
             Ok(ExitCode::SUCCESS)
         }
         DirAction::Analyze => {

@@ -1,17 +1,15 @@
-//! `graphbug minify`'s arguments, as both dialects take them ([`super::minify`] and
-//! [`super::xla_minify`]), turned into the flow's search options
-//! ([`graphbug::flow::search`] runs the search and reports it).
+//! `graphbug minify`'s arguments, as every dialect takes them, turned into the flow's
+//! request ([`graphbug::flow::minify`] runs the minification).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 
 use super::dialect_options::{FOR_ATEN, FOR_XLA};
-use graphbug::flow::search::{search_structurally, SearchRun};
-use graphbug::minifier::progress::RunKey;
-use graphbug::minifier::{Check, Contains, Minified, MinifyOptions};
+use graphbug::flow::minify::MinifyRequest;
+use graphbug::minifier::Check;
 use graphbug::run::limits::parse_timeout;
 
 /// Arguments of `graphbug minify`.
@@ -86,84 +84,26 @@ pub struct MinifyArgs {
     pub workers: super::WorkerArgs,
 }
 
-/// The search's options from the arguments, with `value_keys` (see
-/// [`MinifyOptions::value_keys`]).
-pub fn search_options(args: &MinifyArgs, value_keys: Option<ValueKeys>) -> MinifyOptions {
-    search_options_with(
-        args.check_str.clone(),
-        args.repeat.map(|k| k as usize),
-        args.max_queries,
-        value_keys,
-    )
-}
-
-/// Fingerprints of the values a search's candidates read (see
-/// [`MinifyOptions::value_keys`]).
-pub type ValueKeys = std::collections::HashMap<graphbug::minifier::Origin, u64>;
-
-/// The search's options: `--check-str`, `--repeat`, `--max-queries`, and `value_keys`;
-/// verbose, with progress.
-pub fn search_options_with(
-    check_str: Option<String>,
-    repeat: Option<usize>,
-    max_queries: Option<usize>,
-    value_keys: Option<ValueKeys>,
-) -> MinifyOptions {
-    MinifyOptions {
-        value_keys,
-        check_str,
-        verbose: true,
-        progress: true,
-        max_queries,
-        repeat,
-        ..MinifyOptions::default()
+impl MinifyArgs {
+    /// The flow's request these arguments make (the dialect's own options aside).
+    pub fn request(&self) -> Result<MinifyRequest> {
+        Ok(MinifyRequest {
+            file: self.file.clone(),
+            inputs: self.inputs.clone(),
+            seed: self.seed,
+            backend: self.backend.clone(),
+            check: self.check.clone(),
+            check_command: self.check_command.clone(),
+            check_str: self.check_str.clone(),
+            strict_accuracy: self.strict_accuracy,
+            in_process: self.no_isolate,
+            timeout: self.timeout,
+            out: self.out.clone(),
+            resume: self.resume,
+            max_queries: self.max_queries,
+            repeat: self.repeat,
+            json: self.json,
+            workers: self.workers.workers()?,
+        })
     }
-}
-
-/// What makes this search the one `--resume` continues: the check, the backend,
-/// `--check-str`, and `inputs` (a fingerprint of the inputs' values).
-pub fn run_key(args: &MinifyArgs, inputs: String) -> RunKey {
-    RunKey {
-        check: match (&args.check, &args.check_command) {
-            (_, Some(cmd)) => format!("command:{cmd}"),
-            (Some(check), None) => check.to_string(),
-            (None, None) => String::new(),
-        },
-        backend: args.backend.clone(),
-        check_str: args.check_str.clone(),
-        inputs,
-    }
-}
-
-/// How the search runs and ends, from the arguments.
-pub fn search_run(args: &MinifyArgs) -> SearchRun {
-    SearchRun {
-        out: args.out.clone(),
-        resume: args.resume,
-        json: args.json,
-    }
-}
-
-/// `graphbug minify` with a check that reads only the program (`contains:`): nothing runs
-/// (no worker, no inputs, no reference run), only the search.
-pub fn minify_structurally(
-    args: &MinifyArgs,
-    graph: &graphbug::ir::Graph,
-    contains: Contains,
-    started: Instant,
-    text: &dyn Fn(&Minified) -> String,
-) -> Result<Minified> {
-    if args.workers.worker_launcher.is_some() {
-        bail!("--worker-launcher starts workers that run a backend; a contains: check runs no backend");
-    }
-    let options = search_options_with(args.check_str.clone(), None, args.max_queries, None);
-    Ok(search_structurally(
-        &search_run(args),
-        graph,
-        contains,
-        args.workers.workers()?.count(),
-        &options,
-        started,
-        text,
-    )?)
 }

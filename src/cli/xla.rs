@@ -7,21 +7,15 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug::accuracy::{describe, float_values, same, to_fp64, SameOptions};
-use graphbug::files::{random_tensors, HostTensor};
-use graphbug::ir::TensorMeta;
+use graphbug::files::HostTensor;
 use graphbug::pjrt::{discover, Origin, Plugin, PLUGINS_VAR};
-use graphbug::run::memory::Available;
 use graphbug::run::process::is_supervised;
 use graphbug::xla::execute::{pjrt_code, XlaBackend, DEFAULT_BACKEND};
 use graphbug::xla::program::{Kind, Program};
 
 use super::args::RunArgs;
 use super::supervise;
-
-/// Reads the XLA program `bytes` of `file` hold; errors name the file.
-pub fn read(file: &Path, bytes: &[u8], kind: Kind) -> Result<Program> {
-    Program::read(bytes, kind).with_context(|| format!("{}", file.display()))
-}
+use graphbug::xla::flow::{program_inputs, read};
 
 /// `graphbug fmt`: HLO text byte for byte as written, an HLO proto as XLA prints it,
 /// StableHLO as written (bytecode through JAX's MLIR).
@@ -48,79 +42,6 @@ pub fn check(file: &Path, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         program.unit()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// The inputs of a run of `program`: read from `file` (keys `arg<i>` or the parameters'
-/// names; each parameter once, with its dtype and shape) or random from `seed`, after
-/// checking they fit in memory.
-pub fn program_inputs(
-    program: &Program,
-    file: Option<&Path>,
-    seed: u64,
-) -> Result<Vec<HostTensor>> {
-    let params = program.parameters()?;
-    let Some(file) = file else {
-        let available = Available::now();
-        for (name, meta) in &params {
-            let bytes = meta
-                .shape
-                .iter()
-                .try_fold(meta.dtype.itemsize() as u64, |acc, &d| {
-                    acc.checked_mul(u64::try_from(d).ok()?)
-                });
-            available
-                .ensure_fits(&format!("parameter `{name}` ({meta})"), bytes)
-                .map_err(|e| anyhow!(e))?;
-        }
-        let metas: Vec<TensorMeta> = params.iter().map(|(_, m)| m.clone()).collect();
-        return random_tensors(&metas, seed).map_err(|e| anyhow!(e));
-    };
-    let mut given: Vec<(String, HostTensor)> = graphbug::files::read(file)?;
-    let mut inputs = Vec::with_capacity(params.len());
-    for (i, (name, meta)) in params.iter().enumerate() {
-        let keys = [format!("arg{i}"), name.clone()];
-        let found: Vec<usize> = given
-            .iter()
-            .enumerate()
-            .filter(|(_, (k, _))| keys.contains(k))
-            .map(|(j, _)| j)
-            .collect();
-        let tensor = match found[..] {
-            [j] => given.remove(j).1,
-            [] => bail!(
-                "{}: no input for parameter {i} `{name}` ({meta}): expected a key `arg{i}` or `{name}`",
-                file.display()
-            ),
-            _ => bail!(
-                "{}: parameter {i} is given twice, as `arg{i}` and as `{name}`",
-                file.display()
-            ),
-        };
-        let dims: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
-        if tensor.dtype != meta.dtype || dims != meta.shape.as_slice() {
-            bail!(
-                "{}: input for parameter {i} `{name}` is {}{:?}, the program takes {meta}",
-                file.display(),
-                tensor.dtype.short_name(),
-                tensor.shape
-            );
-        }
-        inputs.push(tensor);
-    }
-    if let Some((extra, _)) = given.first() {
-        bail!(
-            "{}: `{extra}` is no parameter of the program (it takes {}: arg0..arg{} or {})",
-            file.display(),
-            params.len(),
-            params.len().saturating_sub(1),
-            params
-                .iter()
-                .map(|(n, _)| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    Ok(inputs)
 }
 
 /// The float64 reference of a run: `program` raised to float64 (see

@@ -23,10 +23,9 @@ use graphbug::xla::program::{Constants, Kind, Program};
 use graphbug::xla::repro::{fill_dir, program_bytes, read_dir, XlaCase, XlaManifest};
 
 use super::args::{Bound, ReproArgs};
-use super::search::{search_options_with, MinifyArgs};
-use super::xla::{program_inputs, read};
-use super::xla_minify::{
-    accuracy_mode, backend_under_test, inside_called_computations, reference_backend,
+use graphbug::flow::minify::{search_options, MinifyRequest};
+use graphbug::xla::flow::{
+    backend_under_test, inside_called_computations, program_inputs, read, reference_backend,
     start_checkers, Runs, XlaCheck, ELIDE_AT,
 };
 
@@ -81,7 +80,7 @@ fn check_once(
         workers: Default::default(),
         timeout: args.timeout,
         in_process: args.no_isolate,
-        accuracy: accuracy_mode(args.strict_accuracy),
+        accuracy: graphbug::accuracy::AccuracyMode::strict_if(args.strict_accuracy),
     };
     let (mut checkers, recorded) = start_checkers(
         XlaCheck::Backend(Box::new(backend.clone()), kind),
@@ -163,7 +162,7 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
     manifest.check = Some(check_of(&sig));
     manifest.failure = Some(sig);
     manifest.level = Some(level);
-    manifest.accuracy = accuracy_mode(args.strict_accuracy);
+    manifest.accuracy = graphbug::accuracy::AccuracyMode::strict_if(args.strict_accuracy);
     let program_file = match kind {
         Kind::StableHloBytecode => program_bytes(&loaded.program, kind).map_err(|e| anyhow!(e))?,
         _ => bytes.to_vec(),
@@ -191,7 +190,7 @@ pub fn flow(file: &Path, bytes: &[u8], kind: Kind, args: &ReproArgs) -> Result<E
     let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
     println!("repro written to {}", shown.display());
     if args.no_minify {
-        graphbug::flow::report::report_to(dir);
+        super::report_to(dir);
         return Ok(ExitCode::SUCCESS);
     }
     let case = read_dir(dir).map_err(|e| anyhow!(e))?;
@@ -279,7 +278,7 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
         timeout: args.timeout,
         in_process: args.no_isolate,
         accuracy: if args.strict_accuracy {
-            accuracy_mode(true)
+            graphbug::accuracy::AccuracyMode::StrictAccuracy
         } else {
             case.manifest.accuracy
         },
@@ -295,7 +294,7 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     )?;
     let options = MinifyOptions {
         constants: true,
-        ..search_options_with(
+        ..search_options(
             args.check_str.clone(),
             args.repeat.map(|k| k as usize),
             None,
@@ -335,7 +334,7 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
     );
     let m = minify_parallel(graph, &mut checkers, &options, &mut sink).map_err(|e| anyhow!(e))?;
     sink.finish(&m).map_err(|e| anyhow!(e))?;
-    graphbug::flow::report::report_to(&case.dir);
+    super::report_to(&case.dir);
     report_minified(
         &m,
         (&loaded.printer, &recorded),
@@ -349,29 +348,26 @@ fn minify_dir(case: &XlaCase, args: &ReproArgs, started: Instant) -> Result<Exit
         .check
         .clone()
         .unwrap_or_else(|| Check::Backend(check_of(&m.signature)));
-    let inside = MinifyArgs {
+    let inside = MinifyRequest {
         file: case.dir.join(loaded.printer.file_name()),
-        inputs: None,
         seed: args.seed,
-        device: "cpu".into(),
         backend: Some(backend_name),
         check: Some(check),
-        check_command: None,
-        check_str: None,
         strict_accuracy: args.strict_accuracy,
-        isolate: true,
-        no_isolate: args.no_isolate,
+        in_process: args.no_isolate,
         timeout: args.timeout,
         out: Some(case.dir.clone()),
-        resume: false,
-        offload_to_disk: false,
-        max_queries: None,
         repeat: args.repeat,
-        reference_backend: Some(reference.name().to_string()),
-        json: false,
-        workers: args.workers.clone(),
+        workers: args.workers.workers()?,
+        ..MinifyRequest::default()
     };
-    inside_called_computations(&inside, &loaded.printer, Some(&recorded), &m)?;
+    inside_called_computations(
+        &inside,
+        Some(reference.name()),
+        &loaded.printer,
+        Some(&recorded),
+        &m,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

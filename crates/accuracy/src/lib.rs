@@ -125,6 +125,15 @@ pub enum AccuracyMode {
 }
 
 impl AccuracyMode {
+    /// The mode `--strict-accuracy` asks for when `strict`, else TorchDynamo's default.
+    pub fn strict_if(strict: bool) -> AccuracyMode {
+        if strict {
+            AccuracyMode::StrictAccuracy
+        } else {
+            AccuracyMode::Accuracy
+        }
+    }
+
     /// The `same()` options of this mode (TorchDynamo's repro tolerance, NaN = NaN).
     pub fn options(self) -> SameOptions {
         SameOptions {

@@ -6,7 +6,6 @@ use std::path::Path;
 
 use graphbug_minifier::CheckKind;
 use graphbug_run::{kind_text, parse_kind, Stage, Symptom};
-use graphbug_xla::repro::Tolerance;
 use serde::Deserialize;
 
 use crate::FlowError;
@@ -163,10 +162,19 @@ pub struct DirManifest {
     pub after: Option<String>,
     /// XLA: `repro.py`'s tolerances.
     #[serde(default)]
-    pub tolerance: Option<Tolerance>,
+    pub tolerance: Option<DirTolerance>,
     /// The failure, if one was recorded.
     #[serde(default)]
     pub failure: Option<DirFailure>,
+}
+
+/// `repro.py`'s `allclose` tolerances, as an XLA directory's manifest records them.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DirTolerance {
+    /// Relative tolerance.
+    pub rtol: f64,
+    /// Absolute tolerance.
+    pub atol: f64,
 }
 
 /// A recorded failure, as either dialect writes it: aten's stage and symptom, or XLA's
@@ -240,10 +248,20 @@ impl DirManifest {
 
     /// The dialect of the repro directory `dir`, if it is one (it holds a manifest).
     pub fn dialect_of(dir: &Path) -> Option<Dialect> {
-        if graphbug_xla::repro::is_repro_dir(dir) {
-            return Some(Dialect::Xla);
+        let path = dir.join(MANIFEST_FILE);
+        if !path.is_file() {
+            return None;
         }
-        dir.join(MANIFEST_FILE).is_file().then_some(Dialect::Aten)
+        // An XLA directory says so in its manifest; any other manifest is aten's.
+        #[derive(Deserialize)]
+        struct Marker {
+            graphbug_xla_repro: Option<u32>,
+        }
+        let xla = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Marker>(&b).ok())
+            .is_some_and(|m| m.graphbug_xla_repro.is_some());
+        Some(if xla { Dialect::Xla } else { Dialect::Aten })
     }
 
     /// The graph or program file's name: an XLA directory's program, or `graph.py`.

@@ -35,23 +35,27 @@ struct Directory {
     history: Vec<Step>,
 }
 
-/// Reads the graph or program `file` of `dir`, as graphbug reads either.
-fn read_graph(dir: &Path, file: &str) -> Result<Graph, FlowError> {
+/// How the directory's dialect reads its graph or program file (`path`, holding `bytes`)
+/// as a graph: errors name the file.
+pub type ReadGraph<'a> = &'a dyn Fn(&Path, Vec<u8>) -> Result<Graph, FlowError>;
+
+/// Reads the graph or program `file` of `dir` with `read`.
+fn read_graph(dir: &Path, file: &str, read: ReadGraph<'_>) -> Result<Graph, FlowError> {
     let path = dir.join(file);
     let bytes = std::fs::read(&path).map_err(|e| FlowError::io(&path, e))?;
-    Ok(crate::read_any_graph(&path, bytes)?.0)
+    read(&path, bytes)
 }
 
 impl Directory {
-    fn read(dir: &Path) -> Result<Directory, FlowError> {
+    fn read(dir: &Path, read: ReadGraph<'_>) -> Result<Directory, FlowError> {
         let manifest = DirManifest::read(dir)?;
         let file = manifest.file().to_string();
-        let original = read_graph(dir, &file)?;
+        let original = read_graph(dir, &file, read)?;
         let minified_dir = dir.join("minified");
         let minified = minified_dir
             .join(&file)
             .is_file()
-            .then(|| read_graph(&minified_dir, &file))
+            .then(|| read_graph(&minified_dir, &file, read))
             .transpose()?;
         let history = std::fs::read(dir.join(STATE_FILE))
             .ok()
@@ -135,9 +139,10 @@ fn picture(title: &str, graph: &Graph, culprits: &[String], id: &str) -> String 
     }
 }
 
-/// Writes `dir/report.html` from what `dir` holds; returns its path.
-pub fn write_report(dir: &Path) -> Result<PathBuf, FlowError> {
-    let d = Directory::read(dir)?;
+/// Writes `dir/report.html` from what `dir` holds (its graphs read by `read`); returns its
+/// path.
+pub fn write_report(dir: &Path, read: ReadGraph<'_>) -> Result<PathBuf, FlowError> {
+    let d = Directory::read(dir, read)?;
     let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let culprits = d.culprits();
     let m = &d.manifest;
@@ -242,13 +247,13 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, FlowError> {
 
 /// Writes the report of `dir`, and of `dir/minified` when there is one, and says where;
 /// a report that cannot be written is said, never an error of the repro it reports.
-pub fn report_to(dir: &Path) {
+pub fn report_to(dir: &Path, read: ReadGraph<'_>) {
     let minified = dir.join("minified");
     for d in [dir, minified.as_path()] {
         if d != dir && !d.join(MANIFEST_FILE).is_file() {
             continue;
         }
-        match write_report(d) {
+        match write_report(d, read) {
             Ok(path) => println!(
                 "report: {}",
                 std::path::absolute(&path).unwrap_or(path).display()
@@ -297,6 +302,17 @@ mod tests {
         dir
     }
 
+    /// Reads a graph as the CLI does: an XLA program by its content, else an aten graph.
+    fn read(path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
+        match graphbug_xla::program::sniff(&bytes, path) {
+            Some(kind) => graphbug_xla::program::Program::read(&bytes, kind)
+                .and_then(|p| p.graph())
+                .map_err(|e| FlowError::bad(path, e)),
+            None => graphbug_ir::parse_graph(&String::from_utf8(bytes).unwrap())
+                .map_err(|e| FlowError::bad(path, e)),
+        }
+    }
+
     /// One report for both dialects' directories, from their typed manifests: the
     /// failure's kind, the culprit, what each dialect records, the commands that go on.
     #[test]
@@ -326,7 +342,7 @@ mod tests {
             ),
         ] {
             let dir = copy(name, tmp.path());
-            let page = std::fs::read_to_string(write_report(&dir).unwrap()).unwrap();
+            let page = std::fs::read_to_string(write_report(&dir, &read).unwrap()).unwrap();
             for s in says {
                 assert!(page.contains(s), "{name}: no `{s}` in {page:.3000}");
             }
@@ -335,7 +351,7 @@ mod tests {
         let dir = copy("stablehlo", tmp.path());
         std::fs::remove_file(dir.join("program.mlir")).unwrap();
         std::fs::remove_file(dir.join(REPORT_FILE)).unwrap();
-        let e = write_report(&dir).unwrap_err().to_string();
+        let e = write_report(&dir, &read).unwrap_err().to_string();
         assert!(e.contains("stablehlo/program.mlir: "), "{e}");
         assert!(!dir.join(REPORT_FILE).exists());
     }

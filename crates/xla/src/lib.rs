@@ -4,6 +4,7 @@
 //! libtorch: JAX and TensorFlow users have none.
 
 pub mod execute;
+pub mod flow;
 pub mod hlo;
 pub mod minify;
 pub mod program;

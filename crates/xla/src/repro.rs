@@ -233,18 +233,6 @@ impl XlaManifest {
     }
 }
 
-/// Whether `dir` is an XLA repro directory (its manifest says so).
-pub fn is_repro_dir(dir: &Path) -> bool {
-    #[derive(Deserialize)]
-    struct Marker {
-        graphbug_xla_repro: Option<u32>,
-    }
-    std::fs::read_to_string(dir.join(MANIFEST_FILE))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Marker>(&t).ok())
-        .is_some_and(|m| m.graphbug_xla_repro.is_some())
-}
-
 /// An XLA repro directory, read.
 #[derive(Debug)]
 pub struct XlaCase {

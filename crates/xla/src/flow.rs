@@ -1,38 +1,114 @@
-//! `graphbug minify` of XLA programs: the minifier of aten graphs (its search, checks,
-//! workers, `--out`/`--resume`, `--check-command`) on an HLO entry computation or a
-//! StableHLO main function, candidates compiled and run by a PJRT plugin (see
-//! [`graphbug::xla::minify`]). Nothing here needs libtorch.
+//! XLA programs in graphbug's flow: reading a program and its inputs, the backend under
+//! test with its fault pinned, the reference plugin's values, the checkers (in this
+//! process, in workers, a command, a structural check), the `--out` directory, and the
+//! strategy of XLA's own that minifies inside called computations and loop iterations;
+//! [`XlaMinify`] is what the flow's minify needs of an XLA program (see
+//! [`graphbug_flow::minify`]). Nothing here needs libtorch.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use graphbug::accuracy::AccuracyMode;
-use graphbug::files::HostTensor;
-use graphbug::minifier::checker::describe_check;
-use graphbug::minifier::command::CommandChecker;
-use graphbug::minifier::isolate::{IsolatedChecker, Workers};
-use graphbug::minifier::progress::{fnv, MinifyDir, WriteBest};
-use graphbug::minifier::{Candidate, Check, CheckKind, Checker, Contains, Minified, MinifyOptions};
-use graphbug::run::limits::TimeLimit;
-use graphbug::run::process::own_exe;
-use graphbug::run::scratch::Scratch;
-use graphbug::xla::execute::{XlaBackend, DEFAULT_BACKEND};
-use graphbug::xla::minify::{
+use graphbug_accuracy::AccuracyMode;
+use graphbug_files::HostTensor;
+use graphbug_flow::minify::{Checkers, Minifiable, MinifyCheck, MinifyRequest};
+use graphbug_ir::{Graph, TensorMeta};
+use graphbug_minifier::checker::describe_check;
+use graphbug_minifier::command::CommandChecker;
+use graphbug_minifier::isolate::{IsolatedChecker, Workers};
+use graphbug_minifier::progress::{fnv, MinifyDir, RunKey, WriteBest};
+use graphbug_minifier::{Candidate, CheckKind, Checker, Contains, Minified, MinifyOptions};
+use graphbug_run::limits::TimeLimit;
+use graphbug_run::memory::Available;
+use graphbug_run::process::own_exe;
+use graphbug_run::scratch::Scratch;
+
+use crate::execute::{XlaBackend, DEFAULT_BACKEND};
+use crate::minify::{
     called_values, elide_constants, file_name, Printer, Recorded, WorkerSpec, XlaChecker,
     REFERENCE_RUN,
 };
-use graphbug::xla::program::{Constants, Kind, Program};
-use graphbug::xla::repro::{write_numbered, INPUTS};
+use crate::program::{Constants, Kind, Program};
+use crate::repro::{write_numbered, INPUTS};
 
-use super::search::{minify_structurally, run_key, search_options, search_run, MinifyArgs};
-use super::xla::{program_inputs, read};
-use graphbug::flow::search::search;
+/// Reads the XLA program `bytes` of `file` hold; errors name the file.
+pub fn read(file: &Path, bytes: &[u8], kind: Kind) -> Result<Program> {
+    Program::read(bytes, kind).with_context(|| format!("{}", file.display()))
+}
 
-/// One checker per worker.
-pub type Checkers = Vec<Box<dyn Checker + Send>>;
+/// The inputs of a run of `program`: read from `file` (keys `arg<i>` or the parameters'
+/// names; each parameter once, with its dtype and shape) or random from `seed`, after
+/// checking they fit in memory.
+pub fn program_inputs(
+    program: &Program,
+    file: Option<&Path>,
+    seed: u64,
+) -> Result<Vec<HostTensor>> {
+    let params = program.parameters()?;
+    let Some(file) = file else {
+        let available = Available::now();
+        for (name, meta) in &params {
+            let bytes = meta
+                .shape
+                .iter()
+                .try_fold(meta.dtype.itemsize() as u64, |acc, &d| {
+                    acc.checked_mul(u64::try_from(d).ok()?)
+                });
+            available
+                .ensure_fits(&format!("parameter `{name}` ({meta})"), bytes)
+                .map_err(|e| anyhow!(e))?;
+        }
+        let metas: Vec<TensorMeta> = params.iter().map(|(_, m)| m.clone()).collect();
+        return graphbug_files::random_tensors(&metas, seed).map_err(|e| anyhow!(e));
+    };
+    let mut given: Vec<(String, HostTensor)> = graphbug_files::read(file)?;
+    let mut inputs = Vec::with_capacity(params.len());
+    for (i, (name, meta)) in params.iter().enumerate() {
+        let keys = [format!("arg{i}"), name.clone()];
+        let found: Vec<usize> = given
+            .iter()
+            .enumerate()
+            .filter(|(_, (k, _))| keys.contains(k))
+            .map(|(j, _)| j)
+            .collect();
+        let tensor = match found[..] {
+            [j] => given.remove(j).1,
+            [] => bail!(
+                "{}: no input for parameter {i} `{name}` ({meta}): expected a key `arg{i}` or `{name}`",
+                file.display()
+            ),
+            _ => bail!(
+                "{}: parameter {i} is given twice, as `arg{i}` and as `{name}`",
+                file.display()
+            ),
+        };
+        let dims: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
+        if tensor.dtype != meta.dtype || dims != meta.shape.as_slice() {
+            bail!(
+                "{}: input for parameter {i} `{name}` is {}{:?}, the program takes {meta}",
+                file.display(),
+                tensor.dtype.short_name(),
+                tensor.shape
+            );
+        }
+        inputs.push(tensor);
+    }
+    if let Some((extra, _)) = given.first() {
+        bail!(
+            "{}: `{extra}` is no parameter of the program (it takes {}: arg0..arg{} or {})",
+            file.display(),
+            params.len(),
+            params.len().saturating_sub(1),
+            params
+                .iter()
+                .map(|(n, _)| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(inputs)
+}
 
 /// Writes `inputs` into `dir` as `inputs.safetensors` (`.npz` when one is complex), keyed
 /// `arg0`... (what `--inputs` reads); returns the file.
@@ -216,92 +292,155 @@ pub fn reference_backend(name: Option<&str>) -> Result<XlaBackend> {
     Ok(reference)
 }
 
-/// The accuracy mode `--strict-accuracy` asks for.
-pub fn accuracy_mode(strict: bool) -> AccuracyMode {
-    if strict {
-        AccuracyMode::StrictAccuracy
-    } else {
-        AccuracyMode::Accuracy
+/// An XLA program being minified: what the flow's minify needs of it (see
+/// [`graphbug_flow::minify::Minifiable`]).
+pub struct XlaMinify {
+    /// The file it was read from, as errors name it.
+    file: String,
+    /// The program as given.
+    bytes: Vec<u8>,
+    program: Program,
+    printer: Arc<Printer>,
+    /// `--reference-backend`: the plugin whose run records the reference values.
+    reference_backend: Option<String>,
+    /// The reference run's values, once the checkers started.
+    recorded: Option<Arc<Recorded>>,
+}
+
+impl XlaMinify {
+    /// The XLA program of form `kind` that `bytes` (read from `file`) hold, checked, with
+    /// the plugin its reference values are recorded on (default pjrt:cpu).
+    pub fn read(
+        file: &Path,
+        bytes: Vec<u8>,
+        kind: Kind,
+        reference_backend: Option<String>,
+    ) -> Result<XlaMinify> {
+        let shown = file.display().to_string();
+        let program = read(file, &bytes, kind)?;
+        program.check().with_context(|| shown.clone())?;
+        let printer = Arc::new(Printer::new(&program).with_context(|| shown.clone())?);
+        Ok(XlaMinify {
+            file: shown,
+            bytes,
+            program,
+            printer,
+            reference_backend,
+            recorded: None,
+        })
+    }
+
+    /// The values of the reference run, once [`Minifiable::start`] recorded them.
+    fn recorded(&self) -> Result<&Arc<Recorded>> {
+        self.recorded
+            .as_ref()
+            .ok_or_else(|| anyhow!("the reference run has not been recorded yet"))
     }
 }
 
-/// `graphbug minify` of an XLA program of form `kind` held in `bytes`.
-pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
-    let started = Instant::now();
-    let file = args.file.display().to_string();
-    let program = read(&args.file, bytes, kind)?;
-    program.check().with_context(|| file.clone())?;
-    let printer = Arc::new(Printer::new(&program).with_context(|| file.clone())?);
-    let graph = printer.graph().clone();
-    // The result as text, with the constants it holds (recorded values, where they are).
-    let text_with = |m: &Minified, recorded: Option<&Recorded>| {
-        recorded
+impl Minifiable for XlaMinify {
+    fn graph(&self) -> &Graph {
+        self.printer.graph()
+    }
+
+    fn backend_hint(&self) -> String {
+        format!("pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
+    }
+
+    fn start(
+        &mut self,
+        req: &MinifyRequest,
+        check: &MinifyCheck,
+        scratch: &Scratch,
+    ) -> Result<Checkers> {
+        let reference = reference_backend(self.reference_backend.as_deref())?;
+        let check = match check {
+            MinifyCheck::Command(cmd) => XlaCheck::Command(cmd.clone()),
+            MinifyCheck::Contains(contains) => XlaCheck::Contains(contains.clone()),
+            MinifyCheck::Backend(name, kind) => {
+                XlaCheck::Backend(Box::new(backend_under_test(name, &self.printer)?), *kind)
+            }
+        };
+        let inputs = program_inputs(&self.program, req.inputs.as_deref(), req.seed)?;
+        let runs = Runs {
+            workers: req.workers.clone(),
+            timeout: req.timeout,
+            in_process: req.in_process,
+            accuracy: AccuracyMode::strict_if(req.strict_accuracy),
+        };
+        let text = self.program.text().with_context(|| self.file.clone())?;
+        let (checkers, recorded) = start_checkers(
+            check,
+            &runs,
+            (&self.printer, text),
+            &inputs,
+            &reference,
+            scratch,
+        )?;
+        self.recorded = Some(recorded);
+        Ok(checkers)
+    }
+
+    fn options(&self, options: MinifyOptions) -> MinifyOptions {
+        MinifyOptions {
+            constants: true,
+            value_keys: self
+                .recorded
+                .as_ref()
+                .map(|r| r.value_keys(self.printer.graph())),
+            ..options
+        }
+    }
+
+    fn inputs_key(&self) -> String {
+        self.recorded
+            .as_ref()
+            .map_or_else(String::new, |r| inputs_key(r))
+    }
+
+    fn out_dir(&self, out: &Path, run: RunKey, resume: bool) -> Result<MinifyDir<'_>> {
+        out_dir(
+            out,
+            &self.printer,
+            &self.bytes,
+            self.recorded()?,
+            run,
+            resume,
+        )
+    }
+
+    /// The result as text, with the constants it holds (recorded values, where they are).
+    fn text(&self, m: &Minified) -> String {
+        self.recorded
+            .as_ref()
             .map_or_else(|| Ok(Constants::new()), |r| r.constants(&m.candidate))
-            .and_then(|constants| printer.text(m.graph(), &constants))
+            .and_then(|constants| self.printer.text(m.graph(), &constants))
             .map(|t| elide_constants(&t, ELIDE_AT))
             .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"))
-    };
-    if let (Some(contains), None) = (args.check.as_ref().and_then(Check::contains), &args.out) {
-        let text = |m: &Minified| text_with(m, None);
-        let m = minify_structurally(args, &graph, contains.clone(), started, &text)?;
-        inside_called_computations(args, &printer, None, &m)?;
-        return Ok(ExitCode::SUCCESS);
     }
-    let reference = reference_backend(args.reference_backend.as_deref())?;
-    let check = match (&args.check_command, &args.check) {
-        (Some(cmd), _) => XlaCheck::Command(cmd.clone()),
-        (None, Some(Check::Contains(contains))) => XlaCheck::Contains(contains.clone()),
-        (None, Some(check @ Check::Backend(kind))) => {
-            let name = args.backend.as_deref().ok_or_else(|| {
-                anyhow!("--check {check} needs --backend pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
-            })?;
-            let backend = backend_under_test(name, &printer)?;
-            XlaCheck::Backend(Box::new(backend), *kind)
-        }
-        (None, None) => bail!(
-            "say what fails: --check compile|runtime|accuracy|contains:OPS or --check-command CMD"
-        ),
-    };
-    let inputs = program_inputs(&program, args.inputs.as_deref(), args.seed)?;
-    let scratch = Scratch::new("minify")?;
-    let runs = Runs {
-        workers: args.workers.workers()?,
-        timeout: args.timeout,
-        in_process: args.no_isolate,
-        accuracy: accuracy_mode(args.strict_accuracy),
-    };
-    let program_text = program.text().with_context(|| file.clone())?;
-    let (mut checkers, recorded) = start_checkers(
-        check,
-        &runs,
-        (&printer, program_text),
-        &inputs,
-        &reference,
-        &scratch,
-    )?;
-    let options = MinifyOptions {
-        constants: true,
-        ..search_options(args, Some(recorded.value_keys(&graph)))
-    };
-    let run = run_key(args, inputs_key(&recorded));
-    let dir = match &args.out {
-        Some(out) => Some(out_dir(out, &printer, bytes, &recorded, run, args.resume)?),
-        None => None,
-    };
-    let text = |m: &Minified| text_with(m, Some(&recorded));
-    let m = search(
-        &search_run(args),
-        &graph,
-        &mut checkers,
-        options,
-        dir,
-        started,
-        &text,
-    )?;
-    // The workers end before those of a called computation start.
-    drop(checkers);
-    inside_called_computations(args, &printer, Some(&recorded), &m)?;
-    Ok(ExitCode::SUCCESS)
+
+    fn after(&self, req: &MinifyRequest, m: &Minified) -> Result<()> {
+        inside_called_computations(
+            req,
+            self.reference_backend.as_deref(),
+            &self.printer,
+            self.recorded.as_deref(),
+            m,
+        )
+    }
+}
+
+/// `graphbug minify` of the XLA program of form `kind` held in `bytes`, its reference
+/// values recorded on `reference_backend` (default pjrt:cpu).
+pub fn minify(
+    req: &MinifyRequest,
+    bytes: Vec<u8>,
+    kind: Kind,
+    reference_backend: Option<String>,
+) -> Result<Minified> {
+    let started = Instant::now();
+    let mut program = XlaMinify::read(&req.file, bytes, kind, reference_backend)?;
+    graphbug_flow::minify::minify(req, &mut program, started)
 }
 
 /// Where the result keeps instructions that call computations (a `while`'s body, a
@@ -312,7 +451,8 @@ pub fn minify(args: &MinifyArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
 /// minify` again, its `--out` under `OUT/inside-NAME`), and its result is the answer. A
 /// structural check (`recorded` `None`) runs nothing: any values do.
 pub fn inside_called_computations(
-    args: &MinifyArgs,
+    args: &MinifyRequest,
+    reference_backend: Option<&str>,
     printer: &Printer,
     recorded: Option<&Recorded>,
     m: &Minified,
@@ -343,7 +483,7 @@ pub fn inside_called_computations(
                 .map(|(_, meta)| meta)
                 .collect();
             let mut inputs =
-                graphbug::files::random_tensors(&metas, args.seed).map_err(|e| anyhow!(e))?;
+                graphbug_files::random_tensors(&metas, args.seed).map_err(|e| anyhow!(e))?;
             let received = match recorded {
                 Some(r) => called_values(printer, r, caller, &comp, &outlined),
                 None => vec![None; inputs.len()],
@@ -365,6 +505,7 @@ pub fn inside_called_computations(
             );
             let inside = Inside {
                 args,
+                reference_backend,
                 signature: &m.signature,
                 comp: &comp,
                 text: &outlined.text,
@@ -396,8 +537,10 @@ pub fn inside_called_computations(
 /// A called computation taken out as a program of its own, to be minified on given inputs
 /// (see [`inside_called_computations`]).
 struct Inside<'a> {
-    args: &'a MinifyArgs,
-    signature: &'a graphbug::minifier::Signature,
+    args: &'a MinifyRequest,
+    /// The plugin the reference values are recorded on.
+    reference_backend: Option<&'a str>,
+    signature: &'a graphbug_minifier::Signature,
     comp: &'a str,
     text: &'a str,
     program: &'a Program,
@@ -430,21 +573,21 @@ impl Inside<'_> {
                     !floating
                 })
             });
-        let inside = MinifyArgs {
-            file,
-            inputs: Some(inputs_file),
+        let inside = MinifyRequest {
             strict_accuracy,
-            check_str: Some(regex::escape(&self.signature.message)),
-            out: self
-                .args
-                .out
-                .as_ref()
-                .map(|o| o.join(format!("inside-{}", self.comp))),
-            resume: false,
-            ..self.args.clone()
+            ..self.args.on_part(
+                file,
+                inputs_file,
+                regex::escape(&self.signature.message),
+                self.args
+                    .out
+                    .as_ref()
+                    .map(|o| o.join(format!("inside-{}", self.comp))),
+            )
         };
         let fresh = inside.out.as_ref().filter(|o| !o.exists()).cloned();
-        match minify(&inside, self.text.as_bytes(), self.kind) {
+        let reference = self.reference_backend.map(str::to_string);
+        match minify(&inside, self.text.as_bytes().to_vec(), self.kind, reference) {
             Ok(_) => Ok(true),
             Err(e) => {
                 if say {
@@ -487,7 +630,7 @@ fn later_iterations(
     first: Vec<HostTensor>,
 ) -> Result<bool> {
     let (comp, cond) = (inside.comp, states.cond);
-    let reference = reference_backend(inside.args.reference_backend.as_deref())?;
+    let reference = reference_backend(inside.reference_backend)?;
     let outlined = states
         .printer
         .outline(cond)
@@ -576,7 +719,7 @@ pub fn write_candidate(
 ) -> Result<(), String> {
     let bytes = printer.file_bytes(&c.graph, &recorded.constants(c)?)?;
     let path = d.join(printer.file_name());
-    graphbug::files::write_file_atomically(&path, &bytes)
+    graphbug_files::write_file_atomically(&path, &bytes)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     write_inputs(d, &recorded.candidate_inputs(c)?).map(|_| ())
 }
@@ -589,7 +732,7 @@ fn out_dir<'a>(
     printer: &'a Printer,
     bytes: &'a [u8],
     recorded: &'a Recorded,
-    run: graphbug::minifier::progress::RunKey,
+    run: graphbug_minifier::progress::RunKey,
     resume: bool,
 ) -> Result<MinifyDir<'a>> {
     let name = printer.file_name();
@@ -608,7 +751,7 @@ fn out_dir<'a>(
     };
     let write_original = |d: &Path| {
         let path = d.join(name);
-        graphbug::files::write_file_atomically(&path, bytes)
+        graphbug_files::write_file_atomically(&path, bytes)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         write_inputs(d, &recorded.inputs).map(|_| ())
     };
