@@ -217,3 +217,24 @@ pub struct ReproArgs {
     #[command(flatten)]
     pub workers: WorkerArgs,
 }
+
+impl ReproArgs {
+    /// The flow's request these arguments make (the dialect's own options aside).
+    pub fn request(&self) -> anyhow::Result<graphbug::flow::repro::ReproRequest> {
+        Ok(graphbug::flow::repro::ReproRequest {
+            backend: self.backend.clone(),
+            level: self.level,
+            inputs: self.inputs.clone(),
+            seed: self.seed,
+            out: self.out.clone(),
+            in_process: self.no_isolate,
+            timeout: self.timeout,
+            check_str: self.check_str.clone(),
+            strict_accuracy: self.strict_accuracy,
+            repeat: self.repeat,
+            no_minify: self.no_minify,
+            check: self.check.clone(),
+            workers: self.workers.workers()?,
+        })
+    }
+}

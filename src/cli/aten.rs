@@ -14,7 +14,7 @@ use graphbug::ir::{print_graph, Graph};
 use graphbug::run::process::{Ended, Supervised};
 
 pub use graphbug::repro::inputs::{
-    constant_metas, eager_in_worker, graph_inputs, lower_graph, specialize_graph, worker_exe,
+    constant_metas, graph_inputs, lower_graph, specialize_graph, worker_exe,
 };
 
 use super::args::Bound;

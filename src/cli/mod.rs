@@ -14,25 +14,21 @@ pub mod draw;
 pub mod examples;
 pub mod help;
 #[cfg(feature = "torch")]
-pub mod repro;
-#[cfg(feature = "torch")]
 pub mod run;
 pub mod search;
 pub mod xla;
-pub mod xla_repro;
 
 #[cfg(feature = "torch")]
 pub use aten::*;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use graphbug::flow::repro::{self, ReproRequest};
 use graphbug::ir::{parse_graph, print_graph};
-use graphbug::run::limits::RUN_DEFAULT;
-use graphbug::run::process::{is_supervised, rerun_self, Ended, Supervised};
-use graphbug::run::scratch::Scratch;
+use graphbug::run::process::{is_supervised, Supervised};
 
 use args::Bound;
 pub use args::WorkerArgs;
@@ -41,24 +37,13 @@ use graphbug::flow::{Dialect, DirManifest, FlowError};
 use graphbug::ir::Graph;
 use graphbug::xla::program::{sniff, Kind, Program};
 
-/// Re-runs this command in a child process bounded by `bound` (default
-/// [`RUN_DEFAULT`]), unless this is that child or isolation is off: `Some(exit code)` in
-/// the parent. A child that crashes (a libtorch abort or segfault) or hangs is reported
-/// with `lost(run, limit)`; otherwise its exit code is passed on.
+/// Re-runs this command in a child process bounded by `bound` (see
+/// [`graphbug::flow::supervise`]): `Some(exit code)` in the parent.
 pub fn supervise(
     bound: &Bound,
     lost: impl FnOnce(&Supervised, Duration) -> String,
 ) -> Result<Option<ExitCode>> {
-    if is_supervised() || bound.no_isolate {
-        return Ok(None);
-    }
-    let limit = bound.timeout.unwrap_or(RUN_DEFAULT);
-    let scratch = Scratch::new("supervise")?;
-    rerun_bounded(&scratch, limit, |run| {
-        eprintln!("{}", lost(run, limit));
-        Ok(ExitCode::FAILURE)
-    })
-    .map(Some)
+    graphbug::flow::supervise(bound.timeout, bound.no_isolate, lost)
 }
 
 /// Prints the comparison of a run's outputs with the file at `path` (the reference: NaN/Inf
@@ -74,51 +59,7 @@ pub fn report_comparison(report: &graphbug::accuracy::AccuracyReport, path: &Pat
     ExitCode::SUCCESS
 }
 
-/// Re-runs this command in a child bounded by `limit` (its stage file in `scratch`): the
-/// child's exit code is passed on; a child that crashed or hung has none, and `lost`
-/// answers for it.
-pub fn rerun_bounded(
-    scratch: &Scratch,
-    limit: Duration,
-    lost: impl FnOnce(&Supervised) -> Result<ExitCode>,
-) -> Result<ExitCode> {
-    let run = rerun_self(&[], limit, scratch.path())?;
-    if let Ended::Exited(status) = run.ended {
-        if let Some(code) = status.code() {
-            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
-        }
-    }
-    lost(&run)
-}
-
 /// A file's bytes (`-` reads standard input); errors name the file.
-/// How the "Next:" lines name graphbug: `graphbug` where that name on `PATH` is this
-/// binary, else this binary's full path, so the printed commands work from wherever the
-/// user stands (a run through `cargo xtask repro` has no `graphbug` on `PATH`).
-pub fn graphbug_command() -> String {
-    let own = graphbug::run::process::own_exe().ok();
-    let same = |p: &Path| {
-        own.as_ref()
-            .is_some_and(|o| std::fs::canonicalize(p).ok() == std::fs::canonicalize(o).ok())
-    };
-    match (graphbug::run::process::find_in_path("graphbug"), &own) {
-        (Some(p), _) if same(&p) => "graphbug".into(),
-        (_, Some(own)) => own.display().to_string(),
-        _ => "graphbug".into(),
-    }
-}
-
-/// The project venv's Python by its full path (it has torch), `python` without one.
-#[cfg(feature = "torch")]
-pub fn venv_python() -> String {
-    let python = graphbug::run::workspace_root().join(".venv/bin/python");
-    if python.exists() {
-        python.display().to_string()
-    } else {
-        "python".into()
-    }
-}
-
 pub fn read_file(file: &Path) -> Result<Vec<u8>> {
     if file == Path::new("-") {
         let mut bytes = Vec::new();
@@ -229,14 +170,6 @@ pub fn read_any_graph(path: &Path, bytes: Vec<u8>) -> Result<(Graph, Option<Kind
     }
 }
 
-/// Writes the report of a repro directory and its minified one, and says where (see
-/// [`graphbug::flow::report::report_to`]).
-pub fn report_to(dir: &Path) {
-    graphbug::flow::report::report_to(dir, &|path, bytes| {
-        read_any_graph(path, bytes).map(|(graph, _)| graph)
-    });
-}
-
 /// What `file` holds, told once by its content, with the other dialect's options refused.
 fn told(file: &Path, bytes: &[u8]) -> Result<Source> {
     let source = Source::of(file, bytes);
@@ -304,48 +237,74 @@ pub fn minify_command(
     }
 }
 
-/// `graphbug repro`: on an XLA program or an XLA repro directory through PJRT plugins, or
-/// on an aten graph or repro directory (with libtorch; also the demo).
-pub fn repro_command(args: &args::ReproArgs, plugins: &[std::path::PathBuf]) -> Result<ExitCode> {
-    let xla = match &args.target {
-        Some(dir) if DirManifest::dialect_of(dir) == Some(Dialect::Xla) => {
-            refuse_for(
-                Dialect::Xla,
-                &format!("{} holds an XLA program", dir.display()),
-            )?;
-            return xla_repro::on_dir(dir, args);
+/// `graphbug repro`: the flow on a program or a repro directory of either dialect, told
+/// once (see [`graphbug::flow::repro`]); without a target, the bundled demo (an aten graph).
+pub fn repro_command(args: &args::ReproArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
+    let action = args.action.as_deref();
+    let req = args.request()?;
+    let Some(target) = &args.target else {
+        refuse_for(Dialect::Aten, "the demo is an aten graph")?;
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cnn");
+        let mut dialect = reproducer(Dialect::Aten, args, plugins)?;
+        // (Once: the supervised re-run of this command line says nothing of it.)
+        if !is_supervised() {
+            println!("graphbug demo: the CNN reference graph (examples/cnn) through relu_accuracy_error_TESTING_ONLY at level 4");
         }
-        Some(file) if file.is_file() => {
-            let bytes = read_file(file)?;
-            match told(file, &bytes)? {
-                Source::Xla(kind) => Some((file, bytes, kind)),
-                Source::Aten => None,
-            }
-        }
-        Some(dir) => {
-            refuse_for(
-                Dialect::Aten,
-                &format!("{} holds an aten graph", dir.display()),
-            )?;
-            None
-        }
-        None => {
-            refuse_for(Dialect::Aten, "the demo is an aten graph")?;
-            None
-        }
+        let req = ReproRequest {
+            backend: Some("relu_accuracy_error_TESTING_ONLY".into()),
+            level: Some(4),
+            inputs: Some(demo.join("inputs.npz")),
+            ..req
+        };
+        return repro::repro_file(&demo.join("forward.py"), None, &req, dialect.as_mut());
     };
-    if let Some((file, bytes, kind)) = xla {
-        return xla_repro::flow(file, &bytes, kind, args);
+    if target.is_dir() {
+        let dialect = DirManifest::dialect_of(target).unwrap_or(Dialect::Aten);
+        refuse_for(
+            dialect,
+            &format!("{} holds {}", target.display(), dialect.noun()),
+        )?;
+        return repro::on_dir(
+            target,
+            action,
+            &req,
+            reproducer(dialect, args, plugins)?.as_mut(),
+        );
     }
-    #[cfg(feature = "torch")]
-    return repro::repro(args, plugins);
-    #[cfg(not(feature = "torch"))]
-    {
-        let _ = plugins;
-        Err(without_libtorch(
-            "graphbug repro of an aten graph (or its demo)",
-        ))
-    }
+    let dialect = told(target, &read_file(target)?)?.dialect();
+    repro::repro_file(
+        target,
+        action,
+        &req,
+        reproducer(dialect, args, plugins)?.as_mut(),
+    )
+}
+
+/// The dialect's part of `graphbug repro`, with its own options from `args`.
+fn reproducer(
+    dialect: Dialect,
+    args: &args::ReproArgs,
+    plugins: &[PathBuf],
+) -> Result<Box<dyn repro::Reproducible>> {
+    Ok(match dialect {
+        Dialect::Xla => Box::new(graphbug::xla::flow::repro::XlaRepro::new(
+            args.reference_backend.clone(),
+        )),
+        #[cfg(feature = "torch")]
+        Dialect::Aten => Box::new(graphbug::repro::flow::AtenRepro {
+            device: args.device.clone(),
+            after: args.after.clone(),
+            random_inputs: args.random_inputs,
+            plugins: plugins.to_vec(),
+        }),
+        #[cfg(not(feature = "torch"))]
+        Dialect::Aten => {
+            let _ = plugins;
+            return Err(without_libtorch(
+                "graphbug repro of an aten graph (or its demo)",
+            ));
+        }
+    })
 }
 
 /// `graphbug backends`: with libtorch the aten backends (`--all`: the debug and testing

@@ -51,12 +51,36 @@ pub fn next_commands(dialect: Dialect, dir: &str, graphbug: &str, python: &str) 
     lines
 }
 
+/// How the commands that go on name graphbug: `graphbug` where that name on `PATH` is
+/// this binary, else this binary's full path, so the printed commands work from wherever
+/// the user stands (a run through `cargo xtask repro` has no `graphbug` on `PATH`).
+pub fn graphbug_command() -> String {
+    let own = graphbug_run::process::own_exe().ok();
+    let same = |p: &Path| {
+        own.as_ref()
+            .is_some_and(|o| std::fs::canonicalize(p).ok() == std::fs::canonicalize(o).ok())
+    };
+    match (graphbug_run::process::find_in_path("graphbug"), &own) {
+        (Some(p), _) if same(&p) => "graphbug".into(),
+        (_, Some(own)) => own.display().to_string(),
+        _ => "graphbug".into(),
+    }
+}
+
 impl Dialect {
     /// What a program's step is called: a graph's `node`, a program's `instruction`.
     pub fn node_word(self) -> &'static str {
         match self {
             Dialect::Aten => "node",
             Dialect::Xla => "instruction",
+        }
+    }
+
+    /// What a file of the dialect is called: `graph file`, `program`.
+    pub fn file_noun(self) -> &'static str {
+        match self {
+            Dialect::Aten => "graph file",
+            Dialect::Xla => "program",
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod dir;
 pub mod minify;
 pub mod report;
+pub mod repro;
 pub mod search;
 
 use std::path::{Path, PathBuf};
@@ -59,4 +60,42 @@ impl FlowError {
             message: e.to_string(),
         }
     }
+}
+
+/// Re-runs this command in a child process bounded by `timeout` (default
+/// [`graphbug_run::limits::RUN_DEFAULT`]), unless this is that child or `in_process`:
+/// `Some(exit code)` in the parent. A child that crashes (a libtorch abort or segfault) or
+/// hangs is reported with `lost(run, limit)`; otherwise its exit code is passed on.
+pub fn supervise(
+    timeout: Option<std::time::Duration>,
+    in_process: bool,
+    lost: impl FnOnce(&graphbug_run::process::Supervised, std::time::Duration) -> String,
+) -> anyhow::Result<Option<std::process::ExitCode>> {
+    if graphbug_run::process::is_supervised() || in_process {
+        return Ok(None);
+    }
+    let limit = timeout.unwrap_or(graphbug_run::limits::RUN_DEFAULT);
+    let scratch = graphbug_run::scratch::Scratch::new("supervise")?;
+    rerun_bounded(&scratch, limit, |run| {
+        eprintln!("{}", lost(run, limit));
+        Ok(std::process::ExitCode::FAILURE)
+    })
+    .map(Some)
+}
+
+/// Re-runs this command in a child bounded by `limit` (its stage file in `scratch`): the
+/// child's exit code is passed on; a child that crashed or hung has none, and `lost`
+/// answers for it.
+pub fn rerun_bounded(
+    scratch: &graphbug_run::scratch::Scratch,
+    limit: std::time::Duration,
+    lost: impl FnOnce(&graphbug_run::process::Supervised) -> anyhow::Result<std::process::ExitCode>,
+) -> anyhow::Result<std::process::ExitCode> {
+    let run = graphbug_run::process::rerun_self(&[], limit, scratch.path())?;
+    if let graphbug_run::process::Ended::Exited(status) = run.ended {
+        if let Some(code) = status.code() {
+            return Ok(std::process::ExitCode::from(code.clamp(0, 255) as u8));
+        }
+    }
+    lost(&run)
 }

@@ -17,6 +17,7 @@ pub mod codegen;
 pub mod command;
 pub mod compile;
 pub mod error;
+pub mod flow;
 pub mod inputs;
 pub mod isolate;
 pub use graphbug_run::limits;

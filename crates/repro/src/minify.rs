@@ -25,7 +25,7 @@ use tch::Tensor;
 use crate::actions::{start_isolated_checkers, validate_backend};
 use crate::checkers::AsRunnable;
 use crate::command::{write_graphs, CommandChecker};
-use crate::inputs::{eager_in_worker, graph_inputs, worker_exe};
+use crate::inputs::{eager_in_worker, graph_inputs, read_graph, worker_exe};
 use crate::isolate::{WorkerCheck, WorkerSpec};
 use crate::progress::{inputs_fingerprint, out_dir};
 use crate::{BackendChecker, ReferenceValues};
@@ -59,12 +59,8 @@ impl AtenMinify {
     /// The aten graph `bytes` (read from `file`) hold; errors name the file, with the line
     /// and column of bad text.
     pub fn read(file: &Path, bytes: Vec<u8>, options: AtenOptions) -> Result<AtenMinify> {
-        let text = String::from_utf8(bytes)
-            .with_context(|| format!("{}: not UTF-8 text", file.display()))?;
-        let graph =
-            graphbug_ir::parse_graph(&text).with_context(|| format!("{}", file.display()))?;
         Ok(AtenMinify {
-            graph,
+            graph: read_graph(file, bytes)?,
             options,
             started: None,
         })

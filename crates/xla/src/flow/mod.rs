@@ -5,6 +5,8 @@
 //! [`XlaMinify`] is what the flow's minify needs of an XLA program (see
 //! [`graphbug_flow::minify`]). Nothing here needs libtorch.
 
+pub mod repro;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,0 +1,258 @@
+//! `graphbug repro`, written once for every dialect: on a program, the first run under a
+//! repro level detects the failure and writes a repro directory, which is then minified
+//! into `DIR/minified`, reported (`report.html`) and followed by the commands that go on;
+//! on a repro directory, `run`, `minify` or `analyze`. A dialect supplies the steps that
+//! run its programs ([`Reproducible`]); what is said, in which order, and the exit codes
+//! are the flow's.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use graphbug_ir::Graph;
+use graphbug_minifier::isolate::Workers;
+use graphbug_minifier::{Check, Minified};
+
+use crate::dir::{graphbug_command, next_commands, Dialect, DirAction};
+use crate::FlowError;
+
+/// The environment variable that sets the repro level, as TorchDynamo's.
+pub const REPRO_LEVEL_ENV: &str = "GRAPHBUG_REPRO_LEVEL";
+
+/// What a `graphbug repro` is asked to do, whatever the dialect. A dialect's own options
+/// (an aten graph's device, an XLA program's reference plugin) are the dialect's.
+#[derive(Clone, Debug, Default)]
+pub struct ReproRequest {
+    /// The backend (for a program: required; for a directory: overrides its manifest's).
+    pub backend: Option<String>,
+    /// The repro level (default: [`REPRO_LEVEL_ENV`], else 4).
+    pub level: Option<u8>,
+    /// The program's inputs; without it, seeded random inputs.
+    pub inputs: Option<PathBuf>,
+    /// Seed of the random inputs.
+    pub seed: u64,
+    /// Where a program's repro directory goes.
+    pub out: PathBuf,
+    /// Run the backend in this process (`--no-isolate`).
+    pub in_process: bool,
+    /// How long a backend run may take (`--timeout`).
+    pub timeout: Option<Duration>,
+    /// Regex the failure message must match (`--check-str`).
+    pub check_str: Option<String>,
+    /// Count every output of a wrong result (`--strict-accuracy`).
+    pub strict_accuracy: bool,
+    /// For a flaky failure: how many runs judge it.
+    pub repeat: Option<u32>,
+    /// Write the repro directory and stop.
+    pub no_minify: bool,
+    /// For `minify` of a directory: what counts as failing.
+    pub check: Option<Check>,
+    /// The minifier's workers.
+    pub workers: Workers,
+}
+
+impl ReproRequest {
+    /// The repro level: as asked, else [`REPRO_LEVEL_ENV`]'s, else 4.
+    pub fn level(&self) -> Result<u8> {
+        match (self.level, std::env::var(REPRO_LEVEL_ENV)) {
+            (Some(l), _) => Ok(l),
+            (None, Ok(v)) => v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|l| *l <= 4)
+                .ok_or_else(|| anyhow!("{REPRO_LEVEL_ENV}={v}: expected 0 to 4")),
+            (None, Err(_)) => Ok(4),
+        }
+    }
+}
+
+/// What the first run of a program found.
+pub enum FirstRun {
+    /// It ran without failure: what was checked, as said to the user.
+    Passes(String),
+    /// It failed: what was detected, and the repro directory written for it, or why none
+    /// was (level 0, or a failure that could not be recorded).
+    Fails {
+        /// The failure, as said to the user.
+        detected: String,
+        /// The repro directory, or why there is none.
+        dir: Result<PathBuf, String>,
+    },
+    /// This process is the supervised child that makes the first run: it handed its
+    /// result to its parent, and says nothing more.
+    Handed,
+}
+
+/// A repro directory's minification, as the flow says it.
+pub struct DirMinified {
+    /// The result.
+    pub minified: Minified,
+    /// The minified program, as the user reads it.
+    pub text: String,
+    /// How many workers answered queries.
+    pub jobs: usize,
+    /// A note on how the search judged failures, said before the result.
+    pub note: Option<String>,
+}
+
+/// What a dialect supplies for `graphbug repro`.
+pub trait Reproducible {
+    /// The dialect.
+    fn dialect(&self) -> Dialect;
+
+    /// How a backend is named, for the error that asks for one (`NAME`).
+    fn backend_hint(&self) -> &'static str;
+
+    /// The graph a file of this dialect holds (for `report.html`); errors name the file.
+    fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError>;
+
+    /// The Python that runs this dialect's `repro.py` in the commands that go on.
+    fn python(&self) -> String;
+
+    /// The first run of `file` through `backend` at `level` under the repro machinery,
+    /// bounded in a child unless `req.in_process`; a failure writes the repro directory
+    /// `req.out` (levels 1 and up). Says what it runs first.
+    fn first_run(
+        &mut self,
+        file: &Path,
+        backend: &str,
+        level: u8,
+        req: &ReproRequest,
+    ) -> Result<FirstRun>;
+
+    /// `repro DIR run`: says whether the recorded failure reproduces; exit 1 when it does.
+    fn run_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode>;
+
+    /// `repro DIR minify`: minifies the directory's program for `req.check`, else the
+    /// failure it records, into `DIR/minified`, a complete repro directory.
+    fn minify_dir(&mut self, dir: &Path, req: &ReproRequest) -> Result<DirMinified>;
+
+    /// The dialect's own strategies from a directory's minified result on.
+    fn after_minify(&self, _dir: &Path, _req: &ReproRequest, _m: &Minified) -> Result<()> {
+        Ok(())
+    }
+
+    /// `repro DIR analyze`: where the failure starts; exit 1 when a node diverges.
+    fn analyze_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode>;
+}
+
+/// Writes the report of `dir` and of `dir/minified`, read by `dialect`, and says where.
+pub fn report(dir: &Path, dialect: &dyn Reproducible) {
+    crate::report::report_to(dir, &|path, bytes| dialect.read_graph(path, bytes));
+}
+
+/// `graphbug repro FILE`: the first run, the repro directory, its minification.
+/// `action` is the directory action given with a file (refused).
+pub fn repro_file(
+    file: &Path,
+    action: Option<&str>,
+    req: &ReproRequest,
+    dialect: &mut dyn Reproducible,
+) -> Result<ExitCode> {
+    let started = Instant::now();
+    let (shown, noun) = (file.display(), dialect.dialect().file_noun());
+    if let Some(a) = action {
+        bail!("{shown} is not a repro directory, so `{a}` does not apply; give a {noun} alone to run the whole flow");
+    }
+    if req.check.is_some() {
+        bail!("--check says what `repro DIR minify` looks for; the whole flow on a {noun} detects the failure by --level (or use `graphbug minify {shown} --check ...`)");
+    }
+    let backend = req.backend.as_deref().ok_or_else(|| {
+        anyhow!(
+            "--backend {} is needed to compile {shown}",
+            dialect.backend_hint()
+        )
+    })?;
+    let level = req.level()?;
+    let (detected, dir) = match dialect.first_run(file, backend, level, req)? {
+        FirstRun::Handed => return Ok(ExitCode::SUCCESS),
+        FirstRun::Passes(said) => {
+            println!("{said}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        FirstRun::Fails { detected, dir } => (detected, dir),
+    };
+    println!("detected: {detected}");
+    let dir = match dir {
+        Ok(dir) => dir,
+        Err(why) => {
+            println!("no repro written{why}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    println!("repro written to {}", absolute(&dir).display());
+    if req.no_minify {
+        report(&dir, dialect);
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The manifest names the backend that failed (after AOT, the inner compiler, not the
+    // pipeline that was compiled).
+    let req = ReproRequest {
+        backend: None,
+        ..req.clone()
+    };
+    minify_and_say(&dir, &req, dialect, started)
+}
+
+/// `graphbug repro DIR [run|minify|analyze]`.
+pub fn on_dir(
+    dir: &Path,
+    action: Option<&str>,
+    req: &ReproRequest,
+    dialect: &mut dyn Reproducible,
+) -> Result<ExitCode> {
+    let started = Instant::now();
+    match DirAction::asked(dir, action, req.check.is_some())? {
+        DirAction::Run => dialect.run_dir(dir, req),
+        DirAction::Minify => minify_and_say(dir, req, dialect, started),
+        DirAction::Analyze => dialect.analyze_dir(dir, req),
+    }
+}
+
+/// Minifies `dir` and says so: the counts, the failure, the program, the report, the
+/// commands that go on; then the dialect's own strategies.
+fn minify_and_say(
+    dir: &Path,
+    req: &ReproRequest,
+    dialect: &mut dyn Reproducible,
+    started: Instant,
+) -> Result<ExitCode> {
+    let d = dialect.minify_dir(dir, req)?;
+    let m = &d.minified;
+    if let Some(note) = &d.note {
+        println!("{note}");
+    }
+    let minified = absolute(dir).join("minified");
+    let unit = dialect.dialect().node_word();
+    println!(
+        "minified {} {unit}s to {} in {} queries ({} cache hits, {} worker{}): {}",
+        m.stats.start_nodes,
+        m.stats.end_nodes,
+        m.stats.queries,
+        m.stats.cache_hits,
+        d.jobs,
+        if d.jobs == 1 { "" } else { "s" },
+        minified.display()
+    );
+    println!("failure: {}: {}", m.signature.kind, m.signature.message);
+    print!("{}", d.text);
+    report(dir, dialect);
+    println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
+    for line in next_commands(
+        dialect.dialect(),
+        &minified.display().to_string(),
+        &graphbug_command(),
+        &dialect.python(),
+    ) {
+        println!("  {line}");
+    }
+    dialect.after_minify(dir, req, m)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `path` made absolute, as the user is told it.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

@@ -1,0 +1,502 @@
+//! XLA programs in `graphbug repro` (see [`graphbug_flow::repro`]): the first run on a
+//! PJRT plugin under a repro level, an XLA repro directory written when it fails (see
+//! [`crate::repro`]), and `run`, `minify` and `analyze` of such a directory, a capture by
+//! `graphbug_capture.jax.dump` included. Nothing here needs libtorch.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use graphbug_accuracy::AccuracyMode;
+use graphbug_files::HostTensor;
+use graphbug_flow::minify::{search_options, MinifyRequest};
+use graphbug_flow::repro::{DirMinified, FirstRun, ReproRequest, Reproducible};
+use graphbug_flow::{Dialect, FlowError};
+use graphbug_ir::Graph;
+use graphbug_minifier::progress::{fnv, MinifyDir, WriteBest};
+use graphbug_minifier::{
+    minify_parallel, BugIdentity, Check, CheckKind, Minified, MinifyOptions, Original, Signature,
+    Verdict,
+};
+use graphbug_run::scratch::Scratch;
+
+use super::{
+    backend_under_test, inside_called_computations, program_inputs, read, reference_backend,
+    start_checkers, Runs, XlaCheck, ELIDE_AT,
+};
+use crate::execute::XlaBackend;
+use crate::minify::{elide_constants, Printer, Recorded, XlaChecker};
+use crate::program::{sniff, Constants, Kind, Program};
+use crate::repro::{fill_dir, program_bytes, read_dir, XlaCase, XlaManifest};
+
+/// The check a failure's signature calls for: its stage's (`compile error` → compile).
+fn check_of(sig: &Signature) -> CheckKind {
+    sig.failure_kind()
+        .map_or(CheckKind::Runtime, |(stage, _)| CheckKind::finding(stage))
+}
+
+/// XLA programs in `graphbug repro` (see [`graphbug_flow::repro`]), with the plugin whose
+/// run records the reference values: `--reference-backend`, else a directory's manifest's,
+/// else pjrt:cpu.
+pub struct XlaRepro {
+    /// `--reference-backend`.
+    pub reference_backend: Option<String>,
+    /// What the last minification of a directory left for the strategies after it.
+    minified: Option<DirState>,
+}
+
+/// A directory's minification, for [`inside_called_computations`] after it.
+struct DirState {
+    printer: Arc<Printer>,
+    recorded: Arc<Recorded>,
+    reference: String,
+    backend: String,
+}
+
+impl XlaRepro {
+    /// `graphbug repro` of XLA programs, their reference values recorded on
+    /// `reference_backend` (default: a directory's manifest's, else pjrt:cpu).
+    pub fn new(reference_backend: Option<String>) -> XlaRepro {
+        XlaRepro {
+            reference_backend,
+            minified: None,
+        }
+    }
+
+    /// The reference plugin of a directory's action: `--reference-backend`, else the
+    /// manifest's.
+    fn case_reference(&self, case: &XlaCase) -> Result<XlaBackend> {
+        reference_backend(Some(
+            self.reference_backend
+                .as_deref()
+                .unwrap_or(&case.manifest.reference_backend),
+        ))
+    }
+}
+
+/// The program of a case, as the plugin under test and the minifier read it.
+struct Loaded {
+    program: Program,
+    printer: Arc<Printer>,
+    text: String,
+}
+
+fn load(program: Program, what: &str) -> Result<Loaded> {
+    program.check().with_context(|| what.to_string())?;
+    let printer = Arc::new(Printer::new(&program).with_context(|| what.to_string())?);
+    let text = program.text().with_context(|| what.to_string())?;
+    Ok(Loaded {
+        program,
+        printer,
+        text,
+    })
+}
+
+/// One check of the whole program in an isolated worker (a crash or a hang is a
+/// verdict), and the values the reference recorded.
+fn check_once(
+    loaded: &Loaded,
+    backend: &XlaBackend,
+    kind: CheckKind,
+    (inputs, reference): (&[HostTensor], &XlaBackend),
+    req: &ReproRequest,
+) -> Result<(Verdict, Arc<Recorded>)> {
+    let scratch = Scratch::new("repro")?;
+    let runs = Runs {
+        workers: Default::default(),
+        timeout: req.timeout,
+        in_process: req.in_process,
+        accuracy: AccuracyMode::strict_if(req.strict_accuracy),
+    };
+    let (mut checkers, recorded) = start_checkers(
+        XlaCheck::Backend(Box::new(backend.clone()), kind),
+        &runs,
+        (&loaded.printer, loaded.text.clone()),
+        inputs,
+        reference,
+        &scratch,
+    )?;
+    let original = Original::borrowing(loaded.printer.graph());
+    let verdict = checkers[0].check(&original.as_given());
+    Ok((verdict, recorded))
+}
+
+impl Reproducible for XlaRepro {
+    fn dialect(&self) -> Dialect {
+        Dialect::Xla
+    }
+
+    fn backend_hint(&self) -> &'static str {
+        "pjrt:<plugin>"
+    }
+
+    fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
+        let kind = sniff(&bytes, path)
+            .ok_or_else(|| FlowError::bad(path, "not an XLA program graphbug reads"))?;
+        Program::read(&bytes, kind)
+            .and_then(|p| p.graph())
+            .map_err(|e| FlowError::bad(path, e))
+    }
+
+    fn python(&self) -> String {
+        "python".into()
+    }
+
+    /// Runs the program; a failure writes a repro directory (levels 1-3: compile and
+    /// runtime failures, crashes and hangs; level 4, the default: wrong results against
+    /// the reference plugin too).
+    fn first_run(
+        &mut self,
+        file: &Path,
+        backend: &str,
+        level: u8,
+        req: &ReproRequest,
+    ) -> Result<FirstRun> {
+        let what = file.display().to_string();
+        let bytes = std::fs::read(file).with_context(|| format!("cannot read {what}"))?;
+        let kind = sniff(&bytes, file).ok_or_else(|| anyhow!("{what}: not an XLA program"))?;
+        let loaded = load(read(file, &bytes, kind)?, &what)?;
+        let backend = backend_under_test(backend, &loaded.printer)?;
+        let reference = reference_backend(self.reference_backend.as_deref())?;
+        let inputs = program_inputs(&loaded.program, req.inputs.as_deref(), req.seed)?;
+        let kind_checked = if level >= 4 {
+            CheckKind::Accuracy
+        } else {
+            CheckKind::Runtime
+        };
+        println!(
+            "running {what} ({} instructions) on `{}` at repro level {level}",
+            loaded.printer.graph().num_call_function_nodes(),
+            backend.name()
+        );
+        let (verdict, recorded) =
+            check_once(&loaded, &backend, kind_checked, (&inputs, &reference), req)?;
+        let sig = match verdict {
+            Verdict::Passes => {
+                return Ok(FirstRun::Passes(format!(
+                    "no failure: `{}` compiled and ran the program{}",
+                    backend.name(),
+                    if level >= 4 {
+                        format!("; its outputs match {}'s", reference.name())
+                    } else {
+                        String::new()
+                    }
+                )))
+            }
+            Verdict::Unresolved(e) => bail!("the program could not be judged: {e}"),
+            Verdict::Fails(sig) => sig,
+        };
+        let detected = format!("{}: {}", sig.kind, sig.message);
+        if level == 0 {
+            return Ok(FirstRun::Fails {
+                detected,
+                dir: Err(" (level 0)".into()),
+            });
+        }
+        let mut manifest = XlaManifest::new(kind, &backend, &reference);
+        manifest.check = Some(check_of(&sig));
+        manifest.failure = Some(sig);
+        manifest.level = Some(level);
+        manifest.accuracy = AccuracyMode::strict_if(req.strict_accuracy);
+        let program_file = match kind {
+            Kind::StableHloBytecode => {
+                program_bytes(&loaded.program, kind).map_err(|e| anyhow!(e))?
+            }
+            _ => bytes.clone(),
+        };
+        let outputs = recorded
+            .outputs(loaded.printer.graph())
+            .map_err(|e| anyhow!(e))?;
+        let dir = &req.out;
+        graphbug_files::replace_dir_atomically(
+            dir,
+            |d| {
+                fill_dir(
+                    d,
+                    &manifest,
+                    (&program_file, &loaded.program),
+                    &backend,
+                    &inputs,
+                    Some(&outputs),
+                    dir,
+                )
+            },
+            |p, e| format!("{}: {e}", p.display()),
+        )
+        .map_err(|e| anyhow!(e))?;
+        Ok(FirstRun::Fails {
+            detected,
+            dir: Ok(dir.clone()),
+        })
+    }
+
+    /// Exit 1 when the recorded failure reproduces (or, in a capture, when the backend
+    /// fails at all), 0 when the program works.
+    fn run_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode> {
+        let case = read_dir(dir).map_err(|e| anyhow!(e))?;
+        let what = case.dir.display().to_string();
+        let loaded = load(case.program.clone(), &what)?;
+        let backend = case_backend(&case, req, &loaded.printer)?;
+        let reference = self.case_reference(&case)?;
+        let kind = case.manifest.check.unwrap_or(CheckKind::Accuracy);
+        let (verdict, _) = check_once(&loaded, &backend, kind, (&case.inputs, &reference), req)?;
+        let recorded = case.manifest.failure.clone();
+        match (verdict, recorded) {
+            (Verdict::Passes, _) => {
+                println!(
+                    "no failure: `{}` ran {what} as {} does",
+                    backend.name(),
+                    reference.name()
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            (Verdict::Unresolved(e), _) => bail!("{what} could not be judged: {e}"),
+            (Verdict::Fails(sig), Some(original)) => {
+                let identity = BugIdentity::new(original.clone(), req.check_str.as_deref())
+                    .map_err(|e| anyhow!("--check-str: {e}"))?;
+                if identity.matches(&sig) {
+                    println!("reproduced: {}: {}", sig.kind, sig.message);
+                } else {
+                    println!(
+                        "fails differently: {}: {} (recorded: {}: {})",
+                        sig.kind, sig.message, original.kind, original.message
+                    );
+                }
+                Ok(ExitCode::FAILURE)
+            }
+            (Verdict::Fails(sig), None) => {
+                println!("fails: {}: {}", sig.kind, sig.message);
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    }
+
+    /// Minifies for `--check`, else the recorded failure's check, else (a capture) any
+    /// failure of the backend, wrong results included.
+    fn minify_dir(&mut self, dir: &Path, req: &ReproRequest) -> Result<DirMinified> {
+        let case = read_dir(dir).map_err(|e| anyhow!(e))?;
+        let what = case.dir.display().to_string();
+        let loaded = load(case.program.clone(), &what)?;
+        let graph = loaded.printer.graph();
+        let backend = case_backend(&case, req, &loaded.printer)?;
+        let reference = self.case_reference(&case)?;
+        let check = match &req.check {
+            Some(Check::Contains(contains)) => XlaCheck::Contains(contains.clone()),
+            Some(Check::Backend(kind)) => XlaCheck::Backend(Box::new(backend.clone()), *kind),
+            None => XlaCheck::Backend(
+                Box::new(backend.clone()),
+                case.manifest.check.unwrap_or(CheckKind::Accuracy),
+            ),
+        };
+        let runs = Runs {
+            workers: req.workers.clone(),
+            timeout: req.timeout,
+            in_process: req.in_process,
+            accuracy: if req.strict_accuracy {
+                AccuracyMode::StrictAccuracy
+            } else {
+                case.manifest.accuracy
+            },
+        };
+        let scratch = Scratch::new("minify")?;
+        let (mut checkers, recorded) = start_checkers(
+            check,
+            &runs,
+            (&loaded.printer, loaded.text.clone()),
+            &case.inputs,
+            &reference,
+            &scratch,
+        )?;
+        let options = MinifyOptions {
+            constants: true,
+            ..search_options(
+                req.check_str.clone(),
+                req.repeat.map(|k| k as usize),
+                None,
+                Some(recorded.value_keys(graph)),
+            )
+        };
+        let link = case.dir.join("minified");
+        let printer = loaded.printer.clone();
+        let rec = recorded.clone();
+        let manifest = case.manifest.clone();
+        let backend_name = backend.name().to_string();
+        let write: WriteBest<'_> = Box::new(move |best, signature, _, d| {
+            let constants = rec.constants(best)?;
+            let program = printer.program(&best.graph, &constants)?;
+            let bytes = printer.file_bytes(&best.graph, &constants)?;
+            let inputs = rec.candidate_inputs(best)?;
+            let outputs = rec.outputs(&best.graph).ok();
+            let m = XlaManifest {
+                failure: manifest.failure.clone().or_else(|| Some(signature.clone())),
+                check: manifest.check.or(Some(check_of(signature))),
+                ..manifest.clone()
+            };
+            fill_dir(
+                d,
+                &m,
+                (&bytes, &program),
+                &backend,
+                &inputs,
+                outputs.as_deref(),
+                &link,
+            )
+        });
+        let mut sink = MinifyDir::in_place(
+            &case.dir,
+            ("program", fnv(case.bytes.iter().copied())),
+            write,
+        );
+        let m =
+            minify_parallel(graph, &mut checkers, &options, &mut sink).map_err(|e| anyhow!(e))?;
+        sink.finish(&m).map_err(|e| anyhow!(e))?;
+        let text = recorded
+            .constants(&m.candidate)
+            .and_then(|constants| loaded.printer.text(m.graph(), &constants))
+            .map(|t| elide_constants(&t, ELIDE_AT))
+            .unwrap_or_else(|e| format!("(graphbug cannot print the result: {e})\n"));
+        self.minified = Some(DirState {
+            printer: loaded.printer.clone(),
+            recorded,
+            reference: reference.name().to_string(),
+            backend: backend_name,
+        });
+        Ok(DirMinified {
+            minified: m,
+            text,
+            jobs: checkers.len(),
+            note: None,
+        })
+    }
+
+    /// Inside the computations the result calls, as `graphbug minify` goes:
+    /// DIR/inside-NAME.
+    fn after_minify(&self, dir: &Path, req: &ReproRequest, m: &Minified) -> Result<()> {
+        let Some(state) = &self.minified else {
+            return Ok(());
+        };
+        let check = req
+            .check
+            .clone()
+            .unwrap_or_else(|| Check::Backend(check_of(&m.signature)));
+        let inside = MinifyRequest {
+            file: dir.join(state.printer.file_name()),
+            seed: req.seed,
+            backend: Some(state.backend.clone()),
+            check: Some(check),
+            strict_accuracy: req.strict_accuracy,
+            in_process: req.in_process,
+            timeout: req.timeout,
+            out: Some(dir.to_path_buf()),
+            repeat: req.repeat,
+            workers: req.workers.clone(),
+            ..MinifyRequest::default()
+        };
+        inside_called_computations(
+            &inside,
+            Some(&state.reference),
+            &state.printer,
+            Some(&state.recorded),
+            m,
+        )
+    }
+
+    /// In a bounded child, the first instruction whose value diverges from the reference
+    /// and float64, and where the divergence starts.
+    fn analyze_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode> {
+        let case = read_dir(dir).map_err(|e| anyhow!(e))?;
+        self.analyze_case(&case, req)
+    }
+}
+
+/// The backend a directory's action runs: `--backend`, else the manifest's; a positional
+/// fault pinned to its instruction.
+fn case_backend(case: &XlaCase, req: &ReproRequest, printer: &Printer) -> Result<XlaBackend> {
+    let name = req.backend.as_deref().unwrap_or(&case.manifest.backend);
+    backend_under_test(name, printer)
+}
+
+impl XlaRepro {
+    /// `repro DIR analyze`: in a bounded child, the first instruction whose value diverges
+    /// from the reference and float64, and where the divergence starts.
+    fn analyze_case(&self, case: &XlaCase, req: &ReproRequest) -> Result<ExitCode> {
+        if let Some(code) = graphbug_flow::supervise(req.timeout, req.in_process, |run, limit| {
+            run.lost(limit)
+                .map(|l| format!("the analysis was lost: {l}"))
+                .unwrap_or_default()
+        })? {
+            return Ok(code);
+        }
+        let what = case.dir.display().to_string();
+        let loaded = load(case.program.clone(), &what)?;
+        let backend = case_backend(case, req, &loaded.printer)?;
+        let reference = self.case_reference(case)?;
+        let recorded = Recorded::record(&loaded.printer, case.inputs.clone(), &reference, true)
+            .map_err(|e| anyhow!("the reference run on {}: {e}", reference.name()))?;
+        if !recorded.has_fp64() {
+            println!(
+                "note: the program did not run in float64 on {}: values are judged against it alone",
+                reference.name()
+            );
+        }
+        let a = XlaChecker::new(
+            backend.clone(),
+            CheckKind::Accuracy,
+            loaded.printer.clone(),
+            Arc::new(recorded),
+            case.manifest.accuracy,
+        )
+        .analyze()
+        .map_err(|e| anyhow!(e))?;
+        println!(
+            "compared {} arrays of `{}` with {} and float64: {} diverge",
+            a.checked,
+            backend.name(),
+            reference.name(),
+            a.diverging
+        );
+        match &a.first {
+            None => {
+                println!("no instruction diverges");
+                Ok(ExitCode::SUCCESS)
+            }
+            Some((name, detail)) => {
+                let line = loaded
+                    .printer
+                    .text(
+                        &Original::borrowing(loaded.printer.graph()).as_given().graph,
+                        &Constants::new(),
+                    )
+                    .ok()
+                    .and_then(|t| {
+                        t.lines()
+                            .find(|l| {
+                                let l = l.trim_start().trim_start_matches("ROOT ");
+                                l.starts_with(&format!("{name} "))
+                                    || l.starts_with(&format!("%{name} "))
+                            })
+                            .map(|l| l.trim().to_string())
+                    });
+                println!("first diverging instruction: `{name}`");
+                if let Some(l) = line {
+                    println!("  {l}");
+                }
+                for d in detail.lines() {
+                    println!("  {d}");
+                }
+                if !a.culprits.is_empty() {
+                    println!(
+                        "the divergence that reaches the outputs starts at: {}",
+                        a.culprits
+                            .iter()
+                            .map(|c| format!("`{c}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    }
+}
