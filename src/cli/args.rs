@@ -238,3 +238,19 @@ impl ReproArgs {
         })
     }
 }
+
+impl RunArgs {
+    /// The flow's request these arguments make (the dialect's own options aside).
+    pub fn request(&self) -> graphbug::flow::run::RunRequest {
+        graphbug::flow::run::RunRequest {
+            file: self.file.clone(),
+            backend: self.backend.clone(),
+            inputs: self.inputs.clone(),
+            seed: self.seed,
+            save_outputs: self.save_outputs.clone(),
+            compare: self.compare.clone(),
+            timeout: self.bound.timeout,
+            in_process: self.bound.no_isolate,
+        }
+    }
+}

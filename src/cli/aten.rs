@@ -18,7 +18,16 @@ pub use graphbug::repro::inputs::{
 };
 
 use super::args::Bound;
-use super::{read_file, supervise};
+use super::read_file;
+
+/// Re-runs this command in a child process bounded by `bound` (see
+/// [`graphbug::flow::supervise`]): `Some(exit code)` in the parent.
+pub fn supervise(
+    bound: &Bound,
+    lost: impl FnOnce(&Supervised, Duration) -> String,
+) -> Result<Option<ExitCode>> {
+    graphbug::flow::supervise(bound.timeout, bound.no_isolate, lost)
+}
 
 /// Refuses a dynamic-shape graph in a command that does not handle one yet, naming a
 /// symbolic node and the way out.

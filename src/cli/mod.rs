@@ -16,19 +16,17 @@ pub mod help;
 #[cfg(feature = "torch")]
 pub mod run;
 pub mod search;
-pub mod xla;
 
 #[cfg(feature = "torch")]
 pub use aten::*;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use graphbug::flow::repro::{self, ReproRequest};
 use graphbug::ir::{parse_graph, print_graph};
-use graphbug::run::process::{is_supervised, Supervised};
+use graphbug::run::process::is_supervised;
 
 use args::Bound;
 pub use args::WorkerArgs;
@@ -36,28 +34,6 @@ use dialect_options::refuse_for;
 use graphbug::flow::{Dialect, DirManifest, FlowError};
 use graphbug::ir::Graph;
 use graphbug::xla::program::{sniff, Kind, Program};
-
-/// Re-runs this command in a child process bounded by `bound` (see
-/// [`graphbug::flow::supervise`]): `Some(exit code)` in the parent.
-pub fn supervise(
-    bound: &Bound,
-    lost: impl FnOnce(&Supervised, Duration) -> String,
-) -> Result<Option<ExitCode>> {
-    graphbug::flow::supervise(bound.timeout, bound.no_isolate, lost)
-}
-
-/// Prints the comparison of a run's outputs with the file at `path` (the reference: NaN/Inf
-/// must sit where the file has them, and the float64 rule excuses a difference only when
-/// the file is close to graphbug's own float64 run) and its verdict; exit 1 on a mismatch.
-pub fn report_comparison(report: &graphbug::accuracy::AccuracyReport, path: &Path) -> ExitCode {
-    print!("{report}");
-    if !report.passed() {
-        eprintln!("outputs do not match {}", path.display());
-        return ExitCode::FAILURE;
-    }
-    println!("outputs match {}", path.display());
-    ExitCode::SUCCESS
-}
 
 /// A file's bytes (`-` reads standard input); errors name the file.
 pub fn read_file(file: &Path) -> Result<Vec<u8>> {
@@ -84,7 +60,7 @@ pub fn parse_graph_bytes(file: &Path, bytes: Vec<u8>) -> Result<graphbug::ir::Gr
 pub fn fmt(file: &Path) -> Result<ExitCode> {
     let bytes = read_file(file)?;
     if let Source::Xla(kind) = Source::of(file, &bytes) {
-        return xla::fmt(file, &bytes, kind);
+        return graphbug::xla::flow::run::fmt(file, &bytes, kind);
     }
     print!("{}", print_graph(&parse_graph_bytes(file, bytes)?));
     Ok(ExitCode::SUCCESS)
@@ -105,7 +81,7 @@ pub fn check(
         if meta {
             bail!("--meta infers aten graphs' shapes with libtorch; {} is {} (its shapes are checked without --meta)", file.display(), kind.name());
         }
-        return xla::check(file, &bytes, kind);
+        return graphbug::xla::flow::run::check(file, &bytes, kind);
     }
     let graph = parse_graph_bytes(file, bytes)?;
     if meta {
@@ -192,7 +168,12 @@ fn without_libtorch(what: &str) -> anyhow::Error {
 pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
     match told(&args.file, &bytes)? {
-        Source::Xla(kind) => xla::run(args, &bytes, kind),
+        Source::Xla(kind) => graphbug::xla::flow::run::run(
+            &args.request(),
+            args.reference_backend.as_deref(),
+            &bytes,
+            kind,
+        ),
         #[cfg(feature = "torch")]
         Source::Aten => run::run(args),
         #[cfg(not(feature = "torch"))]
@@ -314,7 +295,7 @@ pub fn backends_command(all: bool) -> Result<ExitCode> {
     backends(all)?;
     #[cfg(not(feature = "torch"))]
     let _ = all;
-    xla::list_plugins();
+    graphbug::xla::flow::run::list_plugins();
     Ok(ExitCode::SUCCESS)
 }
 

@@ -306,7 +306,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             .with_context(|| format!("{}", path.display()))?;
         let ours: Vec<Tensor> = present.into_iter().map(|(_, t)| t).collect();
         let report = same(&expected, &ours, Some(&fp64), &SameOptions::repro());
-        return Ok(super::report_comparison(&report, path));
+        return Ok(graphbug::flow::run::report_comparison(&report, path));
     }
     Ok(ExitCode::SUCCESS)
 }

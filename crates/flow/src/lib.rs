@@ -8,6 +8,7 @@ pub mod dir;
 pub mod minify;
 pub mod report;
 pub mod repro;
+pub mod run;
 pub mod search;
 
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@
 //! [`graphbug_flow::minify`]). Nothing here needs libtorch.
 
 pub mod repro;
+pub mod run;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,21 +1,20 @@
 //! `graphbug fmt|check|run` of XLA programs: HLO text, HLO protos, StableHLO text and
-//! bytecode, told by content (see [`graphbug::xla::program::sniff`]). Nothing here needs
-//! libtorch.
+//! bytecode, told by content (see [`crate::program::sniff`]), run on a PJRT plugin; and
+//! the plugins `graphbug backends` lists. Nothing here needs libtorch.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use graphbug::accuracy::{describe, float_values, same, to_fp64, SameOptions};
-use graphbug::files::HostTensor;
-use graphbug::pjrt::{discover, Origin, Plugin, PLUGINS_VAR};
-use graphbug::run::process::is_supervised;
-use graphbug::xla::execute::{pjrt_code, XlaBackend, DEFAULT_BACKEND};
-use graphbug::xla::program::{Kind, Program};
+use graphbug_accuracy::{describe, float_values, same, to_fp64, SameOptions};
+use graphbug_files::HostTensor;
+use graphbug_flow::run::{report_comparison, RunRequest};
+use graphbug_pjrt::{discover, Origin, Plugin, PLUGINS_VAR};
+use graphbug_run::process::is_supervised;
 
-use super::args::RunArgs;
-use super::supervise;
-use graphbug::xla::flow::{program_inputs, read};
+use super::{program_inputs, read};
+use crate::execute::{pjrt_code, XlaBackend, DEFAULT_BACKEND};
+use crate::program::{Kind, Program};
 
 /// `graphbug fmt`: HLO text byte for byte as written, an HLO proto as XLA prints it,
 /// StableHLO as written (bytecode through JAX's MLIR).
@@ -75,7 +74,12 @@ fn summarize(i: usize, t: &HostTensor) -> String {
 /// `graphbug run` of an XLA program: compiled and run on a PJRT plugin in a bounded child
 /// process; outputs printed, saved (`out0..`) and compared by TorchDynamo's accuracy
 /// rules with a float64 reference run of the program raised to float64.
-pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
+pub fn run(
+    args: &RunRequest,
+    reference_backend: Option<&str>,
+    bytes: &[u8],
+    kind: Kind,
+) -> Result<ExitCode> {
     let program = read(&args.file, bytes, kind)?;
     let backend = XlaBackend::parse(args.backend.as_deref().unwrap_or(DEFAULT_BACKEND))
         .and_then(XlaBackend::with_env_fault)
@@ -97,14 +101,14 @@ pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
             .map_err(|e| anyhow!(e))
             .with_context(|| format!("{}", args.file.display()))?;
     }
-    let reference = XlaBackend::parse(args.reference_backend.as_deref().unwrap_or(DEFAULT_BACKEND))
+    let reference = XlaBackend::parse(reference_backend.unwrap_or(DEFAULT_BACKEND))
         .map_err(|e| anyhow!("--reference-backend: {e}"))?;
     if reference.fault.is_some() {
         bail!(
             "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
         );
     }
-    if let Some(code) = supervise(&args.bound, |run, limit| {
+    if let Some(code) = graphbug_flow::supervise(args.timeout, args.in_process, |run, limit| {
         run.failure(backend.name(), limit)
             .map(|f| f.to_string())
             .unwrap_or_default()
@@ -142,7 +146,7 @@ pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         .map(|(i, o)| (format!("out{i}"), o.clone()))
         .collect();
     if let Some(path) = &args.save_outputs {
-        graphbug::files::write(path, &named)?;
+        graphbug_files::write(path, &named)?;
         println!("saved {} outputs to {}", named.len(), path.display());
     }
     if let Some(path) = &args.compare {
@@ -150,7 +154,7 @@ pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
         let ours: Vec<Option<HostTensor>> = outputs.into_iter().map(Some).collect();
         let fp64: Option<Vec<Option<HostTensor>>> = fp64.map(|f| f.into_iter().map(Some).collect());
         let report = same(&expected, &ours, fp64.as_deref(), &SameOptions::repro());
-        return Ok(super::report_comparison(&report, path));
+        return Ok(report_comparison(&report, path));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -158,7 +162,7 @@ pub fn run(args: &RunArgs, bytes: &[u8], kind: Kind) -> Result<ExitCode> {
 /// The outputs `out0..out<n-1>` of `path`, in order; a missing or extra key is an error
 /// naming it.
 fn expected_outputs(path: &Path, n: usize) -> Result<Vec<Option<HostTensor>>> {
-    let mut file = graphbug::files::read(path)?;
+    let mut file = graphbug_files::read(path)?;
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let key = format!("out{i}");
@@ -184,7 +188,7 @@ fn expected_outputs(path: &Path, n: usize) -> Result<Vec<Option<HostTensor>>> {
 /// `graphbug backends --all`: the PJRT plugins found, each with its PJRT API version,
 /// where it was found, and the backend name that selects it.
 pub fn list_plugins() {
-    let found = discover(Some(&graphbug::run::workspace_root()));
+    let found = discover(Some(&graphbug_run::workspace_root()));
     println!("\nPJRT plugins (XLA programs: --backend pjrt:<name>, or pjrt:/path/to/plugin.so; {PLUGINS_VAR}=name:path adds more):");
     if found.is_empty() {
         println!("  none found");
