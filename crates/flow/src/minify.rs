@@ -280,3 +280,172 @@ pub fn minify_structurally(
         text,
     )?)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use graphbug_minifier::{Candidate, Signature, Verdict};
+
+    use super::*;
+
+    /// A third dialect, as small as one can be: its programs are aten text, its "backend"
+    /// fails at runtime on any program that calls `relu`, and it prints a result as its
+    /// node count. It supplies the [`Minifiable`] parts and nothing else.
+    struct Toy {
+        graph: Graph,
+        started: bool,
+        after: Cell<bool>,
+    }
+
+    /// The toy backend: a runtime error wherever `relu` is called.
+    struct FailsOnRelu;
+
+    impl Checker for FailsOnRelu {
+        fn describe(&self) -> String {
+            "runtime error of the toy backend".into()
+        }
+
+        fn check(&mut self, c: &Candidate) -> Verdict {
+            match c
+                .graph
+                .nodes
+                .iter()
+                .any(|n| n.op().is_some_and(|o| o.to_string().contains("relu")))
+            {
+                true => Verdict::Fails(Signature {
+                    kind: "runtime error".into(),
+                    message: "the toy backend cannot run relu".into(),
+                    ..Signature::default()
+                }),
+                false => Verdict::Passes,
+            }
+        }
+    }
+
+    impl Minifiable for Toy {
+        fn graph(&self) -> &Graph {
+            &self.graph
+        }
+
+        fn backend_hint(&self) -> String {
+            "toy".into()
+        }
+
+        fn start(
+            &mut self,
+            req: &MinifyRequest,
+            check: &MinifyCheck,
+            _scratch: &Scratch,
+        ) -> Result<Checkers> {
+            self.started = true;
+            match check {
+                MinifyCheck::Backend(name, CheckKind::Runtime) if name == "toy" => {
+                    Ok((0..req.workers.count())
+                        .map(|_| Box::new(FailsOnRelu) as Box<dyn Checker + Send>)
+                        .collect())
+                }
+                MinifyCheck::Contains(c) => Ok(c.checkers(req.workers.count())),
+                other => bail!("the toy dialect has no check {other:?}"),
+            }
+        }
+
+        fn options(&self, options: MinifyOptions) -> MinifyOptions {
+            MinifyOptions {
+                verbose: false,
+                progress: false,
+                ..options
+            }
+        }
+
+        fn inputs_key(&self) -> String {
+            "toy".into()
+        }
+
+        fn out_dir(&self, out: &Path, _run: RunKey, _resume: bool) -> Result<MinifyDir<'_>> {
+            bail!("the toy dialect keeps no directory ({})", out.display())
+        }
+
+        fn text(&self, m: &Minified) -> String {
+            format!("{} nodes\n", m.graph().nodes.len())
+        }
+
+        fn after(&self, _req: &MinifyRequest, _m: &Minified) -> Result<()> {
+            self.after.set(true);
+            Ok(())
+        }
+    }
+
+    fn toy() -> Toy {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/repro-dirs/aten/graph.py"),
+        )
+        .unwrap();
+        Toy {
+            graph: graphbug_ir::parse_graph(&text).unwrap(),
+            started: false,
+            after: Cell::new(false),
+        }
+    }
+
+    fn request(check: &str) -> MinifyRequest {
+        MinifyRequest {
+            file: "toy.py".into(),
+            check: Some(check.parse().unwrap()),
+            ..MinifyRequest::default()
+        }
+    }
+
+    /// The flow minifies a dialect it has never heard of, from its trait alone: its checker
+    /// starts, the search ends at the one node that fails, and its own strategies run after.
+    #[test]
+    fn a_third_dialect_minifies_through_its_trait_alone() {
+        let mut program = toy();
+        let req = MinifyRequest {
+            backend: Some("toy".into()),
+            ..request("runtime")
+        };
+        let m = minify(&req, &mut program, Instant::now()).unwrap();
+        assert!(program.started && program.after.get());
+        let ops: Vec<String> = m
+            .graph()
+            .nodes
+            .iter()
+            .filter_map(|n| n.op())
+            .map(|o| o.to_string())
+            .collect();
+        assert!(
+            ops.len() == 1 && ops[0].contains("relu"),
+            "{ops:?}: {}",
+            program.text(&m)
+        );
+        assert_eq!(m.signature.message, "the toy backend cannot run relu");
+    }
+
+    /// A check that reads only the program searches with nothing started; one that needs a
+    /// backend without one, or no check at all, is refused naming what to give.
+    #[test]
+    fn what_fails_is_told_once_and_bad_requests_are_refused() {
+        let mut program = toy();
+        let m = minify(&request("contains:aten.gelu"), &mut program, Instant::now()).unwrap();
+        assert!(!program.started && program.after.get());
+        assert_eq!(
+            m.graph().nodes.iter().filter(|n| n.op().is_some()).count(),
+            1
+        );
+        let e = minify(&request("runtime"), &mut toy(), Instant::now()).unwrap_err();
+        assert_eq!(e.to_string(), "--check runtime needs --backend toy");
+        let bare = MinifyRequest::default();
+        let e = minify(&bare, &mut toy(), Instant::now()).unwrap_err();
+        assert!(e.to_string().starts_with("say what fails"), "{e}");
+        // A --out the dialect cannot keep is its error, after its checkers started.
+        let out = MinifyRequest {
+            backend: Some("toy".into()),
+            out: Some("toy-out".into()),
+            ..request("runtime")
+        };
+        let e = minify(&out, &mut toy(), Instant::now()).unwrap_err();
+        assert!(e.to_string().contains("keeps no directory"), "{e}");
+    }
+}
