@@ -81,7 +81,7 @@ enum Command {
     /// of its applications that still fails; write a repro of it.
     Bisect(Box<cli::bisect::BisectArgs>),
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
-    Minify(Box<cli::search::MinifyArgs>),
+    Minify(Box<cli::minify::MinifyArgs>),
     /// Draw a graph or an XLA program (SVG, HTML, DOT or Model Explorer JSON): inputs and
     /// outputs, a partition's saved and recomputed values, the first divergence of two
     /// traces, culprits; repeated layers of large graphs folded.

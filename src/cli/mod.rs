@@ -4,21 +4,30 @@
 
 pub mod args;
 #[cfg(feature = "torch")]
-pub mod aten;
-#[cfg(feature = "torch")]
 pub mod autodiff;
+#[cfg(feature = "torch")]
+pub mod backends;
 #[cfg(feature = "torch")]
 pub mod bisect;
 pub mod dialect_options;
 pub mod draw;
 pub mod examples;
 pub mod help;
+pub mod minify;
 #[cfg(feature = "torch")]
 pub mod run;
-pub mod search;
+#[cfg(feature = "torch")]
+pub mod shapes;
 
 #[cfg(feature = "torch")]
-pub use aten::*;
+pub use backends::{backends, load_plugins};
+#[cfg(feature = "torch")]
+pub use graphbug::repro::inputs::{
+    constant_metas, graph_inputs, lower_graph, requires_grad, specialize_graph, static_only,
+    worker_exe,
+};
+#[cfg(feature = "torch")]
+pub use shapes::*;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -34,6 +43,38 @@ use dialect_options::refuse_for;
 use graphbug::flow::{Dialect, DirManifest, FlowError};
 use graphbug::ir::Graph;
 use graphbug::xla::program::{sniff, Kind, Program};
+
+#[cfg(feature = "torch")]
+/// Re-runs this command in a child process bounded by `bound` (see
+/// [`graphbug::flow::supervise`]): `Some(exit code)` in the parent.
+pub fn supervise(
+    bound: &Bound,
+    lost: impl FnOnce(&graphbug::run::process::Supervised, std::time::Duration) -> String,
+) -> Result<Option<ExitCode>> {
+    graphbug::flow::supervise(bound.timeout, bound.no_isolate, lost)
+}
+
+#[cfg(feature = "torch")]
+/// `error: <what> crashed inside libtorch: <why>`, for a supervised child that died.
+pub fn lost_in_libtorch(
+    what: &str,
+    run: &graphbug::run::process::Supervised,
+    limit: std::time::Duration,
+) -> String {
+    let why = run.lost(limit).unwrap_or_default();
+    match run.ended {
+        graphbug::run::process::Ended::TimedOut => format!("error: {what} did not finish: {why}"),
+        _ => format!(
+            "error: {what} crashed inside libtorch ({why}); a graph whose shapes contradict its ops can do this (libtorch does not check every kernel's arguments)"
+        ),
+    }
+}
+
+#[cfg(feature = "torch")]
+/// Reads and parses a graph file (`-` reads standard input); errors name the file.
+pub fn load_graph(file: &Path) -> Result<Graph> {
+    parse_graph_bytes(file, read_file(file)?)
+}
 
 /// A file's bytes (`-` reads standard input); errors name the file.
 pub fn read_file(file: &Path) -> Result<Vec<u8>> {
@@ -187,7 +228,7 @@ pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
 /// `graphbug minify`: an XLA program through a PJRT plugin, or an aten graph (with
 /// libtorch).
 pub fn minify_command(
-    args: &search::MinifyArgs,
+    args: &minify::MinifyArgs,
     plugins: &[std::path::PathBuf],
 ) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;

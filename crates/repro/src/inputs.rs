@@ -153,3 +153,45 @@ pub fn eager_in_worker(
 pub fn worker_exe() -> Result<PathBuf> {
     graphbug_run::process::own_exe().context("locating the graphbug binary")
 }
+
+/// Refuses a dynamic-shape graph in a command that does not handle one yet, naming a
+/// symbolic node and the way out.
+pub fn static_only(graph: &Graph, command: &str) -> Result<()> {
+    if let Some(node) = graph.nodes.iter().find(|n| n.meta.is_symbolic()) {
+        anyhow::bail!(
+            "`graphbug {command}` does not handle dynamic-shape graphs yet (`{}` is \"{}\"); \
+             make it static first: `graphbug specialize FILE --bind s0=N` or `--inputs FILE`",
+            node.name,
+            node.meta.annotation().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// Which inputs require grad, from a SPEC of indices or names (default: floating inputs).
+pub fn requires_grad(graph: &Graph, spec: Option<&str>) -> Result<Vec<bool>> {
+    let inputs: Vec<&graphbug_ir::Node> = graph
+        .placeholders()
+        .iter()
+        .map(|&i| graph.node(i))
+        .collect();
+    let Some(spec) = spec else {
+        return Ok(graphbug_autodiff::floating_inputs(graph));
+    };
+    let mut out = vec![false; inputs.len()];
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let k = match item.parse::<usize>() {
+            Ok(k) if k < inputs.len() => k,
+            Ok(k) => anyhow::bail!(
+                "--requires-grad: input {k} does not exist ({} inputs)",
+                inputs.len()
+            ),
+            Err(_) => inputs
+                .iter()
+                .position(|n| n.name == item)
+                .ok_or_else(|| anyhow!("--requires-grad: no input named `{item}`"))?,
+        };
+        out[k] = true;
+    }
+    Ok(out)
+}
