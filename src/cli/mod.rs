@@ -24,7 +24,6 @@ pub use backends::{backends, load_plugins};
 #[cfg(feature = "torch")]
 pub use graphbug::repro::inputs::{
     constant_metas, graph_inputs, lower_graph, requires_grad, specialize_graph, static_only,
-    worker_exe,
 };
 #[cfg(feature = "torch")]
 pub use shapes::*;

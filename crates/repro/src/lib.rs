@@ -11,6 +11,7 @@
 //! ([`scratch`]).
 
 pub mod actions;
+pub mod bisect;
 pub mod case;
 pub mod checkers;
 pub mod codegen;
