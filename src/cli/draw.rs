@@ -253,7 +253,7 @@ fn partition(
     name: &str,
     memory_budget: Option<&str>,
 ) -> Result<(Graph, Graph, graphbug::partition::PartitionReport)> {
-    let p = super::autodiff::partition_joint(joint, name, memory_budget)?;
+    let p = graphbug::repro::training::partition_joint(joint, name, memory_budget)?;
     Ok((p.forward, p.backward, p.report))
 }
 

@@ -23,7 +23,7 @@ pub mod shapes;
 pub use backends::{backends, load_plugins};
 #[cfg(feature = "torch")]
 pub use graphbug::repro::inputs::{
-    constant_metas, graph_inputs, lower_graph, requires_grad, specialize_graph, static_only,
+    graph_inputs, lower_graph, requires_grad, specialize_graph, static_only,
 };
 #[cfg(feature = "torch")]
 pub use shapes::*;

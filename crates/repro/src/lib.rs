@@ -27,6 +27,7 @@ pub mod minify;
 pub use graphbug_run::process;
 pub mod progress;
 pub mod save;
+pub mod training;
 pub use graphbug_run::scratch;
 pub mod values;
 
