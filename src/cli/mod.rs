@@ -33,7 +33,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use graphbug::flow::repro::{self, ReproRequest};
-use graphbug::ir::{parse_graph, print_graph};
+use graphbug::ir::print_graph;
 use graphbug::run::process::is_supervised;
 
 use args::Bound;
@@ -72,7 +72,7 @@ pub fn lost_in_libtorch(
 #[cfg(feature = "torch")]
 /// Reads and parses a graph file (`-` reads standard input); errors name the file.
 pub fn load_graph(file: &Path) -> Result<Graph> {
-    parse_graph_bytes(file, read_file(file)?)
+    Ok(graphbug::ir::read_graph_file(file, read_file(file)?)?)
 }
 
 /// A file's bytes (`-` reads standard input); errors name the file.
@@ -87,14 +87,6 @@ pub fn read_file(file: &Path) -> Result<Vec<u8>> {
     }
 }
 
-/// The aten graph `bytes` (read from `file`) hold; errors name the file, with the line and
-/// column of bad text.
-pub fn parse_graph_bytes(file: &Path, bytes: Vec<u8>) -> Result<graphbug::ir::Graph> {
-    let text =
-        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
-    parse_graph(&text).with_context(|| format!("{}", file.display()))
-}
-
 /// `graphbug fmt`: prints the canonical text of an aten graph, or an XLA program as it
 /// was written (told by content: see [`xla`]).
 pub fn fmt(file: &Path) -> Result<ExitCode> {
@@ -102,7 +94,10 @@ pub fn fmt(file: &Path) -> Result<ExitCode> {
     if let Source::Xla(kind) = Source::of(file, &bytes) {
         return graphbug::xla::flow::run::fmt(file, &bytes, kind);
     }
-    print!("{}", print_graph(&parse_graph_bytes(file, bytes)?));
+    print!(
+        "{}",
+        print_graph(&graphbug::ir::read_graph_file(file, bytes)?)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -123,7 +118,7 @@ pub fn check(
         }
         return graphbug::xla::flow::run::check(file, &bytes, kind);
     }
-    let graph = parse_graph_bytes(file, bytes)?;
+    let graph = graphbug::ir::read_graph_file(file, bytes)?;
     if meta {
         #[cfg(feature = "torch")]
         return check_aten(file, graph, meta, inputs, binds, bound);
@@ -177,12 +172,9 @@ pub fn read_any_graph(path: &Path, bytes: Vec<u8>) -> Result<(Graph, Option<Kind
                 .map_err(|e| FlowError::bad(path, e))?;
             Ok((graph, Some(kind)))
         }
-        Source::Aten => {
-            let text =
-                String::from_utf8(bytes).map_err(|_| FlowError::bad(path, "not UTF-8 text"))?;
-            let graph = graphbug::ir::parse_graph(&text).map_err(|e| FlowError::bad(path, e))?;
-            Ok((graph, None))
-        }
+        Source::Aten => graphbug::ir::read_graph_file(path, bytes)
+            .map(|graph| (graph, None))
+            .map_err(|e| FlowError::Read(e.to_string())),
     }
 }
 
@@ -215,7 +207,7 @@ pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
             kind,
         ),
         #[cfg(feature = "torch")]
-        Source::Aten => run::run(args),
+        Source::Aten => run::run(args, bytes),
         #[cfg(not(feature = "torch"))]
         Source::Aten => Err(without_libtorch(&format!(
             "running {}",

@@ -1,27 +1,15 @@
-//! `graphbug run`: compile a graph with a backend, run it, save or compare its outputs.
+//! `graphbug run`, `explain` and `trace-diff` of aten graphs: the arguments, turned into
+//! the requests of [`graphbug::repro::run`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use std::sync::Arc;
-
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use graphbug::aten::accuracy::{same, SameOptions};
-use graphbug::aten::device::ensure_device;
-use graphbug::aten::dtype::{describe, meta_of, tch_device};
-use graphbug::aten::io::{order_tensors, read_tensors, write_tensors};
-use graphbug::aten::reference::{autograd_gradients, fp64_copy, fp64_graph, fp64_reference};
-use graphbug::aten::trace::{diff, Tolerance, Trace, TraceDiff, TraceHeader, TraceSink};
-use graphbug::backends::explain::Explain;
-use graphbug::backends::{lookup, Backend, CompileContext, ExampleInput};
-use graphbug::ir::{Device, Graph};
-use graphbug::repro::actions::validate_backend;
-use graphbug::repro::process::report_stage;
-use tch::{Kind, Tensor};
+use graphbug::aten::trace::{diff, Tolerance, Trace, TraceDiff};
+use graphbug::repro::run::AtenRunOptions;
 
 use super::args::{Bound, RunArgs};
-use super::{graph_inputs, load_graph, requires_grad, supervise};
 
 /// Arguments of `graphbug trace-diff`.
 #[derive(Args)]
@@ -69,18 +57,6 @@ pub fn trace_diff(args: &TraceDiffArgs) -> ExitCode {
     }
 }
 
-impl Bound {
-    /// Re-runs this command in a bounded child (see [`supervise`]); a crash or a timeout
-    /// of the child is reported as a failure of `backend`.
-    fn supervise(&self, backend: &str) -> Result<Option<ExitCode>> {
-        supervise(self, |run, limit| {
-            run.failure(backend, limit)
-                .map(|f| f.to_string())
-                .unwrap_or_default()
-        })
-    }
-}
-
 /// Arguments of `graphbug explain`.
 #[derive(Args)]
 pub struct ExplainArgs {
@@ -96,319 +72,30 @@ pub struct ExplainArgs {
     bound: Bound,
 }
 
-/// One line per output: its meta and a few statistics.
-fn summarize(i: usize, t: &Option<Tensor>) -> String {
-    let Some(t) = t else {
-        return format!("out{i}: None");
-    };
-    let cpu = t.to_device(tch::Device::Cpu);
-    if cpu.is_floating_point() && cpu.numel() > 0 {
-        let d = cpu.to_kind(Kind::Double);
-        format!(
-            "out{i}: {} min={:.6e} max={:.6e} mean={:.6e}",
-            describe(t),
-            d.min().double_value(&[]),
-            d.max().double_value(&[]),
-            d.mean(Kind::Double).double_value(&[])
-        )
-    } else {
-        format!("out{i}: {}", describe(t))
-    }
-}
-
-/// `graphbug run`.
-pub fn run(args: &RunArgs) -> Result<ExitCode> {
-    let mut graph = load_graph(&args.file)?;
-    let device: Device = args
-        .device
-        .as_deref()
-        .unwrap_or("cpu")
-        .parse()
-        .map_err(|e: String| anyhow!(e))?;
-    ensure_device(&device)?;
-    let tdev = tch_device(&device)?;
-    let backend = lookup(args.backend.as_deref().unwrap_or("eager"))?;
-    let (backend, note) = training_backend(backend, args.backward)?;
-    // The rest (inputs included) happens once, in the bounded child.
-    if let Some(code) = args.bound.supervise(backend.name())? {
-        return Ok(code);
-    }
-    if let Some(note) = note {
-        eprintln!("{note}");
-    }
-    let (inputs, mut constants) = graph_inputs(
-        &mut graph,
-        args.inputs.as_ref(),
-        &args.binds,
-        args.seed,
-        tdev,
-    )?;
-    if let Some(file) = &args.constants {
-        for (name, t) in graphbug::aten::io::read_tensors(file)? {
-            constants.insert(name, t.to_device(tdev));
-        }
-    }
-    let rg = match (&args.requires_grad, args.backward) {
-        (None, false) => vec![false; inputs.len()],
-        (spec, _) => requires_grad(&graph, spec.as_deref())?,
-    };
-    // In the child: checking an AOT pipeline's inner compilers runs meta inference (its
-    // backward's too when inputs require grad).
-    validate_backend(backend.as_ref(), &graph, &inputs, &rg)?;
-    let trace = match &args.trace {
-        Some(path) => {
-            let sink = TraceSink::create(
-                path,
-                TraceHeader {
-                    graph: args.file.display().to_string(),
-                    backend: backend.name().to_string(),
-                    device: device.to_string(),
-                    graphbug: env!("CARGO_PKG_VERSION").to_string(),
-                    ..TraceHeader::default()
-                },
-            )?;
-            let given = sink.part("inputs");
-            for (name, t) in graph.placeholder_names().iter().zip(&inputs) {
-                given.record_tensor(name, Some(t));
-            }
-            Some(sink)
-        }
-        None => None,
-    };
-
-    // The float64 reference runs first, on copies, before the backend can mutate inputs.
-    // Without it the file can only be matched by allclose, which is said.
-    let fp64 = match &args.compare {
-        Some(_) => match fp64_reference(&graph, &inputs, &device, &constants) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                eprintln!("note: the float64 reference run failed ({e}); outputs are compared with the file by allclose only");
-                Some(Vec::new())
-            }
+/// `graphbug run` of an aten graph.
+pub fn run(args: &RunArgs, bytes: Vec<u8>) -> Result<ExitCode> {
+    graphbug::repro::run::run(
+        &args.request(),
+        &AtenRunOptions {
+            device: args.device.clone(),
+            constants: args.constants.clone(),
+            requires_grad: args.requires_grad.clone(),
+            backward: args.backward,
+            tangents: args.tangents.clone(),
+            binds: args.binds.clone(),
+            trace: args.trace.clone(),
         },
-        None => None,
-    };
-    let mut examples = example_inputs(&inputs)?;
-    for (e, &r) in examples.iter_mut().zip(&rg) {
-        e.requires_grad = r;
-    }
-    // The training step's reference gradients, in float64, from libtorch's autograd.
-    let tangents = match &args.tangents {
-        Some(path) => Some(read_tangents(path, &graph)?),
-        None => None,
-    };
-    let ctx = CompileContext {
-        device: device.clone(),
-        constants,
-        trace: trace.clone(),
-        ..CompileContext::default()
-    };
-    report_stage("compile");
-    let mut grads: Vec<Option<Tensor>> = Vec::new();
-    let outputs = backend.compile(&graph, &examples, &ctx).and_then(|mut f| {
-        report_stage("runtime");
-        if !args.backward {
-            return f.run(&inputs);
-        }
-        let outputs = f.forward(&inputs)?;
-        let grad_outputs = output_gradients(&outputs, tangents.as_deref());
-        grads = f.backward(&grad_outputs)?;
-        Ok(outputs)
-    });
-    let outputs = match outputs {
-        Ok(o) => o,
-        Err(failure) => {
-            eprintln!("{failure}");
-            if let Some(sink) = &trace {
-                sink.finish(&format!("failed: {failure}"))?;
-            }
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    if let Some(sink) = &trace {
-        let produced = sink.part("outputs");
-        for (i, o) in outputs.iter().enumerate() {
-            produced.record_tensor(&format!("out{i}"), o.as_ref());
-        }
-        for (i, g) in grads.iter().enumerate() {
-            if rg.get(i).copied().unwrap_or(false) {
-                produced.record_tensor(&format!("grad{i}"), g.as_ref());
-            }
-        }
-        if sink.recorded_nodes() == 0 {
-            eprintln!(
-                "note: `{}` does not run the graph node by node through graphbug, so the trace holds only its inputs and outputs",
-                backend.name()
-            );
-        }
-        sink.finish("completed")?;
-        if let Some(path) = &args.trace {
-            println!("traced to {}", path.display());
-        }
-    }
-    for (i, o) in outputs.iter().enumerate() {
-        println!("{}", summarize(i, o));
-    }
-    let mut present: Vec<(String, Tensor)> = outputs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, o)| o.as_ref().map(|t| (format!("out{i}"), t.shallow_clone())))
-        .collect();
-    let mut fp64 = fp64.map(|f| f.into_iter().flatten().collect::<Vec<Tensor>>());
-    if args.backward {
-        for (i, g) in grads.iter().enumerate() {
-            match g {
-                Some(g) if rg.get(i).copied().unwrap_or(false) => {
-                    println!(
-                        "{}",
-                        summarize(i, &Some(g.shallow_clone())).replacen("out", "grad", 1)
-                    );
-                    present.push((format!("grad{i}"), g.shallow_clone()));
-                }
-                _ => println!("grad{i}: None"),
-            }
-        }
-        if let Some(f) = fp64.as_mut() {
-            let want: Vec<usize> = present
-                .iter()
-                .filter_map(|(n, _)| n.strip_prefix("grad")?.parse().ok())
-                .collect();
-            let tangents = output_gradients(&outputs, tangents.as_deref());
-            match autograd_gradients(
-                &fp64_graph(&graph),
-                &inputs.iter().map(fp64_copy).collect::<Vec<_>>(),
-                &rg,
-                &tangents.iter().map(|t| t.as_ref().map(fp64_copy)).collect::<Vec<_>>(),
-                &device,
-            ) {
-                Ok((_, g64)) => {
-                    let g64: Option<Vec<Tensor>> = want
-                        .iter()
-                        .map(|&i| g64.get(i)?.as_ref().map(Tensor::shallow_clone))
-                        .collect();
-                    if let Some(g64) = g64.filter(|g| f.len() + g.len() == present.len()) {
-                        f.extend(g64);
-                    }
-                }
-                Err(e) => eprintln!(
-                    "note: the float64 reference gradients failed ({e}); gradients are compared with the file by allclose only"
-                ),
-            }
-        }
-    }
-    if let Some(path) = &args.save_outputs {
-        write_tensors(path, &present)?;
-        println!("saved {} outputs to {}", present.len(), path.display());
-    }
-    if let (Some(path), Some(fp64)) = (&args.compare, fp64) {
-        let names: Vec<String> = present.iter().map(|(n, _)| n.clone()).collect();
-        let expected = order_tensors(read_tensors(path)?, &names, "outputs")
-            .with_context(|| format!("{}", path.display()))?;
-        let ours: Vec<Tensor> = present.into_iter().map(|(_, t)| t).collect();
-        let report = same(&expected, &ours, Some(&fp64), &SameOptions::repro());
-        return Ok(graphbug::flow::run::report_comparison(&report, path));
-    }
-    Ok(ExitCode::SUCCESS)
+        bytes,
+    )
 }
 
-/// The backend a run uses: with `--backward`, a backend without a backward of its own
-/// becomes the forward and backward compiler of aot_eager.
-/// Returns it with a note saying so.
-fn training_backend(
-    backend: Arc<dyn Backend>,
-    backward: bool,
-) -> Result<(Arc<dyn Backend>, Option<String>)> {
-    // A pipeline with inner compilers (aot_eager and its variants, or one wrapped by
-    // `limit:`) has a backward of its own.
-    if !backward || backend.delegates_faults() {
-        return Ok((backend, None));
-    }
-    let name = backend.name();
-    let wrapped = format!("aot_eager:fw={name},bw={name}");
-    let aot = lookup(&wrapped).with_context(|| {
-        format!("--backward: `{name}` has no backward, and `{wrapped}` cannot be made")
-    })?;
-    let note = format!("note: --backward runs `{name}` as aot_eager's inner compilers: {wrapped}");
-    Ok((aot, Some(note)))
-}
-
-/// The gradients of the outputs for a backward: the given tangents, else ones for every
-/// floating output.
-fn output_gradients(
-    outputs: &[Option<Tensor>],
-    tangents: Option<&[Option<Tensor>]>,
-) -> Vec<Option<Tensor>> {
-    outputs
-        .iter()
-        .enumerate()
-        .map(|(j, o)| match tangents {
-            Some(t) => t.get(j).and_then(|t| t.as_ref().map(Tensor::shallow_clone)),
-            None => o
-                .as_ref()
-                .filter(|o| o.is_floating_point())
-                .map(Tensor::ones_like),
-        })
-        .collect()
-}
-
-/// `--tangents`: `tangent<j>` for output j of `graph`, in output order.
-fn read_tangents(path: &std::path::Path, graph: &Graph) -> Result<Vec<Option<Tensor>>> {
-    let mut file: std::collections::HashMap<String, Tensor> =
-        read_tensors(path)?.into_iter().collect();
-    let n = graph.outputs().len();
-    let mut out = Vec::with_capacity(n);
-    for j in 0..n {
-        out.push(file.remove(&format!("tangent{j}")));
-    }
-    if let Some(extra) = file.keys().min() {
-        bail!(
-            "{}: `{extra}` is not a tangent of this graph (expected tangent0..tangent{})",
-            path.display(),
-            n.saturating_sub(1)
-        );
-    }
-    Ok(out)
-}
-
-/// Example-input descriptions of concrete inputs.
-fn example_inputs(inputs: &[Tensor]) -> Result<Vec<ExampleInput>> {
-    inputs
-        .iter()
-        .map(|t| {
-            meta_of(t)
-                .map(ExampleInput::new)
-                .ok_or_else(|| anyhow!("input of unsupported dtype {}", describe(t)))
-        })
-        .collect()
-}
-
-/// `graphbug explain`: compile and run through `explain:<backend>`, print the record.
+/// `graphbug explain`.
 pub fn explain(args: &ExplainArgs) -> Result<ExitCode> {
-    let mut graph = load_graph(&args.file)?;
-    let explain = Explain::new(lookup(&args.backend)?);
-    if let Some(code) = args.bound.supervise(explain.name())? {
-        return Ok(code);
-    }
-    let (inputs, constants) = graph_inputs(&mut graph, None, &[], args.seed, tch::Device::Cpu)?;
-    validate_backend(&explain, &graph, &inputs, &[])?;
-    let ctx = CompileContext {
-        device: Device::cpu(),
-        constants,
-        ..CompileContext::default()
+    let req = graphbug::flow::run::RunRequest {
+        file: args.file.clone(),
+        timeout: args.bound.timeout,
+        in_process: args.bound.no_isolate,
+        ..Default::default()
     };
-    report_stage("compile");
-    let result = explain
-        .compile(&graph, &example_inputs(&inputs)?, &ctx)
-        .and_then(|mut f| {
-            report_stage("runtime");
-            f.run(&inputs)
-        });
-    print!("{}", explain.output());
-    match result {
-        Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(failure) => {
-            eprintln!("{failure}");
-            Ok(ExitCode::FAILURE)
-        }
-    }
+    graphbug::repro::run::explain(&args.file, &args.backend, args.seed, &req)
 }

@@ -34,6 +34,9 @@ pub enum FlowError {
         /// What is wrong with it.
         message: String,
     },
+    /// A dialect could not read a file; the message names it.
+    #[error("{0}")]
+    Read(String),
     /// What was asked cannot be done as asked; the message says what to do.
     #[error("{0}")]
     Usage(String),

@@ -40,3 +40,13 @@ pub fn report_comparison(report: &graphbug_accuracy::AccuracyReport, path: &Path
     println!("outputs match {}", path.display());
     ExitCode::SUCCESS
 }
+
+/// Re-runs this run in a child bounded by `req`'s limit (see [`crate::supervise`]), unless
+/// it runs in process: a crash or a hang of the child is said as a failure of `backend`.
+pub fn supervise_run(req: &RunRequest, backend: &str) -> anyhow::Result<Option<ExitCode>> {
+    crate::supervise(req.timeout, req.in_process, |run, limit| {
+        run.failure(backend, limit)
+            .map(|f| f.to_string())
+            .unwrap_or_default()
+    })
+}

@@ -8,6 +8,15 @@ pub enum IrError {
     /// Graph text that cannot be read.
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// A graph file that cannot be read: the file, and why (with the line and column of
+    /// bad text).
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why it cannot be read.
+        message: String,
+    },
     /// A node refers to a value defined after it.
     #[error("node `{node}` uses `{input}` before its definition")]
     UseBeforeDefinition {

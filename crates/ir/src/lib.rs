@@ -28,7 +28,7 @@ pub use error::{IrError, ParseError};
 pub use graph::{Dialect, Graph, Node, NodeId, NodeKind, NodeName, Users};
 pub use naming::Namespace;
 pub use sym::{Bindings, SymExpr};
-pub use text::{parse_graph, print_graph, print_graph_as};
+pub use text::{parse_graph, print_graph, print_graph_as, read_graph_file};
 pub use types::{Device, Dtype, Layout, MemoryFormat, Meta, OpName, OpNameParts, Tag, TensorMeta};
 pub use value::Value;
 

@@ -28,7 +28,7 @@ use crate::actions::{
 };
 use crate::case::{read_repro_dir, ReproCase};
 use crate::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
-use crate::inputs::{eager_in_worker, graph_inputs, read_graph, worker_exe};
+use crate::inputs::{eager_in_worker, graph_inputs, worker_exe};
 use crate::manifest::ReproAfter;
 
 /// Aten graphs in `graphbug repro`, with their own options.
@@ -106,7 +106,7 @@ impl Reproducible for AtenRepro {
     ) -> Result<FirstRun> {
         let bytes =
             std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-        let mut graph = read_graph(file, bytes)?;
+        let mut graph = graphbug_ir::read_graph_file(file, bytes)?;
         let source = graph.clone();
         let training = graphbug_backends::lookup(backend)?.delegates_faults();
         let device: Device = self

@@ -15,14 +15,6 @@ use tch::Tensor;
 
 use crate::isolate::preflight_eager;
 
-/// The aten graph `bytes` (read from `file`) hold; errors name the file, with the line
-/// and column of bad text.
-pub fn read_graph(file: &std::path::Path, bytes: Vec<u8>) -> Result<Graph> {
-    let text =
-        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
-    graphbug_ir::parse_graph(&text).with_context(|| format!("{}", file.display()))
-}
-
 /// Makes a dynamic-shape graph static in place (see
 /// [`graphbug_aten::dynamic::specialize_with_inputs`]); returns its `Sym` inputs' values.
 pub fn specialize_graph(

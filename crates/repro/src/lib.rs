@@ -26,6 +26,7 @@ pub mod manifest;
 pub mod minify;
 pub use graphbug_run::process;
 pub mod progress;
+pub mod run;
 pub mod save;
 pub mod training;
 pub use graphbug_run::scratch;

@@ -25,7 +25,7 @@ use tch::Tensor;
 use crate::actions::{start_isolated_checkers, validate_backend};
 use crate::checkers::AsRunnable;
 use crate::command::{write_graphs, CommandChecker};
-use crate::inputs::{eager_in_worker, graph_inputs, read_graph, worker_exe};
+use crate::inputs::{eager_in_worker, graph_inputs, worker_exe};
 use crate::isolate::{WorkerCheck, WorkerSpec};
 use crate::progress::{inputs_fingerprint, out_dir};
 use crate::{BackendChecker, ReferenceValues};
@@ -60,7 +60,7 @@ impl AtenMinify {
     /// and column of bad text.
     pub fn read(file: &Path, bytes: Vec<u8>, options: AtenOptions) -> Result<AtenMinify> {
         Ok(AtenMinify {
-            graph: read_graph(file, bytes)?,
+            graph: graphbug_ir::read_graph_file(file, bytes)?,
             options,
             started: None,
         })

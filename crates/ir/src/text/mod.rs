@@ -4,5 +4,5 @@ mod lexer;
 mod parser;
 mod printer;
 
-pub use parser::parse_graph;
+pub use parser::{parse_graph, read_graph_file};
 pub use printer::{print_graph, print_graph_as};

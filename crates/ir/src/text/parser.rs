@@ -18,6 +18,17 @@ const POWER: u8 = 7;
 /// Deepest bracket nesting accepted, so hostile input cannot exhaust the stack.
 const MAX_DEPTH: usize = 64;
 
+/// The graph a graph file's `bytes` hold (read from `path`); errors name the file, with the
+/// line and column of bad text.
+pub fn read_graph_file(path: &std::path::Path, bytes: Vec<u8>) -> Result<Graph, IrError> {
+    let file = |message: String| IrError::File {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| file("not UTF-8 text".into()))?;
+    parse_graph(&text).map_err(|e| file(e.to_string()))
+}
+
 /// Parses graph text (flat or pytree form) into a verified graph.
 pub fn parse_graph(src: &str) -> Result<Graph, IrError> {
     let mut parser = Parser {

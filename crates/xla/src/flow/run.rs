@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug_accuracy::{describe, float_values, same, to_fp64, SameOptions};
 use graphbug_files::HostTensor;
-use graphbug_flow::run::{report_comparison, RunRequest};
+use graphbug_flow::run::{report_comparison, supervise_run, RunRequest};
 use graphbug_pjrt::{discover, Origin, Plugin, PLUGINS_VAR};
 use graphbug_run::process::is_supervised;
 
@@ -108,11 +108,7 @@ pub fn run(
             "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
         );
     }
-    if let Some(code) = graphbug_flow::supervise(args.timeout, args.in_process, |run, limit| {
-        run.failure(backend.name(), limit)
-            .map(|f| f.to_string())
-            .unwrap_or_default()
-    })? {
+    if let Some(code) = supervise_run(args, backend.name())? {
         return Ok(code);
     }
     let inputs = program_inputs(&program, args.inputs.as_deref(), args.seed)?;
