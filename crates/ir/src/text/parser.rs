@@ -25,7 +25,7 @@ pub fn read_graph_file(path: &std::path::Path, bytes: Vec<u8>) -> Result<Graph, 
         path: path.display().to_string(),
         message,
     };
-    let text = String::from_utf8(bytes).map_err(|_| file("not UTF-8 text".into()))?;
+    let text = String::from_utf8(bytes).map_err(|e| file(format!("not UTF-8 text: {e}")))?;
     parse_graph(&text).map_err(|e| file(e.to_string()))
 }
 
