@@ -137,7 +137,9 @@ pub fn repro_command(args: &args::ReproArgs, plugins: &[PathBuf]) -> Result<Exit
             inputs: Some(demo.join("inputs.npz")),
             ..req
         };
-        return repro::repro_file(&demo.join("forward.py"), None, &req, dialect.as_mut());
+        let forward = demo.join("forward.py");
+        let bytes = read_file(&forward)?;
+        return repro::repro_file((&forward, bytes), None, &req, dialect.as_mut());
     };
     if target.is_dir() {
         let dialect = DirManifest::dialect_of(target).unwrap_or(Dialect::Aten);
@@ -152,9 +154,10 @@ pub fn repro_command(args: &args::ReproArgs, plugins: &[PathBuf]) -> Result<Exit
             dialects::reproducer(dialect, args, plugins)?.as_mut(),
         );
     }
-    let dialect = Source::told(target, &read_file(target)?)?.dialect();
+    let bytes = read_file(target)?;
+    let dialect = Source::told(target, &bytes)?.dialect();
     repro::repro_file(
-        target,
+        (target, bytes),
         action,
         &req,
         dialects::reproducer(dialect, args, plugins)?.as_mut(),

@@ -111,12 +111,12 @@ pub trait Reproducible {
     /// The Python that runs this dialect's `repro.py` in the commands that go on.
     fn python(&self) -> String;
 
-    /// The first run of `file` through `backend` at `level` under the repro machinery,
-    /// bounded in a child unless `req.in_process`; a failure writes the repro directory
-    /// `req.out` (levels 1 and up). Says what it runs first.
+    /// The first run of `file` (holding `bytes`) through `backend` at `level` under the
+    /// repro machinery, bounded in a child unless `req.in_process`; a failure writes the
+    /// repro directory `req.out` (levels 1 and up). Says what it runs first.
     fn first_run(
         &mut self,
-        file: &Path,
+        file: (&Path, Vec<u8>),
         backend: &str,
         level: u8,
         req: &ReproRequest,
@@ -143,10 +143,10 @@ pub fn report(dir: &Path, dialect: &dyn Reproducible) {
     crate::report::report_to(dir, &|path, bytes| dialect.read_graph(path, bytes));
 }
 
-/// `graphbug repro FILE`: the first run, the repro directory, its minification.
-/// `action` is the directory action given with a file (refused).
+/// `graphbug repro FILE` (holding `bytes`): the first run, the repro directory, its
+/// minification. `action` is the directory action given with a file (refused).
 pub fn repro_file(
-    file: &Path,
+    (file, bytes): (&Path, Vec<u8>),
     action: Option<&str>,
     req: &ReproRequest,
     dialect: &mut dyn Reproducible,
@@ -166,7 +166,7 @@ pub fn repro_file(
         )
     })?;
     let level = req.level()?;
-    let (detected, dir) = match dialect.first_run(file, backend, level, req)? {
+    let (detected, dir) = match dialect.first_run((file, bytes), backend, level, req)? {
         FirstRun::Handed => return Ok(ExitCode::SUCCESS),
         FirstRun::Passes(said) => {
             println!("{said}");

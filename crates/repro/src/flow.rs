@@ -10,12 +10,11 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug_accuracy::AccuracyMode;
-use graphbug_aten::device::ensure_device;
 use graphbug_aten::dtype::tch_device;
 use graphbug_backends::Failure;
 use graphbug_flow::repro::{DirMinified, FirstRun, ReproRequest, Reproducible};
 use graphbug_flow::{Dialect, DirAction, FlowError};
-use graphbug_ir::{Device, Graph};
+use graphbug_ir::Graph;
 use graphbug_run::limits::TimeLimit;
 use graphbug_run::process::{is_supervised, rerun_self};
 use graphbug_run::scratch::Scratch;
@@ -28,7 +27,7 @@ use crate::actions::{
 };
 use crate::case::{read_repro_dir, ReproCase};
 use crate::compile::{compile, record_lost_run, ReproFailure, ReproOptions};
-use crate::inputs::{eager_in_worker, graph_inputs, worker_exe};
+use crate::inputs::{device, eager_in_worker, graph_inputs, worker_exe};
 use crate::manifest::ReproAfter;
 
 /// Aten graphs in `graphbug repro`, with their own options.
@@ -99,23 +98,15 @@ impl Reproducible for AtenRepro {
     /// training pipelines), in a supervised child unless in process.
     fn first_run(
         &mut self,
-        file: &Path,
+        (file, bytes): (&Path, Vec<u8>),
         backend: &str,
         level: u8,
         req: &ReproRequest,
     ) -> Result<FirstRun> {
-        let bytes =
-            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
         let mut graph = graphbug_ir::read_graph_file(file, bytes)?;
         let source = graph.clone();
         let training = graphbug_backends::lookup(backend)?.delegates_faults();
-        let device: Device = self
-            .device
-            .as_deref()
-            .unwrap_or("cpu")
-            .parse()
-            .map_err(|e: String| anyhow!(e))?;
-        ensure_device(&device)?;
+        let device = device(self.device.as_deref())?;
         let (inputs, constants) = graph_inputs(
             &mut graph,
             req.inputs.as_ref(),

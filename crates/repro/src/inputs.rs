@@ -15,6 +15,16 @@ use tch::Tensor;
 
 use crate::isolate::preflight_eager;
 
+/// The device `spec` names (`cpu` without one: `cuda`, `cuda:N`), checked to be there.
+pub fn device(spec: Option<&str>) -> Result<graphbug_ir::Device> {
+    let device: graphbug_ir::Device = spec
+        .unwrap_or("cpu")
+        .parse()
+        .map_err(|e: String| anyhow!(e))?;
+    graphbug_aten::device::ensure_device(&device)?;
+    Ok(device)
+}
+
 /// Makes a dynamic-shape graph static in place (see
 /// [`graphbug_aten::dynamic::specialize_with_inputs`]); returns its `Sym` inputs' values.
 pub fn specialize_graph(

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use graphbug_accuracy::AccuracyMode;
-use graphbug_aten::device::ensure_device;
 use graphbug_aten::dtype::tch_device;
 use graphbug_backends::lookup;
 use graphbug_flow::minify::{Checkers, Minifiable, MinifyCheck, MinifyRequest};
@@ -25,7 +24,7 @@ use tch::Tensor;
 use crate::actions::{start_isolated_checkers, validate_backend};
 use crate::checkers::AsRunnable;
 use crate::command::{write_graphs, CommandChecker};
-use crate::inputs::{eager_in_worker, graph_inputs, worker_exe};
+use crate::inputs::{device, eager_in_worker, graph_inputs, worker_exe};
 use crate::isolate::{WorkerCheck, WorkerSpec};
 use crate::progress::{inputs_fingerprint, out_dir};
 use crate::{BackendChecker, ReferenceValues};
@@ -103,12 +102,7 @@ impl Minifiable for AtenMinify {
     ) -> Result<Checkers> {
         let graph = &self.graph;
         let mut run_graph = graph.clone();
-        let device: Device = self
-            .options
-            .device
-            .parse()
-            .map_err(|e: String| anyhow!(e))?;
-        ensure_device(&device)?;
+        let device = device(Some(&self.options.device))?;
         let (inputs, constants) = graph_inputs(
             &mut run_graph,
             req.inputs.as_ref(),

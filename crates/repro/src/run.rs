@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug_aten::accuracy::{same, SameOptions};
-use graphbug_aten::device::ensure_device;
 use graphbug_aten::dtype::{describe, meta_of, tch_device};
 use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
 use graphbug_aten::reference::{autograd_gradients, fp64_copy, fp64_graph, fp64_reference};
@@ -22,7 +21,7 @@ use graphbug_run::process::report_stage;
 use tch::{Kind, Tensor};
 
 use crate::actions::validate_backend;
-use crate::inputs::{graph_inputs, requires_grad};
+use crate::inputs::{device, graph_inputs, requires_grad};
 
 /// An aten graph's own options of a run.
 #[derive(Clone, Debug, Default)]
@@ -67,13 +66,7 @@ fn summarize(i: usize, t: &Option<Tensor>) -> String {
 /// `graphbug run` of the aten graph `bytes` (read from `args.file`) hold.
 pub fn run(args: &RunRequest, aten: &AtenRunOptions, bytes: Vec<u8>) -> Result<ExitCode> {
     let mut graph = graphbug_ir::read_graph_file(&args.file, bytes)?;
-    let device: Device = aten
-        .device
-        .as_deref()
-        .unwrap_or("cpu")
-        .parse()
-        .map_err(|e: String| anyhow!(e))?;
-    ensure_device(&device)?;
+    let device = device(aten.device.as_deref())?;
     let tdev = tch_device(&device)?;
     let backend = lookup(args.backend.as_deref().unwrap_or("eager"))?;
     let (backend, note) = training_backend(backend, aten.backward)?;

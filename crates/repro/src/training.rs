@@ -202,8 +202,7 @@ pub fn step_values(
             )
         }
     };
-    let device: graphbug_ir::Device = device.parse().map_err(|e: String| anyhow!(e))?;
-    graphbug_aten::device::ensure_device(&device)?;
+    let device = crate::inputs::device(Some(device))?;
     let on = graphbug_aten::dtype::tch_device(&device)?;
     let primals: Vec<_> = primals.iter().map(|t| t.to_device(on)).collect();
     let constants = constants

@@ -148,13 +148,12 @@ impl Reproducible for XlaRepro {
     /// the reference plugin too).
     fn first_run(
         &mut self,
-        file: &Path,
+        (file, bytes): (&Path, Vec<u8>),
         backend: &str,
         level: u8,
         req: &ReproRequest,
     ) -> Result<FirstRun> {
         let what = file.display().to_string();
-        let bytes = std::fs::read(file).with_context(|| format!("cannot read {what}"))?;
         let kind = sniff(&bytes, file).ok_or_else(|| anyhow!("{what}: not an XLA program"))?;
         let loaded = load(read(file, &bytes, kind)?, &what)?;
         let backend = backend_under_test(backend, &loaded.printer)?;
