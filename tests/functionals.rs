@@ -118,7 +118,7 @@ fn functionals_py(python: &Path, args: &[&str]) -> String {
 #[test]
 fn the_signature_table_is_pytorchs() {
     let Some(python) = python() else { return };
-    let table = root().join("crates/ir/src/lower/functional_signatures.txt");
+    let table = root().join("crates/generic/ir/src/lower/functional_signatures.txt");
     let want = functionals_py(&python, &["signatures"]);
     let have = std::fs::read_to_string(&table).unwrap();
     if have != want {

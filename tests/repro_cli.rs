@@ -792,6 +792,14 @@ fn directories_written_by_an_earlier_graphbug_still_load() {
         reproduces(&format!("{dir}/minified"), what);
     }
     reproduces("aten-bisect/case", "accuracy wrong result");
+    // Their standalone build named the repro crate where it was then (crates/repro); run
+    // again, it names this checkout's.
+    let toml = std::fs::read_to_string(dirs.join("aten/Cargo.toml")).unwrap();
+    let here = root().join("crates/aten/repro");
+    assert!(
+        toml.contains(&format!("path = \"{}\"", here.display())),
+        "{toml}"
+    );
     reproduces("aten-bisect/guilty", "accuracy wrong result");
     // Minified again where it was copied: the copy's `minified` gives way to a link and
     // stays as `minified.earlier`.

@@ -3,7 +3,7 @@
     python tests/pytorch/functionals.py signatures
         The Python signature of every public torch.nn.functional function written in Python,
         one a line: the table graphbug's lowering binds calls with
-        (crates/ir/src/functional_signatures.txt holds its output).
+        (crates/generic/ir/src/functional_signatures.txt holds its output).
 
     python tests/pytorch/functionals.py compare
         Each such function against the schemas of the aten op(s) of its name

@@ -29,7 +29,7 @@ from functorch.compile import minifier  # noqa: E402
 from torch._functorch.compile_utils import get_outputs, get_placeholders  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../crates/aten/python"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../crates/aten/aten/python"))
 from torch_graph import write_safetensors  # noqa: E402
 
 aten = torch.ops.aten

@@ -371,7 +371,7 @@ pub fn make_aten_bundle(root: &Path, binary: &Path, libs: &[PathBuf], out: &Path
         "gpt4's forward has no node `{FAULT_NODE}` to pin the fault to"
     );
     std::fs::copy(
-        root.join("crates/aten/python/torch_graph.py"),
+        root.join("crates/aten/aten/python/torch_graph.py"),
         out.join("torch_graph.py"),
     )?;
     std::fs::copy(root.join("xtask/python/peak.py"), out.join("peak.py"))?;

@@ -76,7 +76,7 @@ mod tests {
             Some("running graphbug_ir (unittests src/lib.rs)")
         );
         assert_eq!(
-            status("   Compiling graphbug-ir v0.1.0 (/work/crates/ir)").as_deref(),
+            status("   Compiling graphbug-ir v0.1.0 (/work/crates/generic/ir)").as_deref(),
             Some("compiling graphbug-ir")
         );
         assert_eq!(status("target: scale: x: 1 ms (target <= 2 ms): met"), None);
