@@ -108,7 +108,9 @@ impl OnHost {
 
 /// A defined tensor's values on the host, its conjugate and negative bits resolved (the
 /// host copy reads the memory as it is).
-fn to_host(t: &Tensor, what: &str) -> Result<HostTensor, String> {
+/// `t` copied to the host (from any device, conjugate and negative views resolved);
+/// errors name it as `what`.
+pub fn to_host(t: &Tensor, what: &str) -> Result<HostTensor, String> {
     let resolved = t
         .f_resolve_conj()
         .and_then(|t| t.f_resolve_neg())

@@ -8,17 +8,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use graphbug_aten::accuracy::{same, SameOptions};
+use graphbug_aten::accuracy::to_host;
 use graphbug_aten::dtype::{describe, meta_of, tch_device};
-use graphbug_aten::io::{order_tensors, read_tensors, write_tensors};
+use graphbug_aten::io::read_tensors;
 use graphbug_aten::reference::{autograd_gradients, fp64_copy, fp64_graph, fp64_reference};
 use graphbug_aten::trace::{TraceHeader, TraceSink};
 use graphbug_backends::explain::Explain;
 use graphbug_backends::{lookup, Backend, CompileContext, ExampleInput};
-use graphbug_flow::run::{report_comparison, supervise_run, RunRequest};
+use graphbug_flow::run::{finish_run, supervise_run, RunRequest};
 use graphbug_ir::{Device, Graph};
 use graphbug_run::process::report_stage;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use crate::actions::validate_backend;
 use crate::inputs::{device, graph_inputs, requires_grad};
@@ -41,26 +41,6 @@ pub struct AtenRunOptions {
     pub binds: Vec<(String, i64)>,
     /// Record every node's value to this file.
     pub trace: Option<PathBuf>,
-}
-
-/// One line per output: its meta and a few statistics.
-fn summarize(i: usize, t: &Option<Tensor>) -> String {
-    let Some(t) = t else {
-        return format!("out{i}: None");
-    };
-    let cpu = t.to_device(tch::Device::Cpu);
-    if cpu.is_floating_point() && cpu.numel() > 0 {
-        let d = cpu.to_kind(Kind::Double);
-        format!(
-            "out{i}: {} min={:.6e} max={:.6e} mean={:.6e}",
-            describe(t),
-            d.min().double_value(&[]),
-            d.max().double_value(&[]),
-            d.mean(Kind::Double).double_value(&[])
-        )
-    } else {
-        format!("out{i}: {}", describe(t))
-    }
 }
 
 /// `graphbug run` of the aten graph `bytes` (read from `args.file`) hold.
@@ -187,32 +167,23 @@ pub fn run(args: &RunRequest, aten: &AtenRunOptions, bytes: Vec<u8>) -> Result<E
             println!("traced to {}", path.display());
         }
     }
-    for (i, o) in outputs.iter().enumerate() {
-        println!("{}", summarize(i, o));
-    }
-    let mut present: Vec<(String, Tensor)> = outputs
+    // By name, as the run gives them: the outputs, and a training step's gradients of the
+    // inputs that require grad; the float64 reference of each present one, in order.
+    let mut named: Vec<(String, Option<Tensor>)> = outputs
         .iter()
         .enumerate()
-        .filter_map(|(i, o)| o.as_ref().map(|t| (format!("out{i}"), t.shallow_clone())))
+        .map(|(i, o)| (format!("out{i}"), o.as_ref().map(Tensor::shallow_clone)))
         .collect();
     let mut fp64 = fp64.map(|f| f.into_iter().flatten().collect::<Vec<Tensor>>());
     if aten.backward {
-        for (i, g) in grads.iter().enumerate() {
-            match g {
-                Some(g) if rg.get(i).copied().unwrap_or(false) => {
-                    println!(
-                        "{}",
-                        summarize(i, &Some(g.shallow_clone())).replacen("out", "grad", 1)
-                    );
-                    present.push((format!("grad{i}"), g.shallow_clone()));
-                }
-                _ => println!("grad{i}: None"),
-            }
-        }
+        let wanted = |i: usize| rg.get(i).copied().unwrap_or(false);
+        named.extend(grads.iter().enumerate().map(|(i, g)| {
+            let g = g.as_ref().filter(|_| wanted(i)).map(Tensor::shallow_clone);
+            (format!("grad{i}"), g)
+        }));
         if let Some(f) = fp64.as_mut() {
-            let want: Vec<usize> = present
-                .iter()
-                .filter_map(|(n, _)| n.strip_prefix("grad")?.parse().ok())
+            let want: Vec<usize> = (0..grads.len())
+                .filter(|&i| wanted(i) && grads[i].is_some())
                 .collect();
             let tangents = output_gradients(&outputs, tangents.as_deref());
             match autograd_gradients(
@@ -227,7 +198,8 @@ pub fn run(args: &RunRequest, aten: &AtenRunOptions, bytes: Vec<u8>) -> Result<E
                         .iter()
                         .map(|&i| g64.get(i)?.as_ref().map(Tensor::shallow_clone))
                         .collect();
-                    if let Some(g64) = g64.filter(|g| f.len() + g.len() == present.len()) {
+                    let present = named.iter().filter(|(_, t)| t.is_some()).count();
+                    if let Some(g64) = g64.filter(|g| f.len() + g.len() == present) {
                         f.extend(g64);
                     }
                 }
@@ -237,19 +209,23 @@ pub fn run(args: &RunRequest, aten: &AtenRunOptions, bytes: Vec<u8>) -> Result<E
             }
         }
     }
-    if let Some(path) = &args.save_outputs {
-        write_tensors(path, &present)?;
-        println!("saved {} outputs to {}", present.len(), path.display());
-    }
-    if let (Some(path), Some(fp64)) = (&args.compare, fp64) {
-        let names: Vec<String> = present.iter().map(|(n, _)| n.clone()).collect();
-        let expected = order_tensors(read_tensors(path)?, &names, "outputs")
-            .with_context(|| format!("{}", path.display()))?;
-        let ours: Vec<Tensor> = present.into_iter().map(|(_, t)| t).collect();
-        let report = same(&expected, &ours, Some(&fp64), &SameOptions::repro());
-        return Ok(report_comparison(&report, path));
-    }
-    Ok(ExitCode::SUCCESS)
+    let on_host = |name: &str, t: &Tensor| to_host(t, name).map_err(|e| anyhow!("{e}"));
+    let named = named
+        .into_iter()
+        .map(|(name, t)| {
+            let host = t.map(|t| on_host(&name, &t)).transpose()?;
+            Ok((name, host))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let fp64 = fp64
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            f.iter()
+                .map(|t| on_host("float64 reference", t).map(Some))
+                .collect::<Result<Vec<_>>>()
+        })
+        .transpose()?;
+    finish_run(args, named, fp64)
 }
 
 /// The backend a run uses: with `--backward`, a backend without a backward of its own

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use graphbug_accuracy::{describe, float_values, same, HostTensor, SameOptions};
+
 /// What a `graphbug run` is asked to do, whatever the dialect. A dialect's own options (an
 /// aten graph's device or training step, an XLA program's reference plugin) are the
 /// dialect's.
@@ -28,10 +30,98 @@ pub struct RunRequest {
     pub in_process: bool,
 }
 
+/// The end of every dialect's `graphbug run`, once the backend has run: `outputs` by name
+/// (`out0..`, a training step's `grad0..`; `None` where the program gives nothing) each
+/// printed on a line with its statistics, the present ones saved to `--save-outputs`, and
+/// compared with `--compare`'s file by TorchDynamo's rules with `fp64` (the float64
+/// reference of each present output, in order; without it, allclose only). Exit 1 on a
+/// mismatch.
+pub fn finish_run(
+    req: &RunRequest,
+    outputs: Vec<(String, Option<HostTensor>)>,
+    fp64: Option<Vec<Option<HostTensor>>>,
+) -> anyhow::Result<ExitCode> {
+    for (name, o) in &outputs {
+        println!("{}", summarize(name, o.as_ref()));
+    }
+    let present: Vec<(String, HostTensor)> = outputs
+        .into_iter()
+        .filter_map(|(name, o)| Some((name, o?)))
+        .collect();
+    if let Some(path) = &req.save_outputs {
+        graphbug_files::write(path, &present)?;
+        println!("saved {} outputs to {}", present.len(), path.display());
+    }
+    let Some(path) = &req.compare else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let names: Vec<&str> = present.iter().map(|(n, _)| n.as_str()).collect();
+    let expected = expected_outputs(path, &names)?;
+    let ours: Vec<Option<HostTensor>> = present.into_iter().map(|(_, t)| Some(t)).collect();
+    let report = same(&expected, &ours, fp64.as_deref(), &SameOptions::repro());
+    Ok(report_comparison(&report, path))
+}
+
+/// `name: f32[2, 3] min=.. max=.. mean=..` (statistics of floating tensors; NaN where
+/// any element is NaN, as libtorch's), `name: None` for nothing.
+fn summarize(name: &str, t: Option<&HostTensor>) -> String {
+    let Some(t) = t else {
+        return format!("{name}: None");
+    };
+    let meta = describe(Some(t));
+    match float_values(t) {
+        Some(v) if !v.is_empty() => {
+            let pick = |f: fn(f64, f64) -> f64| {
+                v.iter()
+                    .copied()
+                    .reduce(|a, b| {
+                        if a.is_nan() || b.is_nan() {
+                            f64::NAN
+                        } else {
+                            f(a, b)
+                        }
+                    })
+                    .unwrap_or(f64::NAN)
+            };
+            let (min, max) = (pick(f64::min), pick(f64::max));
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            format!("{name}: {meta} min={min:.6e} max={max:.6e} mean={mean:.6e}")
+        }
+        _ => format!("{name}: {meta}"),
+    }
+}
+
+/// The tensors `names` of the file at `path`, in that order; a missing or extra name is an
+/// error naming it.
+fn expected_outputs(path: &Path, names: &[&str]) -> anyhow::Result<Vec<Option<HostTensor>>> {
+    let mut file = graphbug_files::read(path)?;
+    let all = || format!("{}: {}", names.len(), names.join(", "));
+    let mut out = Vec::with_capacity(names.len());
+    for &name in names {
+        let Some(j) = file.iter().position(|(k, _)| k == name) else {
+            anyhow::bail!(
+                "{}: no `{name}`: the run has {} outputs ({})",
+                path.display(),
+                names.len(),
+                all()
+            );
+        };
+        out.push(Some(file.remove(j).1));
+    }
+    if let Some((extra, _)) = file.first() {
+        anyhow::bail!(
+            "{}: `{extra}` is not an output of the run (it has {})",
+            path.display(),
+            all()
+        );
+    }
+    Ok(out)
+}
+
 /// Prints the comparison of a run's outputs with the file at `path` (the reference: NaN/Inf
 /// must sit where the file has them, and the float64 rule excuses a difference only when
 /// the file is close to graphbug's own float64 run) and its verdict; exit 1 on a mismatch.
-pub fn report_comparison(report: &graphbug_accuracy::AccuracyReport, path: &Path) -> ExitCode {
+fn report_comparison(report: &graphbug_accuracy::AccuracyReport, path: &Path) -> ExitCode {
     print!("{report}");
     if !report.passed() {
         eprintln!("outputs do not match {}", path.display());

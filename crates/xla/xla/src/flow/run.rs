@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use graphbug_accuracy::{describe, float_values, same, to_fp64, SameOptions};
+use graphbug_accuracy::to_fp64;
 use graphbug_files::HostTensor;
-use graphbug_flow::run::{report_comparison, supervise_run, RunRequest};
+use graphbug_flow::run::{finish_run, supervise_run, RunRequest};
 use graphbug_pjrt::{discover, Origin, Plugin, PLUGINS_VAR};
 use graphbug_run::process::is_supervised;
 
@@ -55,20 +55,6 @@ pub fn fp64_reference(
     let inputs: Vec<HostTensor> = inputs.iter().map(to_fp64).collect();
     let compiled = reference.compile(&raised).map_err(|f| anyhow!("{f}"))?;
     compiled.execute(&inputs).map_err(|f| anyhow!("{f}"))
-}
-
-/// One line per output: its dtype and shape, and for floating outputs min, max and mean.
-fn summarize(i: usize, t: &HostTensor) -> String {
-    let meta = describe(Some(t));
-    match float_values(t) {
-        Some(v) if !v.is_empty() => {
-            let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let mean = v.iter().sum::<f64>() / v.len() as f64;
-            format!("out{i}: {meta} min={min:.6e} max={max:.6e} mean={mean:.6e}")
-        }
-        _ => format!("out{i}: {meta}"),
-    }
 }
 
 /// `graphbug run` of an XLA program: compiled and run on a PJRT plugin in a bounded child
@@ -133,52 +119,13 @@ pub fn run(
             return Ok(ExitCode::FAILURE);
         }
     };
-    for (i, o) in outputs.iter().enumerate() {
-        println!("{}", summarize(i, o));
-    }
-    let named: Vec<(String, HostTensor)> = outputs
-        .iter()
+    let named = outputs
+        .into_iter()
         .enumerate()
-        .map(|(i, o)| (format!("out{i}"), o.clone()))
+        .map(|(i, o)| (format!("out{i}"), Some(o)))
         .collect();
-    if let Some(path) = &args.save_outputs {
-        graphbug_files::write(path, &named)?;
-        println!("saved {} outputs to {}", named.len(), path.display());
-    }
-    if let Some(path) = &args.compare {
-        let expected = expected_outputs(path, outputs.len())?;
-        let ours: Vec<Option<HostTensor>> = outputs.into_iter().map(Some).collect();
-        let fp64: Option<Vec<Option<HostTensor>>> = fp64.map(|f| f.into_iter().map(Some).collect());
-        let report = same(&expected, &ours, fp64.as_deref(), &SameOptions::repro());
-        return Ok(report_comparison(&report, path));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The outputs `out0..out<n-1>` of `path`, in order; a missing or extra key is an error
-/// naming it.
-fn expected_outputs(path: &Path, n: usize) -> Result<Vec<Option<HostTensor>>> {
-    let mut file = graphbug_files::read(path)?;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let key = format!("out{i}");
-        let j = file.iter().position(|(k, _)| *k == key).with_context(|| {
-            format!(
-                "{}: no `{key}`: the program has {n} outputs (out0..out{})",
-                path.display(),
-                n.saturating_sub(1)
-            )
-        })?;
-        out.push(Some(file.remove(j).1));
-    }
-    if let Some((extra, _)) = file.first() {
-        bail!(
-            "{}: `{extra}` is not an output of the program (it has {n}: out0..out{})",
-            path.display(),
-            n.saturating_sub(1)
-        );
-    }
-    Ok(out)
+    let fp64 = fp64.map(|f| f.into_iter().map(Some).collect());
+    finish_run(args, named, fp64)
 }
 
 /// `graphbug backends --all`: the PJRT plugins found, each with its PJRT API version,
