@@ -6,6 +6,7 @@
 pub use graphbug_accuracy as accuracy;
 #[cfg(feature = "torch")]
 pub use graphbug_aten as aten;
+pub use graphbug_aten_dialect as aten_dialect;
 pub use graphbug_autodiff as autodiff;
 #[cfg(feature = "torch")]
 pub use graphbug_backends as backends;

@@ -13,7 +13,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 struct Cli {
     /// Load backends from a plugin library (repeatable; GRAPHBUG_PLUGINS adds more,
     /// colon-separated).
-    #[arg(long, global = true, value_name = "PATH", help_heading = cli::dialect_options::FOR_ATEN)]
+    #[arg(long, global = true, value_name = "PATH", help_heading = graphbug::flow::dialect::options_heading(&graphbug::aten_dialect::ATEN))]
     plugin: Vec<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -31,15 +31,6 @@ enum Command {
     Check {
         /// Graph text file, or `-` for standard input.
         file: PathBuf,
-        /// Also infer every shape on the meta device and report annotations that disagree.
-        #[arg(long)]
-        meta: bool,
-        /// With --meta, a dynamic-shape graph's symbols: bound from these inputs' sizes.
-        #[arg(long)]
-        inputs: Option<PathBuf>,
-        /// With --meta, the value of a size symbol (`--bind s0=8`, repeatable).
-        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::args::parse_binding)]
-        binds: Vec<(String, i64)>,
         #[command(flatten)]
         bound: cli::args::Bound,
     },
@@ -54,7 +45,7 @@ enum Command {
         #[arg(long)]
         inputs: Option<PathBuf>,
         /// Value of a size symbol (`--bind s0=8`, repeatable).
-        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = cli::args::parse_binding)]
+        #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = graphbug::aten_dialect::parse_binding)]
         binds: Vec<(String, i64)>,
         /// Also lower dynamo-level calls to aten: the graph exactly as graphbug runs it.
         #[arg(long)]
@@ -135,10 +126,15 @@ fn end_quietly_on_closed_stdout() {
 
 fn main() -> ExitCode {
     end_quietly_on_closed_stdout();
-    let command = cli::help::with_examples(Cli::command());
+    let command = cli::command(Cli::command());
     let matches = command.clone().get_matches();
     cli::dialect_options::record(&command, &matches);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The command's own matches: each dialect reads the options it declared from them.
+    let given = matches
+        .subcommand()
+        .map(|(_, m)| m.clone())
+        .unwrap_or_default();
     #[cfg(feature = "torch")]
     let loaded = cli::load_plugins(&cli.plugin);
     #[cfg(not(feature = "torch"))]
@@ -148,13 +144,7 @@ fn main() -> ExitCode {
     };
     let result = loaded.and_then(|()| match cli.command {
         Command::Fmt { file } => cli::fmt(&file),
-        Command::Check {
-            file,
-            meta,
-            inputs,
-            binds,
-            bound,
-        } => cli::check(&file, meta, inputs.as_deref(), &binds, &bound),
+        Command::Check { file, bound } => cli::check(&file, &bound, &given),
         #[cfg(feature = "torch")]
         Command::Specialize {
             file,
@@ -162,17 +152,17 @@ fn main() -> ExitCode {
             binds,
             aten,
         } => cli::specialize(&file, inputs.as_deref(), &binds, aten),
-        Command::Run(args) => cli::run_command(&args),
+        Command::Run(args) => cli::run_command(&args, &given),
         #[cfg(feature = "torch")]
         Command::TraceDiff(args) => Ok(cli::run::trace_diff(&args)),
         Command::Backends { all } => cli::backends_command(all),
         #[cfg(feature = "torch")]
         Command::Explain(args) => cli::run::explain(&args),
-        Command::Minify(args) => cli::minify_command(&args, &cli.plugin),
+        Command::Minify(args) => cli::minify_command(&args, &given),
         Command::Draw(args) => cli::draw::draw(&args),
         #[cfg(feature = "torch")]
         Command::Bisect(args) => cli::bisect::bisect(&args, &cli.plugin),
-        Command::Repro(args) => cli::repro_command(&args, &cli.plugin),
+        Command::Repro(args) => cli::repro_command(&args, &given),
         #[cfg(feature = "torch")]
         Command::Functionalize(args) => cli::autodiff::functionalize_graph(&args),
         #[cfg(feature = "torch")]
@@ -211,7 +201,7 @@ mod tests {
 
     #[test]
     fn every_command_says_what_it_does_with_examples_that_parse() {
-        let cli = cli::help::with_examples(Cli::command());
+        let cli = cli::command(Cli::command());
         cli.clone().debug_assert();
         let mut commands = Vec::new();
         visible(&cli, "graphbug", &mut commands);

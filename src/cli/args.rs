@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::dialect_options::{FOR_ATEN, FOR_XLA};
 use graphbug::minifier::Check;
 use graphbug::run::limits::parse_timeout;
 
@@ -24,17 +23,9 @@ pub struct RunArgs {
     /// arg0..argN). Without it, inputs are random.
     #[arg(long)]
     pub inputs: Option<PathBuf>,
-    /// The `self.<attr>` constants, by attribute name (.safetensors or .npz; a repro
-    /// directory's constants.safetensors); they override those of --inputs.
-    #[arg(long, help_heading = FOR_ATEN)]
-    pub constants: Option<PathBuf>,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Device to run an aten graph on: cpu (default), cuda, cuda:N. Device arguments in
-    /// the graph are rewritten. (An XLA program runs on its plugin's device.)
-    #[arg(long, help_heading = FOR_ATEN)]
-    pub device: Option<String>,
     /// Write the outputs (out0..outN) to this .safetensors or .npz file.
     #[arg(long)]
     pub save_outputs: Option<PathBuf>,
@@ -42,54 +33,8 @@ pub struct RunArgs {
     /// this file by TorchDynamo's accuracy rules; exit 1 on mismatch.
     #[arg(long)]
     pub compare: Option<PathBuf>,
-    /// XLA programs: the plugin of --compare's float64 reference run, which runs the
-    /// program raised to float64 (default pjrt:cpu).
-    #[arg(long, value_name = "BACKEND", help_heading = FOR_XLA)]
-    pub reference_backend: Option<String>,
-    /// Inputs that require grad: a comma-separated list of input indices or names
-    /// (default with --backward: every floating input).
-    #[arg(long, help_heading = FOR_ATEN)]
-    pub requires_grad: Option<String>,
-    /// Run a training step: the forward, then the backward of the outputs' gradients
-    /// (--tangents, else ones); prints and saves one gradient per input that requires grad
-    /// (`grad<i>`). A backend without a backward of its own runs as the forward and
-    /// backward compiler of aot_eager. (An XLA program holds its training step itself, as
-    /// JAX's value_and_grad lowers it.)
-    #[arg(long, help_heading = FOR_ATEN)]
-    pub backward: bool,
-    /// Gradients of the outputs for --backward (.safetensors or .npz; `tangent<j>` for
-    /// output j; an output without one gets zeros).
-    #[arg(long, requires = "backward", help_heading = FOR_ATEN)]
-    pub tangents: Option<PathBuf>,
-    /// Value of a size symbol of a dynamic-shape graph (`--bind s0=8`, repeatable); the
-    /// inputs' real sizes bind the others. A contradiction is an error naming both sources.
-    /// (XLA programs have static shapes.)
-    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = parse_binding, help_heading = FOR_ATEN)]
-    pub binds: Vec<(String, i64)>,
-    /// Record every node's value (a hash, min, max, mean, NaN and Inf counts, a few
-    /// values) to this file as the run goes, for `graphbug trace-diff`. Backends that run
-    /// graphs node by node (eager, aot_eager's halves, the debug and fault backends) record
-    /// each node; any backend records its inputs and outputs.
-    #[arg(long, value_name = "FILE", help_heading = FOR_ATEN)]
-    pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub bound: Bound,
-}
-
-/// Parses `s0=8` for `--bind`.
-pub fn parse_binding(text: &str) -> Result<(String, i64), String> {
-    let (symbol, value) = text
-        .split_once('=')
-        .ok_or_else(|| format!("`{text}` is not SYMBOL=N (e.g. s0=8)"))?;
-    let symbol = symbol.trim();
-    if symbol.is_empty() || !symbol.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        return Err(format!("`{symbol}` is not a size symbol such as s0"));
-    }
-    let value = value
-        .trim()
-        .parse::<i64>()
-        .map_err(|_| format!("`{value}` is not an integer size"))?;
-    Ok((symbol.to_string(), value))
 }
 
 /// How a command that runs libtorch is kept from hanging or dying with it.
@@ -157,23 +102,12 @@ pub struct ReproArgs {
     /// Repro level 0-4 (default: GRAPHBUG_REPRO_LEVEL, else 4 for a graph file).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
     pub level: Option<u8>,
-    /// Where to take the repro: `dynamo` (the graph given to the backend) or `aot` (the
-    /// forward or backward graph an AOT pipeline gives its inner compiler). Default:
-    /// GRAPHBUG_REPRO_AFTER, else dynamo.
-    #[arg(long, value_parser = ["dynamo", "aot"], help_heading = FOR_ATEN)]
-    pub after: Option<String>,
     /// Inputs for a graph file (.safetensors/.npz); without it, seeded random inputs.
     #[arg(long)]
     pub inputs: Option<PathBuf>,
     /// Seed of random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Record only shapes and the seed in the repro, not the real inputs.
-    #[arg(long, help_heading = FOR_ATEN)]
-    pub random_inputs: bool,
-    /// Device to run on.
-    #[arg(long, help_heading = FOR_ATEN)]
-    pub device: Option<String>,
     /// Where a graph file's repro goes.
     #[arg(long, default_value = "repro_out")]
     pub out: PathBuf,
@@ -210,10 +144,6 @@ pub struct ReproArgs {
     /// of the backend, wrong results included (compared with eager, as level 4 does).
     #[arg(long)]
     pub check: Option<Check>,
-    /// XLA programs: the PJRT plugin whose run records the reference values (default
-    /// pjrt:cpu; a repro directory's manifest names its own).
-    #[arg(long, value_name = "BACKEND", help_heading = FOR_XLA)]
-    pub reference_backend: Option<String>,
     #[command(flatten)]
     pub workers: WorkerArgs,
 }

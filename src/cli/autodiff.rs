@@ -93,7 +93,7 @@ pub struct PartitionArgs {
     json: bool,
     /// Value (size hint) of a size symbol of a dynamic-shape joint (`--bind s0=8`,
     /// repeatable): its saved bytes, and the sizes the min-cut weighs.
-    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = super::args::parse_binding)]
+    #[arg(long = "bind", value_name = "SYMBOL=N", value_parser = graphbug::aten_dialect::parse_binding)]
     binds: Vec<(String, i64)>,
     #[command(flatten)]
     bound: super::args::Bound,

@@ -1,17 +1,14 @@
-//! Options only one dialect takes, declared once where they are defined: by their help
-//! heading (`#[arg(help_heading = FOR_ATEN)]`). A command on the other dialect's file
-//! refuses the ones given, by name; no list of them is kept anywhere else.
+//! Options only one dialect takes, declared once by the dialect under its help heading
+//! (`Options for aten graphs`, see [`graphbug::flow::dialect::options_heading`]). A
+//! command on another dialect's file refuses the ones given, by name; no list of them is
+//! kept anywhere else.
 
 use std::sync::OnceLock;
 
 use anyhow::{bail, Result};
 use clap::parser::ValueSource;
+use graphbug::flow::dialect::options_heading;
 use graphbug::flow::Dialect;
-
-/// The help heading of the options for aten graphs.
-pub const FOR_ATEN: &str = "Options for aten graphs";
-/// The help heading of the options for XLA programs.
-pub const FOR_XLA: &str = "Options for XLA programs";
 
 /// An option given on the command line under a dialect's heading.
 struct Given {
@@ -50,19 +47,18 @@ pub fn record(cli: &clap::Command, matches: &clap::ArgMatches) {
     let _ = GIVEN.set((name.to_string(), given));
 }
 
-/// Refuses the options of the dialect other than `dialect`, given for `what` (`x.hlo is
-/// an XLA program`).
-pub fn refuse_for(dialect: Dialect, what: &str) -> Result<()> {
-    match dialect {
-        Dialect::Aten => refuse(FOR_XLA, what),
-        Dialect::Xla => refuse(FOR_ATEN, what),
-    }
-}
-
-/// Refuses the options given under `heading` (the other dialect's), saying that `what`
-/// (`x.hlo is an XLA program`) takes none of them and where `--help` lists them.
-fn refuse(heading: &str, what: &str) -> Result<()> {
+/// Refuses the options of every dialect other than `dialect`, given for `what` (`x.hlo
+/// is an XLA program`), saying where `--help` lists them.
+pub fn refuse_for(dialect: &dyn Dialect, what: &str) -> Result<()> {
     let Some((command, given)) = GIVEN.get() else {
+        return Ok(());
+    };
+    let own = options_heading(dialect);
+    let Some(heading) = given
+        .iter()
+        .map(|g| g.heading.as_str())
+        .find(|h| *h != own && h.starts_with("Options for "))
+    else {
         return Ok(());
     };
     let names: Vec<&str> = given
@@ -70,12 +66,9 @@ fn refuse(heading: &str, what: &str) -> Result<()> {
         .filter(|g| g.heading == heading)
         .map(|g| g.name.as_str())
         .collect();
-    if !names.is_empty() {
-        let whose = heading.trim_start_matches("Options for ");
-        bail!(
-            "{what}; these options are for {whose}: {} (`graphbug {command} --help` lists them under \"{heading}\")",
-            names.join(", ")
-        );
-    }
-    Ok(())
+    let whose = heading.trim_start_matches("Options for ");
+    bail!(
+        "{what}; these options are for {whose}: {} (`graphbug {command} --help` lists them under \"{heading}\")",
+        names.join(", ")
+    )
 }

@@ -90,11 +90,14 @@ pub fn draw(args: &DrawArgs) -> Result<ExitCode> {
         (None, None) => Format::Svg,
     };
     let title = args.file.display().to_string();
-    let (graph, kind) = super::read_any_graph(&args.file, read_file(&args.file)?)?;
-    if kind.is_some() && (args.partition.is_some() || args.trace.is_some()) {
+    let (graph, dialect) = super::read_any_graph(&args.file, read_file(&args.file)?)?;
+    if graph.dialect != graphbug::ir::Dialect::Aten
+        && (args.partition.is_some() || args.trace.is_some())
+    {
         bail!(
-            "--partition and --trace draw aten graphs (joint graphs, `graphbug run --trace` traces); {} is an XLA program",
-            args.file.display()
+            "--partition and --trace draw aten graphs (joint graphs, `graphbug run --trace` traces); {} is {}",
+            args.file.display(),
+            dialect.noun()
         );
     }
     if format == Format::ModelExplorer

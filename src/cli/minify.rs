@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
-use super::dialect_options::{FOR_ATEN, FOR_XLA};
 use graphbug::flow::minify::MinifyRequest;
 use graphbug::minifier::Check;
 use graphbug::run::limits::parse_timeout;
@@ -23,9 +22,6 @@ pub struct MinifyArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Device to run on.
-    #[arg(long, default_value = "cpu", help_heading = FOR_ATEN)]
-    pub device: String,
     /// Backend whose failure to reproduce (with --check compile|runtime|accuracy).
     #[arg(long)]
     pub backend: Option<String>,
@@ -62,9 +58,6 @@ pub struct MinifyArgs {
     /// Continue from the state a previous run left in --out.
     #[arg(long, requires = "out")]
     pub resume: bool,
-    /// Keep the reference values on disk and load them on demand.
-    #[arg(long, help_heading = FOR_ATEN)]
-    pub offload_to_disk: bool,
     /// Stop after this many queries.
     #[arg(long)]
     pub max_queries: Option<usize>,
@@ -73,10 +66,6 @@ pub struct MinifyArgs {
     /// original whose first two runs disagree is run 10 times and handled the same way.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub repeat: Option<u32>,
-    /// XLA programs: the PJRT plugin whose run of the original records the values
-    /// candidates run on and are compared with (default pjrt:cpu).
-    #[arg(long, value_name = "BACKEND", help_heading = FOR_XLA)]
-    pub reference_backend: Option<String>,
     /// End with a JSON line of counts.
     #[arg(long)]
     pub json: bool,

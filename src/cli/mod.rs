@@ -21,26 +21,23 @@ pub mod run;
 pub mod shapes;
 
 #[cfg(feature = "torch")]
-pub use backends::{backends, load_plugins};
+pub use backends::load_plugins;
 #[cfg(feature = "torch")]
-pub use graphbug::repro::inputs::{
-    graph_inputs, lower_graph, requires_grad, specialize_graph, static_only,
-};
+pub use graphbug::repro::inputs::{lower_graph, requires_grad, specialize_graph, static_only};
 #[cfg(feature = "torch")]
 pub use shapes::*;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use clap::ArgMatches;
 use graphbug::flow::repro::{self, ReproRequest};
 use graphbug::run::process::is_supervised;
 
 use args::Bound;
 pub use args::WorkerArgs;
-use dialect_options::refuse_for;
-pub use dialects::{backends_command, minify_worker, read_any_graph, Source};
-use graphbug::flow::{Dialect, DirManifest};
+pub use dialects::{backends_command, minify_worker, read_any_graph};
 
 #[cfg(feature = "torch")]
 /// Re-runs this command in a child process bounded by `bound` (see
@@ -53,25 +50,18 @@ pub fn supervise(
 }
 
 #[cfg(feature = "torch")]
-/// `error: <what> crashed inside libtorch: <why>`, for a supervised child that died.
-pub fn lost_in_libtorch(
-    what: &str,
-    run: &graphbug::run::process::Supervised,
-    limit: std::time::Duration,
-) -> String {
-    let why = run.lost(limit).unwrap_or_default();
-    match run.ended {
-        graphbug::run::process::Ended::TimedOut => format!("error: {what} did not finish: {why}"),
-        _ => format!(
-            "error: {what} crashed inside libtorch ({why}); a graph whose shapes contradict its ops can do this (libtorch does not check every kernel's arguments)"
-        ),
-    }
-}
+pub use graphbug::repro::meta::lost_in_libtorch;
 
 #[cfg(feature = "torch")]
 /// Reads and parses a graph file (`-` reads standard input); errors name the file.
 pub fn load_graph(file: &Path) -> Result<graphbug::ir::Graph> {
     Ok(graphbug::ir::read_graph_file(file, read_file(file)?)?)
+}
+
+/// graphbug's command line: `cli` with every dialect's own options, and examples in each
+/// command's `--help`.
+pub fn command(cli: clap::Command) -> clap::Command {
+    help::with_examples(dialects::with_dialect_options(cli))
 }
 
 /// A file's bytes (`-` reads standard input); errors name the file.
@@ -86,47 +76,45 @@ pub fn read_file(file: &Path) -> Result<Vec<u8>> {
     }
 }
 
-/// `graphbug fmt`: prints the canonical text of an aten graph, or an XLA program as it
-/// was written (told by content: see [`dialects`]).
+/// `graphbug fmt`: prints a program's canonical text (an aten graph's), or as it was
+/// written (an XLA program's), as its dialect, told by content, prints it.
 pub fn fmt(file: &Path) -> Result<ExitCode> {
     let bytes = read_file(file)?;
-    Source::of(file, &bytes).fmt(file, bytes)
+    dialects::told(file, &bytes)?.fmt(file, bytes)
 }
 
-/// `graphbug check`: verifies and counts a graph or a program (see [`Source::check`]).
-pub fn check(
-    file: &Path,
-    meta: bool,
-    inputs: Option<&Path>,
-    binds: &[(String, i64)],
-    bound: &Bound,
-) -> Result<ExitCode> {
+/// `graphbug check`: verifies and counts a graph or a program, as its dialect does (with
+/// its options, `given`).
+pub fn check(file: &Path, bound: &Bound, given: &ArgMatches) -> Result<ExitCode> {
     let bytes = read_file(file)?;
-    Source::of(file, &bytes).check(file, bytes, meta, (inputs, binds, bound))
+    dialects::told(file, &bytes)?.check(file, bytes, (bound.timeout, bound.no_isolate), given)
 }
 
-/// `graphbug run` (see [`Source::run`]).
-pub fn run_command(args: &args::RunArgs) -> Result<ExitCode> {
+/// `graphbug run`: the program through its dialect (see [`DialectCommands::run`]).
+pub fn run_command(args: &args::RunArgs, given: &ArgMatches) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
-    Source::told(&args.file, &bytes)?.run(args, bytes)
+    dialects::told(&args.file, &bytes)?.run(&args.request(), bytes, given)
 }
 
-/// `graphbug minify` (see [`Source::minify`]).
-pub fn minify_command(args: &minify::MinifyArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
+/// `graphbug minify`: the program through its dialect (see [`DialectCommands::minify`]).
+pub fn minify_command(args: &minify::MinifyArgs, given: &ArgMatches) -> Result<ExitCode> {
     let bytes = read_file(&args.file)?;
-    Source::told(&args.file, &bytes)?.minify(args, bytes, plugins)?;
+    dialects::told(&args.file, &bytes)?.minify(&args.request()?, bytes, given)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// `graphbug repro`: the flow on a program or a repro directory of either dialect, told
-/// once (see [`graphbug::flow::repro`]); without a target, the bundled demo (an aten graph).
-pub fn repro_command(args: &args::ReproArgs, plugins: &[PathBuf]) -> Result<ExitCode> {
+/// `graphbug repro`: the flow on a program or a repro directory of any dialect, told
+/// once (see [`graphbug::flow::repro`]); without a target, the bundled demo (an aten
+/// graph).
+pub fn repro_command(args: &args::ReproArgs, given: &ArgMatches) -> Result<ExitCode> {
     let action = args.action.as_deref();
     let req = args.request()?;
     let Some(target) = &args.target else {
-        refuse_for(Dialect::Aten, "the demo is an aten graph")?;
         let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cnn");
-        let mut dialect = dialects::reproducer(Dialect::Aten, args, plugins)?;
+        let forward = demo.join("forward.py");
+        let bytes = read_file(&forward)?;
+        let dialect = dialects::told(Path::new("the demo"), &bytes)?;
+        let mut steps = dialect.reproducer(given)?;
         // (Once: the supervised re-run of this command line says nothing of it.)
         if !is_supervised() {
             println!("graphbug demo: the CNN reference graph (examples/cnn) through relu_accuracy_error_TESTING_ONLY at level 4");
@@ -137,29 +125,15 @@ pub fn repro_command(args: &args::ReproArgs, plugins: &[PathBuf]) -> Result<Exit
             inputs: Some(demo.join("inputs.npz")),
             ..req
         };
-        let forward = demo.join("forward.py");
-        let bytes = read_file(&forward)?;
-        return repro::repro_file((&forward, bytes), None, &req, dialect.as_mut());
+        return repro::repro_file((&forward, bytes), None, &req, (dialect, steps.as_mut()));
     };
     if target.is_dir() {
-        let dialect = DirManifest::dialect_of(target).unwrap_or(Dialect::Aten);
-        refuse_for(
-            dialect,
-            &format!("{} holds {}", target.display(), dialect.noun()),
-        )?;
-        return repro::on_dir(
-            target,
-            action,
-            &req,
-            dialects::reproducer(dialect, args, plugins)?.as_mut(),
-        );
+        let dialect = dialects::wrote(target)?;
+        let mut steps = dialect.reproducer(given)?;
+        return repro::on_dir(target, action, &req, (dialect, steps.as_mut()));
     }
     let bytes = read_file(target)?;
-    let dialect = Source::told(target, &bytes)?.dialect();
-    repro::repro_file(
-        (target, bytes),
-        action,
-        &req,
-        dialects::reproducer(dialect, args, plugins)?.as_mut(),
-    )
+    let dialect = dialects::told(target, &bytes)?;
+    let mut steps = dialect.reproducer(given)?;
+    repro::repro_file((target, bytes), action, &req, (dialect, steps.as_mut()))
 }

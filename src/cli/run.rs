@@ -1,5 +1,5 @@
-//! `graphbug run`, `explain` and `trace-diff` of aten graphs: the arguments, turned into
-//! the requests of [`graphbug::repro::run`].
+//! `graphbug explain` and `trace-diff` of aten graphs: the arguments, turned into the
+//! requests of [`graphbug::repro::run`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 use graphbug::aten::trace::{diff, Tolerance, Trace, TraceDiff};
-use graphbug::repro::run::AtenRunOptions;
 
-use super::args::{Bound, RunArgs};
+use super::args::Bound;
 
 /// Arguments of `graphbug trace-diff`.
 #[derive(Args)]
@@ -70,23 +69,6 @@ pub struct ExplainArgs {
     seed: u64,
     #[command(flatten)]
     bound: Bound,
-}
-
-/// `graphbug run` of an aten graph.
-pub fn run(args: &RunArgs, bytes: Vec<u8>) -> Result<ExitCode> {
-    graphbug::repro::run::run(
-        &args.request(),
-        &AtenRunOptions {
-            device: args.device.clone(),
-            constants: args.constants.clone(),
-            requires_grad: args.requires_grad.clone(),
-            backward: args.backward,
-            tangents: args.tangents.clone(),
-            binds: args.binds.clone(),
-            trace: args.trace.clone(),
-        },
-        bytes,
-    )
 }
 
 /// `graphbug explain`.

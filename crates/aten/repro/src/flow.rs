@@ -13,7 +13,7 @@ use graphbug_accuracy::AccuracyMode;
 use graphbug_aten::dtype::tch_device;
 use graphbug_backends::Failure;
 use graphbug_flow::repro::{DirMinified, FirstRun, ReproRequest, Reproducible};
-use graphbug_flow::{Dialect, DirAction, FlowError};
+use graphbug_flow::DirAction;
 use graphbug_ir::Graph;
 use graphbug_run::limits::TimeLimit;
 use graphbug_run::process::{is_supervised, rerun_self};
@@ -78,17 +78,8 @@ fn exit_code(outcome: &Outcome) -> ExitCode {
 }
 
 impl Reproducible for AtenRepro {
-    fn dialect(&self) -> Dialect {
-        Dialect::Aten
-    }
-
     fn backend_hint(&self) -> &'static str {
         "NAME"
-    }
-
-    fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
-        let text = String::from_utf8(bytes).map_err(|_| FlowError::bad(path, "not UTF-8 text"))?;
-        graphbug_ir::parse_graph(&text).map_err(|e| FlowError::bad(path, e))
     }
 
     /// The project venv's Python by its full path (it has torch), `python` without one.

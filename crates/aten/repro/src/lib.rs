@@ -23,6 +23,7 @@ pub mod inputs;
 pub mod isolate;
 pub use graphbug_run::limits;
 pub mod manifest;
+pub mod meta;
 pub mod minify;
 pub use graphbug_run::process;
 pub mod progress;

@@ -16,41 +16,6 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// The aten graph's file name in an aten repro directory.
 pub const ATEN_GRAPH_FILE: &str = "graph.py";
 
-/// Which dialect wrote a repro directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
-    /// An aten graph (`graph.py`), run through libtorch.
-    Aten,
-    /// An XLA program (HLO or StableHLO), run on PJRT plugins.
-    Xla,
-}
-
-/// The commands that go on from the repro directory `dir` of `dialect`: reproduce its
-/// failure, find where it diverges, and reproduce it without graphbug (`graphbug` and
-/// `python`: how to name them where the user stands). The "Next:" lines after a repro
-/// and the report's "Go on" section both list them.
-pub fn next_commands(dialect: Dialect, dir: &str, graphbug: &str, python: &str) -> Vec<String> {
-    let mut lines = vec![
-        format!("{graphbug} repro {dir} run        # reproduce the failure (exit 1)"),
-        format!(
-            "{graphbug} repro {dir} analyze    # the first {} that diverges",
-            dialect.node_word()
-        ),
-    ];
-    match dialect {
-        Dialect::Aten => {
-            lines.push(format!(
-                "(cd {dir} && cargo run)            # the standalone Rust reproduction"
-            ));
-            lines.push(format!("{python} {dir}/repro.py    # the graph in PyTorch"));
-        }
-        Dialect::Xla => lines.push(format!(
-            "{python} {dir}/repro.py           # JAX alone: the plugin against XLA CPU"
-        )),
-    }
-    lines
-}
-
 /// How the commands that go on name graphbug: `graphbug` where that name on `PATH` is
 /// this binary, else this binary's full path, so the printed commands work from wherever
 /// the user stands (a run through `cargo xtask repro` has no `graphbug` on `PATH`).
@@ -64,32 +29,6 @@ pub fn graphbug_command() -> String {
         (Some(p), _) if same(&p) => "graphbug".into(),
         (_, Some(own)) => own.display().to_string(),
         _ => "graphbug".into(),
-    }
-}
-
-impl Dialect {
-    /// What a program's step is called: a graph's `node`, a program's `instruction`.
-    pub fn node_word(self) -> &'static str {
-        match self {
-            Dialect::Aten => "node",
-            Dialect::Xla => "instruction",
-        }
-    }
-
-    /// What a file of the dialect is called: `graph file`, `program`.
-    pub fn file_noun(self) -> &'static str {
-        match self {
-            Dialect::Aten => "graph file",
-            Dialect::Xla => "program",
-        }
-    }
-
-    /// What a program of the dialect is called: `an aten graph`, `an XLA program`.
-    pub fn noun(self) -> &'static str {
-        match self {
-            Dialect::Aten => "an aten graph",
-            Dialect::Xla => "an XLA program",
-        }
     }
 }
 
@@ -158,9 +97,6 @@ impl DirAction {
 /// What both dialects' manifests say, read from either.
 #[derive(Clone, Debug, Deserialize)]
 pub struct DirManifest {
-    /// Present in XLA directories only: the layout's version.
-    #[serde(default)]
-    graphbug_xla_repro: Option<u32>,
     /// An XLA directory's program file.
     #[serde(default)]
     program: Option<String>,
@@ -262,38 +198,9 @@ impl DirManifest {
         serde_json::from_slice(&bytes).map_err(|e| FlowError::bad(&path, e))
     }
 
-    /// The dialect that wrote the directory.
-    pub fn dialect(&self) -> Dialect {
-        match self.graphbug_xla_repro {
-            Some(_) => Dialect::Xla,
-            None => Dialect::Aten,
-        }
-    }
-
-    /// The dialect of the repro directory `dir`, if it is one (it holds a manifest).
-    pub fn dialect_of(dir: &Path) -> Option<Dialect> {
-        let path = dir.join(MANIFEST_FILE);
-        if !path.is_file() {
-            return None;
-        }
-        // An XLA directory says so in its manifest; any other manifest is aten's.
-        #[derive(Deserialize)]
-        struct Marker {
-            graphbug_xla_repro: Option<u32>,
-        }
-        let xla = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Marker>(&b).ok())
-            .is_some_and(|m| m.graphbug_xla_repro.is_some());
-        Some(if xla { Dialect::Xla } else { Dialect::Aten })
-    }
-
     /// The graph or program file's name: an XLA directory's program, or `graph.py`.
     pub fn file(&self) -> &str {
-        match (self.dialect(), &self.program) {
-            (Dialect::Xla, Some(program)) => program,
-            _ => ATEN_GRAPH_FILE,
-        }
+        self.program.as_deref().unwrap_or(ATEN_GRAPH_FILE)
     }
 }
 
@@ -340,34 +247,6 @@ mod tests {
         }
     }
 
-    /// The commands that go on name graphbug and Python as told, and each dialect's own
-    /// reproductions.
-    #[test]
-    fn next_commands_of_each_dialect() {
-        let strip = |v: Vec<String>| -> Vec<String> {
-            v.iter()
-                .map(|l| l.split('#').next().unwrap().trim().to_string())
-                .collect()
-        };
-        assert_eq!(
-            strip(next_commands(Dialect::Xla, "d", "/bin/g", "py")),
-            [
-                "/bin/g repro d run",
-                "/bin/g repro d analyze",
-                "py d/repro.py"
-            ]
-        );
-        assert_eq!(
-            strip(next_commands(Dialect::Aten, "d", "g", "/v/python")),
-            [
-                "g repro d run",
-                "g repro d analyze",
-                "(cd d && cargo run)",
-                "/v/python d/repro.py"
-            ]
-        );
-    }
-
     /// Both dialects' directories, as the committed fixtures hold them (written by an
     /// earlier graphbug), read alike.
     #[test]
@@ -375,14 +254,12 @@ mod tests {
         let fixtures =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../tests/fixtures/repro-dirs");
         let aten = DirManifest::read(&fixtures.join("aten")).unwrap();
-        assert_eq!(aten.dialect(), Dialect::Aten);
         assert_eq!(aten.file(), "graph.py");
         let failure = aten.failure.as_ref().unwrap();
         assert_eq!(failure.kind(), "runtime error");
         assert_eq!(failure.nodes(), ["relu"]);
         assert_eq!(aten.after.as_deref(), Some("dynamo"));
         let hlo = DirManifest::read(&fixtures.join("hlo")).unwrap();
-        assert_eq!(hlo.dialect(), Dialect::Xla);
         assert_eq!(hlo.file(), "program.hlo");
         let failure = hlo.failure.as_ref().unwrap();
         assert_eq!(

@@ -1,9 +1,10 @@
-//! The flow every dialect shares, without libtorch. Today: what a repro directory holds,
-//! read the same way for aten graphs and XLA programs ([`dir`]: which dialect wrote it, a
-//! typed view of its manifest), and the `report.html` written from it ([`report`]). The
-//! rest of the flow (detect, dump, minify, repro, analyze, generic over a dialect) is to
-//! move here from `graphbug-repro` and the CLI (ARCHITECTURE.md).
+//! The flow every dialect shares, without libtorch and without any dialect's crate: what
+//! a dialect supplies ([`dialect`], with [`minify::Minifiable`] and
+//! [`repro::Reproducible`]), `minify`, `repro` and `run` written once over it, a repro
+//! directory read alike whichever dialect wrote it ([`dir`]), and the `report.html`
+//! written from it ([`report`]).
 
+pub mod dialect;
 pub mod dir;
 pub mod minify;
 pub mod report;
@@ -13,7 +14,8 @@ pub mod search;
 
 use std::path::{Path, PathBuf};
 
-pub use dir::{next_commands, Dialect, DirAction, DirFailure, DirManifest};
+pub use dialect::{next_commands, Dialect, DialectCommands};
+pub use dir::{DirAction, DirFailure, DirManifest, MANIFEST_FILE};
 
 /// Why a step of the flow could not be done; each names its file.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,8 @@ use graphbug_files::write_file_atomically;
 use graphbug_ir::Graph;
 use graphbug_minifier::progress::{MinifyState, Step, STATE_FILE};
 
-use crate::dir::{next_commands, DirManifest, MANIFEST_FILE};
+use crate::dialect::{next_commands, Dialect};
+use crate::dir::{DirManifest, MANIFEST_FILE};
 use crate::FlowError;
 
 /// The report's file name in a repro directory.
@@ -35,27 +36,23 @@ struct Directory {
     history: Vec<Step>,
 }
 
-/// How the directory's dialect reads its graph or program file (`path`, holding `bytes`)
-/// as a graph: errors name the file.
-pub type ReadGraph<'a> = &'a dyn Fn(&Path, Vec<u8>) -> Result<Graph, FlowError>;
-
-/// Reads the graph or program `file` of `dir` with `read`.
-fn read_graph(dir: &Path, file: &str, read: ReadGraph<'_>) -> Result<Graph, FlowError> {
+/// Reads the graph or program `file` of `dir` as `dialect` does.
+fn read_graph(dir: &Path, file: &str, dialect: &dyn Dialect) -> Result<Graph, FlowError> {
     let path = dir.join(file);
     let bytes = std::fs::read(&path).map_err(|e| FlowError::io(&path, e))?;
-    read(&path, bytes)
+    dialect.read_graph(&path, bytes)
 }
 
 impl Directory {
-    fn read(dir: &Path, read: ReadGraph<'_>) -> Result<Directory, FlowError> {
+    fn read(dir: &Path, dialect: &dyn Dialect) -> Result<Directory, FlowError> {
         let manifest = DirManifest::read(dir)?;
         let file = manifest.file().to_string();
-        let original = read_graph(dir, &file, read)?;
+        let original = read_graph(dir, &file, dialect)?;
         let minified_dir = dir.join("minified");
         let minified = minified_dir
             .join(&file)
             .is_file()
-            .then(|| read_graph(&minified_dir, &file, read))
+            .then(|| read_graph(&minified_dir, &file, dialect))
             .transpose()?;
         let history = std::fs::read(dir.join(STATE_FILE))
             .ok()
@@ -139,10 +136,10 @@ fn picture(title: &str, graph: &Graph, culprits: &[String], id: &str) -> String 
     }
 }
 
-/// Writes `dir/report.html` from what `dir` holds (its graphs read by `read`); returns its
-/// path.
-pub fn write_report(dir: &Path, read: ReadGraph<'_>) -> Result<PathBuf, FlowError> {
-    let d = Directory::read(dir, read)?;
+/// Writes `dir/report.html` from what `dir` holds (its graphs read by `dialect`, which
+/// wrote it); returns its path.
+pub fn write_report(dir: &Path, dialect: &dyn Dialect) -> Result<PathBuf, FlowError> {
+    let d = Directory::read(dir, dialect)?;
     let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let culprits = d.culprits();
     let m = &d.manifest;
@@ -237,7 +234,7 @@ pub fn write_report(dir: &Path, read: ReadGraph<'_>) -> Result<PathBuf, FlowErro
     sections.push(Section::new(
         "commands",
         "Go on",
-        html::pre(&commands(&d, &shown)),
+        html::pre(&commands(&d, &shown, dialect)),
     ));
     let page = html::page(&format!("graphbug repro: {}", shown.display()), &sections);
     let path = dir.join(REPORT_FILE);
@@ -247,13 +244,13 @@ pub fn write_report(dir: &Path, read: ReadGraph<'_>) -> Result<PathBuf, FlowErro
 
 /// Writes the report of `dir`, and of `dir/minified` when there is one, and says where;
 /// a report that cannot be written is said, never an error of the repro it reports.
-pub fn report_to(dir: &Path, read: ReadGraph<'_>) {
+pub fn report_to(dir: &Path, dialect: &dyn Dialect) {
     let minified = dir.join("minified");
     for d in [dir, minified.as_path()] {
         if d != dir && !d.join(MANIFEST_FILE).is_file() {
             continue;
         }
-        match write_report(d, read) {
+        match write_report(d, dialect) {
             Ok(path) => println!(
                 "report: {}",
                 std::path::absolute(&path).unwrap_or(path).display()
@@ -264,8 +261,7 @@ pub fn report_to(dir: &Path, read: ReadGraph<'_>) {
 }
 
 /// The commands that go on from a directory: its own, then its minified one's.
-fn commands(d: &Directory, dir: &Path) -> String {
-    let dialect = d.manifest.dialect();
+fn commands(d: &Directory, dir: &Path, dialect: &dyn Dialect) -> String {
     let dir = dir.display().to_string();
     let mut lines = next_commands(dialect, &dir, "graphbug", "python");
     lines.push(format!(
@@ -302,14 +298,47 @@ mod tests {
         dir
     }
 
-    /// Reads a graph as the CLI does: an XLA program by its content, else an aten graph.
-    fn read(path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
-        match graphbug_xla::program::sniff(&bytes, path) {
-            Some(kind) => graphbug_xla::program::Program::read(&bytes, kind)
-                .and_then(|p| p.graph())
-                .map_err(|e| FlowError::bad(path, e)),
-            None => graphbug_ir::parse_graph(&String::from_utf8(bytes).unwrap())
-                .map_err(|e| FlowError::bad(path, e)),
+    /// The two dialects of the fixtures as far as a report needs them: an XLA program read
+    /// by its content, else an aten graph; each dialect's own reproductions. (The dialects'
+    /// crates implement the whole trait; this crate's tests cannot name their types.)
+    struct Fixtures {
+        xla: bool,
+    }
+
+    impl Dialect for Fixtures {
+        fn plural(&self) -> &'static str {
+            "fixtures"
+        }
+        fn noun(&self) -> &'static str {
+            "a fixture"
+        }
+        fn node_word(&self) -> &'static str {
+            "node"
+        }
+        fn file_noun(&self) -> &'static str {
+            "file"
+        }
+        fn tells(&self, _path: &Path, _bytes: &[u8]) -> bool {
+            true
+        }
+        fn wrote(&self, _manifest: &serde_json::Value) -> bool {
+            true
+        }
+        fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
+            match graphbug_xla::program::sniff(&bytes, path) {
+                Some(kind) => graphbug_xla::program::Program::read(&bytes, kind)
+                    .and_then(|p| p.graph())
+                    .map_err(|e| FlowError::bad(path, e)),
+                None => graphbug_ir::parse_graph(&String::from_utf8(bytes).unwrap())
+                    .map_err(|e| FlowError::bad(path, e)),
+            }
+        }
+        fn standalone_commands(&self, dir: &str, python: &str) -> Vec<String> {
+            if self.xla {
+                vec![format!("{python} {dir}/repro.py # JAX alone")]
+            } else {
+                vec![format!("(cd {dir} && cargo run)")]
+            }
         }
     }
 
@@ -342,7 +371,8 @@ mod tests {
             ),
         ] {
             let dir = copy(name, tmp.path());
-            let page = std::fs::read_to_string(write_report(&dir, &read).unwrap()).unwrap();
+            let dialect = Fixtures { xla: name == "hlo" };
+            let page = std::fs::read_to_string(write_report(&dir, &dialect).unwrap()).unwrap();
             for s in says {
                 assert!(page.contains(s), "{name}: no `{s}` in {page:.3000}");
             }
@@ -351,7 +381,9 @@ mod tests {
         let dir = copy("stablehlo", tmp.path());
         std::fs::remove_file(dir.join("program.mlir")).unwrap();
         std::fs::remove_file(dir.join(REPORT_FILE)).unwrap();
-        let e = write_report(&dir, &read).unwrap_err().to_string();
+        let e = write_report(&dir, &Fixtures { xla: true })
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("stablehlo/program.mlir: "), "{e}");
         assert!(!dir.join(REPORT_FILE).exists());
     }

@@ -10,12 +10,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
-use graphbug_ir::Graph;
 use graphbug_minifier::isolate::Workers;
 use graphbug_minifier::{Check, Minified};
 
-use crate::dir::{graphbug_command, next_commands, Dialect, DirAction};
-use crate::FlowError;
+use crate::dialect::{next_commands, Dialect};
+use crate::dir::{graphbug_command, DirAction};
 
 /// The environment variable that sets the repro level, as TorchDynamo's.
 pub const REPRO_LEVEL_ENV: &str = "GRAPHBUG_REPRO_LEVEL";
@@ -99,14 +98,8 @@ pub struct DirMinified {
 
 /// What a dialect supplies for `graphbug repro`.
 pub trait Reproducible {
-    /// The dialect.
-    fn dialect(&self) -> Dialect;
-
     /// How a backend is named, for the error that asks for one (`NAME`).
     fn backend_hint(&self) -> &'static str;
-
-    /// The graph a file of this dialect holds (for `report.html`); errors name the file.
-    fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError>;
 
     /// The Python that runs this dialect's `repro.py` in the commands that go on.
     fn python(&self) -> String;
@@ -139,20 +132,21 @@ pub trait Reproducible {
 }
 
 /// Writes the report of `dir` and of `dir/minified`, read by `dialect`, and says where.
-pub fn report(dir: &Path, dialect: &dyn Reproducible) {
-    crate::report::report_to(dir, &|path, bytes| dialect.read_graph(path, bytes));
+pub fn report(dir: &Path, dialect: &dyn Dialect) {
+    crate::report::report_to(dir, dialect);
 }
 
-/// `graphbug repro FILE` (holding `bytes`): the first run, the repro directory, its
-/// minification. `action` is the directory action given with a file (refused).
+/// `graphbug repro FILE` (holding `bytes`) of `dialect`, whose steps are `steps`: the
+/// first run, the repro directory, its minification. `action` is the directory action
+/// given with a file (refused).
 pub fn repro_file(
     (file, bytes): (&Path, Vec<u8>),
     action: Option<&str>,
     req: &ReproRequest,
-    dialect: &mut dyn Reproducible,
+    (dialect, steps): (&dyn Dialect, &mut dyn Reproducible),
 ) -> Result<ExitCode> {
     let started = Instant::now();
-    let (shown, noun) = (file.display(), dialect.dialect().file_noun());
+    let (shown, noun) = (file.display(), dialect.file_noun());
     if let Some(a) = action {
         bail!("{shown} is not a repro directory, so `{a}` does not apply; give a {noun} alone to run the whole flow");
     }
@@ -162,11 +156,11 @@ pub fn repro_file(
     let backend = req.backend.as_deref().ok_or_else(|| {
         anyhow!(
             "--backend {} is needed to compile {shown}",
-            dialect.backend_hint()
+            steps.backend_hint()
         )
     })?;
     let level = req.level()?;
-    let (detected, dir) = match dialect.first_run((file, bytes), backend, level, req)? {
+    let (detected, dir) = match steps.first_run((file, bytes), backend, level, req)? {
         FirstRun::Handed => return Ok(ExitCode::SUCCESS),
         FirstRun::Passes(said) => {
             println!("{said}");
@@ -193,21 +187,22 @@ pub fn repro_file(
         backend: None,
         ..req.clone()
     };
-    minify_and_say(&dir, &req, dialect, started)
+    minify_and_say(&dir, &req, (dialect, steps), started)
 }
 
-/// `graphbug repro DIR [run|minify|analyze]`.
+/// `graphbug repro DIR [run|minify|analyze]` of a directory `dialect` wrote (its steps:
+/// `steps`).
 pub fn on_dir(
     dir: &Path,
     action: Option<&str>,
     req: &ReproRequest,
-    dialect: &mut dyn Reproducible,
+    (dialect, steps): (&dyn Dialect, &mut dyn Reproducible),
 ) -> Result<ExitCode> {
     let started = Instant::now();
     match DirAction::asked(dir, action, req.check.is_some())? {
-        DirAction::Run => dialect.run_dir(dir, req),
-        DirAction::Minify => minify_and_say(dir, req, dialect, started),
-        DirAction::Analyze => dialect.analyze_dir(dir, req),
+        DirAction::Run => steps.run_dir(dir, req),
+        DirAction::Minify => minify_and_say(dir, req, (dialect, steps), started),
+        DirAction::Analyze => steps.analyze_dir(dir, req),
     }
 }
 
@@ -216,16 +211,16 @@ pub fn on_dir(
 fn minify_and_say(
     dir: &Path,
     req: &ReproRequest,
-    dialect: &mut dyn Reproducible,
+    (dialect, steps): (&dyn Dialect, &mut dyn Reproducible),
     started: Instant,
 ) -> Result<ExitCode> {
-    let d = dialect.minify_dir(dir, req)?;
+    let d = steps.minify_dir(dir, req)?;
     let m = &d.minified;
     if let Some(note) = &d.note {
         println!("{note}");
     }
     let minified = absolute(dir).join("minified");
-    let unit = dialect.dialect().node_word();
+    let unit = dialect.node_word();
     println!(
         "minified {} {unit}s to {} in {} queries ({} cache hits, {} worker{}): {}",
         m.stats.start_nodes,
@@ -241,14 +236,14 @@ fn minify_and_say(
     report(dir, dialect);
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
     for line in next_commands(
-        dialect.dialect(),
+        dialect,
         &minified.display().to_string(),
         &graphbug_command(),
-        &dialect.python(),
+        &steps.python(),
     ) {
         println!("  {line}");
     }
-    dialect.after_minify(dir, req, m)?;
+    steps.after_minify(dir, req, m)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,8 +5,11 @@
 //! [`XlaMinify`] is what the flow's minify needs of an XLA program (see
 //! [`graphbug_flow::minify`]). Nothing here needs libtorch.
 
+pub mod dialect;
 pub mod repro;
 pub mod run;
+
+pub use dialect::XLA;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -12,8 +12,6 @@ use graphbug_accuracy::AccuracyMode;
 use graphbug_files::HostTensor;
 use graphbug_flow::minify::{search_options, MinifyRequest};
 use graphbug_flow::repro::{DirMinified, FirstRun, ReproRequest, Reproducible};
-use graphbug_flow::{Dialect, FlowError};
-use graphbug_ir::Graph;
 use graphbug_minifier::progress::{fnv, MinifyDir, WriteBest};
 use graphbug_minifier::{
     minify_parallel, BugIdentity, Check, CheckKind, Minified, MinifyOptions, Original, Signature,
@@ -123,20 +121,8 @@ fn check_once(
 }
 
 impl Reproducible for XlaRepro {
-    fn dialect(&self) -> Dialect {
-        Dialect::Xla
-    }
-
     fn backend_hint(&self) -> &'static str {
         "pjrt:<plugin>"
-    }
-
-    fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
-        let kind = sniff(&bytes, path)
-            .ok_or_else(|| FlowError::bad(path, "not an XLA program graphbug reads"))?;
-        Program::read(&bytes, kind)
-            .and_then(|p| p.graph())
-            .map_err(|e| FlowError::bad(path, e))
     }
 
     fn python(&self) -> String {

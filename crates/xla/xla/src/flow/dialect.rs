@@ -1,0 +1,165 @@
+//! The XLA dialect as graphbug's commands see it ([`XLA`]): HLO text or proto and
+//! StableHLO text or bytecode, told by content; its one option of its own, the plugin of
+//! the reference run.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Result};
+use clap::{Arg, ArgMatches};
+use graphbug_flow::dialect::{options_heading, Dialect, DialectCommands};
+use graphbug_flow::minify::MinifyRequest;
+use graphbug_flow::repro::Reproducible;
+use graphbug_flow::run::RunRequest;
+use graphbug_flow::FlowError;
+use graphbug_ir::Graph;
+
+use crate::program::{sniff, Kind, Program};
+
+/// XLA programs: HLO (text or proto) and StableHLO (text or bytecode), run on PJRT plugins.
+pub struct Xla;
+
+/// The XLA dialect.
+pub static XLA: Xla = Xla;
+
+/// The id of `--reference-backend`, this dialect's option.
+const REFERENCE_BACKEND: &str = "reference_backend";
+
+impl Xla {
+    /// The form of the program `bytes` (read from `file`) hold; an error where they are no
+    /// XLA program graphbug reads.
+    fn kind(file: &Path, bytes: &[u8]) -> Result<Kind> {
+        sniff(bytes, file)
+            .ok_or_else(|| anyhow!("{}: not an XLA program graphbug reads", file.display()))
+    }
+
+    /// `--reference-backend`, as `given`.
+    fn reference_backend(given: &ArgMatches) -> Option<String> {
+        given.get_one::<String>(REFERENCE_BACKEND).cloned()
+    }
+}
+
+impl Dialect for Xla {
+    fn plural(&self) -> &'static str {
+        "XLA programs"
+    }
+
+    fn noun(&self) -> &'static str {
+        "an XLA program"
+    }
+
+    fn node_word(&self) -> &'static str {
+        "instruction"
+    }
+
+    fn file_noun(&self) -> &'static str {
+        "program"
+    }
+
+    fn tells(&self, path: &Path, bytes: &[u8]) -> bool {
+        sniff(bytes, path).is_some()
+    }
+
+    fn wrote(&self, manifest: &serde_json::Value) -> bool {
+        manifest.get("graphbug_xla_repro").is_some()
+    }
+
+    fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
+        let kind = sniff(&bytes, path)
+            .ok_or_else(|| FlowError::bad(path, "not an XLA program graphbug reads"))?;
+        Program::read(&bytes, kind)
+            .and_then(|p| p.graph())
+            .map_err(|e| FlowError::bad(path, e))
+    }
+
+    fn standalone_commands(&self, dir: &str, python: &str) -> Vec<String> {
+        vec![format!(
+            "{python} {dir}/repro.py           # JAX alone: the plugin against XLA CPU"
+        )]
+    }
+}
+
+impl DialectCommands for Xla {
+    fn options(&self, command: &str) -> Vec<Arg> {
+        let help = match command {
+            "run" => "XLA programs: the plugin of --compare's float64 reference run, which runs the program raised to float64 (default pjrt:cpu)",
+            "minify" => "XLA programs: the PJRT plugin whose run of the original records the values candidates run on and are compared with (default pjrt:cpu)",
+            "repro" => "XLA programs: the PJRT plugin whose run records the reference values (default pjrt:cpu; a repro directory's manifest names its own)",
+            _ => return Vec::new(),
+        };
+        vec![Arg::new(REFERENCE_BACKEND)
+            .long("reference-backend")
+            .value_name("BACKEND")
+            .help(help)
+            .help_heading(options_heading(self))]
+    }
+
+    fn fmt(&self, file: &Path, bytes: Vec<u8>) -> Result<ExitCode> {
+        super::run::fmt(file, &bytes, Xla::kind(file, &bytes)?)
+    }
+
+    fn check(
+        &self,
+        file: &Path,
+        bytes: Vec<u8>,
+        _bound: (Option<std::time::Duration>, bool),
+        _given: &ArgMatches,
+    ) -> Result<ExitCode> {
+        super::run::check(file, &bytes, Xla::kind(file, &bytes)?)
+    }
+
+    fn run(&self, req: &RunRequest, bytes: Vec<u8>, given: &ArgMatches) -> Result<ExitCode> {
+        let kind = Xla::kind(&req.file, &bytes)?;
+        super::run::run(req, Xla::reference_backend(given).as_deref(), &bytes, kind)
+    }
+
+    fn minify(&self, req: &MinifyRequest, bytes: Vec<u8>, given: &ArgMatches) -> Result<()> {
+        let kind = Xla::kind(&req.file, &bytes)?;
+        super::minify(req, bytes, kind, Xla::reference_backend(given))?;
+        Ok(())
+    }
+
+    fn reproducer(&self, given: &ArgMatches) -> Result<Box<dyn Reproducible>> {
+        Ok(Box::new(super::repro::XlaRepro::new(
+            Xla::reference_backend(given),
+        )))
+    }
+
+    fn worker(&self, text: &str, bundled: bool) -> Option<Result<()>> {
+        crate::minify::is_worker_spec(text)
+            .then(|| crate::minify::worker_main(text, bundled).map_err(|e| anyhow!(e)))
+    }
+
+    fn list_backends(&self, _all: bool) -> Result<()> {
+        super::run::list_plugins();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graphbug_flow::dialect::next_commands;
+
+    /// An XLA directory goes on with JAX alone; its manifest says it is XLA's.
+    #[test]
+    fn xla_directories_go_on_with_jax() {
+        let strip = |v: Vec<String>| -> Vec<String> {
+            v.iter()
+                .map(|l| l.split('#').next().unwrap().trim().to_string())
+                .collect()
+        };
+        assert_eq!(
+            strip(next_commands(&XLA, "d", "/bin/g", "py")),
+            [
+                "/bin/g repro d run",
+                "/bin/g repro d analyze",
+                "py d/repro.py"
+            ]
+        );
+        assert!(XLA.wrote(&serde_json::json!({"graphbug_xla_repro": 1})));
+        assert!(!XLA.wrote(&serde_json::json!({"backend": "eager"})));
+        assert!(XLA.tells(Path::new("p.hlo"), b"HloModule m\n"));
+        assert!(!XLA.tells(Path::new("g.py"), b"class GraphModule"));
+    }
+}
