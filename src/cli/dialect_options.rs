@@ -16,18 +16,27 @@ struct Given {
     name: String,
 }
 
-/// The dialect-specific options of this run's command line, and the command's name.
-static GIVEN: OnceLock<(String, Vec<Given>)> = OnceLock::new();
+/// The options a command line gives under a heading, and the command's name.
+pub struct GivenOptions {
+    command: String,
+    given: Vec<Given>,
+}
+
+/// The dialect-specific options of this run's command line.
+static GIVEN: OnceLock<GivenOptions> = OnceLock::new();
 
 /// Records which options under a dialect's heading the command line gives (`cli`: the
 /// whole command, `matches`: what was parsed). Called once, before the command runs.
 pub fn record(cli: &clap::Command, matches: &clap::ArgMatches) {
-    let Some((name, sub)) = matches.subcommand() else {
-        return;
-    };
-    let Some(command) = cli.find_subcommand(name) else {
-        return;
-    };
+    if let Some(given) = given_of(cli, matches) {
+        let _ = GIVEN.set(given);
+    }
+}
+
+/// The options under a heading that `matches` (parsed by `cli`) give its command.
+pub fn given_of(cli: &clap::Command, matches: &clap::ArgMatches) -> Option<GivenOptions> {
+    let (name, sub) = matches.subcommand()?;
+    let command = cli.find_subcommand(name)?;
     let given = command
         .get_arguments()
         .chain(cli.get_arguments().filter(|a| a.is_global_set()))
@@ -44,15 +53,23 @@ pub fn record(cli: &clap::Command, matches: &clap::ArgMatches) {
             })
         })
         .collect();
-    let _ = GIVEN.set((name.to_string(), given));
+    Some(GivenOptions {
+        command: name.to_string(),
+        given,
+    })
 }
 
 /// Refuses the options of every dialect other than `dialect`, given for `what` (`x.hlo
 /// is an XLA program`), saying where `--help` lists them.
 pub fn refuse_for(dialect: &dyn Dialect, what: &str) -> Result<()> {
-    let Some((command, given)) = GIVEN.get() else {
-        return Ok(());
-    };
+    GIVEN
+        .get()
+        .map_or(Ok(()), |given| refuse_in(given, dialect, what))
+}
+
+/// Refuses the options of `given` under another dialect's heading than `dialect`'s.
+pub fn refuse_in(given: &GivenOptions, dialect: &dyn Dialect, what: &str) -> Result<()> {
+    let GivenOptions { command, given } = given;
     let own = options_heading(dialect);
     let Some(heading) = given
         .iter()

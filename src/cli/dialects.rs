@@ -21,8 +21,13 @@ pub static DIALECTS: [&dyn DialectCommands; 2] =
 const COMMANDS_WITH_DIALECT_OPTIONS: [&str; 4] = ["check", "run", "minify", "repro"];
 
 /// The command line with every dialect's own options added to the commands that take them.
-pub fn with_dialect_options(mut cli: clap::Command) -> clap::Command {
-    for dialect in DIALECTS {
+pub fn with_dialect_options(cli: clap::Command) -> clap::Command {
+    with_options_of(&DIALECTS, cli)
+}
+
+/// `cli` with the own options of `dialects` added to the commands that take them.
+fn with_options_of(dialects: &[&dyn DialectCommands], mut cli: clap::Command) -> clap::Command {
+    for dialect in dialects {
         for name in COMMANDS_WITH_DIALECT_OPTIONS {
             cli = cli.mut_subcommand(name, |c| c.args(dialect.options(name)));
         }
@@ -85,4 +90,135 @@ pub fn minify_worker(spec: &Path) -> Result<()> {
                 spec.display()
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::dialect_options::{given_of, refuse_in};
+    use clap::{Arg, ArgMatches, CommandFactory};
+    use graphbug::flow::dialect::{options_heading, told as told_in};
+    use graphbug::flow::minify::MinifyRequest;
+    use graphbug::flow::repro::Reproducible;
+    use graphbug::flow::run::RunRequest;
+    use graphbug::flow::Dialect;
+
+    /// A third dialect: `.toy` files, with a `--toy-level` of its own for `run`.
+    struct Toy;
+
+    impl Dialect for Toy {
+        fn plural(&self) -> &'static str {
+            "toy programs"
+        }
+        fn noun(&self) -> &'static str {
+            "a toy program"
+        }
+        fn node_word(&self) -> &'static str {
+            "step"
+        }
+        fn file_noun(&self) -> &'static str {
+            "toy file"
+        }
+        fn tells(&self, path: &Path, _bytes: &[u8]) -> bool {
+            path.extension().is_some_and(|e| e == "toy")
+        }
+        fn wrote(&self, manifest: &serde_json::Value) -> bool {
+            manifest.get("toy").is_some()
+        }
+        fn read_graph(&self, path: &Path, _bytes: Vec<u8>) -> Result<Graph, FlowError> {
+            Err(FlowError::bad(path, "a toy"))
+        }
+        fn standalone_commands(&self, _dir: &str, _python: &str) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    impl DialectCommands for Toy {
+        fn options(&self, command: &str) -> Vec<Arg> {
+            match command {
+                "run" => vec![Arg::new("toy_level")
+                    .long("toy-level")
+                    .help("How hard the toy runs")
+                    .help_heading(options_heading(self))],
+                _ => Vec::new(),
+            }
+        }
+        fn fmt(&self, _file: &Path, _bytes: Vec<u8>) -> Result<ExitCode> {
+            Ok(ExitCode::SUCCESS)
+        }
+        fn check(
+            &self,
+            _file: &Path,
+            _bytes: Vec<u8>,
+            _bound: (Option<std::time::Duration>, bool),
+            _given: &ArgMatches,
+        ) -> Result<ExitCode> {
+            Ok(ExitCode::SUCCESS)
+        }
+        fn run(&self, _req: &RunRequest, _bytes: Vec<u8>, _given: &ArgMatches) -> Result<ExitCode> {
+            Ok(ExitCode::SUCCESS)
+        }
+        fn minify(&self, _req: &MinifyRequest, _bytes: Vec<u8>, _given: &ArgMatches) -> Result<()> {
+            Ok(())
+        }
+        fn reproducer(&self, _given: &ArgMatches) -> Result<Box<dyn Reproducible>> {
+            anyhow::bail!("no toy repro")
+        }
+        fn worker(&self, text: &str, _bundled: bool) -> Option<Result<()>> {
+            text.starts_with("toy").then_some(Ok(()))
+        }
+        fn list_backends(&self, _all: bool) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A third dialect in the list: its option is on `run` under its heading, read back
+    /// from the command's matches, and refused for another dialect's file (as the other
+    /// dialects' options are for its); its files are told by it, the others' as before.
+    #[test]
+    fn a_third_dialect_is_a_name_in_the_list() {
+        let list: [&dyn DialectCommands; 3] = [
+            &Toy,
+            &graphbug::xla::flow::XLA,
+            &graphbug::aten_dialect::ATEN,
+        ];
+        let cli = with_options_of(&list, crate::Cli::command());
+        let run = cli.find_subcommand("run").unwrap();
+        let level = run
+            .get_arguments()
+            .find(|a| a.get_id() == "toy_level")
+            .unwrap();
+        assert_eq!(level.get_help_heading(), Some("Options for toy programs"));
+        let plural = |file: &str, bytes: &[u8]| told_in(&list, Path::new(file), bytes).plural();
+        assert_eq!(plural("p.toy", b""), "toy programs");
+        assert_eq!(plural("m.hlo", b"HloModule m\n"), "XLA programs");
+        assert_eq!(plural("g.py", b"class GraphModule"), "aten graphs");
+
+        let on = |args: &[&str]| {
+            let m = cli.clone().try_get_matches_from(args).unwrap();
+            (given_of(&cli, &m).unwrap(), m)
+        };
+        let (given, m) = on(&["graphbug", "run", "m.hlo", "--toy-level", "3"]);
+        let e = refuse_in(&given, &graphbug::xla::flow::XLA, "m.hlo is an XLA program")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("these options are for toy programs: --toy-level (`graphbug run --help` lists them under \"Options for toy programs\")"),
+            "{e}"
+        );
+        assert!(refuse_in(&given, &Toy, "p.toy is a toy program").is_ok());
+        let (_, run) = m.subcommand().unwrap();
+        assert_eq!(
+            run.get_one::<String>("toy_level").map(String::as_str),
+            Some("3")
+        );
+        let (given, _) = on(&["graphbug", "run", "p.toy", "--device", "cpu"]);
+        let e = refuse_in(&given, &Toy, "p.toy is a toy program")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("these options are for aten graphs: --device"),
+            "{e}"
+        );
+    }
 }
