@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use graphbug_files::{HostTensor, TensorFileError};
+use graphbug_files::{name_list, HostTensor, TensorFileError};
 use graphbug_ir::{Dtype, TensorMeta};
 use tch::Tensor;
 
@@ -166,17 +166,6 @@ fn with_strides(t: &Tensor, strides: &[i64]) -> Result<Tensor, String> {
 }
 
 // ---------------------------------------------------------------- ordering
-
-/// A short list of names for messages: all of them up to six, else the first three,
-/// `...` and the last.
-fn name_list<S: AsRef<str>>(names: &[S]) -> String {
-    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
-    if names.len() <= 6 {
-        names.join(", ")
-    } else {
-        format!("{}, ..., {}", names[..3].join(", "), names[names.len() - 1])
-    }
-}
 
 /// Splits `arg12` into (`arg`, 12): an alphabetic (or `_`) prefix and a canonical index.
 fn indexed_key(key: &str) -> Option<(&str, usize)> {

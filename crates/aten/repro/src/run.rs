@@ -225,7 +225,7 @@ pub fn run(args: &RunRequest, aten: &AtenRunOptions, bytes: Vec<u8>) -> Result<E
                 .collect::<Result<Vec<_>>>()
         })
         .transpose()?;
-    finish_run(args, named, fp64)
+    finish_run(args, "graph", named, fp64)
 }
 
 /// The backend a run uses: with `--backward`, a backend without a backward of its own

@@ -18,4 +18,4 @@ pub use atomic::{
     write_file_atomically,
 };
 pub use random::random_tensors;
-pub use tensors::{read, write, Format, HostTensor, TensorFileError, STRIDES_METADATA};
+pub use tensors::{name_list, read, write, Format, HostTensor, TensorFileError, STRIDES_METADATA};

@@ -526,6 +526,17 @@ fn read_safetensors(
     Ok(out)
 }
 
+/// Tensor names for an error message: all of them up to six, else the first three and the
+/// last (`arg0, arg1, arg2, ..., arg9`).
+pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
+    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+    if names.len() <= 6 {
+        names.join(", ")
+    } else {
+        format!("{}, ..., {}", names[..3].join(", "), names[names.len() - 1])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

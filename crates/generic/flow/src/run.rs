@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use graphbug_accuracy::{describe, float_values, same, HostTensor, SameOptions};
+use graphbug_files::name_list;
 
 /// What a `graphbug run` is asked to do, whatever the dialect. A dialect's own options (an
 /// aten graph's device or training step, an XLA program's reference plugin) are the
@@ -35,9 +36,10 @@ pub struct RunRequest {
 /// printed on a line with its statistics, the present ones saved to `--save-outputs`, and
 /// compared with `--compare`'s file by TorchDynamo's rules with `fp64` (the float64
 /// reference of each present output, in order; without it, allclose only). Exit 1 on a
-/// mismatch.
+/// mismatch. `unit`: what the dialect's errors call what ran (`graph`, `program`).
 pub fn finish_run(
     req: &RunRequest,
+    unit: &str,
     outputs: Vec<(String, Option<HostTensor>)>,
     fp64: Option<Vec<Option<HostTensor>>>,
 ) -> anyhow::Result<ExitCode> {
@@ -56,7 +58,7 @@ pub fn finish_run(
         return Ok(ExitCode::SUCCESS);
     };
     let names: Vec<&str> = present.iter().map(|(n, _)| n.as_str()).collect();
-    let expected = expected_outputs(path, &names)?;
+    let expected = expected_outputs(path, unit, &names)?;
     let ours: Vec<Option<HostTensor>> = present.into_iter().map(|(_, t)| Some(t)).collect();
     let report = same(&expected, &ours, fp64.as_deref(), &SameOptions::repro());
     Ok(report_comparison(&report, path))
@@ -91,31 +93,35 @@ fn summarize(name: &str, t: Option<&HostTensor>) -> String {
     }
 }
 
-/// The tensors `names` of the file at `path`, in that order; a missing or extra name is an
-/// error naming it.
-fn expected_outputs(path: &Path, names: &[&str]) -> anyhow::Result<Vec<Option<HostTensor>>> {
+/// The tensors `names` of the file at `path`, in that order; a file without one of them,
+/// or with another, is an error that lists both (`unit`: what ran, `graph`).
+fn expected_outputs(
+    path: &Path,
+    unit: &str,
+    names: &[&str],
+) -> anyhow::Result<Vec<Option<HostTensor>>> {
     let mut file = graphbug_files::read(path)?;
-    let all = || format!("{}: {}", names.len(), names.join(", "));
-    let mut out = Vec::with_capacity(names.len());
-    for &name in names {
-        let Some(j) = file.iter().position(|(k, _)| k == name) else {
-            anyhow::bail!(
-                "{}: no `{name}`: the run has {} outputs ({})",
-                path.display(),
-                names.len(),
-                all()
-            );
-        };
-        out.push(Some(file.remove(j).1));
-    }
-    if let Some((extra, _)) = file.first() {
-        anyhow::bail!(
-            "{}: `{extra}` is not an output of the run (it has {})",
+    let keys: Vec<&str> = file.iter().map(|(k, _)| k.as_str()).collect();
+    let mismatch = || {
+        anyhow::anyhow!(
+            "{}: the {unit} has {} outputs ({}), the file has {} tensors ({})",
             path.display(),
-            all()
-        );
+            names.len(),
+            name_list(names),
+            keys.len(),
+            name_list(&keys)
+        )
+    };
+    if keys.len() != names.len() || names.iter().any(|n| !keys.contains(n)) {
+        return Err(mismatch());
     }
-    Ok(out)
+    Ok(names
+        .iter()
+        .map(|&name| {
+            let j = file.iter().position(|(k, _)| k == name)?;
+            Some(file.swap_remove(j).1)
+        })
+        .collect())
 }
 
 /// Prints the comparison of a run's outputs with the file at `path` (the reference: NaN/Inf

@@ -125,7 +125,7 @@ pub fn run(
         .map(|(i, o)| (format!("out{i}"), Some(o)))
         .collect();
     let fp64 = fp64.map(|f| f.into_iter().map(Some).collect());
-    finish_run(args, named, fp64)
+    finish_run(args, "program", named, fp64)
 }
 
 /// `graphbug backends --all`: the PJRT plugins found, each with its PJRT API version,
