@@ -43,16 +43,8 @@ impl Kind {
 /// magic, by its extension (`.pb`) or by reading as an `HloModuleProto`. `None` for
 /// anything else (an aten graph).
 pub fn sniff(bytes: &[u8], path: &Path) -> Option<Kind> {
-    if stablehlo::is_bytecode(bytes) {
-        return Some(Kind::StableHloBytecode);
-    }
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        if hlo::text::looks_like_hlo(text) {
-            return Some(Kind::HloText);
-        }
-        if stablehlo::looks_like_mlir(text) {
-            return Some(Kind::StableHloText);
-        }
+    if let Some(kind) = by_content(bytes) {
+        return Some(kind);
     }
     let name = path
         .file_name()
@@ -63,6 +55,28 @@ pub fn sniff(bytes: &[u8], path: &Path) -> Option<Kind> {
     // _get_xla_tensors_hlo_proto bytes saved under any name).
     (named_proto || (!bytes.is_empty() && hlo::proto::from_proto(bytes).is_ok()))
         .then_some(Kind::HloProto)
+}
+
+/// The form of `bytes` that [`sniff`] told are an XLA program: StableHLO bytecode or
+/// text, or HLO text, by their content; else the HLO proto `sniff` found (not decoded
+/// again).
+pub fn form_of_told(bytes: &[u8]) -> Kind {
+    by_content(bytes).unwrap_or(Kind::HloProto)
+}
+
+/// StableHLO bytecode, HLO text or StableHLO text, told by their content.
+fn by_content(bytes: &[u8]) -> Option<Kind> {
+    if stablehlo::is_bytecode(bytes) {
+        return Some(Kind::StableHloBytecode);
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    if hlo::text::looks_like_hlo(text) {
+        Some(Kind::HloText)
+    } else if stablehlo::looks_like_mlir(text) {
+        Some(Kind::StableHloText)
+    } else {
+        None
+    }
 }
 
 /// An XLA program, read.

@@ -1,6 +1,7 @@
 //! The XLA dialect as graphbug's commands see it ([`XLA`]): HLO text or proto and
 //! StableHLO text or bytecode, told by content; its one option of its own, the plugin of
-//! the reference run.
+//! the reference run. Its commands are handed programs it told ([`Dialect::tells`]), and
+//! take their form without decoding a proto a second time.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ use graphbug_flow::run::RunRequest;
 use graphbug_flow::FlowError;
 use graphbug_ir::Graph;
 
-use crate::program::{sniff, Kind, Program};
+use crate::program::{form_of_told, sniff, Program};
 
 /// XLA programs: HLO (text or proto) and StableHLO (text or bytecode), run on PJRT plugins.
 pub struct Xla;
@@ -26,13 +27,6 @@ pub static XLA: Xla = Xla;
 const REFERENCE_BACKEND: &str = "reference_backend";
 
 impl Xla {
-    /// The form of the program `bytes` (read from `file`) hold; an error where they are no
-    /// XLA program graphbug reads.
-    fn kind(file: &Path, bytes: &[u8]) -> Result<Kind> {
-        sniff(bytes, file)
-            .ok_or_else(|| anyhow!("{}: not an XLA program graphbug reads", file.display()))
-    }
-
     /// `--reference-backend`, as `given`.
     fn reference_backend(given: &ArgMatches) -> Option<String> {
         given.get_one::<String>(REFERENCE_BACKEND).cloned()
@@ -65,9 +59,7 @@ impl Dialect for Xla {
     }
 
     fn read_graph(&self, path: &Path, bytes: Vec<u8>) -> Result<Graph, FlowError> {
-        let kind = sniff(&bytes, path)
-            .ok_or_else(|| FlowError::bad(path, "not an XLA program graphbug reads"))?;
-        Program::read(&bytes, kind)
+        Program::read(&bytes, form_of_told(&bytes))
             .and_then(|p| p.graph())
             .map_err(|e| FlowError::bad(path, e))
     }
@@ -95,7 +87,7 @@ impl DialectCommands for Xla {
     }
 
     fn fmt(&self, file: &Path, bytes: Vec<u8>) -> Result<ExitCode> {
-        super::run::fmt(file, &bytes, Xla::kind(file, &bytes)?)
+        super::run::fmt(file, &bytes, form_of_told(&bytes))
     }
 
     fn check(
@@ -105,16 +97,16 @@ impl DialectCommands for Xla {
         _bound: (Option<std::time::Duration>, bool),
         _given: &ArgMatches,
     ) -> Result<ExitCode> {
-        super::run::check(file, &bytes, Xla::kind(file, &bytes)?)
+        super::run::check(file, &bytes, form_of_told(&bytes))
     }
 
     fn run(&self, req: &RunRequest, bytes: Vec<u8>, given: &ArgMatches) -> Result<ExitCode> {
-        let kind = Xla::kind(&req.file, &bytes)?;
+        let kind = form_of_told(&bytes);
         super::run::run(req, Xla::reference_backend(given).as_deref(), &bytes, kind)
     }
 
     fn minify(&self, req: &MinifyRequest, bytes: Vec<u8>, given: &ArgMatches) -> Result<()> {
-        let kind = Xla::kind(&req.file, &bytes)?;
+        let kind = form_of_told(&bytes);
         super::minify(req, bytes, kind, Xla::reference_backend(given))?;
         Ok(())
     }
