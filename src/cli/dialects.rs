@@ -221,4 +221,20 @@ mod tests {
             "{e}"
         );
     }
+
+    /// The global `--plugin`, given before the command, is in the command's own matches,
+    /// which the dialects are handed (aten's workers load the plugins named there).
+    #[test]
+    fn the_global_plugin_reaches_the_commands_matches() {
+        let cli = with_dialect_options(crate::Cli::command());
+        for command in ["minify", "repro"] {
+            let m = cli
+                .clone()
+                .try_get_matches_from(["graphbug", "--plugin", "p.so", command, "g.py"])
+                .unwrap();
+            let (_, given) = m.subcommand().unwrap();
+            let plugins: Vec<&std::path::PathBuf> = given.get_many("plugin").unwrap().collect();
+            assert_eq!(plugins, [Path::new("p.so")], "{command}");
+        }
+    }
 }

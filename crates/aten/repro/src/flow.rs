@@ -62,7 +62,6 @@ impl AtenRepro {
     }
 }
 
-/// Exit 1 where the failure reproduces, 0 where it does not.
 /// The repro directory `dir` for an action on it, its standalone build files made to name
 /// this graphbug where they name a repro crate that is gone.
 fn read_case(dir: &Path) -> Result<ReproCase> {
@@ -70,6 +69,7 @@ fn read_case(dir: &Path) -> Result<ReproCase> {
     Ok(read_repro_dir(dir)?)
 }
 
+/// Exit 1 where the failure reproduces, 0 where it does not.
 fn exit_code(outcome: &Outcome) -> ExitCode {
     match outcome {
         Outcome::Reproduced(_) => ExitCode::FAILURE,

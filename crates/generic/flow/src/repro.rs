@@ -15,6 +15,7 @@ use graphbug_minifier::{Check, Minified};
 
 use crate::dialect::{next_commands, Dialect};
 use crate::dir::{graphbug_command, DirAction};
+use crate::report::report_to;
 
 /// The environment variable that sets the repro level, as TorchDynamo's.
 pub const REPRO_LEVEL_ENV: &str = "GRAPHBUG_REPRO_LEVEL";
@@ -131,11 +132,6 @@ pub trait Reproducible {
     fn analyze_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode>;
 }
 
-/// Writes the report of `dir` and of `dir/minified`, read by `dialect`, and says where.
-pub fn report(dir: &Path, dialect: &dyn Dialect) {
-    crate::report::report_to(dir, dialect);
-}
-
 /// `graphbug repro FILE` (holding `bytes`) of `dialect`, whose steps are `steps`: the
 /// first run, the repro directory, its minification. `action` is the directory action
 /// given with a file (refused).
@@ -178,7 +174,7 @@ pub fn repro_file(
     };
     println!("repro written to {}", absolute(&dir).display());
     if req.no_minify {
-        report(&dir, dialect);
+        report_to(&dir, dialect);
         return Ok(ExitCode::SUCCESS);
     }
     // The manifest names the backend that failed (after AOT, the inner compiler, not the
@@ -233,7 +229,7 @@ fn minify_and_say(
     );
     println!("failure: {}: {}", m.signature.kind, m.signature.message);
     print!("{}", d.text);
-    report(dir, dialect);
+    report_to(dir, dialect);
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
     for line in next_commands(
         dialect,

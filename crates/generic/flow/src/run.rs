@@ -1,5 +1,5 @@
-//! What `graphbug run` does alike for every dialect: the request, and the comparison of
-//! a run's outputs with a file.
+//! What `graphbug run` does alike for every dialect: the request, the supervised run, and
+//! its outputs printed, saved and compared with a file.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -102,18 +102,15 @@ fn expected_outputs(
 ) -> anyhow::Result<Vec<Option<HostTensor>>> {
     let mut file = graphbug_files::read(path)?;
     let keys: Vec<&str> = file.iter().map(|(k, _)| k.as_str()).collect();
-    let mismatch = || {
-        anyhow::anyhow!(
+    if keys.len() != names.len() || names.iter().any(|n| !keys.contains(n)) {
+        anyhow::bail!(
             "{}: the {unit} has {} outputs ({}), the file has {} tensors ({})",
             path.display(),
             names.len(),
             name_list(names),
             keys.len(),
             name_list(&keys)
-        )
-    };
-    if keys.len() != names.len() || names.iter().any(|n| !keys.contains(n)) {
-        return Err(mismatch());
+        );
     }
     Ok(names
         .iter()
