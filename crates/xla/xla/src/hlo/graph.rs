@@ -416,7 +416,11 @@ impl HloGraph {
             style.newline,
             comp.closing_line
         );
-        let out = self.assemble(&self.header(&params, &root.shape), (k, &entry), &needed);
+        let out = self.assemble(
+            &self.header(&params, &root.shape, false),
+            (k, &entry),
+            &needed,
+        );
         Ok(Outlined {
             text: out,
             parameters: flat.params.into_iter().map(|(_, _, p)| p).collect(),
@@ -513,8 +517,24 @@ impl HloGraph {
             style.entry_header(&comp.header_line, &comp.name, &params, &result),
             comp.closing_line
         );
+        // The original's signature (its parameters, its outputs in order) keeps its
+        // aliasing of outputs to parameters.
+        let names = |g: &Graph| -> Vec<String> {
+            g.outputs()
+                .iter()
+                .map(|v| match v {
+                    Value::Node(id) => g.node(*id).name.to_string(),
+                    _ => String::new(),
+                })
+                .collect()
+        };
+        let same_signature = params
+            .iter()
+            .map(|(n, _)| n.clone())
+            .eq(self.graph.placeholder_names())
+            && names(cut) == names(&self.graph);
         Ok(self.assemble(
-            &self.header(&params, &result),
+            &self.header(&params, &result, same_signature),
             (self.entry, &entry),
             &needed,
         ))
@@ -548,8 +568,12 @@ impl HloGraph {
     }
 
     /// The module's header line for a cut with `params` and `result`: the layout of the new
-    /// entry, the other attributes as written (but `is_scheduled`: a cut has no schedule).
-    fn header(&self, params: &[(String, Shape)], result: &Shape) -> String {
+    /// entry, the other attributes as written, but `is_scheduled` (a cut has no schedule)
+    /// and, unless the cut has the original's signature (`same_signature`),
+    /// `input_output_alias` and `buffer_donor` (they name the original's parameters and
+    /// outputs by number: on another signature, XLA refuses them or aliases the wrong
+    /// buffers).
+    fn header(&self, params: &[(String, Shape)], result: &Shape, same_signature: bool) -> String {
         let args: Vec<String> = params
             .iter()
             .map(|(_, s)| s.with_default_layout().to_string())
@@ -561,7 +585,11 @@ impl HloGraph {
             result.with_default_layout()
         );
         for a in &self.module.attrs {
-            if a.key != "entry_computation_layout" && a.key != "is_scheduled" {
+            let aliasing = a.key == "input_output_alias" || a.key == "buffer_donor";
+            if a.key != "entry_computation_layout"
+                && a.key != "is_scheduled"
+                && (same_signature || !aliasing)
+            {
                 line.push_str(&format!(", {}={}", a.key, a.value));
             }
         }
@@ -809,6 +837,32 @@ ENTRY main.1 {
             text.contains("  ROOT t = (f32[3]{0}, f32[]) tuple(e, r)\n"),
             "{text}"
         );
+    }
+
+    /// A module whose parameter 0 is donated to its output 0 (TensorFlow's resource
+    /// variables, JAX's `donate_argnums`): the whole keeps its aliasing; a cut whose
+    /// outputs are others drops it, since it names the original's outputs.
+    #[test]
+    fn a_cut_drops_the_originals_aliasing() {
+        let text = "HloModule m, input_output_alias={ {0}: (0, {}, may-alias) }, buffer_donor={ (1, {}) }, entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[3]{0}, f32[])}\n\nadd.0 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY main.1 {\n  x = f32[3]{0} parameter(0)\n  y = f32[3]{0} parameter(1)\n  z = f32[3]{0} multiply(x, y)\n  c = f32[] constant(0)\n  r = f32[] reduce(z, c), dimensions={0}, to_apply=add.0\n  ROOT t = (f32[3]{0}, f32[]) tuple(z, r)\n}\n";
+        let m = parse_module(text).unwrap();
+        let g = HloGraph::new(&m).unwrap();
+        let whole = g.print(&g.graph).unwrap();
+        assert!(
+            whole.lines().next().unwrap().ends_with(
+                ", input_output_alias={ {0}: (0, {}, may-alias) }, buffer_donor={ (1, {}) }"
+            ),
+            "{whole}"
+        );
+        let mut cut = g.graph.clone();
+        cut.output = Some(vec![Value::Node(NodeId(4)), Value::Node(NodeId(2))]);
+        let printed = g.print(&cut).unwrap();
+        let header = printed.lines().next().unwrap();
+        assert_eq!(
+            header,
+            "HloModule m, entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[], f32[3]{0})}"
+        );
+        check(&parse_module(&printed).unwrap()).unwrap();
     }
 
     #[test]
