@@ -920,3 +920,19 @@ fn same_tensors(scratch: &Path, (a, b): (&[u8], &[u8])) -> bool {
                 }
         })
 }
+
+/// `share` scrubs XLA repro directories; an aten graph's says it cannot yet, and writes
+/// nothing.
+#[test]
+fn sharing_an_aten_directory_says_it_is_not_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = root().join("tests/fixtures/repro-dirs/aten");
+    let o = graphbug_in(tmp.path(), &["repro", dir.to_str().unwrap(), "share"]);
+    let said = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("`share` is built for XLA repro directories only"),
+        "{said}"
+    );
+    assert!(!dir.join("shared").exists());
+}

@@ -90,11 +90,13 @@ impl WorkerArgs {
 /// Arguments of `graphbug repro`.
 #[derive(Args)]
 pub struct ReproArgs {
-    /// A graph file or an XLA program (run the whole flow on it), or a repro directory (with
-    /// an action).
+    /// A graph file or an XLA program (run the whole flow on it), a repro directory (with
+    /// an action), or a compiler's dump directory (XLA_FLAGS=--xla_dump_to=DIR: every
+    /// module checked, each failing one minified into --out/MODULE).
     /// Without it: the bundled demo.
     pub target: Option<PathBuf>,
-    /// For a repro directory: run, minify or analyze.
+    /// For a repro directory: run, minify, analyze or share (DIR/shared: the repro without
+    /// its author's names, metadata and values, for a compiler's vendor).
     pub action: Option<String>,
     /// Backend (for a graph file: required; for a repro: overrides the manifest's).
     #[arg(long)]
@@ -108,7 +110,8 @@ pub struct ReproArgs {
     /// Seed of random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Where a graph file's repro goes.
+    /// Where a graph file's repro goes (for a dump: a repro directory a failing module,
+    /// and the summary).
     #[arg(long, default_value = "repro_out")]
     pub out: PathBuf,
     /// Run the backend in worker processes, so crashes and hangs become verdicts (the
@@ -165,6 +168,7 @@ impl ReproArgs {
             no_minify: self.no_minify,
             check: self.check.clone(),
             workers: self.workers.workers()?,
+            one_of_many: false,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! The dialects this graphbug serves: the CLI's only mention of any of them. A file or a
-//! repro directory is told once, by asking them in order ([`told`], [`wrote`]), and each
+//! repro directory is told once, by asking them in order ([`told`], [`wrote`], a compiler's
+//! dump directory [`dumped`]), and each
 //! command hands its request to the dialect told, with the options that dialect declared
 //! (see [`graphbug::flow::dialect`]). A new dialect is a line in [`DIALECTS`].
 
@@ -7,7 +8,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use graphbug::flow::{DialectCommands, FlowError};
+use graphbug::flow::dump::Dump;
+use graphbug::flow::{DialectCommands, FlowError, MANIFEST_FILE};
 use graphbug::ir::Graph;
 
 use super::dialect_options::refuse_for;
@@ -55,6 +57,21 @@ pub fn wrote(dir: &Path) -> Result<&'static dyn DialectCommands> {
         &format!("{} holds {}", dir.display(), dialect.noun()),
     )?;
     Ok(dialect)
+}
+
+/// The dialect whose compiler dumped its programs into `dir`, a directory that is no repro
+/// directory, with the dump as it reads it and the other dialects' options refused;
+/// `None` when no dialect tells `dir` as a dump.
+pub fn dumped(dir: &Path) -> Result<Option<(&'static dyn DialectCommands, Dump)>> {
+    if dir.join(MANIFEST_FILE).exists() {
+        return Ok(None);
+    }
+    let Some((dialect, dump)) = graphbug::flow::dialect::dumped(&DIALECTS, dir) else {
+        return Ok(None);
+    };
+    let dump = dump?;
+    refuse_for(dialect, &format!("{} is {}", dir.display(), dump.what))?;
+    Ok(Some((dialect, dump)))
 }
 
 /// The graph a file's `bytes` hold, read by its dialect (told by content), with the

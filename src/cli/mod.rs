@@ -103,9 +103,9 @@ pub fn minify_command(args: &minify::MinifyArgs, given: &ArgMatches) -> Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-/// `graphbug repro`: the flow on a program or a repro directory of any dialect, told
-/// once (see [`graphbug::flow::repro`]); without a target, the bundled demo (an aten
-/// graph).
+/// `graphbug repro`: the flow on a program, a repro directory or a compiler's dump
+/// directory of any dialect, told once (see [`graphbug::flow::repro`] and
+/// [`graphbug::flow::dump`]); without a target, the bundled demo (an aten graph).
 pub fn repro_command(args: &args::ReproArgs, given: &ArgMatches) -> Result<ExitCode> {
     let action = args.action.as_deref();
     let req = args.request()?;
@@ -128,6 +128,15 @@ pub fn repro_command(args: &args::ReproArgs, given: &ArgMatches) -> Result<ExitC
         return repro::repro_file((&forward, bytes), None, &req, (dialect, steps.as_mut()));
     };
     if target.is_dir() {
+        if let Some((dialect, dump)) = dialects::dumped(target)? {
+            let mut steps = dialect.reproducer(given)?;
+            return graphbug::flow::dump::repro_dump(
+                (target, dump),
+                action,
+                &req,
+                (dialect, steps.as_mut()),
+            );
+        }
         let dialect = dialects::wrote(target)?;
         let mut steps = dialect.reproducer(given)?;
         return repro::on_dir(target, action, &req, (dialect, steps.as_mut()));

@@ -152,10 +152,10 @@ fn example_names(root: &Path) -> Result<Vec<String>> {
 }
 
 /// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs`,
-/// `tests/xla_minify.rs`, `tests/xla_repro.rs` and `tests/draw.rs` on a graphbug built
-/// without libtorch (`--no-default-features`; the test checks that nothing links it). The
-/// dependencies' artifacts are shared with the default build; the default binary is put
-/// back afterwards.
+/// `tests/xla_minify.rs`, `tests/xla_repro.rs`, `tests/xla_dump.rs`, `tests/xla_share.rs`
+/// and `tests/draw.rs` on a graphbug built without libtorch (`--no-default-features`; the
+/// test checks that nothing links it). The dependencies' artifacts are shared with the
+/// default build; the default binary is put back afterwards.
 fn without_libtorch(root: &Path) -> Stage {
     let args = [
         "test",
@@ -169,6 +169,10 @@ fn without_libtorch(root: &Path) -> Stage {
         "xla_minify",
         "--test",
         "xla_repro",
+        "--test",
+        "xla_dump",
+        "--test",
+        "xla_share",
         "--test",
         "draw",
     ];

@@ -211,6 +211,14 @@ impl Reproducible for AtenRepro {
         print!("{}", analyze(&mut case, &self.action_options(req)?)?);
         Ok(ExitCode::SUCCESS)
     }
+
+    /// Not built for aten graphs yet: said, naming what to do meanwhile.
+    fn share_dir(&mut self, dir: &Path, _req: &ReproRequest) -> Result<PathBuf> {
+        bail!(
+            "{}: `share` is built for XLA repro directories only; an aten graph's (graph.py's stack-trace comments, node names, parameters and inputs) cannot be scrubbed by graphbug yet",
+            dir.display()
+        )
+    }
 }
 
 /// Environment variable telling a supervised child of `repro GRAPH` to make the first run

@@ -8,8 +8,10 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use graphbug_files::HostTensor;
 use graphbug_ir::Graph;
 
+use crate::dump::Dump;
 use crate::minify::MinifyRequest;
 use crate::repro::Reproducible;
 use crate::run::RunRequest;
@@ -45,6 +47,21 @@ pub trait Dialect: Sync {
     /// The commands that reproduce the failure of its repro directory `dir` without
     /// graphbug (`python`: how to name Python where the user stands), with what each does.
     fn standalone_commands(&self, dir: &str, python: &str) -> Vec<String>;
+
+    /// The modules of `dir` when its compiler dumped its programs there (XLA's
+    /// `--xla_dump_to`); `None` when `dir` is no dump of this dialect's.
+    fn dump(&self, _dir: &Path) -> Option<Result<Dump, FlowError>> {
+        None
+    }
+
+    /// The arguments one recorded execution of a dumped module holds (`file`: one of its
+    /// [`crate::dump::DumpModule::recorded`]), in parameter order.
+    fn recorded_inputs(&self, file: &Path) -> Result<Vec<HostTensor>, FlowError> {
+        Err(FlowError::bad(
+            file,
+            format!("{} record no arguments", self.plural()),
+        ))
+    }
 }
 
 /// A dialect's part of each command, and the options it declares for them.
@@ -126,6 +143,17 @@ pub fn wrote_dir<'d, D: Dialect + ?Sized>(dialects: &[&'d D], dir: &Path) -> &'d
         .or(dialects.last())
         .copied()
         .expect("graphbug serves at least one dialect")
+}
+
+/// The dialect of `dialects` whose compiler dumped its programs into `dir`, with the
+/// dump as it reads it; `None` when no dialect tells `dir` as a dump.
+pub fn dumped<'d, D: Dialect + ?Sized>(
+    dialects: &[&'d D],
+    dir: &Path,
+) -> Option<(&'d D, Result<Dump, FlowError>)> {
+    dialects
+        .iter()
+        .find_map(|d| d.dump(dir).map(|dump| (*d, dump)))
 }
 
 /// The commands that go on from the repro directory `dir` of `dialect`: reproduce its

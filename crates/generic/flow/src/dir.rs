@@ -41,6 +41,9 @@ pub enum DirAction {
     Minify,
     /// Find the first node that diverges.
     Analyze,
+    /// Write `DIR/shared`: the repro with nothing of its author's that the failure does
+    /// not need, safe to send to a compiler's vendor.
+    Share,
 }
 
 impl std::str::FromStr for DirAction {
@@ -51,8 +54,9 @@ impl std::str::FromStr for DirAction {
             "run" => Ok(DirAction::Run),
             "minify" => Ok(DirAction::Minify),
             "analyze" => Ok(DirAction::Analyze),
+            "share" => Ok(DirAction::Share),
             other => Err(format!(
-                "unknown action `{other}`: expected run, minify or analyze"
+                "unknown action `{other}`: expected run, minify, analyze or share"
             )),
         }
     }
@@ -64,6 +68,7 @@ impl std::fmt::Display for DirAction {
             DirAction::Run => "run",
             DirAction::Minify => "minify",
             DirAction::Analyze => "analyze",
+            DirAction::Share => "share",
         })
     }
 }
@@ -79,7 +84,7 @@ impl DirAction {
         let action: DirAction = action
             .ok_or_else(|| {
                 FlowError::Usage(format!(
-                    "say what to do with {}: run, minify or analyze",
+                    "say what to do with {}: run, minify, analyze or share",
                     dir.display()
                 ))
             })?
@@ -226,12 +231,12 @@ mod tests {
             (
                 None,
                 false,
-                "say what to do with case: run, minify or analyze",
+                "say what to do with case: run, minify, analyze or share",
             ),
             (
                 Some("dance"),
                 false,
-                "unknown action `dance`: expected run, minify or analyze (for case)",
+                "unknown action `dance`: expected run, minify, analyze or share (for case)",
             ),
             (
                 Some("run"),

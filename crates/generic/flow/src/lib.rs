@@ -1,11 +1,13 @@
 //! The flow every dialect shares, without libtorch and without any dialect's crate: what
 //! a dialect supplies ([`dialect`], with [`minify::Minifiable`] and
 //! [`repro::Reproducible`]), `minify`, `repro` and `run` written once over it, a repro
-//! directory read alike whichever dialect wrote it ([`dir`]), and the `report.html`
-//! written from it ([`report`]).
+//! directory read alike whichever dialect wrote it ([`dir`]), a compiler's dump directory
+//! checked module by module ([`dump`]), and the `report.html` written from it
+//! ([`report`]).
 
 pub mod dialect;
 pub mod dir;
+pub mod dump;
 pub mod minify;
 pub mod report;
 pub mod repro;

@@ -1,7 +1,7 @@
 //! `graphbug repro`, written once for every dialect: on a program, the first run under a
 //! repro level detects the failure and writes a repro directory, which is then minified
 //! into `DIR/minified`, reported (`report.html`) and followed by the commands that go on;
-//! on a repro directory, `run`, `minify` or `analyze`. A dialect supplies the steps that
+//! on a repro directory, `run`, `minify`, `analyze` or `share`. A dialect supplies the steps that
 //! run its programs ([`Reproducible`]); what is said, in which order, and the exit codes
 //! are the flow's.
 
@@ -50,6 +50,9 @@ pub struct ReproRequest {
     pub check: Option<Check>,
     /// The minifier's workers.
     pub workers: Workers,
+    /// The program is one of many (a dump's modules): a testing fault that names no node
+    /// of it leaves it alone (see [`Reproducible::unfaulted`]).
+    pub one_of_many: bool,
 }
 
 impl ReproRequest {
@@ -116,6 +119,13 @@ pub trait Reproducible {
         req: &ReproRequest,
     ) -> Result<FirstRun>;
 
+    /// Why the testing fault of the last [`Reproducible::first_run`]'s backend named no
+    /// node of its program, which then ran without it ([`ReproRequest::one_of_many`]);
+    /// `None` when it named one, or there is no fault.
+    fn unfaulted(&self) -> Option<String> {
+        None
+    }
+
     /// `repro DIR run`: says whether the recorded failure reproduces; exit 1 when it does.
     fn run_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode>;
 
@@ -130,6 +140,11 @@ pub trait Reproducible {
 
     /// `repro DIR analyze`: where the failure starts; exit 1 when a node diverges.
     fn analyze_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode>;
+
+    /// `repro DIR share`: writes `DIR/shared`, the repro with nothing of its author's the
+    /// failure does not need (names, metadata, values), which still reproduces, with
+    /// `shared.json` saying what of the original remains; returns it.
+    fn share_dir(&mut self, dir: &Path, req: &ReproRequest) -> Result<PathBuf>;
 }
 
 /// `graphbug repro FILE` (holding `bytes`) of `dialect`, whose steps are `steps`: the
@@ -183,10 +198,11 @@ pub fn repro_file(
         backend: None,
         ..req.clone()
     };
-    minify_and_say(&dir, &req, (dialect, steps), started)
+    minify_and_say(&dir, &req, (dialect, steps), started)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-/// `graphbug repro DIR [run|minify|analyze]` of a directory `dialect` wrote (its steps:
+/// `graphbug repro DIR [run|minify|analyze|share]` of a directory `dialect` wrote (its steps:
 /// `steps`).
 pub fn on_dir(
     dir: &Path,
@@ -197,19 +213,28 @@ pub fn on_dir(
     let started = Instant::now();
     match DirAction::asked(dir, action, req.check.is_some())? {
         DirAction::Run => steps.run_dir(dir, req),
-        DirAction::Minify => minify_and_say(dir, req, (dialect, steps), started),
+        DirAction::Minify => {
+            minify_and_say(dir, req, (dialect, steps), started)?;
+            Ok(ExitCode::SUCCESS)
+        }
         DirAction::Analyze => steps.analyze_dir(dir, req),
+        // (No report.html: its paths would name the original's directory.)
+        DirAction::Share => {
+            steps.share_dir(dir, req)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
 /// Minifies `dir` and says so: the counts, the failure, the program, the report, the
-/// commands that go on; then the dialect's own strategies.
-fn minify_and_say(
+/// commands that go on; then the dialect's own strategies. Returns the nodes before and
+/// after.
+pub(crate) fn minify_and_say(
     dir: &Path,
     req: &ReproRequest,
     (dialect, steps): (&dyn Dialect, &mut dyn Reproducible),
     started: Instant,
-) -> Result<ExitCode> {
+) -> Result<(usize, usize)> {
     let d = steps.minify_dir(dir, req)?;
     let m = &d.minified;
     if let Some(note) = &d.note {
@@ -240,7 +265,7 @@ fn minify_and_say(
         println!("  {line}");
     }
     steps.after_minify(dir, req, m)?;
-    Ok(ExitCode::SUCCESS)
+    Ok((m.stats.start_nodes, m.stats.end_nodes))
 }
 
 /// `path` made absolute, as the user is told it.

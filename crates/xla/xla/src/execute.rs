@@ -131,6 +131,16 @@ impl XlaBackend {
         }
     }
 
+    /// The backend with its testing fault taken off: the plugin it wraps, as slow as it was.
+    pub fn unfaulted(&self) -> XlaBackend {
+        let mut b = XlaBackend::plain(&self.plugin);
+        if let Some(d) = self.delay {
+            b.name = format!("slow:{}+{}", d.as_millis(), b.name);
+            b.delay = Some(d);
+        }
+        b
+    }
+
     /// The backend with its fault pinned to the node its `<op>#<k>` names in `graph` (so it
     /// stays on that node while the minifier removes others); `None` when the fault names
     /// no node by position.

@@ -10,4 +10,5 @@ pub mod minify;
 pub mod program;
 pub mod repro;
 pub mod rewrite;
+pub mod share;
 pub mod stablehlo;

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
 use clap::{Arg, ArgMatches};
+use graphbug_files::HostTensor;
 use graphbug_flow::dialect::{options_heading, Dialect, DialectCommands};
+use graphbug_flow::dump::Dump;
 use graphbug_flow::minify::MinifyRequest;
 use graphbug_flow::repro::Reproducible;
 use graphbug_flow::run::RunRequest;
@@ -68,6 +70,14 @@ impl Dialect for Xla {
         vec![format!(
             "{python} {dir}/repro.py           # JAX alone: the plugin against XLA CPU"
         )]
+    }
+
+    fn dump(&self, dir: &Path) -> Option<Result<Dump, FlowError>> {
+        super::dump::read_dump(dir)
+    }
+
+    fn recorded_inputs(&self, file: &Path) -> Result<Vec<HostTensor>, FlowError> {
+        super::dump::recorded_inputs(file)
     }
 }
 

@@ -6,8 +6,10 @@
 //! [`graphbug_flow::minify`]). Nothing here needs libtorch.
 
 pub mod dialect;
+pub mod dump;
 pub mod repro;
 pub mod run;
+pub mod share;
 
 pub use dialect::XLA;
 
@@ -126,6 +128,17 @@ pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<PathBuf, String
 /// the k-th instruction of a kind pinned to that instruction (so it stays on it while
 /// others are removed), its plugin found and its fault's target present.
 pub fn backend_under_test(name: &str, printer: &Printer) -> Result<XlaBackend> {
+    backend_of(name, printer, false).map(|(backend, _)| backend)
+}
+
+/// The backend `name` for `printer`'s program, as [`backend_under_test`]; for a program
+/// that is one of many (a dump's modules), a testing fault that names no node of it leaves
+/// it alone: the plugin it wraps runs it, and why is returned beside it.
+pub fn backend_of(
+    name: &str,
+    printer: &Printer,
+    one_of_many: bool,
+) -> Result<(XlaBackend, Option<String>)> {
     let mut backend = XlaBackend::parse(name)
         .and_then(XlaBackend::with_env_fault)
         .map_err(|e| anyhow!(e))?;
@@ -133,13 +146,22 @@ pub fn backend_under_test(name: &str, printer: &Printer) -> Result<XlaBackend> {
         Some(spec) => printer.fault_graph(spec),
         None => std::borrow::Cow::Borrowed(printer.graph()),
     };
-    backend.validate(&graph).map_err(|e| anyhow!(e))?;
-    if let Some(pinned) = backend.pinned(&graph) {
-        eprintln!("the fault is pinned to one instruction: {}", pinned.name());
-        backend = pinned;
+    let mut unfaulted = None;
+    match backend.validate(&graph) {
+        Ok(()) => {
+            if let Some(pinned) = backend.pinned(&graph) {
+                eprintln!("the fault is pinned to one instruction: {}", pinned.name());
+                backend = pinned;
+            }
+        }
+        Err(why) if one_of_many && backend.fault.is_some() => {
+            backend = backend.unfaulted();
+            unfaulted = Some(why);
+        }
+        Err(why) => bail!(why),
     }
     backend.plugin_path().map_err(|e| anyhow!(e))?;
-    Ok(backend)
+    Ok((backend, unfaulted))
 }
 
 /// What counts as failing in a minification of an XLA program.

@@ -20,8 +20,8 @@ use graphbug_minifier::{
 use graphbug_run::scratch::Scratch;
 
 use super::{
-    backend_under_test, inside_called_computations, program_inputs, read, reference_backend,
-    start_checkers, Runs, XlaCheck, ELIDE_AT,
+    backend_of, backend_under_test, inside_called_computations, program_inputs, read,
+    reference_backend, start_checkers, Runs, XlaCheck, ELIDE_AT,
 };
 use crate::execute::XlaBackend;
 use crate::minify::{elide_constants, Printer, Recorded, XlaChecker};
@@ -42,6 +42,8 @@ pub struct XlaRepro {
     pub reference_backend: Option<String>,
     /// What the last minification of a directory left for the strategies after it.
     minified: Option<DirState>,
+    /// Why the last first run's fault named no node of its program (one of many).
+    unfaulted: Option<String>,
 }
 
 /// A directory's minification, for [`inside_called_computations`] after it.
@@ -59,12 +61,13 @@ impl XlaRepro {
         XlaRepro {
             reference_backend,
             minified: None,
+            unfaulted: None,
         }
     }
 
     /// The reference plugin of a directory's action: `--reference-backend`, else the
     /// manifest's.
-    fn case_reference(&self, case: &XlaCase) -> Result<XlaBackend> {
+    pub(super) fn case_reference(&self, case: &XlaCase) -> Result<XlaBackend> {
         reference_backend(Some(
             self.reference_backend
                 .as_deref()
@@ -74,13 +77,14 @@ impl XlaRepro {
 }
 
 /// The program of a case, as the plugin under test and the minifier read it.
-struct Loaded {
-    program: Program,
-    printer: Arc<Printer>,
-    text: String,
+pub(super) struct Loaded {
+    pub(super) program: Program,
+    pub(super) printer: Arc<Printer>,
+    pub(super) text: String,
 }
 
-fn load(program: Program, what: &str) -> Result<Loaded> {
+/// `program` checked and read for the plugin and the minifier; errors say `what` it is.
+pub(super) fn load(program: Program, what: &str) -> Result<Loaded> {
     program.check().with_context(|| what.to_string())?;
     let printer = Arc::new(Printer::new(&program).with_context(|| what.to_string())?);
     let text = program.text().with_context(|| what.to_string())?;
@@ -93,7 +97,7 @@ fn load(program: Program, what: &str) -> Result<Loaded> {
 
 /// One check of the whole program in an isolated worker (a crash or a hang is a
 /// verdict), and the values the reference recorded.
-fn check_once(
+pub(super) fn check_once(
     loaded: &Loaded,
     backend: &XlaBackend,
     kind: CheckKind,
@@ -129,6 +133,10 @@ impl Reproducible for XlaRepro {
         "python".into()
     }
 
+    fn unfaulted(&self) -> Option<String> {
+        self.unfaulted.clone()
+    }
+
     /// Runs the program; a failure writes a repro directory (levels 1-3: compile and
     /// runtime failures, crashes and hangs; level 4, the default: wrong results against
     /// the reference plugin too).
@@ -139,10 +147,15 @@ impl Reproducible for XlaRepro {
         level: u8,
         req: &ReproRequest,
     ) -> Result<FirstRun> {
+        self.unfaulted = None;
         let what = file.display().to_string();
         let kind = sniff(&bytes, file).ok_or_else(|| anyhow!("{what}: not an XLA program"))?;
         let loaded = load(read(file, &bytes, kind)?, &what)?;
-        let backend = backend_under_test(backend, &loaded.printer)?;
+        let (backend, unfaulted) = backend_of(backend, &loaded.printer, req.one_of_many)?;
+        if let Some(why) = &unfaulted {
+            println!("runs without the fault: {why}");
+        }
+        self.unfaulted = unfaulted;
         let reference = reference_backend(self.reference_backend.as_deref())?;
         let inputs = program_inputs(&loaded.program, req.inputs.as_deref(), req.seed)?;
         let kind_checked = if level >= 4 {
@@ -392,6 +405,11 @@ impl Reproducible for XlaRepro {
     fn analyze_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode> {
         let case = read_dir(dir).map_err(|e| anyhow!(e))?;
         self.analyze_case(&case, req)
+    }
+
+    /// `DIR/shared` (see [`super::share`]).
+    fn share_dir(&mut self, dir: &Path, req: &ReproRequest) -> Result<std::path::PathBuf> {
+        super::share::share(self, dir, req)
     }
 }
 

@@ -17,6 +17,7 @@ mod shapes;
 mod syntax;
 pub mod wire;
 
+use graphbug_files::HostTensor;
 use prost::Message;
 
 pub use schema::xla::HloModuleProto;
@@ -32,6 +33,54 @@ pub fn literal_text(shape: &super::shape::Shape, data: &[u8]) -> Result<String, 
         return Err("a tuple is no array to print as a literal".into());
     }
     literal::print_literal(&literal::literal_of_bytes(&proto, data)?)
+}
+
+/// The arguments an `xla.HloSnapshot` recorded (XLA's `--xla_dump_hlo_snapshots` writes
+/// one per execution, `module_*.snapshot.*.pb`), as host tensors in parameter order, with
+/// the platform that ran it (`Host`, `CUDA`...; empty where unsaid).
+pub fn snapshot_arguments(bytes: &[u8]) -> Result<(Vec<HostTensor>, String), String> {
+    let snapshot = schema::xla::HloSnapshot::decode(bytes)
+        .map_err(|e| format!("not an xla.HloSnapshot: {e}"))?;
+    let tensors = snapshot
+        .arguments
+        .into_iter()
+        .enumerate()
+        .map(|(i, lit)| {
+            let (ty, dims, data) =
+                literal::bytes_of_literal(lit).map_err(|e| format!("argument {i}: {e}"))?;
+            let dtype = super::shape::dtype_of(&ty)
+                .ok_or_else(|| format!("argument {i}: {ty} has no host tensor type"))?;
+            let shape = dims.iter().map(|d| *d as usize).collect();
+            HostTensor::new(dtype, shape, data).map_err(|e| format!("argument {i}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((tensors, snapshot.execution_platform))
+}
+
+/// The literal of an array of `shape` whose elements are `data`, row-major and
+/// little-endian (a `pred` a byte), stored in the order of `shape`'s layout.
+pub fn literal_of_row_major(
+    shape: &schema::xla::ShapeProto,
+    data: &[u8],
+) -> Result<schema::xla::LiteralProto, String> {
+    if !literal::layout_orders_dimensions(shape) {
+        return Err("the shape's layout is no order of its dimensions".into());
+    }
+    let n = shape.dimensions.iter().product::<i64>().max(0) as usize;
+    if n > 0 && !data.len().is_multiple_of(n) {
+        return Err(format!("{} bytes for {n} elements", data.len()));
+    }
+    let width = data.len().checked_div(n).unwrap_or(1);
+    literal::literal_of_bytes(shape, &literal::reorder(data, shape, width, false))
+}
+
+/// The text name (`f32`) of a proto's `element_type`; `None` for a tuple, a token or an
+/// unknown value.
+pub fn element_name_of(element_type: i32) -> Option<String> {
+    shapes::proto_element_type(element_type)
+        .ok()
+        .filter(|t| *t != schema::xla::PrimitiveType::Token)
+        .and_then(shapes::element_name)
 }
 
 /// The serialized `xla.HloModuleProto` XLA's parser makes of the module's text.

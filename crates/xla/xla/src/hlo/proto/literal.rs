@@ -861,6 +861,114 @@ pub(crate) fn literal_of_bytes(shape: &ShapeProto, data: &[u8]) -> Result<Litera
     Ok(lit)
 }
 
+/// The elements of an array literal as host tensors hold them: its element type's text
+/// name (`f32`), its sizes, and its elements row-major and little-endian (a `pred` a
+/// byte), whatever its layout's physical order. The inverse of [`literal_of_bytes`]; what
+/// it cannot hand out (a tuple, a dynamic size, a tiled or packed layout, sub-byte
+/// integers) is an error naming it.
+pub(crate) fn bytes_of_literal(
+    mut lit: LiteralProto,
+) -> Result<(String, Vec<i64>, Vec<u8>), String> {
+    let shape = lit
+        .shape
+        .take()
+        .ok_or_else(|| "a literal without a shape".to_string())?;
+    let ty = proto_element_type(shape.element_type)?;
+    if ty == T::Tuple {
+        return Err("a tuple literal (a tuple-typed argument)".into());
+    }
+    let name = element_name(ty).ok_or_else(|| format!("a literal of element type {ty:?}"))?;
+    if shape.is_dynamic_dimension.iter().any(|d| *d) || shape.dimensions.iter().any(|d| *d < 0) {
+        return Err(format!(
+            "a {name} literal of dynamic sizes {:?}",
+            shape.dimensions
+        ));
+    }
+    let n: usize = shape.dimensions.iter().map(|d| *d as usize).product();
+    fn flat<const N: usize, V: Copy>(values: &[V], f: fn(V) -> [u8; N]) -> Vec<u8> {
+        values.iter().flat_map(|v| f(*v)).collect()
+    }
+    let (width, data) = match ty {
+        T::Pred => (1, lit.preds.iter().map(|b| u8::from(*b)).collect()),
+        T::S32 => (4, flat(&lit.s32s, i32::to_le_bytes)),
+        T::S64 => (8, flat(&lit.s64s, i64::to_le_bytes)),
+        T::U32 => (4, flat(&lit.u32s, u32::to_le_bytes)),
+        T::U64 => (8, flat(&lit.u64s, u64::to_le_bytes)),
+        T::F32 => (4, flat(&lit.f32s, f32::to_le_bytes)),
+        T::F64 => (8, flat(&lit.f64s, f64::to_le_bytes)),
+        T::C64 => (8, flat(&lit.c64s, f32::to_le_bytes)),
+        T::C128 => (16, flat(&lit.c128s, f64::to_le_bytes)),
+        _ => {
+            let bits = match elem_of(ty) {
+                Some(Elem::Int { bits, .. }) => bits,
+                Some(Elem::Mini(m, _)) => m.bits(),
+                _ => 0,
+            };
+            if bits % 8 != 0 || bits == 0 {
+                return Err(format!("{name} elements ({bits} bits) are not read"));
+            }
+            let field =
+                bytes_field(&mut lit, ty).ok_or_else(|| format!("{name} elements are not read"))?;
+            (bits as usize / 8, std::mem::take(field))
+        }
+    };
+    if data.len() != n * width {
+        return Err(format!(
+            "a {name}{:?} literal holds {} bytes, not {} ({n} elements of {width} bytes)",
+            shape.dimensions,
+            data.len(),
+            n * width
+        ));
+    }
+    if let Some(layout) = shape.layout.as_deref() {
+        if !layout.tiles.is_empty() || layout.element_size_in_bits != 0 {
+            return Err(format!(
+                "a {name}{:?} literal in a tiled or packed layout",
+                shape.dimensions
+            ));
+        }
+        if !layout_orders_dimensions(&shape) {
+            return Err(format!(
+                "a {name}{:?} literal's layout {{{:?}}} is no order of its dimensions",
+                shape.dimensions, layout.minor_to_major
+            ));
+        }
+    }
+    let data = reorder(&data, &shape, width, true);
+    Ok((name, shape.dimensions, data))
+}
+
+/// The elements `data` (`width` bytes each) of an array of `shape`, from its layout's
+/// physical order to row-major order (`to_row_major`), or back. The layout must order the
+/// shape's dimensions (see [`layout_orders_dimensions`]).
+pub(crate) fn reorder(
+    data: &[u8],
+    shape: &ShapeProto,
+    width: usize,
+    to_row_major: bool,
+) -> Vec<u8> {
+    let positions = physical_order(shape);
+    let mut out = vec![0u8; data.len()];
+    for (logical, physical) in positions.into_iter().enumerate() {
+        let (from, to) = if to_row_major {
+            (physical, logical)
+        } else {
+            (logical, physical)
+        };
+        out[to * width..(to + 1) * width].copy_from_slice(&data[from * width..(from + 1) * width]);
+    }
+    out
+}
+
+/// Whether `shape`'s layout, if it has one, is an order of its dimensions.
+pub(crate) fn layout_orders_dimensions(shape: &ShapeProto) -> bool {
+    shape.layout.as_ref().is_none_or(|l| {
+        let mut m2m = l.minor_to_major.clone();
+        m2m.sort_unstable();
+        m2m.is_empty() || m2m.into_iter().eq(0..shape.dimensions.len() as i64)
+    })
+}
+
 /// Prints a literal as XLA prints a `constant`'s.
 pub(crate) fn print_literal(lit: &LiteralProto) -> Result<String, String> {
     let shape = lit
@@ -1127,6 +1235,83 @@ mod tests {
         // Not one element more or fewer than the shape holds.
         let s = parse_shape_proto("f32[2]").unwrap();
         assert!(literal_of_bytes(&s, &[0; 4]).is_err());
+    }
+
+    /// A literal's elements come back as they were recorded, row-major whatever its
+    /// layout; what host tensors cannot hold is named.
+    #[test]
+    fn literals_hand_out_their_elements_row_major() {
+        for (shape, data) in [
+            (
+                "f32[3]",
+                [1.5f32, -2.0, 0.25]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            ),
+            ("pred[2,2]", vec![1, 0, 0, 1]),
+            ("s8[3]", vec![0x80, 0x7f, 0xff]),
+            ("bf16[2]", vec![0x80, 0x3f, 0xc0, 0x7f]),
+            ("s64[1]", i64::MIN.to_le_bytes().to_vec()),
+            (
+                "c64[1]",
+                [1.0f32, -1.0]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+            ),
+            ("u16[0]", vec![]),
+        ] {
+            let s = parse_shape_proto(shape).unwrap();
+            let lit = literal_of_bytes(&s, &data).unwrap();
+            let (ty, dims, back) = bytes_of_literal(lit).unwrap();
+            assert_eq!(back, data, "{shape}");
+            assert!(shape.starts_with(&ty), "{shape}: {ty}");
+            assert_eq!(dims, s.dimensions, "{shape}");
+        }
+        // [[1, 2, 3], [4, 5, 6]] stored column-major ({0,1}: dimension 0 most minor) and
+        // a rank-3 array stored {1,2,0}.
+        let s = parse_shape_proto("s32[2,3]{0,1}").unwrap();
+        let physical: Vec<u8> = [1i32, 4, 2, 5, 3, 6]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let (_, _, back) = bytes_of_literal(literal_of_bytes(&s, &physical).unwrap()).unwrap();
+        let row_major: Vec<u8> = (1i32..=6).flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(back, row_major);
+        let s = parse_shape_proto("u8[2,2,3]{1,2,0}").unwrap();
+        // Element [i][j][k] = 100i + 10j + k, stored with j fastest, then k, then i.
+        let mut physical = Vec::new();
+        for i in 0..2u8 {
+            for k in 0..3u8 {
+                for j in 0..2u8 {
+                    physical.push(100 * i + 10 * j + k);
+                }
+            }
+        }
+        let (_, _, back) = bytes_of_literal(literal_of_bytes(&s, &physical).unwrap()).unwrap();
+        let mut expected = Vec::new();
+        for i in 0..2u8 {
+            for j in 0..2u8 {
+                for k in 0..3u8 {
+                    expected.push(100 * i + 10 * j + k);
+                }
+            }
+        }
+        assert_eq!(back, expected);
+        // A tuple, and elements missing, are named.
+        let tuple = LiteralProto {
+            shape: Some(parse_shape_proto("(f32[], s32[])").unwrap()),
+            ..LiteralProto::default()
+        };
+        assert!(bytes_of_literal(tuple).unwrap_err().contains("tuple"));
+        let short = LiteralProto {
+            shape: Some(parse_shape_proto("f32[4]").unwrap()),
+            f32s: vec![1.0],
+            ..LiteralProto::default()
+        };
+        let e = bytes_of_literal(short).unwrap_err();
+        assert!(e.contains("holds 4 bytes, not 16"), "{e}");
     }
 
     #[test]
