@@ -8,9 +8,8 @@ mod common;
 #[path = "common/browser.rs"]
 mod browser;
 
-use common::Run;
+use common::{run_in_tmp as graphbug, said as text};
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,18 +19,6 @@ fn fixture(rel: &str) -> PathBuf {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn graphbug(args: &[&str], tmp: &Path) -> Output {
-    common::graphbug().args(args).env("TMPDIR", tmp).run()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Draws `args` into `out` and returns what was written.

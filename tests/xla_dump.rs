@@ -9,9 +9,8 @@
 
 mod common;
 
-use common::Run;
+use common::{run_in_tmp as graphbug, said as text};
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 fn dumps() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/xla/dumps")
@@ -19,19 +18,6 @@ fn dumps() -> PathBuf {
 
 fn s(p: &Path) -> String {
     p.to_str().unwrap().to_string()
-}
-
-/// Runs the binary with scratch under `tmp`.
-fn graphbug(args: &[&str], tmp: &Path) -> Output {
-    common::graphbug().args(args).env("TMPDIR", tmp).run()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The training step's instruction the fault is pinned to: the feed-forward block's second

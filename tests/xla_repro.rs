@@ -11,9 +11,9 @@ mod common;
 #[path = "common/browser.rs"]
 mod browser;
 
-use common::Run;
+use common::{run_in_tmp as graphbug, said as text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,19 +29,6 @@ fn s(p: &Path) -> String {
 
 fn python() -> PathBuf {
     root().join(".venv/bin/python")
-}
-
-/// Runs the binary with scratch under `tmp`.
-fn graphbug(args: &[&str], tmp: &Path) -> Output {
-    common::graphbug().args(args).env("TMPDIR", tmp).run()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The instruction the RFC example faults: a multiply in the decoder's feed-forward block.

@@ -7,11 +7,10 @@
 
 mod common;
 
-use common::Run;
+use common::{run_in_tmp as graphbug, said as text};
 use graphbug::files::HostTensor;
 use graphbug::ir::Dtype;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -19,19 +18,6 @@ fn root() -> &'static Path {
 
 fn s(p: &Path) -> String {
     p.to_str().unwrap().to_string()
-}
-
-/// Runs the binary with scratch under `tmp`.
-fn graphbug(args: &[&str], tmp: &Path) -> Output {
-    common::graphbug().args(args).env("TMPDIR", tmp).run()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Every file under `dir`, with its bytes.

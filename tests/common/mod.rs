@@ -75,6 +75,20 @@ pub fn command(args: &[&str], env: &[(&str, &str)], tmp: &Path) -> Command {
     cmd
 }
 
+/// Runs `graphbug args` to its end with `TMPDIR` set to `tmp` (see [`command`]).
+pub fn run_in_tmp(args: &[&str], tmp: &Path) -> Output {
+    command(args, &[], tmp).run()
+}
+
+/// What a run said: its standard output, then its standard error.
+pub fn said(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Runs `cmd` to its end, killing it after `limit`: a command that hangs fails the test.
 pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
     bounded_output(&mut cmd, limit)
