@@ -87,6 +87,21 @@ fn text_to_proto_to_text_is_xla_print_and_a_fixpoint() {
     }
 }
 
+#[test]
+fn an_empty_stack_frame_index_prints_no_tables_as_xla_prints_it() {
+    // PyTorch/XLA writes an empty StackFrameIndexProto into every module it builds; XLA
+    // prints no `FileNames` ... `StackFrames` tables for it.
+    let xla = std::fs::read(corpus_dir().join("cond.pb")).unwrap();
+    let mut m = HloModuleProto::decode(&*xla).unwrap();
+    assert!(m.stack_frame_index.is_none());
+    m.stack_frame_index = Some(Default::default());
+    let text = proto_to_text(&m.encode_to_vec()).unwrap();
+    assert_eq!(text, read("cond.pb.hlo"));
+    // The check can fail: an index that holds frames prints its tables.
+    let frames = std::fs::read(corpus_dir().join("frames.pb")).unwrap();
+    assert!(proto_to_text(&frames).unwrap().contains("FileNames\n1 "));
+}
+
 /// An error's text for a module text.
 fn text_error(text: &str) -> String {
     match parse_module(text) {

@@ -111,7 +111,13 @@ pub(crate) fn proto_to_text(proto: &HloModuleProto) -> Result<String, HloError> 
         let _ = write!(out, ", frontend_attributes={}", print_frontend(&frontend));
     }
     out.push_str("\n\n");
-    if let Some(frames) = &frames {
+    // An empty index (PyTorch/XLA writes one into every module) prints no tables, as XLA's.
+    if let Some(frames) = frames.as_ref().filter(|f| {
+        !(f.file_names.is_empty()
+            && f.function_names.is_empty()
+            && f.file_locations.is_empty()
+            && f.stack_frames.is_empty())
+    }) {
         stack_frames(frames, &mut out);
     }
     for k in print_order(&comps)? {
