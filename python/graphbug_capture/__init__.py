@@ -8,6 +8,10 @@ does the same for an unmodified script. Then ``graphbug repro DIR/<graph> minify
 JAX: ``graphbug_capture.jax.dump(f, *args, out=DIR)`` writes the program ``jax.jit(f)`` lowers
 to and the arguments of one call as an XLA repro directory (see ``graphbug_capture.jax``).
 
+PyTorch/XLA: ``graphbug_capture.torch_xla.run_hlo_minifier(model, inputs, "precision")`` (or
+``"compilation"``) captures every HLO module a step compiles, with its arguments, and has
+graphbug check each, minify the failing ones and write their repro directories.
+
 ``graphbug_capture.graphbug_capture`` (the torch.compile backend) is imported on first use,
 so that the JAX side works without PyTorch installed.
 """

@@ -3,11 +3,16 @@
 
 This script is copied verbatim into every XLA repro directory as ``repro.py``. It finds its
 files next to itself (``--dir`` names another directory) and needs only the standard library,
-numpy and jax/jaxlib::
+numpy and either jax/jaxlib or PyTorch/XLA::
 
     python repro.py                          # the backend the manifest names
     python repro.py --plugin /path/pjrt.so   # another PJRT plugin library
     python repro.py --platform cuda          # a backend jax has installed (jax[cuda])
+    python repro.py --with torch_xla         # PyTorch/XLA's device (PJRT_DEVICE) against its CPU
+
+Without jax, it runs with PyTorch/XLA (``--with`` chooses when both are installed): the program
+(an HLO proto, as PyTorch/XLA's captures are) runs on the device ``PJRT_DEVICE`` names (else
+the manifest's platform), the clean program on PyTorch/XLA's CPU as the reference.
 
 It reads ``manifest.json``, the program (``program.mlir``, ``program.hlo`` or
 ``program.hlo.pb``; for the backend side ``program.faulted.*`` when the manifest names one)
@@ -444,6 +449,238 @@ def open_backend(choice):
 
 
 # ---------------------------------------------------------------------------------------------
+# PyTorch/XLA (torch_xla._XLAC: an HLO module proto run as a user computation)
+
+#: The manifest's platforms -> PyTorch/XLA's PJRT_DEVICE.
+PJRT_DEVICES = {"cpu": "CPU", "cuda": "CUDA", "gpu": "CUDA", "tpu": "TPU", "neuron": "NEURON"}
+
+
+def torch_xla_device(manifest):
+    """The PJRT_DEVICE PyTorch/XLA runs the backend side on: the environment's, else the
+    manifest's platform, else CPU."""
+    if os.environ.get("PJRT_DEVICE"):
+        return os.environ["PJRT_DEVICE"]
+    platform = (manifest.get("platform") or "cpu").lower()
+    if platform not in PJRT_DEVICES:
+        raise BadInput(f"the manifest's platform `{platform}` is no PyTorch/XLA device; set "
+                       "PJRT_DEVICE (CPU, CUDA, TPU, NEURON, ...)")
+    return PJRT_DEVICES[platform]
+
+
+def torch_xla_program(program, form, file_name):
+    """The HLO module proto PyTorch/XLA runs; other forms are bad input (it parses no text)."""
+    if form != "hlo-proto":
+        raise BadInput(f"{file_name} is {form}; PyTorch/XLA runs HLO module protos only "
+                       "(program.hlo.pb): run this directory with --with jax")
+    return program
+
+
+def _varint(data, i):
+    """The varint at `i` of `data`, and where it ends."""
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i
+
+
+def put_varint(value):
+    """A protobuf varint (negative values as their 64-bit two's complement)."""
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def pb_fields(data):
+    """A protobuf message's fields in order: (number, wire type, int or bytes)."""
+    fields, i = [], 0
+    while i < len(data):
+        key, i = _varint(data, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(data, i)
+        elif wire == 2:
+            size, i = _varint(data, i)
+            value, i = bytes(data[i:i + size]), i + size
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, i = bytes(data[i:i + width]), i + width
+        else:
+            raise BadInput(f"the HLO proto has a field of wire type {wire}, which protobuf "
+                           "no longer writes")
+        fields.append((number, wire, value))
+    return fields
+
+
+def pb_encode(fields):
+    """A protobuf message of (number, wire type, int or bytes) fields."""
+    out = bytearray()
+    for number, wire, value in fields:
+        out += put_varint(number << 3 | wire)
+        if wire == 0:
+            out += put_varint(value)
+        elif wire == 2:
+            out += put_varint(len(value)) + value
+        else:
+            out += value
+    return bytes(out)
+
+
+def distinct_computation_ids(proto):
+    """The HloModuleProto with its computations' ids above every instruction's (and the ids
+    that name them: ``entry_computation_id``, each instruction's ``called_computation_ids``).
+    XLA's builder imports a called module through one map of old ids to new ones for both,
+    and XLA's text parser numbers computations and instructions from 0 alike, so that
+    PyTorch/XLA cannot call what the parser wrote without this."""
+    fields = pb_fields(proto)
+    computations = [pb_fields(v) for n, w, v in fields if n == 3 and w == 2]
+    instruction_ids = [iv for c in computations for cn, cw, cv in c if cn == 2 and cw == 2
+                       for i_n, i_w, iv in pb_fields(cv) if i_n == 35 and i_w == 0]
+    base = max(instruction_ids, default=0) + 1
+    new = {next((cv for cn, cw, cv in c if cn == 5 and cw == 0), 0): base + k
+           for k, c in enumerate(computations)}
+
+    def remap(wire, value):
+        if wire == 0:
+            return new.get(value, value)
+        ids, i = [], 0
+        while i < len(value):
+            v, i = _varint(value, i)
+            ids.append(new.get(v, v))
+        return b"".join(put_varint(v) for v in ids)
+
+    def instruction(data):
+        return pb_encode([(n, w, remap(w, v) if n == 38 else v) for n, w, v in pb_fields(data)])
+
+    out, k = [], 0
+    for n, w, v in fields:
+        if n == 7:  # a schedule, which names computations too; a program to compile has none
+            continue
+        if n == 3 and w == 2:
+            computation = [(cn, cw, instruction(cv) if cn == 2 and cw == 2 else cv)
+                           for cn, cw, cv in computations[k] if cn != 5]
+            v = pb_encode(computation + [(5, 0, base + k)])
+            k += 1
+        elif n == 6 and w == 0:
+            v = new.get(v, v)
+        out.append((n, w, v))
+    if not any(n == 6 for n, _, _ in fields):
+        out.append((6, 0, new.get(0, 0)))
+    return pb_encode(out)
+
+
+def with_unused_parameter(proto):
+    """The HloModuleProto of a program without parameters given one it does not use (an
+    ``s32[]``): PyTorch/XLA takes a user computation's device from its inputs."""
+    scalar = pb_encode([(2, 0, 4), (5, 2, b"")])  # ShapeProto: s32[], layout {}
+    name = b"graphbug.unused"
+
+    def program_shape(data):
+        return pb_encode(pb_fields(data) + [(1, 2, scalar), (3, 2, name)])
+
+    fields = pb_fields(proto)
+    entry = next((v for n, w, v in fields if n == 6 and w == 0), 0)
+    out = []
+    for n, w, v in fields:
+        if n == 4 and w == 2:
+            v = program_shape(v)
+        elif n == 3 and w == 2:
+            computation = pb_fields(v)
+            if next((cv for cn, cw, cv in computation if cn == 5 and cw == 0), 0) == entry:
+                ids = [iv for _, _, instr in (c for c in computation if c[0] == 2)
+                       for i_n, i_w, iv in pb_fields(instr) if i_n == 35 and i_w == 0]
+                parameter = pb_encode([(1, 2, name), (2, 2, b"parameter"), (3, 2, scalar),
+                                        (9, 0, 0), (35, 0, max(ids, default=0) + 1)])
+                computation = [(cn, cw, program_shape(cv) if cn == 4 and cw == 2 else cv)
+                               for cn, cw, cv in computation] + [(2, 2, parameter)]
+                v = pb_encode(computation)
+        out.append((n, w, v))
+    return pb_encode(out)
+
+
+def torch_xla_execute(program, args, name):
+    """Runs an HLO module proto on PyTorch/XLA's device (PJRT_DEVICE); the outputs as numpy
+    arrays (bfloat16 ones as float32). Compiling happens at the first transfer back."""
+    import torch
+    import torch_xla
+
+    xlac = torch_xla._XLAC
+    device = torch_xla.device()
+    op = f"graphbug::{name}"
+    tensors = [torch.from_numpy(np.array(a)).to(device) for a in args]  # 0-d stays 0-d
+    if not tensors:
+        program = with_unused_parameter(program)
+        tensors = [torch.zeros((), dtype=torch.int32).to(device)]
+    program = distinct_computation_ids(program)
+    computation = xlac._xla_op_computation_from_module_proto(op, program)
+    outputs = xlac._xla_user_computation(op, tensors, computation)
+    host = [o.cpu() for o in outputs]
+    return [(o.float() if o.dtype == torch.bfloat16 else o).numpy() for o in host]
+
+
+def torch_xla_reference(directory, program, args):
+    """The clean program on PyTorch/XLA's CPU, in a child process (a process has one PJRT
+    device type)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="graphbug-repro-") as scratch:
+        out = os.path.join(scratch, "reference.npz")
+        env = dict(os.environ, PJRT_DEVICE="CPU")
+        result = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--dir", directory, "--with",
+             "torch_xla", "--in-process", "--reference-to", out],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if result.returncode != 0 or not os.path.exists(out):
+            raise BadInput("the reference run on PyTorch/XLA's CPU fails:\n" + result.stdout)
+        with np.load(out) as z:
+            return [z[f"out{i}"] for i in range(len(z.files))]
+
+
+def run_torch_xla(opts, directory, manifest, form, programs, args):
+    """The backend side on PyTorch/XLA's device, the reference on its CPU: (label, outputs or
+    an exit status, reference thunk)."""
+    clean, under_test, file_name = programs
+    device = torch_xla_device(manifest)
+    os.environ["PJRT_DEVICE"] = device
+    under_test = torch_xla_program(under_test, form, file_name)
+    clean = torch_xla_program(clean, form, manifest["program"])
+    if opts.reference_to:
+        np.savez(opts.reference_to, **{f"out{i}": o for i, o in
+                                       enumerate(torch_xla_execute(clean, args, "reference"))})
+        return 0
+    import torch_xla
+
+    print(f"running on PyTorch/XLA {torch_xla.__version__} (PJRT_DEVICE={device})")
+    try:
+        start = time.perf_counter()
+        outputs = torch_xla_execute(under_test, args, "program")
+        ran = time.perf_counter() - start
+    except Exception as err:  # noqa: BLE001
+        print(f"the backend fails to compile or run the program: {type(err).__name__}: {err}")
+        return 1
+    print(f"backend: compiled and ran in {ran:.3f} s, {len(outputs)} output(s)")
+
+    def reference():
+        if device != "CPU":
+            return torch_xla_reference(directory, clean, args), "PyTorch/XLA CPU (a child process)"
+        try:
+            return torch_xla_execute(clean, args, "reference"), "PyTorch/XLA CPU"
+        except Exception as err:  # noqa: BLE001
+            raise BadInput(f"the reference run on PyTorch/XLA's CPU fails: "
+                           f"{type(err).__name__}: {err}") from None
+
+    return outputs, reference
+
+
+# ---------------------------------------------------------------------------------------------
 # Comparison
 
 
@@ -526,44 +763,41 @@ def parse_args(argv):
     parser.add_argument("--in-process", action="store_true",
                         help="run in this process: a crash of the backend then ends this "
                              "script with the signal instead of exit status 1")
+    parser.add_argument("--with", dest="runtime", choices=("jax", "torch_xla"),
+                        help="run with jax or with PyTorch/XLA (default: jax where installed, "
+                             "else PyTorch/XLA)")
+    parser.add_argument("--reference-to", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def run(opts):
-    """Runs the repro; returns the exit status."""
-    directory = os.path.abspath(opts.dir)
-    manifest = read_manifest(directory)
-    form = program_form(manifest, manifest["program"])
-    clean = read_program(directory, manifest["program"], form)
-    faulted_name = None if opts.clean else manifest.get("faulted_program")
-    under_test = read_program(directory, faulted_name, form) if faulted_name else clean
-    inputs_path, named = read_tensors(directory, "inputs")
-    args = numbered(named, "arg", inputs_path)
-    tolerance = dict(DEFAULT_TOLERANCE)
-    tolerance.update({k: float(v) for k, v in (manifest.get("tolerance") or {}).items()
-                      if k in ("rtol", "atol") and v is not None})
-    rtol = tolerance["rtol"] if opts.rtol is None else opts.rtol
-    atol = tolerance["atol"] if opts.atol is None else opts.atol
-    recorded = None
-    if opts.reference == "recorded":
-        path, named = read_tensors(directory, "reference_outputs")
-        recorded = numbered(named, "out", path)
+def choose_runtime(choice):
+    """``jax`` or ``torch_xla``: `choice`, else jax where it is installed, else PyTorch/XLA."""
+    if choice:
+        return choice
+    import importlib.util
 
+    if importlib.util.find_spec("jax") is not None:
+        return "jax"
+    if importlib.util.find_spec("torch_xla") is not None:
+        return "torch_xla"
+    raise BadInput("neither jax nor torch_xla is installed; repro.py runs the program with one")
+
+
+def run_jax(opts, manifest, form, programs, args):
+    """The backend side on jax's backend, the reference on XLA CPU: (outputs, reference
+    thunk), or an exit status when the backend fails."""
+    clean, under_test, file_name = programs
     import jax
 
     # Before any backend starts: f64 stays f64 when inputs are put on devices.
     jax.config.update("jax_enable_x64", True)
     backend, device, label = open_backend(backend_choice(manifest, opts.plugin, opts.platform))
-
-    program_file = faulted_name or manifest["program"]
-    print(f"program: {os.path.join(directory, program_file)} ({form}), "
-          f"{len(args)} input(s); backend {manifest.get('backend')!r}")
     print(f"running on {label}")
     if form == "stablehlo-text":
         check_stablehlo_text(clean, manifest["program"])
-        if faulted_name:
-            check_stablehlo_text(under_test, faulted_name)
+        if under_test is not clean:
+            check_stablehlo_text(under_test, file_name)
     compilable = to_compilable(under_test, form)
     clean_compilable = compilable if under_test is clean else None
     try:
@@ -583,22 +817,67 @@ def run(opts):
         return 1
     print(f"backend: compiled in {compiled:.3f} s, ran in {ran:.3f} s, {len(outputs)} output(s)")
 
+    def reference():
+        try:
+            cpu = get_backend("cpu")
+            cpu_device = cpu.devices()[0]
+            program = clean_compilable or to_compilable(clean, form)
+            return execute(compile_program(cpu, cpu_device, program), cpu_device, args), \
+                f"XLA CPU ({cpu_device})"
+        except BadInput:
+            raise
+        except Exception as err:  # noqa: BLE001
+            raise BadInput(f"the reference run on XLA CPU fails: {type(err).__name__}: {err}") \
+                from None
+
+    if backend.platform == "gpu" and not opts.no_tf32:
+        reference.note = ("note: XLA's GPU plugin computes float32 dots in TF32 by default, "
+                          "about 1e-3 from XLA CPU; --no-tf32 compares at full float32 precision")
+    return outputs, reference
+
+
+def run(opts):
+    """Runs the repro; returns the exit status."""
+    directory = os.path.abspath(opts.dir)
+    manifest = read_manifest(directory)
+    form = program_form(manifest, manifest["program"])
+    clean = read_program(directory, manifest["program"], form)
+    faulted_name = None if opts.clean else manifest.get("faulted_program")
+    under_test = read_program(directory, faulted_name, form) if faulted_name else clean
+    programs = (clean, under_test, faulted_name or manifest["program"])
+    inputs_path, named = read_tensors(directory, "inputs")
+    args = numbered(named, "arg", inputs_path)
+    tolerance = dict(DEFAULT_TOLERANCE)
+    tolerance.update({k: float(v) for k, v in (manifest.get("tolerance") or {}).items()
+                      if k in ("rtol", "atol") and v is not None})
+    rtol = tolerance["rtol"] if opts.rtol is None else opts.rtol
+    atol = tolerance["atol"] if opts.atol is None else opts.atol
+    recorded = None
+    if opts.reference == "recorded":
+        path, named = read_tensors(directory, "reference_outputs")
+        recorded = numbered(named, "out", path)
+
+    runtime = choose_runtime(opts.runtime)
+    if not opts.reference_to:
+        print(f"program: {os.path.join(directory, programs[2])} ({form}), "
+              f"{len(args)} input(s); backend {manifest.get('backend')!r}")
+    if runtime == "torch_xla":
+        if opts.plugin or opts.platform:
+            raise BadInput("--plugin and --platform choose jax's backend; with PyTorch/XLA, "
+                           "set PJRT_DEVICE")
+        ran = run_torch_xla(opts, directory, manifest, form, programs, args)
+    else:
+        ran = run_jax(opts, manifest, form, programs, args)
+    if isinstance(ran, int):
+        return ran
+    outputs, reference_of = ran
+
     if recorded is not None:
         reference = recorded
         print("reference: reference_outputs.safetensors")
     else:
-        try:
-            cpu = get_backend("cpu")
-            cpu_device = cpu.devices()[0]
-            if clean_compilable is None:
-                clean_compilable = to_compilable(clean, form)
-            reference = execute(compile_program(cpu, cpu_device, clean_compilable),
-                                cpu_device, args)
-        except BadInput:
-            raise
-        except Exception as err:  # noqa: BLE001
-            raise BadInput(f"the reference run on XLA CPU fails: {type(err).__name__}: {err}") from None
-        print(f"reference: XLA CPU ({cpu_device})")
+        reference, label = reference_of()
+        print(f"reference: {label}")
     if len(reference) != len(outputs):
         print(f"the backend gives {len(outputs)} output(s), the reference {len(reference)}: DIFFERS")
         return 1
@@ -608,9 +887,8 @@ def run(opts):
     differing = [f"out{i}" for i, ok in enumerate(matches) if not ok]
     if differing:
         print(f"DIFFERS: {', '.join(differing)}")
-        if backend.platform == "gpu" and not opts.no_tf32:
-            print("note: XLA's GPU plugin computes float32 dots in TF32 by default, about 1e-3 "
-                  "from XLA CPU; --no-tf32 compares at full float32 precision")
+        if getattr(reference_of, "note", None):
+            print(reference_of.note)
         return 1
     print("ok: every output matches")
     return 0
@@ -687,7 +965,7 @@ def main(argv=None):
         print(f"repro.py: {err}", file=sys.stderr)
         return 2
     except ImportError as err:
-        print(f"repro.py: {err} (repro.py needs numpy and jax)", file=sys.stderr)
+        print(f"repro.py: {err} (repro.py needs numpy, and jax or torch_xla)", file=sys.stderr)
         return 2
     except Exception:  # noqa: BLE001 - an unexpected failure is not a reproduction
         traceback.print_exc()

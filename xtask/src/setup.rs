@@ -33,6 +33,17 @@ pub const JAX_VERSION: &str = "0.10.2";
 /// The XLA CPU PJRT plugin (by the OpenXLA authors) that `--backend pjrt:cpu` loads.
 pub const XLA_CPU_PJRT_VERSION: &str = "0.0.1";
 
+/// The PyTorch/XLA release `graphbug_capture.torch_xla` is tested with; it pins torch
+/// [`TORCH_XLA_TORCH_VERSION`].
+pub const TORCH_XLA_VERSION: &str = "2.9.0";
+
+/// The torch release PyTorch/XLA 2.9.0 pins (not libtorch's [`TORCH_VERSION`]: hence an
+/// environment of its own).
+pub const TORCH_XLA_TORCH_VERSION: &str = "2.9.0";
+
+/// The second environment, PyTorch/XLA's, relative to the workspace.
+pub const TORCH_XLA_VENV: &str = ".venv-torch-xla";
+
 /// The version of `python/` (graphbug_capture), as its pyproject.toml gives it.
 const CAPTURE_VERSION: &str = "0.1.0";
 
@@ -140,6 +151,8 @@ pub enum Item {
     Python(&'static Package),
     /// `python/` (graphbug_capture), editable, in the venv.
     Capture,
+    /// [`TORCH_XLA_VENV`]: PyTorch/XLA with the torch it pins, numpy and `python/`.
+    TorchXla,
     /// Debian's graphviz, as root with apt.
     Graphviz,
     /// Debian's chromium, as root with apt.
@@ -233,11 +246,11 @@ impl Job {
 /// - test (which runs every test, the docs check and, through `tests/conformance.rs`, the
 ///   conformance suite) and setup: everything.
 pub fn plan(job: Job) -> Vec<Item> {
-    use Item::{Capture, Chromium, Engines, Graphviz, Mdbook, Python, Torch, Venv};
+    use Item::{Capture, Chromium, Engines, Graphviz, Mdbook, Python, Torch, TorchXla, Venv};
     let everything = {
         let mut all = vec![Torch];
         all.extend(PYTHON_PACKAGES.iter().map(|&p| Python(p)));
-        all.extend([Capture, Graphviz, Mdbook, Engines, Chromium]);
+        all.extend([Capture, Graphviz, Mdbook, Engines, Chromium, TorchXla]);
         all
     };
     let rest: Vec<Item> = match job {
@@ -311,6 +324,9 @@ impl Item {
                 None => p.name.to_string(),
             },
             Item::Capture => "python/ (graphbug_capture)".to_string(),
+            Item::TorchXla => format!(
+                "{TORCH_XLA_VENV} (torch_xla=={TORCH_XLA_VERSION}, torch=={TORCH_XLA_TORCH_VERSION})"
+            ),
             Item::Graphviz => "Graphviz (dot)".to_string(),
             Item::Chromium => "Chromium".to_string(),
             Item::Engines => "Slurm, munge and OpenSSH".to_string(),
@@ -325,6 +341,7 @@ impl Item {
             Item::Torch => "libtorch, which graphbug compiles and runs aten graphs with; about 5 GB, a few minutes",
             Item::Python(p) => p.why,
             Item::Capture => "the graphbug_capture torch.compile backend: the conformance suite's capture cases, tests/capture.rs, the docs' capture examples",
+            Item::TorchXla => "PyTorch/XLA for the trainer-script tests (tests/torch_xla.rs): it pins a torch that .venv's libtorch cannot share, so it has an environment of its own; about 7 GB, a few minutes",
             Item::Graphviz => "its `dot` lays out the pictures of report.html and graphbug draw",
             Item::Chromium => "the browser tests (tests/draw.rs, tests/xla_repro.rs) and the draw benchmark load pages in headless Chromium",
             Item::Engines => "the launcher tests (tests/cluster.rs) and the parallel-minify benchmark start a private single-node Slurm cluster and an sshd on localhost from them",
@@ -351,6 +368,7 @@ impl Item {
             Item::Torch => installed_torch(&venv)?.is_some(),
             Item::Python(p) => python_package_present(&venv, p.name, p.version)?,
             Item::Capture => capture_package_present(&venv),
+            Item::TorchXla => torch_xla_present(&root.join(TORCH_XLA_VENV))?,
             Item::Graphviz | Item::Chromium | Item::Engines => {
                 missing_debian_packages(self.debian_programs()).is_empty()
             }
@@ -386,6 +404,7 @@ impl Item {
             }
             Item::Python(p) => ensure_python_package(&venv, p, self)?,
             Item::Capture => ensure_capture_package(root, &venv, self)?,
+            Item::TorchXla => ensure_torch_xla(root, self)?,
             Item::Graphviz => ensure_debian_packages(
                 self,
                 "graphbug draw and report.html cannot lay out pictures (they say so in the page), and the tests of pictures fail",
@@ -532,6 +551,58 @@ fn ensure_capture_package(root: &Path, venv: &Path, item: Item) -> Result<()> {
         status.success(),
         "`pip install -e python/` failed ({status}); pip fetches setuptools to build it, so \
          the package registry must be reachable"
+    );
+    Ok(())
+}
+
+/// Whether `venv` holds PyTorch/XLA, the torch it pins and `python/`.
+fn torch_xla_present(venv: &Path) -> Result<bool> {
+    Ok(venv.join("bin/python").exists()
+        && python_package_present(venv, "torch_xla", Some(TORCH_XLA_VERSION))?
+        && python_package_present(venv, "torch", Some(TORCH_XLA_TORCH_VERSION))?
+        && python_package_present(venv, "numpy", None)?
+        && capture_package_present(venv))
+}
+
+/// Makes [`TORCH_XLA_VENV`]: a venv, PyTorch/XLA with its torch and numpy (one pip call, so
+/// that pip resolves them together), and `python/` editable.
+fn ensure_torch_xla(root: &Path, item: Item) -> Result<()> {
+    let venv = root.join(TORCH_XLA_VENV);
+    if torch_xla_present(&venv)? {
+        return Ok(());
+    }
+    if !venv.join("bin/python").exists() {
+        create_venv(&venv, item)?;
+    }
+    let specs = [
+        format!("torch_xla=={TORCH_XLA_VERSION}"),
+        format!("torch=={TORCH_XLA_TORCH_VERSION}"),
+        "numpy".to_string(),
+    ];
+    announce(item, &format!(": pip install {}", specs.join(" ")));
+    let python = venv.join("bin/python");
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+        ])
+        .args(&specs)
+        .status()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    ensure!(
+        status.success(),
+        "`{} -m pip install {}` failed ({status}); the package registry must be reachable",
+        python.display(),
+        specs.join(" ")
+    );
+    ensure_capture_package(root, &venv, Item::Capture)?;
+    ensure!(
+        torch_xla_present(&venv)?,
+        "pip finished but {} is not complete",
+        item.label()
     );
     Ok(())
 }
@@ -772,7 +843,13 @@ mod tests {
     fn the_main_job_installs_libtorch_and_graphviz_and_nothing_of_the_tests() {
         let main = plan(Job::Repro);
         assert_eq!(main, vec![Item::Venv, Item::Torch, Item::Graphviz]);
-        for item in [Item::Engines, Item::Chromium, Item::Mdbook, Item::Capture] {
+        for item in [
+            Item::Engines,
+            Item::Chromium,
+            Item::Mdbook,
+            Item::Capture,
+            Item::TorchXla,
+        ] {
             assert!(!main.contains(&item), "{item:?} in {main:?}");
         }
         assert!(
@@ -781,7 +858,13 @@ mod tests {
         );
         // The check can fail: the full set-up has each of them.
         let all = plan(Job::Everything);
-        for item in [Item::Engines, Item::Chromium, Item::Mdbook, Item::Capture] {
+        for item in [
+            Item::Engines,
+            Item::Chromium,
+            Item::Mdbook,
+            Item::Capture,
+            Item::TorchXla,
+        ] {
             assert!(all.contains(&item), "{item:?} not in {all:?}");
         }
     }
@@ -790,7 +873,7 @@ mod tests {
     fn setup_and_test_install_everything_and_every_other_plan_is_a_part_of_it() {
         let all = plan(Job::Everything);
         assert_eq!(plan(Job::Test), all);
-        assert_eq!(all.len(), 1 + 1 + PYTHON_PACKAGES.len() + 5, "{all:?}");
+        assert_eq!(all.len(), 1 + 1 + PYTHON_PACKAGES.len() + 6, "{all:?}");
         for job in every_job() {
             let items = plan(job);
             assert_eq!(items.first(), Some(&Item::Venv), "{job:?}");
