@@ -535,7 +535,30 @@ fn ensure_capture_package(root: &Path, venv: &Path, item: Item) -> Result<()> {
     }
     announce(item, &format!(" into {}, editable", venv.display()));
     let python = venv.join("bin/python");
-    let status = Command::new(&python)
+    let package = root.join("python");
+    let status = pip_install(
+        &python,
+        [
+            OsStr::new("--no-deps"),
+            OsStr::new("-e"),
+            package.as_os_str(),
+        ],
+    )?;
+    ensure!(
+        status.success(),
+        "`pip install -e python/` failed ({status}); pip fetches setuptools to build it, so \
+         the package registry must be reachable"
+    );
+    Ok(())
+}
+
+/// Runs a venv's pip, quietly: `PYTHON -m pip install ARGS`.
+fn pip_install<I>(python: &Path, args: I) -> Result<std::process::ExitStatus>
+where
+    I: IntoIterator,
+    I::Item: AsRef<OsStr>,
+{
+    Command::new(python)
         .args([
             "-m",
             "pip",
@@ -543,16 +566,9 @@ fn ensure_capture_package(root: &Path, venv: &Path, item: Item) -> Result<()> {
             "--disable-pip-version-check",
             "--quiet",
         ])
-        .args(["--no-deps", "-e"])
-        .arg(root.join("python"))
+        .args(args)
         .status()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    ensure!(
-        status.success(),
-        "`pip install -e python/` failed ({status}); pip fetches setuptools to build it, so \
-         the package registry must be reachable"
-    );
-    Ok(())
+        .with_context(|| format!("cannot run {}", python.display()))
 }
 
 /// Whether `venv` holds PyTorch/XLA, the torch it pins and `python/`.
@@ -581,17 +597,7 @@ fn ensure_torch_xla(root: &Path, item: Item) -> Result<()> {
     ];
     announce(item, &format!(": pip install {}", specs.join(" ")));
     let python = venv.join("bin/python");
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-        ])
-        .args(&specs)
-        .status()
-        .with_context(|| format!("cannot run {}", python.display()))?;
+    let status = pip_install(&python, &specs)?;
     ensure!(
         status.success(),
         "`{} -m pip install {}` failed ({status}); the package registry must be reachable",
@@ -736,17 +742,7 @@ fn ensure_python_package(venv: &Path, package: &Package, item: Item) -> Result<(
     let spec = item.label();
     announce(item, &format!(" into {}", venv.display()));
     let python = venv.join("bin/python");
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-        ])
-        .arg(&spec)
-        .status()
-        .with_context(|| format!("cannot run {}", python.display()))?;
+    let status = pip_install(&python, [&spec])?;
     ensure!(
         status.success(),
         "`{} -m pip install {spec}` failed ({status}); the package registry must be reachable",
