@@ -625,19 +625,24 @@ def torch_xla_execute(program, args, name):
     return [(o.float() if o.dtype == torch.bfloat16 else o).numpy() for o in host]
 
 
-def torch_xla_reference(directory, program, args):
-    """The clean program on PyTorch/XLA's CPU, in a child process (a process has one PJRT
-    device type)."""
+def torch_xla_reference(directory, timeout):
+    """The clean program of `directory` on PyTorch/XLA's CPU, in a child process (a process
+    has one PJRT device type), within `timeout` seconds (0: no limit)."""
     import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="graphbug-repro-") as scratch:
         out = os.path.join(scratch, "reference.npz")
         env = dict(os.environ, PJRT_DEVICE="CPU")
-        result = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--dir", directory, "--with",
-             "torch_xla", "--in-process", "--reference-to", out],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            result = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--dir", directory, "--with",
+                 "torch_xla", "--in-process", "--reference-to", out],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                timeout=timeout or None)
+        except subprocess.TimeoutExpired:
+            raise BadInput(f"the reference run on PyTorch/XLA's CPU did not finish within "
+                           f"{timeout:g} s") from None
         if result.returncode != 0 or not os.path.exists(out):
             raise BadInput("the reference run on PyTorch/XLA's CPU fails:\n" + result.stdout)
         with np.load(out) as z:
@@ -645,8 +650,8 @@ def torch_xla_reference(directory, program, args):
 
 
 def run_torch_xla(opts, directory, manifest, form, programs, args):
-    """The backend side on PyTorch/XLA's device, the reference on its CPU: (label, outputs or
-    an exit status, reference thunk)."""
+    """The backend side on PyTorch/XLA's device, the reference on its CPU: (outputs, reference
+    thunk), or an exit status when the backend fails (or, with --reference-to, 0)."""
     clean, under_test, file_name = programs
     device = torch_xla_device(manifest)
     os.environ["PJRT_DEVICE"] = device
@@ -670,7 +675,8 @@ def run_torch_xla(opts, directory, manifest, form, programs, args):
 
     def reference():
         if device != "CPU":
-            return torch_xla_reference(directory, clean, args), "PyTorch/XLA CPU (a child process)"
+            return (torch_xla_reference(directory, opts.timeout),
+                    "PyTorch/XLA CPU (a child process)")
         try:
             return torch_xla_execute(clean, args, "reference"), "PyTorch/XLA CPU"
         except Exception as err:  # noqa: BLE001
