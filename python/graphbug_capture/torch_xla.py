@@ -182,7 +182,7 @@ class Capture:
         return name
 
     def write_dump(self, directory, platform):
-        """Writes the modules as an XLA dump directory; returns the file names written."""
+        """Writes the modules as an XLA dump directory; returns their names (`module_NNNN.NAME`)."""
         os.makedirs(directory, exist_ok=True)
         written = []
         for index, (name, proto, arguments) in enumerate(self.modules):
