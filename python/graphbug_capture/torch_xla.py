@@ -160,9 +160,12 @@ class Capture:
         self._counts[kind] = self._counts.get(kind, 0) + 1
         return f"{kind}{self._counts[kind]}"
 
-    def record(self, kind, tensors):
-        """Records the module that computes `tensors` (nothing when they are all computed)."""
-        tensors = _tensors(tensors)
+    def record(self, kind, value):
+        """Records the module that computes the XLA tensors of `value` (nothing when they are
+        all computed)."""
+        return self._record(kind, _tensors(value))
+
+    def _record(self, kind, tensors):
         if not tensors or not _pending(tensors):
             return None
         x = _xlac()
@@ -175,8 +178,8 @@ class Capture:
 
     def sync(self, kind, tensors):
         """Records the module of `tensors`, then runs it (``torch_xla.sync`` of them alone)."""
-        name = self.record(kind, tensors)
         tensors = _tensors(tensors)
+        name = self._record(kind, tensors)
         if tensors:
             _xlac()._xla_sync_multi(tensors, devices=[], wait=True)
         return name

@@ -533,6 +533,16 @@ def pb_encode(fields):
     return bytes(out)
 
 
+def varint_field(fields, number, default=0):
+    """The value of the varint field `number` among `fields` (pb_fields), else `default`."""
+    return next((v for n, w, v in fields if n == number and w == 0), default)
+
+
+def instruction_ids(computation):
+    """The ids of a computation's instructions (its pb_fields)."""
+    return [varint_field(pb_fields(v), 35) for n, w, v in computation if n == 2 and w == 2]
+
+
 def distinct_computation_ids(proto):
     """The HloModuleProto with its computations' ids above every instruction's (and the ids
     that name them: ``entry_computation_id``, each instruction's ``called_computation_ids``).
@@ -541,11 +551,8 @@ def distinct_computation_ids(proto):
     PyTorch/XLA cannot call what the parser wrote without this."""
     fields = pb_fields(proto)
     computations = [pb_fields(v) for n, w, v in fields if n == 3 and w == 2]
-    instruction_ids = [iv for c in computations for cn, cw, cv in c if cn == 2 and cw == 2
-                       for i_n, i_w, iv in pb_fields(cv) if i_n == 35 and i_w == 0]
-    base = max(instruction_ids, default=0) + 1
-    new = {next((cv for cn, cw, cv in c if cn == 5 and cw == 0), 0): base + k
-           for k, c in enumerate(computations)}
+    base = max((i for c in computations for i in instruction_ids(c)), default=0) + 1
+    new = {varint_field(c, 5): base + k for k, c in enumerate(computations)}
 
     def remap(wire, value):
         if wire == 0:
@@ -586,18 +593,17 @@ def with_unused_parameter(proto):
         return pb_encode(pb_fields(data) + [(1, 2, scalar), (3, 2, name)])
 
     fields = pb_fields(proto)
-    entry = next((v for n, w, v in fields if n == 6 and w == 0), 0)
+    entry = varint_field(fields, 6)
     out = []
     for n, w, v in fields:
         if n == 4 and w == 2:
             v = program_shape(v)
         elif n == 3 and w == 2:
             computation = pb_fields(v)
-            if next((cv for cn, cw, cv in computation if cn == 5 and cw == 0), 0) == entry:
-                ids = [iv for _, _, instr in (c for c in computation if c[0] == 2)
-                       for i_n, i_w, iv in pb_fields(instr) if i_n == 35 and i_w == 0]
+            if varint_field(computation, 5) == entry:
+                free = max(instruction_ids(computation), default=0) + 1
                 parameter = pb_encode([(1, 2, name), (2, 2, b"parameter"), (3, 2, scalar),
-                                        (9, 0, 0), (35, 0, max(ids, default=0) + 1)])
+                                        (9, 0, 0), (35, 0, free)])
                 computation = [(cn, cw, program_shape(cv) if cn == 4 and cw == 2 else cv)
                                for cn, cw, cv in computation] + [(2, 2, parameter)]
                 v = pb_encode(computation)
@@ -651,7 +657,7 @@ def torch_xla_reference(directory, timeout):
 
 def run_torch_xla(opts, directory, manifest, form, programs, args):
     """The backend side on PyTorch/XLA's device, the reference on its CPU: (outputs, reference
-    thunk), or an exit status when the backend fails (or, with --reference-to, 0)."""
+    thunk, None), or an exit status when the backend fails (or, with --reference-to, 0)."""
     clean, under_test, file_name = programs
     device = torch_xla_device(manifest)
     os.environ["PJRT_DEVICE"] = device
@@ -683,7 +689,7 @@ def run_torch_xla(opts, directory, manifest, form, programs, args):
             raise BadInput(f"the reference run on PyTorch/XLA's CPU fails: "
                            f"{type(err).__name__}: {err}") from None
 
-    return outputs, reference
+    return outputs, reference, None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -792,7 +798,8 @@ def choose_runtime(choice):
 
 def run_jax(opts, manifest, form, programs, args):
     """The backend side on jax's backend, the reference on XLA CPU: (outputs, reference
-    thunk), or an exit status when the backend fails."""
+    thunk, a note to print when an output differs), or an exit status when the backend
+    fails."""
     clean, under_test, file_name = programs
     import jax
 
@@ -836,10 +843,11 @@ def run_jax(opts, manifest, form, programs, args):
             raise BadInput(f"the reference run on XLA CPU fails: {type(err).__name__}: {err}") \
                 from None
 
+    note = None
     if backend.platform == "gpu" and not opts.no_tf32:
-        reference.note = ("note: XLA's GPU plugin computes float32 dots in TF32 by default, "
-                          "about 1e-3 from XLA CPU; --no-tf32 compares at full float32 precision")
-    return outputs, reference
+        note = ("note: XLA's GPU plugin computes float32 dots in TF32 by default, about 1e-3 "
+                "from XLA CPU; --no-tf32 compares at full float32 precision")
+    return outputs, reference, note
 
 
 def run(opts):
@@ -876,7 +884,7 @@ def run(opts):
         ran = run_jax(opts, manifest, form, programs, args)
     if isinstance(ran, int):
         return ran
-    outputs, reference_of = ran
+    outputs, reference_of, note = ran
 
     if recorded is not None:
         reference = recorded
@@ -893,8 +901,8 @@ def run(opts):
     differing = [f"out{i}" for i, ok in enumerate(matches) if not ok]
     if differing:
         print(f"DIFFERS: {', '.join(differing)}")
-        if getattr(reference_of, "note", None):
-            print(reference_of.note)
+        if note:
+            print(note)
         return 1
     print("ok: every output matches")
     return 0
