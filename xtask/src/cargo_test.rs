@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 /// A target that failed, as cargo names it for a rerun (`-p graphbug --test minify_cli`),
 /// with its failing tests.
@@ -107,6 +108,8 @@ pub struct Log {
     /// Tests passed and failed, by the `test result:` lines.
     passed: usize,
     failed: usize,
+    /// Each binary's own time, by its `test result: ... finished in 1.23s`, in order.
+    times: Vec<(String, Duration)>,
 }
 
 /// `line` without ANSI colour sequences (cargo colours its lines on a terminal) and without
@@ -175,6 +178,10 @@ impl Log {
             }
         } else if line.starts_with("test result: ") {
             self.count(&line);
+            if let Some(time) = finished_in(&line) {
+                let binary = self.binary.clone().unwrap_or_else(|| "?".to_string());
+                self.times.push((binary, time));
+            }
             if line.starts_with("test result: FAILED") {
                 let group = std::mem::take(&mut self.open);
                 self.closed.push_back(group);
@@ -211,6 +218,12 @@ impl Log {
     /// Tests passed and failed, as the binaries' `test result:` lines counted them.
     pub fn counts(&self) -> (usize, usize) {
         (self.passed, self.failed)
+    }
+
+    /// Each test binary's own time, in the order they ran, by the name cargo's `Running`
+    /// line gave it (`tests/cli.rs`, `unittests src/lib.rs`, `Doc-tests graphbug_ir`).
+    pub fn times(&self) -> &[(String, Duration)] {
+        &self.times
     }
 
     /// Reads one line of `cargo test`'s standard error (cargo's).
@@ -295,6 +308,16 @@ fn is_running_line(line: &str) -> bool {
                 .or_else(|| rest.strip_suffix(" test"))
         })
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The time of `test result: ok. 3 passed; ...; finished in 1.23s`.
+fn finished_in(line: &str) -> Option<Duration> {
+    let secs = line
+        .rsplit_once("finished in ")?
+        .1
+        .trim()
+        .strip_suffix('s')?;
+    Duration::try_from_secs_f64(secs.parse().ok()?).ok()
 }
 
 /// The target of `error: test failed, to rerun pass `-p x --lib`` (or `doctest failed`).
@@ -465,7 +488,7 @@ pub fn tee_to(
 }
 
 /// How one stage of `cargo xtask test` ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stage {
     /// What ran (`cargo test --workspace --no-fail-fast`, `examples`, ...).
     pub name: String,
@@ -475,12 +498,20 @@ pub struct Stage {
     pub note: String,
     /// One line per failure (see [`Failures::lines`]).
     pub failures: Vec<String>,
+    /// How long it ran, building included.
+    pub time: Duration,
+    /// Its test binaries' own times (see [`Log::times`]).
+    pub binaries: Vec<(String, Duration)>,
 }
 
-/// The block `cargo xtask test` ends with: each stage ok or FAILED with its failures, what
-/// tests said could not run here (`not_run`: a missing plugin, engine or device), then a
-/// last line with the verdict. No line looks like libtest's `test result:` lines, which
-/// pass through above it unchanged.
+/// How many of the slowest test binaries the summary names.
+const SLOWEST: usize = 10;
+
+/// The block `cargo xtask test` ends with: each stage ok or FAILED with its time and its
+/// failures, the slowest test binaries, what tests said could not run here (`not_run`: a
+/// missing plugin, engine or device), then a last line with the verdict and the total
+/// time. No line looks like libtest's `test result:` lines, which pass through above it
+/// unchanged.
 pub fn summary(stages: &[Stage], not_run: &[String]) -> String {
     let mut out = String::from("\n== cargo xtask test: summary ==\n");
     for s in stages {
@@ -490,9 +521,33 @@ pub fn summary(stages: &[Stage], not_run: &[String]) -> String {
         } else {
             format!(" ({})", s.note)
         };
-        out.push_str(&format!("{verdict}  {}{note}\n", s.name));
+        out.push_str(&format!(
+            "{verdict}  {}{note}, {} s\n",
+            s.name,
+            s.time.as_secs()
+        ));
         for f in &s.failures {
             out.push_str(&format!("          {f}\n"));
+        }
+    }
+    let mut binaries: Vec<(usize, &str, Duration)> = stages
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.binaries.iter().map(move |(b, t)| (i + 1, b.as_str(), *t)))
+        .collect();
+    if !binaries.is_empty() {
+        let all: Duration = binaries.iter().map(|b| b.2).sum();
+        binaries.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(b.1)));
+        out.push_str(&format!(
+            "slowest test binaries (of {}, {} s in all; stage number first):\n",
+            binaries.len(),
+            all.as_secs()
+        ));
+        for (stage, binary, time) in binaries.iter().take(SLOWEST) {
+            out.push_str(&format!(
+                "          {:>5} s  {stage}: {binary}\n",
+                time.as_secs()
+            ));
         }
     }
     if !not_run.is_empty() {
@@ -513,15 +568,16 @@ pub fn summary(stages: &[Stage], not_run: &[String]) -> String {
         0 => String::new(),
         n => format!("; {n} not run here (listed above)"),
     };
+    let total = stages.iter().map(|s| s.time).sum::<Duration>().as_secs();
     if failed.is_empty() {
         out.push_str(&format!(
-            "xtask test: all {} stages ok{not_run_note}\n",
+            "xtask test: all {} stages ok{not_run_note}; {total} s\n",
             stages.len()
         ));
     } else {
         let failures: usize = stages.iter().map(|s| s.failures.len()).sum();
         out.push_str(&format!(
-            "xtask test: FAILED: {} of {} stages ({}), {failures} failure(s) listed above\n",
+            "xtask test: FAILED: {} of {} stages ({}), {failures} failure(s) listed above; {total} s\n",
             failed.len(),
             stages.len(),
             failed.join("; ")
@@ -537,6 +593,11 @@ mod tests {
     /// Feeds a transcript whose lines start with `1|` (standard output) or `2|` (standard
     /// error), in the order they came.
     fn read(transcript: &str) -> Failures {
+        log_of(transcript).failures()
+    }
+
+    /// The log of [`read`]'s transcript.
+    fn log_of(transcript: &str) -> Log {
         let mut log = Log::new();
         for line in transcript.lines() {
             let line = line.trim_start();
@@ -548,7 +609,7 @@ mod tests {
                 assert!(line.is_empty(), "unlabelled line `{line}`");
             }
         }
-        log.failures()
+        log
     }
 
     /// `cargo test --workspace --no-fail-fast` of two packages, as cargo 1.95 printed it:
@@ -788,34 +849,50 @@ mod tests {
 
     #[test]
     fn the_summary_lists_every_stage_and_failure() {
-        let f = read(FAILING);
+        let log = log_of(FAILING);
+        let f = log.failures();
         let stages = vec![
             Stage {
                 name: "cargo test --workspace --no-fail-fast".into(),
                 ok: false,
                 note: "exit status: 101".into(),
                 failures: f.lines(),
+                time: Duration::from_secs(75),
+                binaries: log.times().to_vec(),
             },
             Stage {
                 name: "examples".into(),
                 ok: true,
                 note: "3 examples".into(),
-                failures: vec![],
+                time: Duration::from_millis(2500),
+                ..Stage::default()
             },
         ];
         let text = summary(&stages, &[]);
-        assert!(text.contains("FAILED  cargo test --workspace --no-fail-fast (exit status: 101)"));
-        assert!(text.contains("ok      examples (3 examples)"));
+        assert!(
+            text.contains("FAILED  cargo test --workspace --no-fail-fast (exit status: 101), 75 s"),
+            "{text}"
+        );
+        assert!(text.contains("ok      examples (3 examples), 2 s"));
         assert!(text.contains("          -p beta --lib: tests::beta_fails"));
         assert!(text.contains("          -p alpha --doc: alpha/src/lib.rs - add (line 3)"));
+        // Each binary's own time, by its result line, slowest first, with its stage.
+        let slowest = "slowest test binaries (of 5, 0 s in all; stage number first):\n";
+        let first = text.find(slowest).expect("the slowest binaries are listed") + slowest.len();
+        assert!(
+            text[first..].starts_with("              0 s  1: Doc-tests alpha\n"),
+            "{text}"
+        );
         let last = text.lines().last().unwrap();
         assert!(
             last.starts_with("xtask test: FAILED: 1 of 2 stages"),
             "{last}"
         );
+        assert!(last.ends_with("; 77 s"), "{last}");
         assert!(!text.lines().any(|l| l.starts_with("test result:")));
         let ok = summary(&stages[1..], &[]);
-        assert_eq!(ok.lines().last(), Some("xtask test: all 1 stages ok"));
+        assert_eq!(ok.lines().last(), Some("xtask test: all 1 stages ok; 2 s"));
+        assert!(!ok.contains("slowest"), "{ok}");
         // What did not run here is listed, and counted in the verdict.
         let not_run = ["pjrt: no XLA CPU plugin".to_string()];
         let ok = summary(&stages[1..], &not_run);
@@ -827,8 +904,29 @@ mod tests {
         );
         assert_eq!(
             ok.lines().last(),
-            Some("xtask test: all 1 stages ok; 1 not run here (listed above)")
+            Some("xtask test: all 1 stages ok; 1 not run here (listed above); 2 s")
         );
+    }
+
+    #[test]
+    fn each_binary_s_time_is_read_from_its_result_line() {
+        let mut log = Log::new();
+        log.stderr_line("     Running tests/cli.rs (target/debug/deps/cli-0123)");
+        log.stdout_line("running 2 tests");
+        log.stdout_line("test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 191.52s");
+        log.stderr_line("   Doc-tests graphbug_ir");
+        log.stdout_line("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.25s");
+        assert_eq!(
+            log.times(),
+            [
+                ("tests/cli.rs".to_string(), Duration::from_millis(191_520)),
+                (
+                    "Doc-tests graphbug_ir".to_string(),
+                    Duration::from_millis(250)
+                ),
+            ]
+        );
+        assert_eq!(finished_in("test result: ok. 1 passed"), None);
     }
 
     #[test]

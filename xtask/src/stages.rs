@@ -6,6 +6,7 @@ use std::fs;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::{Command, ExitCode};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use xtask::cargo_test::{self, Log, Stage};
@@ -17,9 +18,22 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-/// Runs `cargo xtask test [ARGS]`: without ARGS, `cargo test --workspace --no-fail-fast`,
+/// The test binaries of the graphbug package that [`without_libtorch`] runs: the XLA side
+/// and the pictures, which need no libtorch. The default build's stage leaves them out
+/// rather than running them twice.
+const WITHOUT_LIBTORCH_TESTS: [&str; 6] = [
+    "xla",
+    "xla_minify",
+    "xla_repro",
+    "xla_dump",
+    "xla_share",
+    "draw",
+];
+
+/// Runs `cargo xtask test [ARGS]`: without ARGS, the workspace's tests (but those of
+/// [`WITHOUT_LIBTORCH_TESTS`], run by [`without_libtorch`] instead) with `--no-fail-fast`,
 /// the examples, the tests without libtorch and the docs check; with ARGS, `cargo test
-/// --workspace ARGS` and the examples. Exit 1 if any stage failed.
+/// --workspace ARGS` and the examples. Each stage is timed. Exit 1 if any stage failed.
 pub fn test(root: &Path, args: &[String]) -> Result<ExitCode> {
     setup::ensure(root, Job::Test)?;
     // What tests could not run here (a missing plugin, engine or device), for the summary.
@@ -27,22 +41,35 @@ pub fn test(root: &Path, args: &[String]) -> Result<ExitCode> {
     let _ = fs::remove_file(&not_run_file);
     std::env::set_var(graphbug_run::not_run::NOT_RUN_ENV, &not_run_file);
     let mut stages = Vec::new();
-    let mut cmd = cargo();
-    cmd.args(["test", "--workspace"]);
     if args.is_empty() {
-        cmd.arg("--no-fail-fast");
+        let targets = default_build_targets(root)?;
+        stages.push(timed(|| {
+            let mut tests = cargo();
+            tests.args(["test", "--workspace", "--no-fail-fast"]);
+            tests.args(&targets).current_dir(root);
+            let mut doc = cargo();
+            doc.args(["test", "--workspace", "--no-fail-fast", "--doc"]);
+            doc.current_dir(root);
+            cargo_test_stage(
+                format!(
+                    "cargo test --workspace --no-fail-fast (--doc, and every target but tests/{{{}}}.rs)",
+                    WITHOUT_LIBTORCH_TESTS.join(",")
+                ),
+                &mut [tests, doc],
+            )
+        }));
+    } else {
+        let mut cmd = cargo();
+        cmd.args(["test", "--workspace"])
+            .args(args)
+            .current_dir(root);
+        let name = format!("cargo test --workspace {}", args.join(" "));
+        stages.push(timed(|| cargo_test_stage(name, &mut [cmd])));
     }
-    cmd.args(args).current_dir(root);
-    let name = std::iter::once("cargo test --workspace".to_string())
-        .chain(args.is_empty().then(|| "--no-fail-fast".to_string()))
-        .chain(args.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
-    stages.push(cargo_test_stage(name, &mut cmd));
-    stages.push(examples(root));
+    stages.push(timed(|| examples(root)));
     if args.is_empty() {
-        stages.push(without_libtorch(root));
-        stages.push(docs(root));
+        stages.push(timed(|| without_libtorch(root)));
+        stages.push(timed(|| docs(root)));
     }
     let mut not_run: Vec<String> = fs::read_to_string(&not_run_file)
         .unwrap_or_default()
@@ -61,30 +88,107 @@ pub fn test(root: &Path, args: &[String]) -> Result<ExitCode> {
     })
 }
 
-/// Runs the `cargo test` of `cmd`, its output passed through, and says how it ended, with
-/// each failing test and target.
-fn cargo_test_stage(name: String, cmd: &mut Command) -> Stage {
-    // Cargo's standard error is read here: it keeps the colours it has on a terminal.
-    if std::io::stderr().is_terminal() && std::env::var_os("CARGO_TERM_COLOR").is_none() {
-        cmd.env("CARGO_TERM_COLOR", "always");
-    }
-    let mut log = Log::new();
-    let status = match cargo_test::tee(cmd, &mut log) {
-        Ok(status) => status,
-        Err(e) => {
-            return Stage {
-                name,
-                ok: false,
-                note: format!("cannot run cargo: {e}"),
-                failures: Vec::new(),
+/// `stage()`, with the time it took.
+fn timed(stage: impl FnOnce() -> Stage) -> Stage {
+    let start = Instant::now();
+    let mut stage = stage();
+    stage.time = start.elapsed();
+    stage
+}
+
+/// The `cargo test` arguments that select every target `cargo test --workspace` runs but
+/// the graphbug package's [`WITHOUT_LIBTORCH_TESTS`]: the libraries and binaries, and every
+/// other test target by name (from `cargo metadata`). Doc tests are a second command
+/// (cargo takes `--doc` alone); the examples are built and run by [`examples`].
+fn default_build_targets(root: &Path) -> Result<Vec<String>> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(root)
+        .output()
+        .context("cannot run cargo metadata")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let mut tests = Vec::new();
+    let mut left_out = Vec::new();
+    for package in json["packages"].as_array().into_iter().flatten() {
+        for target in package["targets"].as_array().into_iter().flatten() {
+            let Some(name) = target["name"].as_str() else {
+                continue;
+            };
+            let is_test = target["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k == "test"));
+            if !is_test {
+                continue;
+            }
+            if WITHOUT_LIBTORCH_TESTS.contains(&name) {
+                left_out.push(format!(
+                    "{}/{name}",
+                    package["name"].as_str().unwrap_or("?")
+                ));
+            } else {
+                tests.push(name.to_string());
             }
         }
+    }
+    // A name cargo cannot tell apart by package: another package's test of that name
+    // would be left out with graphbug's.
+    left_out.sort();
+    let expected: Vec<String> = {
+        let mut v: Vec<String> = WITHOUT_LIBTORCH_TESTS
+            .iter()
+            .map(|t| format!("graphbug/{t}"))
+            .collect();
+        v.sort();
+        v
     };
+    anyhow::ensure!(
+        left_out == expected,
+        "the tests run without libtorch are {expected:?}, but cargo metadata has {left_out:?}: \
+         rename a test that shares a name with them, or update WITHOUT_LIBTORCH_TESTS"
+    );
+    tests.sort();
+    tests.dedup();
+    let mut args: Vec<String> = ["--lib", "--bins"].map(String::from).to_vec();
+    for t in tests {
+        args.push("--test".to_string());
+        args.push(t);
+    }
+    Ok(args)
+}
+
+/// Runs the `cargo test`s of `cmds` one after another, their output passed through, and
+/// says how they ended, with each failing test and target and each binary's time.
+fn cargo_test_stage(name: String, cmds: &mut [Command]) -> Stage {
+    let mut log = Log::new();
+    let mut statuses = Vec::new();
+    for cmd in cmds.iter_mut() {
+        // Cargo's standard error is read here: it keeps the colours it has on a terminal.
+        if std::io::stderr().is_terminal() && std::env::var_os("CARGO_TERM_COLOR").is_none() {
+            cmd.env("CARGO_TERM_COLOR", "always");
+        }
+        match cargo_test::tee(cmd, &mut log) {
+            Ok(status) => statuses.push(status),
+            Err(e) => {
+                return Stage {
+                    name,
+                    ok: false,
+                    note: format!("cannot run cargo: {e}"),
+                    ..Stage::default()
+                }
+            }
+        }
+    }
     let failures = log.failures();
     let (passed, failed) = log.counts();
     let mut note = format!("{passed} passed, {failed} failed");
     let mut lines = failures.lines();
-    if !status.success() {
+    let ok = statuses.iter().all(|s| s.success());
+    if let Some(status) = statuses.iter().find(|s| !s.success()) {
         note.push_str(&format!("; {status}"));
         if lines.is_empty() {
             lines.push("no failing test named: a build error? (see above)".to_string());
@@ -92,9 +196,11 @@ fn cargo_test_stage(name: String, cmd: &mut Command) -> Stage {
     }
     Stage {
         name,
-        ok: status.success(),
+        ok,
         note,
         failures: lines,
+        time: Default::default(),
+        binaries: log.times().to_vec(),
     }
 }
 
@@ -109,7 +215,7 @@ fn examples(root: &Path) -> Stage {
                 name,
                 ok: false,
                 note: format!("{e:#}"),
-                failures: Vec::new(),
+                ..Stage::default()
             }
         }
     };
@@ -134,6 +240,7 @@ fn examples(root: &Path) -> Stage {
         ok: failures.is_empty(),
         note: format!("{} of {} failed", failures.len(), names.len()),
         failures,
+        ..Stage::default()
     }
 }
 
@@ -151,34 +258,25 @@ fn example_names(root: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// The XLA side as JAX and TensorFlow users build it: `tests/xla.rs`,
-/// `tests/xla_minify.rs`, `tests/xla_repro.rs`, `tests/xla_dump.rs`, `tests/xla_share.rs`
-/// and `tests/draw.rs` on a graphbug built without libtorch (`--no-default-features`; the
-/// test checks that nothing links it). The dependencies' artifacts are shared with the
-/// default build; the default binary is put back afterwards.
+/// The XLA side as JAX and TensorFlow users build it: [`WITHOUT_LIBTORCH_TESTS`]
+/// (`tests/xla.rs`, `tests/xla_minify.rs`, ..., `tests/draw.rs`) on a graphbug built
+/// without libtorch (`--no-default-features`; a test checks that nothing links it). The
+/// dependencies' artifacts are shared with the default build; the default binary is put
+/// back afterwards.
 fn without_libtorch(root: &Path) -> Stage {
-    let args = [
+    let mut args: Vec<&str> = vec![
         "test",
         "-p",
         "graphbug",
         "--no-default-features",
         "--no-fail-fast",
-        "--test",
-        "xla",
-        "--test",
-        "xla_minify",
-        "--test",
-        "xla_repro",
-        "--test",
-        "xla_dump",
-        "--test",
-        "xla_share",
-        "--test",
-        "draw",
     ];
+    for t in WITHOUT_LIBTORCH_TESTS {
+        args.extend(["--test", t]);
+    }
     let mut cmd = cargo();
-    cmd.args(args).current_dir(root);
-    let mut stage = cargo_test_stage(format!("cargo {}", args.join(" ")), &mut cmd);
+    cmd.args(&args).current_dir(root);
+    let mut stage = cargo_test_stage(format!("cargo {}", args.join(" ")), &mut [cmd]);
     let restored = xtask::process::die_with_parent(&mut cargo())
         .args(["build", "-p", "graphbug", "--bin", "graphbug"])
         .current_dir(root)
@@ -204,20 +302,19 @@ fn docs(root: &Path) -> Stage {
         Ok(code) if code == ExitCode::SUCCESS => Stage {
             name,
             ok: true,
-            note: String::new(),
-            failures: Vec::new(),
+            ..Stage::default()
         },
         Ok(_) => Stage {
             name,
             ok: false,
             note: "the book, a link or a block failed (see above)".to_string(),
-            failures: Vec::new(),
+            ..Stage::default()
         },
         Err(e) => Stage {
             name,
             ok: false,
             note: format!("{e:#}"),
-            failures: Vec::new(),
+            ..Stage::default()
         },
     }
 }
