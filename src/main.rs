@@ -125,6 +125,10 @@ fn end_quietly_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
+    if let Err(e) = graphbug::run::process::die_with_starter() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     end_quietly_on_closed_stdout();
     let command = cli::command(Cli::command());
     let matches = command.clone().get_matches();

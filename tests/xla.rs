@@ -629,3 +629,57 @@ fn the_gpu_bundle_runs_every_fixture_and_catches_a_fault() {
         "{stdout}"
     );
 }
+
+/// A starter that cannot make graphbug die with it (Python's `subprocess` with threads
+/// running) names itself in GRAPHBUG_DIE_WITH: killed by kill -9 while graphbug runs a
+/// hanging program, it takes graphbug and graphbug's worker with it. A graphbug whose
+/// starter is not its parent, or a variable that names no process, is an error naming it.
+#[test]
+fn graphbug_dies_with_the_starter_it_is_told_of() {
+    let program = stablehlo("train.mlir");
+    let mut starter = Command::new("sh")
+        .arg("-c")
+        .arg("GRAPHBUG_DIE_WITH=$$ \"$0\" run \"$1\" --backend fault:hang@exponential --timeout 900 & wait")
+        .arg(env!("CARGO_BIN_EXE_graphbug"))
+        .arg(&program)
+        .spawn()
+        .unwrap();
+    // graphbug (the starter's child), once its worker runs the program.
+    let deadline = std::time::Instant::now() + common::LIMIT;
+    let (started, workers) = loop {
+        if let Some(&pid) = common::children_of(starter.id()).first() {
+            let workers = common::children_of(pid);
+            if !workers.is_empty() {
+                break (pid, workers);
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "graphbug's worker never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    starter.kill().unwrap(); // SIGKILL
+    starter.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !(common::ended(started) && workers.iter().all(|&w| common::ended(w))) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "graphbug ({started}) or its workers ({workers:?}) outlived their starter"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Not the parent (the test is), and not a process id.
+    let fmt = program.display().to_string();
+    let o = graphbug(&["fmt", &fmt], &[("GRAPHBUG_DIE_WITH", "1")]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GRAPHBUG_DIE_WITH=1 names the process that started graphbug"),
+        "{err}"
+    );
+    let o = graphbug(&["fmt", &fmt], &[("GRAPHBUG_DIE_WITH", "me")]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not a process id"), "{err}");
+}

@@ -386,3 +386,72 @@ fn a_pinned_fault_stays_on_its_operation_and_the_minified_directory_reproduces()
         text(&again)
     );
 }
+
+/// repro.py's children (the supervised run, the reference on PyTorch/XLA's CPU) and the
+/// graphbug `run_hlo_minifier` starts are named GRAPHBUG_DIE_WITH by their Python starter,
+/// which `subprocess` cannot make die with it: a child told so dies with the starter's
+/// kill -9, and one whose starter is already gone does not run.
+#[test]
+fn repro_py_children_die_with_their_starter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("die-with-its-starter");
+    let child = format!(
+        "import sys; sys.path.insert(0, {:?}); import xla_repro, time; xla_repro.die_with_starter(); print('ready', flush=True); time.sleep(900)",
+        root().join("python/graphbug_capture").display().to_string()
+    );
+    let mut starter = Command::new("sh")
+        .arg("-c")
+        .arg("GRAPHBUG_DIE_WITH=$$ \"$0\" -c \"$1\" \"$2\" & wait")
+        .arg(python())
+        .arg(&child)
+        .arg(&marker)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The child has asked to die with the starter once it says it is ready.
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(starter.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = common::children_of(starter.id())[0];
+    assert!(
+        common::processes_mentioning(&marker.display().to_string())
+            .iter()
+            .any(|(p, _)| *p == pid),
+        "the child is not the starter's"
+    );
+    starter.kill().unwrap(); // SIGKILL
+    starter.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !common::ended(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child ({pid}) outlived its starter"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A starter that is not the parent: the child says so and does not run.
+    let o = Command::new(python())
+        .arg("-c")
+        .arg(child.replace(
+            "print('ready', flush=True); time.sleep(900)",
+            "print('ran')",
+        ))
+        .env("GRAPHBUG_DIE_WITH", "1")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("GRAPHBUG_DIE_WITH=1 names the process that started it"),
+        "{said}"
+    );
+    assert!(!said.contains("ran"), "{said}");
+}

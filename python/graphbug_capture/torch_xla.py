@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-from .xla_repro import pb_encode, put_varint
+from .xla_repro import child_env, pb_encode, put_varint
 
 __all__ = ["run_hlo_minifier", "openxla", "register_backend", "capture_step",
            "HloMinifierResult"]
@@ -432,8 +432,10 @@ def _run_graphbug(command):
     module's minification took, its queries), read from what graphbug says of each."""
     import re
 
+    # graphbug dies with this process, even by kill -9 (GRAPHBUG_DIE_WITH), and its
+    # workers with it.
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+                             stderr=subprocess.STDOUT, text=True, bufsize=1, env=child_env())
     minify_times, queries, module = {}, {}, None
     for line in child.stdout:
         sys.stdout.write(line)

@@ -631,6 +631,34 @@ def torch_xla_execute(program, args, name):
     return [(o.float() if o.dtype == torch.bfloat16 else o).numpy() for o in host]
 
 
+#: Names the process a child of repro.py (or graphbug, started by graphbug_capture) must die
+#: with: ``subprocess`` cannot set ``PR_SET_PDEATHSIG`` in a child of a threaded Python, so
+#: the child sets it on itself (graphbug's GRAPHBUG_DIE_WITH).
+DIE_WITH_ENV = "GRAPHBUG_DIE_WITH"
+
+
+def child_env(**more):
+    """This process's environment and `more`, naming this process in DIE_WITH_ENV."""
+    return dict(os.environ, **more, **{DIE_WITH_ENV: str(os.getpid())})
+
+
+def die_with_starter():
+    """Where DIE_WITH_ENV names this process's parent: asks the kernel to kill this process
+    when the parent dies (``kill -9`` included), and exits (status 2) if it is gone already.
+    The variable is removed, so this process's own children do not read it."""
+    value = os.environ.pop(DIE_WITH_ENV, None)
+    if value is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if str(os.getppid()) != value.strip():
+        print(f"repro.py: {DIE_WITH_ENV}={value} names the process that started it, but "
+              f"its parent is {os.getppid()}: the starter is gone", file=sys.stderr)
+        sys.exit(2)
+
+
 def torch_xla_reference(directory, timeout):
     """The clean program of `directory` on PyTorch/XLA's CPU, in a child process (a process
     has one PJRT device type), within `timeout` seconds (0: no limit)."""
@@ -639,7 +667,7 @@ def torch_xla_reference(directory, timeout):
 
     with tempfile.TemporaryDirectory(prefix="graphbug-repro-") as scratch:
         out = os.path.join(scratch, "reference.npz")
-        env = dict(os.environ, PJRT_DEVICE="CPU")
+        env = child_env(PJRT_DEVICE="CPU")
         try:
             result = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--dir", directory, "--with",
@@ -921,7 +949,8 @@ def supervise(argv, timeout):
     import threading
 
     command = [sys.executable, os.path.abspath(__file__), *argv, "--child"]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1,
+                             env=child_env())
     step = ["setup"]
 
     def relay():
@@ -960,6 +989,7 @@ def supervise(argv, timeout):
 
 
 def main(argv=None):
+    die_with_starter()
     argv = sys.argv[1:] if argv is None else list(argv)
     opts = parse_args(argv)
     if opts.no_tf32 and not opts.child:

@@ -179,6 +179,34 @@ pub fn survivors(marker: &str) -> Vec<(u32, String)> {
     }
 }
 
+/// Whether process `pid` has ended (gone, or a zombie not yet reaped).
+pub fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+/// The children of process `pid` (started by any of its threads).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut children: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|task| {
+            std::fs::read_to_string(task.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    children.sort();
+    children
+}
+
 /// Entries of `dir`, sorted (empty when it does not exist).
 pub fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -98,6 +98,47 @@ fn guard(cmd: &mut Command, own_group: bool, death_signal: libc::c_int) -> &mut 
     }
 }
 
+/// Names the process that started graphbug when that process could not make graphbug die
+/// with it (Python's `subprocess` with threads running cannot set `PR_SET_PDEATHSIG` in the
+/// child): its pid. See [`die_with_starter`].
+pub const DIE_WITH_ENV: &str = "GRAPHBUG_DIE_WITH";
+
+/// Where [`DIE_WITH_ENV`] names this process's parent, asks to be killed (SIGKILL) when
+/// the thread that started it ends, even by `kill -9` (graphbug's own children die with
+/// it in turn), and is an error if that process is gone already. The variable is then
+/// removed, so that the commands graphbug starts (check commands, scripts) do not read
+/// it. Call it first in `main`, before any thread starts.
+pub fn die_with_starter() -> Result<(), String> {
+    let Some(value) = std::env::var_os(DIE_WITH_ENV) else {
+        return Ok(());
+    };
+    std::env::remove_var(DIE_WITH_ENV);
+    let pid: u32 = value
+        .to_str()
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("{DIE_WITH_ENV}={value:?} is not a process id"))?;
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl and getppid with plain integer arguments.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            return Err(format!(
+                "{DIE_WITH_ENV}: cannot ask to die with the starter: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        // The starter may have died before prctl took effect.
+        let parent = libc::getppid() as u32;
+        if parent != pid {
+            return Err(format!(
+                "{DIE_WITH_ENV}={pid} names the process that started graphbug, but its parent is {parent}: the starter is gone, or the variable was passed on"
+            ));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pid;
+    Ok(())
+}
+
 /// Kills `child` and, when it leads its own process group, everything in that group;
 /// then reaps it.
 pub fn kill(child: &mut Child, own_group: bool) {
