@@ -704,6 +704,20 @@ fn xla_wrong_answers_fail_their_stage() {
     let dir = scratch().join("xla-wrong-reproduce");
     let _ = fs::remove_dir_all(&dir);
     copy_case(cases, "xla/model/transformer", &dir, "wrong/xla-reproduce");
+    let mut opts = options(&dir, "xla-wrong-reproduce-work");
+    opts.graphbug = graphbug_never_reproducing();
+    opts.jobs = 1;
+    let report = conformance::run(&opts).expect("the runner runs");
+    let r = &report.results[0];
+    match r.outcome(Stage::MinifyHlo) {
+        Outcome::Failed(line) => assert!(line.contains("does not reproduce"), "{line}"),
+        other => panic!("minify-hlo should fail, got {other:?}\n{}", report.table()),
+    }
+}
+
+/// A graphbug whose `repro DIR/minified run` passes (exit 0): a minified directory that
+/// does not reproduce.
+fn graphbug_never_reproducing() -> PathBuf {
     let wrapper = scratch().join("graphbug-never-reproduces");
     fs::write(
         &wrapper,
@@ -715,14 +729,95 @@ fn xla_wrong_answers_fail_their_stage() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
-    let mut opts = options(&dir, "xla-wrong-reproduce-work");
-    opts.graphbug = wrapper;
+    wrapper
+}
+
+/// The `xla-dump` source's CI subset (the committed dumps of JAX's StableHLO and of a
+/// TensorFlow `jit_compile` step): `graphbug repro DUMP` passes every module, and a fault
+/// at one instruction of the largest is found there alone and minified to it (JAX's
+/// StableHLO has no HLO instruction to pin it to: n/a, said). Wrong answers fail their
+/// stage: a dump with a module the CPU plugin cannot compile fails dump-check naming it; a
+/// minified directory that does not reproduce fails dump-minify.
+#[test]
+fn xla_dump_ci_subset_passes_and_wrong_answers_fail() {
+    use xtask::conformance::dump;
+    let cases = scratch().join("xla-dump-cases");
+    let _ = fs::remove_dir_all(&cases);
+    let n = dump::generate_fixtures(&root(), &cases, "ci", None).expect("the cases are made");
+    assert_eq!(n, dump::CI_FIXTURES.len());
+    // The TensorFlow dump, copied, with a module no plugin compiles (a custom call to no
+    // handler).
+    let tf = "xla-dump/fixture/tf_train";
+    let bad = cases.join("wrong/dump-check");
+    let dump_dir = bad.join("dump");
+    fs::create_dir_all(&dump_dir).unwrap();
+    let from = PathBuf::from(
+        serde_json::from_str::<Value>(
+            &fs::read_to_string(cases.join(tf).join("case.json")).unwrap(),
+        )
+        .unwrap()["dump"]
+            .as_str()
+            .unwrap(),
+    );
+    for entry in fs::read_dir(&from).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(&path, dump_dir.join(path.file_name().unwrap())).unwrap();
+    }
+    fs::write(
+        dump_dir.join("module_9999.unhandled.before_optimizations.txt"),
+        "HloModule unhandled, entry_computation_layout={(f32[2]{0})->f32[2]{0}}\n\n\
+         ENTRY %main (p: f32[2]) -> f32[2] {\n  %p = f32[2]{0} parameter(0)\n  \
+         ROOT %c = f32[2]{0} custom-call(f32[2]{0} %p), custom_call_target=\"graphbug_no_such_target\"\n}\n",
+    )
+    .unwrap();
+    fs::write(
+        bad.join("case.json"),
+        serde_json::json!({"id": "wrong/dump-check", "source": "xla-dump", "op": "tf_train",
+                           "status": "ok", "dump": "dump"})
+        .to_string(),
+    )
+    .unwrap();
+    let mut opts = options(&cases, "xla-dump-work");
     opts.jobs = 1;
     let report = conformance::run(&opts).expect("the runner runs");
-    let r = &report.results[0];
-    match r.outcome(Stage::MinifyHlo) {
+    println!("{}", report.table());
+    assert_eq!(report.results.len(), n + 1);
+    for r in &report.results {
+        match r.id.as_str() {
+            "wrong/dump-check" => match r.outcome(Stage::DumpCheck) {
+                Outcome::Failed(line) => assert!(line.contains("module_9999.unhandled"), "{line}"),
+                other => panic!("dump-check should fail, got {other:?}"),
+            },
+            "xla-dump/fixture/jax_mlir" => {
+                assert_eq!(
+                    r.outcome(Stage::DumpCheck),
+                    &Outcome::Passed,
+                    "{:?}",
+                    r.stages
+                );
+                assert!(
+                    matches!(r.outcome(Stage::DumpMinify), Outcome::NotApplicable(why) if why.contains("StableHLO")),
+                    "{:?}",
+                    r.stages
+                );
+            }
+            _ => assert!(
+                r.stages.iter().all(|(_, o)| o == &Outcome::Passed),
+                "{}: {:?}",
+                r.id,
+                r.stages
+            ),
+        }
+    }
+    // A graphbug whose minified directory does not reproduce fails dump-minify.
+    let mut opts = options(&cases, "xla-dump-wrong-reproduce");
+    opts.graphbug = graphbug_never_reproducing();
+    opts.filter = Some(regex::Regex::new(tf).unwrap());
+    let report = conformance::run(&opts).expect("the runner runs");
+    assert_eq!(report.results.len(), 1);
+    match report.results[0].outcome(Stage::DumpMinify) {
         Outcome::Failed(line) => assert!(line.contains("does not reproduce"), "{line}"),
-        other => panic!("minify-hlo should fail, got {other:?}\n{}", report.table()),
+        other => panic!("dump-minify should fail, got {other:?}\n{}", report.table()),
     }
 }
 

@@ -14,7 +14,6 @@ mod draw;
 
 use common::{fixture, run_in_tmp as graphbug, said as text};
 use draw::{draw, s};
-use std::path::Path;
 
 #[test]
 fn an_aten_graph_draws_in_every_format() {

@@ -242,3 +242,62 @@ fn bad_requests_name_the_culprit() {
         said(&o)
     );
 }
+
+/// The conformance suite's PyTorch/XLA sources, CI subset (`cargo xtask conformance --subset
+/// ci --sources torch_xla,xla-dump`, PyTorch/XLA's part): an MLP's evaluation and training
+/// step as PyTorch/XLA compiles them pass every XLA stage (its HLO text and StableHLO
+/// printed as written, its proto as XLA prints it, its counts, runs against PyTorch/XLA's
+/// outputs, a fault minified to its instruction), and the step's dumps (as
+/// `graphbug_capture` writes it, and as XLA dumps it) pass `graphbug repro DUMP` and its
+/// fault. The stages' wrong answers are `tests/conformance.rs`'s.
+#[test]
+fn the_conformance_ci_subset_of_pytorch_xla_passes_every_stage() {
+    use xtask::conformance::{self, Outcome};
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = tmp.path().join("cases");
+    let script = root().join("xtask/conformance/gen_torch_xla_cases.py");
+    let mut gen = Command::new(torch_xla_python());
+    gen.arg(&script)
+        .args(["--subset", "ci", "-j", "1", "--out"])
+        .arg(&cases)
+        .env("PJRT_DEVICE", "CPU")
+        .env("PYTHONPATH", root().join("python"));
+    let o = output_within(gen, LIMIT);
+    assert!(o.status.success(), "{}", said(&o));
+    let mut print = Command::new(root().join(".venv/bin/python"));
+    print.arg(&script).arg("--print-protos").arg(&cases);
+    let o = output_within(print, LIMIT);
+    assert!(o.status.success(), "{}", said(&o));
+    let opts = conformance::Options {
+        graphbug: PathBuf::from(env!("CARGO_BIN_EXE_graphbug")),
+        cases: cases.clone(),
+        work: tmp.path().join("work"),
+        jobs: 1,
+        filter: None,
+        timeout: std::time::Duration::from_secs(300),
+        progress: false,
+        env: Vec::new(),
+    };
+    let report = conformance::run(&opts).expect("the runner runs");
+    println!("{}", report.table());
+    let ids: Vec<&str> = report.results.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "torch_xla/mlp/eval/eval1",
+            "torch_xla/mlp/train/backward1",
+            "torch_xla/mlp/train/forward1",
+            "torch_xla/mlp/train/optimizer1",
+            "xla-dump/torch_xla/mlp/capture",
+            "xla-dump/torch_xla/mlp/xla_flags",
+        ]
+    );
+    for r in &report.results {
+        assert!(
+            r.stages.iter().all(|(_, o)| o == &Outcome::Passed),
+            "{}: {:?}",
+            r.id,
+            r.stages
+        );
+    }
+}

@@ -318,7 +318,8 @@ def write_tensors(out_dir, stem, named):
 def write_npz(path, named):
     """np.savez's layout (one .npy per entry, in the given order), with a fixed timestamp so
     that two generations write the same bytes."""
-    np = jax_modules()["np"]
+    import numpy as np
+
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
         for name, a in named:
             buf = io.BytesIO()
@@ -330,7 +331,8 @@ def write_npz(path, named):
 
 def write_safetensors(path, named):
     """safetensors (keys sorted, 8-byte aligned header), as gen_cases.py writes them."""
-    np = jax_modules()["np"]
+    import numpy as np
+
     write_safetensors_file(path, [
         (name, SAFETENSORS_DTYPES[a.dtype.name], a.shape, np.ascontiguousarray(a).tobytes())
         for name, a in named])
@@ -526,7 +528,7 @@ def select(subset, pattern, out_root, samples=None):
 
 
 def die_with_parent(parent):
-    """Worker initializer: the worker gets SIGKILL when the generator dies; then JAX."""
+    """The calling worker gets SIGKILL when the generator (`parent`) dies."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -534,6 +536,11 @@ def die_with_parent(parent):
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:
             os._exit(1)
+
+
+def worker_init(parent):
+    """Worker initializer: dies with the generator; then JAX's harnesses."""
+    die_with_parent(parent)
     harnesses()
 
 
@@ -552,7 +559,7 @@ def run_tasks(tasks, jobs, counts):
             print(f"gen_xla_cases: {done}/{total} tasks, {counts['ok']} cases, "
                   f"{counts['skipped']} skipped by JAX", file=sys.stderr, flush=True)
 
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent,
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=worker_init,
                                                 mp_context=SPAWN,
                                                 initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(fn, args): (fn, args) for fn, args in tasks}
@@ -567,7 +574,7 @@ def run_tasks(tasks, jobs, counts):
             done += 1
             report()
     for fn, args in sorted(unfinished, key=lambda t: repr(t[1])):
-        with concurrent.futures.ProcessPoolExecutor(max_workers=1, initializer=die_with_parent,
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, initializer=worker_init,
                                                     mp_context=SPAWN,
                                                     initargs=(os.getpid(),)) as pool:
             try:

@@ -13,8 +13,13 @@ mod docs;
 mod setup;
 mod stages;
 
-/// The conformance suite's case sources: PyTorch's (gen_cases.py) and JAX's (gen_xla_cases.py).
+/// The conformance suite's case sources made by PyTorch (gen_cases.py).
 const TORCH_SOURCES: [&str; 3] = ["opinfo", "zoo", "capture"];
+
+/// The sources of XLA programs: JAX's (gen_xla_cases.py), PyTorch/XLA's
+/// (gen_torch_xla_cases.py), XLA dump directories (the committed ones, and PyTorch/XLA's)
+/// and HLO text as XLA's developers write it.
+const XLA_SOURCES: [&str; 4] = ["xla", "torch_xla", "xla-dump", "xla-text"];
 
 /// Command line of `cargo xtask`.
 #[derive(Parser)]
@@ -179,9 +184,11 @@ struct ConformanceArgs {
     /// Case sources, comma-separated: opinfo, zoo, capture (the zoo compiled by
     /// torch.compile through the graphbug_capture backend, static and dynamic), xla (XLA
     /// programs lowered by JAX: its primitive harnesses, its export back-compat modules and
-    /// the HLO corpus's models), xla-text (HLO modules as XLA's developers write them, read
-    /// by XLA's parser: those under --xla-text-dir; with --subset ci,
-    /// tests/fixtures/xla/hlo-xla-style).
+    /// the HLO corpus's models), torch_xla (the HLO modules PyTorch/XLA compiles for small
+    /// models' evaluation and training step), xla-dump (XLA dump directories: the committed
+    /// ones of JAX, TensorFlow and PyTorch/XLA, and each torch_xla model's), xla-text (HLO
+    /// modules as XLA's developers write them, read by XLA's parser: those under
+    /// --xla-text-dir; with --subset ci, tests/fixtures/xla/hlo-xla-style).
     #[arg(long, default_value = "opinfo,zoo,capture")]
     sources: String,
     /// For --sources xla-text: a folder of `.hlo` files (searched recursively), such as a
@@ -411,10 +418,20 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
         .collect();
     if let Some(unknown) = sources
         .iter()
-        .find(|s| !TORCH_SOURCES.contains(s) && **s != "xla" && **s != "xla-text")
+        .find(|s| !TORCH_SOURCES.contains(s) && !XLA_SOURCES.contains(s))
     {
-        bail!("unknown --sources `{unknown}` (known: opinfo, zoo, capture, xla, xla-text)");
+        bail!(
+            "unknown --sources `{unknown}` (known: {}, {})",
+            TORCH_SOURCES.join(", "),
+            XLA_SOURCES.join(", ")
+        );
     }
+    // PyTorch/XLA's modules, and its dumps (with the committed ones).
+    let torch_xla_sources: Vec<&str> = sources
+        .iter()
+        .copied()
+        .filter(|s| ["torch_xla", "xla-dump"].contains(s))
+        .collect();
     let xla_text_dir = match (&args.xla_text_dir, args.subset.as_str()) {
         _ if !sources.contains(&"xla-text") => None,
         (Some(dir), _) => Some(dir.clone()),
@@ -430,7 +447,10 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
             opinfo: sources.contains(&"opinfo"),
             zoo: sources.contains(&"zoo"),
             capture: sources.contains(&"capture"),
-            xla: sources.contains(&"xla") || xla_text_dir.is_some(),
+            xla: sources.contains(&"xla")
+                || xla_text_dir.is_some()
+                || !torch_xla_sources.is_empty(),
+            torch_xla: !torch_xla_sources.is_empty(),
         }),
     )?;
     let venv = root.join(".venv");
@@ -513,6 +533,48 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
                 .status()
                 .context("cannot run gen_xla_cases.py")?;
             ensure!(status.success(), "gen_xla_cases.py failed ({status})");
+        }
+        if !torch_xla_sources.is_empty() {
+            let mut gen = Command::new(root.join(setup::TORCH_XLA_VENV).join("bin/python"));
+            xtask::process::die_with_parent(&mut gen)
+                .arg(root.join("xtask/conformance/gen_torch_xla_cases.py"))
+                .arg("--out")
+                .arg(&cases)
+                .args(["--subset", &args.subset])
+                .args(["--sources", &torch_xla_sources.join(",")])
+                .args(["-j", &jobs.to_string()])
+                .env("PJRT_DEVICE", "CPU");
+            if let Some(f) = &args.filter {
+                gen.args(["--filter", f]);
+            }
+            let status = gen
+                .current_dir(root)
+                .status()
+                .context("cannot run gen_torch_xla_cases.py")?;
+            ensure!(status.success(), "gen_torch_xla_cases.py failed ({status})");
+            // XLA's print of each module's proto, by JAX (PyTorch/XLA has no printer).
+            if sources.contains(&"torch_xla") {
+                let mut print = Command::new(venv.join("bin/python"));
+                let status = xtask::process::die_with_parent(&mut print)
+                    .arg(root.join("xtask/conformance/gen_torch_xla_cases.py"))
+                    .arg("--print-protos")
+                    .arg(&cases)
+                    .current_dir(root)
+                    .status()
+                    .context("cannot run gen_torch_xla_cases.py --print-protos")?;
+                ensure!(
+                    status.success(),
+                    "gen_torch_xla_cases.py --print-protos failed ({status})"
+                );
+            }
+        }
+        if sources.contains(&"xla-dump") {
+            let n =
+                conformance::dump::generate_fixtures(root, &cases, &args.subset, filter.as_ref())?;
+            eprintln!(
+                "conformance: {n} xla-dump cases from {}",
+                conformance::dump::FIXTURE_DIR
+            );
         }
         if let Some(dir) = &xla_text_dir {
             let n = conformance::xla_text::generate(dir, &cases, &venv.join("bin/python"))?;

@@ -172,8 +172,10 @@ pub struct Sources {
     pub zoo: bool,
     /// The zoo compiled by torch.compile through graphbug_capture.
     pub capture: bool,
-    /// XLA programs lowered by JAX, run on `pjrt:cpu`.
+    /// XLA programs lowered by JAX, run on `pjrt:cpu` (and read by JAX: XLA dumps too).
     pub xla: bool,
+    /// HLO modules PyTorch/XLA compiled (gen_torch_xla_cases.py, in its own environment).
+    pub torch_xla: bool,
 }
 
 impl Sources {
@@ -183,6 +185,7 @@ impl Sources {
         zoo: true,
         capture: true,
         xla: true,
+        torch_xla: true,
     };
 }
 
@@ -236,8 +239,9 @@ impl Job {
 /// - gpu-bundle: the XLA CPU plugin only (the bundle's graphbug is built without libtorch,
 ///   and records its reference outputs on `pjrt:cpu`).
 /// - conformance: torch and the packages of the sources asked for (opinfo: numpy and
-///   expecttest; zoo: torchvision; capture: torchvision and graphbug_capture; xla: JAX,
-///   jaxlib, absl-py and the XLA CPU plugin).
+///   expecttest; zoo: torchvision; capture: torchvision and graphbug_capture; xla, and
+///   xla-dump: JAX, jaxlib, absl-py and the XLA CPU plugin; torch_xla: those and
+///   [`TORCH_XLA_VENV`]).
 /// - docs: mdBook, and what the documentation's blocks run: torch, Graphviz, JAX and the
 ///   XLA CPU plugin, graphbug_capture, and a `cargo xtask conformance --sources xla`.
 /// - bench: torch, torchvision (the peak-memory zoo), JAX, jaxlib and the XLA CPU plugin
@@ -300,6 +304,9 @@ pub fn plan(job: Job) -> Vec<Item> {
             }
             if s.capture {
                 items.push(Capture);
+            }
+            if s.torch_xla {
+                items.push(TorchXla);
             }
             items
         }
@@ -903,6 +910,13 @@ mod tests {
             ..Sources::default()
         });
         assert!(has(capture, Item::Capture) && has(capture, Python(&TORCHVISION)));
+        let torch_xla = Job::Conformance(Sources {
+            torch_xla: true,
+            xla: true,
+            ..Sources::default()
+        });
+        assert!(has(torch_xla, Item::TorchXla) && has(torch_xla, Python(&JAX)));
+        assert!(!has(xla, Item::TorchXla));
         // Nothing of the tests' machinery in the conformance suite or the GPU bundle.
         for job in [Job::Conformance(Sources::ALL), Job::GpuBundle, Job::Fuzz] {
             for item in [Item::Engines, Item::Chromium, Item::Mdbook] {

@@ -4,6 +4,7 @@
 //! it needs passed; the report counts passed / reached per stage. HLO modules as XLA's
 //! developers write them (the `xla-text` source: [`xla_text`]) are made into cases here.
 
+pub mod dump;
 pub mod report;
 pub mod safetensors;
 pub mod xla;
@@ -52,11 +53,16 @@ pub const XLA_STAGES: [Stage; 6] = [
 /// The stages of HLO modules as XLA's developers write them (the `xla-text` source).
 pub const XLA_TEXT_STAGES: [Stage; 2] = [Stage::TextFmt, Stage::TextCheck];
 
-/// The stages a case of `source` goes through.
+/// The stages of XLA dump directories (the `xla-dump` source: [`dump`]).
+pub const DUMP_STAGES: [Stage; 2] = [Stage::DumpCheck, Stage::DumpMinify];
+
+/// The stages a case of `source` goes through: PyTorch/XLA's modules (`torch_xla`) go
+/// through JAX's programs' stages.
 pub fn stages_of(source: &str) -> &'static [Stage] {
     match source {
-        "xla" => &XLA_STAGES,
+        "xla" | "torch_xla" => &XLA_STAGES,
         "xla-text" => &XLA_TEXT_STAGES,
+        "xla-dump" => &DUMP_STAGES,
         _ => &STAGES,
     }
 }
@@ -65,7 +71,9 @@ pub fn stages_of(source: &str) -> &'static [Stage] {
 pub fn producer_of(source: &str) -> &'static str {
     match source {
         "xla" => "JAX",
+        "torch_xla" => "PyTorch/XLA",
         "xla-text" => "XLA's parser",
+        "xla-dump" => "the framework",
         _ => "PyTorch",
     }
 }
@@ -121,6 +129,11 @@ pub enum Stage {
     /// (XLA text) `graphbug check` passes what XLA's parser reads and refuses what it
     /// refuses (or what XLA's verifier refuses).
     TextCheck,
+    /// (XLA dump) `graphbug repro DUMP` on the CPU plugin passes every module it checks.
+    DumpCheck,
+    /// (XLA dump) a fault at one instruction of one module fails that module alone, which
+    /// is minified to that instruction.
+    DumpMinify,
 }
 
 impl Stage {
@@ -145,6 +158,8 @@ impl Stage {
             Stage::MinifyHlo => "minify-hlo",
             Stage::TextFmt => "text-fmt",
             Stage::TextCheck => "text-check",
+            Stage::DumpCheck => "dump-check",
+            Stage::DumpMinify => "dump-minify",
         }
     }
 }
@@ -245,15 +260,20 @@ pub fn discover(root: &Path) -> Result<Vec<Case>> {
     while let Some(dir) = stack.pop() {
         let mut has_files = false;
         let mut has_case = false;
+        let mut subdirs = Vec::new();
         for entry in fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
             let path = entry?.path();
             if path.is_dir() {
-                stack.push(path);
+                subdirs.push(path);
             } else if path.file_name().is_some_and(|n| n == "case.json") {
                 has_case = true;
             } else {
                 has_files = true;
             }
+        }
+        // A case's own folders (an XLA dump) are its files, not cases.
+        if !has_case {
+            stack.extend(subdirs);
         }
         if has_case {
             let path = dir.join("case.json");
@@ -504,6 +524,8 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
                     Stage::Minify => &[Stage::Parse, Stage::Values],
                     // Needs graphbug's min-cut partition, not functorch's figures.
                     Stage::Peak => &[Stage::Parse],
+                    // Reads the modules dump-check found.
+                    Stage::DumpMinify => &[Stage::DumpCheck],
                     _ => &[],
                 };
                 match needs
@@ -695,6 +717,8 @@ impl Runner<'_> {
             Stage::MinifyHlo => self.xla_minify(),
             Stage::TextFmt => self.text_fmt(),
             Stage::TextCheck => self.text_check(),
+            Stage::DumpCheck => self.dump_check(),
+            Stage::DumpMinify => self.dump_minify(),
         };
         result.unwrap_or_else(|e| Outcome::Failed(format!("runner error: {e:#}")))
     }
@@ -1083,6 +1107,14 @@ impl Runner<'_> {
             .collect()
     }
 
+    /// Adds `note` to the case's notes, once.
+    fn note(&self, note: String) {
+        let mut notes = self.notes.borrow_mut();
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+
     /// A gradient stage's outcome: `check` against PyTorch's gradients; where that fails
     /// and PyTorch's own gradients are known wrong (OpInfo expects its gradcheck to fail,
     /// and they differ from float64 central differences: `grads_numeric.safetensors`),
@@ -1097,11 +1129,9 @@ impl Runner<'_> {
         };
         Ok(match check("grads_numeric.safetensors")? {
             Outcome::Passed => {
-                let note = format!("gradients judged by float64 finite differences: {why}");
-                let mut notes = self.notes.borrow_mut();
-                if !notes.contains(&note) {
-                    notes.push(note);
-                }
+                self.note(format!(
+                    "gradients judged by float64 finite differences: {why}"
+                ));
                 Outcome::Passed
             }
             Outcome::Failed(numeric) => {
