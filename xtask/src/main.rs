@@ -158,9 +158,10 @@ impl SetupFor {
 /// Arguments of `cargo xtask conformance`.
 #[derive(clap::Args)]
 struct ConformanceArgs {
-    /// `ci`: about 30 hand-picked OpInfo ops and four small modules, and about 50 XLA programs
-    /// (one JAX harness of every third group, two back-compat modules, five models); `full`:
-    /// every op_db op, the whole zoo, every JAX harness that runs on CPU.
+    /// `ci`: about 30 hand-picked OpInfo ops and four small modules, about 50 XLA programs
+    /// (one JAX harness of every third group, two back-compat modules, five models), an
+    /// MLP under PyTorch/XLA and two committed dumps; `full`: every op_db op, the whole zoo,
+    /// every JAX harness that runs on CPU, every PyTorch/XLA model and committed dump.
     #[arg(long, default_value = "full", value_parser = ["ci", "full"])]
     subset: String,
     /// Only cases whose id (`opinfo/acos/f32/0`, `zoo/resnet18/train`,

@@ -140,7 +140,7 @@ impl Runner<'_> {
         };
         let rows = modules(&summary)?;
         let mut passed = 0;
-        for row in rows.iter().map(|r| Row(r)) {
+        for row in rows.iter().map(Row) {
             match row.result() {
                 "passes" => passed += 1,
                 "not_checked" => self.note(format!(
@@ -210,7 +210,7 @@ impl Runner<'_> {
         let Some(summary) = summary else {
             return Ok(Outcome::Failed(exec.error_line(&what)));
         };
-        for row in modules(&summary)?.iter().map(|r| Row(r)) {
+        for row in modules(&summary)?.iter().map(Row) {
             let faulted = row.module() == module;
             match (faulted, row.result()) {
                 (true, "fails") => {

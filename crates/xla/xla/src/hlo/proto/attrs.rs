@@ -305,9 +305,9 @@ static SPECS: &[Spec] = &[
     Spec { key: "feature_group_count", ops: CONV_LIKE, codec: Codec::Int(|i| &mut i.feature_group_count, Show::AboveOne) },
     Spec { key: "batch_group_count", ops: CONV_LIKE, codec: Codec::Int(|i| &mut i.batch_group_count, Show::AboveOne) },
     Spec { key: "lhs_batch_dims", ops: &["dot"], codec: Codec::Ints(|i| &mut dot(i).lhs_batch_dimensions, Show::NonZero) },
-    Spec { key: "lhs_contracting_dims", ops: &["dot"], codec: Codec::Ints(|i| &mut dot(i).lhs_contracting_dimensions, Show::NonZero) },
+    Spec { key: "lhs_contracting_dims", ops: &["dot"], codec: Codec::Ints(|i| &mut dot(i).lhs_contracting_dimensions, Show::Always) },
     Spec { key: "rhs_batch_dims", ops: &["dot"], codec: Codec::Ints(|i| &mut dot(i).rhs_batch_dimensions, Show::NonZero) },
-    Spec { key: "rhs_contracting_dims", ops: &["dot"], codec: Codec::Ints(|i| &mut dot(i).rhs_contracting_dimensions, Show::NonZero) },
+    Spec { key: "rhs_contracting_dims", ops: &["dot"], codec: Codec::Ints(|i| &mut dot(i).rhs_contracting_dimensions, Show::Always) },
     Spec { key: "operand_precision", ops: PRECISION, codec: Codec::Custom(enc_precision, dec_precision) },
     Spec { key: "algorithm", ops: &["dot"], codec: Codec::Custom(enc_dot_algorithm, dec_dot_algorithm) },
     Spec { key: "padding_type", ops: &["custom-call"], codec: Codec::Enum(|i| &mut i.padding_type, &[("PADDING_INVALID", 0), ("PADDING_VALID", 1), ("PADDING_SAME", 2)], &[0]) },
@@ -2068,6 +2068,16 @@ mod tests {
                 ("rhs_contracting_dims", "{2}"),
                 ("operand_precision", "{high,high}"),
                 ("algorithm", "dot_bf16_bf16_f32"),
+            ],
+        );
+        // An outer product contracts nothing, and XLA prints (and needs) its dimension
+        // numbers all the same (PyTorch/XLA's bilinear interpolation writes one).
+        same(
+            "dot",
+            f,
+            &[
+                ("lhs_contracting_dims", "{}"),
+                ("rhs_contracting_dims", "{}"),
             ],
         );
         same(
