@@ -45,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from gen_xla_cases import (FORMAT_VERSION, die_with_parent, first_line,  # noqa: E402
-                           skip_case, write_case_json, write_tensors)
+                           skip_case, write_case_json, write_inputs_outputs)
 
 #: The models of the CI subset.
 CI_MODELS = ["mlp"]
@@ -259,16 +259,8 @@ def module_case(out_root, model, run, name, proto, arguments, extra):
         "num_args": len(arguments),
         "num_outputs": extra["count"],
     })
-    ins = [a.numpy() for a in arguments]
-    outs = [o.numpy() for o in extra["outputs"]]
-    case["dtypes"] = sorted({a.dtype.name for a in ins + outs})
-    written = [write_tensors(out_dir, "inputs", [(f"arg{k}", a) for k, a in enumerate(ins)]),
-               write_tensors(out_dir, "outputs", [(f"out{k}", a) for k, a in enumerate(outs)])]
-    refused = [w["reason"] for w in written if not isinstance(w, str)]
-    if refused:
-        case["run_skip"] = refused[0]
-    else:
-        case["inputs"], case["outputs"] = written
+    write_inputs_outputs(out_dir, case, [a.numpy() for a in arguments],
+                         [o.numpy() for o in extra["outputs"]])
     if re.search(r"\brng[-(]", extra["hlo"]):
         case["run_skip"] = "the program uses XLA's rng op: its values differ between compilations"
     write_case_json(out_dir, case)
@@ -408,7 +400,8 @@ def main(argv=None):
                    help=f"ci: {', '.join(CI_MODELS)}; full: every model")
     p.add_argument("--filter", default=None,
                    help="regex over case ids (re.search): a model is run when it matches "
-                   "torch_xla/MODEL/ or xla-dump/torch_xla/MODEL/")
+                   "one of its cases' ids (torch_xla/MODEL/eval/eval1, ..., "
+                   "xla-dump/torch_xla/MODEL/xla_flags)")
     p.add_argument("--sources", default="torch_xla,xla-dump",
                    help="the cases to write: torch_xla (each module), xla-dump (each "
                    "model's dumps), or both")
@@ -426,7 +419,10 @@ def main(argv=None):
         p.error(f"unknown --sources {', '.join(sorted(unknown))} (known: torch_xla, xla-dump)")
 
     def wanted(name):
-        ids = [f"torch_xla/{name}/", f"xla-dump/torch_xla/{name}/"]
+        # The ids a model's cases get (a step syncs its forward, backward and optimizer).
+        ids = [f"torch_xla/{name}/{run}" for run in
+               ("eval/eval1", "train/forward1", "train/backward1", "train/optimizer1")]
+        ids += [f"xla-dump/torch_xla/{name}/{kind}" for kind in ("capture", "xla_flags")]
         return pattern is None or any(pattern.search(i) for i in ids)
 
     tasks = [(i, a.out, sorted(sources)) for i, (name, _) in enumerate(models())

@@ -265,6 +265,17 @@ def write_case(out_dir, case_id, meta, f, args, extra=None):
         raise Skip(f"JAX lowered {case['num_args']} arguments for {len(ins)} flattened inputs")
     if extra:
         extra(out_dir, case)
+    write_inputs_outputs(out_dir, case, ins, outs)
+    if case.pop("random"):
+        case["run_skip"] = ("the program uses XLA's rng op: its values differ between "
+                            "compilations")
+    write_case_json(out_dir, case)
+    return case
+
+
+def write_inputs_outputs(out_dir, case, ins, outs):
+    """Writes the inputs (arg0..) and the outputs (out0..) and names their files in `case`,
+    or says in its ``run_skip`` why no case file holds them; records their dtypes."""
     case["dtypes"] = sorted({a.dtype.name for a in ins + outs})
     files = [write_tensors(out_dir, "inputs", [(f"arg{k}", a) for k, a in enumerate(ins)]),
              write_tensors(out_dir, "outputs", [(f"out{k}", a) for k, a in enumerate(outs)])]
@@ -273,11 +284,6 @@ def write_case(out_dir, case_id, meta, f, args, extra=None):
         case["run_skip"] = refused[0]
     else:
         case["inputs"], case["outputs"] = files
-    if case.pop("random"):
-        case["run_skip"] = ("the program uses XLA's rng op: its values differ between "
-                            "compilations")
-    write_case_json(out_dir, case)
-    return case
 
 
 def write_case_json(out_dir, case):

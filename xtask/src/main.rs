@@ -487,86 +487,54 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
                 .with_context(|| format!("cannot clear {}", cases.display()))?;
         }
         let started = std::time::Instant::now();
+        let python = venv.join("bin/python");
+        let common: Vec<String> = [
+            "--out".into(),
+            cases.display().to_string(),
+            "--subset".into(),
+            args.subset.clone(),
+            "-j".into(),
+            jobs.to_string(),
+        ]
+        .into_iter()
+        .chain(
+            args.filter
+                .iter()
+                .flat_map(|f| ["--filter".into(), f.clone()]),
+        )
+        .collect();
+        let samples: Vec<String> = args
+            .samples
+            .iter()
+            .flat_map(|k| ["--samples".into(), k.to_string()])
+            .collect();
         if !torch_sources.is_empty() {
-            let mut gen = Command::new(venv.join("bin/python"));
-            xtask::process::die_with_parent(&mut gen)
-                .arg(root.join("xtask/conformance/gen_cases.py"))
-                .arg("--out")
-                .arg(&cases)
-                .args([
-                    "--subset",
-                    &args.subset,
-                    "--sources",
-                    &torch_sources.join(","),
-                ])
-                .args(["-j", &jobs.to_string()]);
-            if let Some(k) = args.samples {
-                gen.args(["--samples", &k.to_string()]);
-            }
-            if let Some(d) = &args.dtypes {
-                gen.args(["--dtypes", d]);
-            }
-            if let Some(f) = &args.filter {
-                gen.args(["--filter", f]);
-            }
-            let status = gen
-                .current_dir(root)
-                .status()
-                .context("cannot run gen_cases.py")?;
-            ensure!(status.success(), "gen_cases.py failed ({status})");
+            let mut more = vec!["--sources".to_string(), torch_sources.join(",")];
+            more.extend(samples.iter().cloned());
+            more.extend(
+                args.dtypes
+                    .iter()
+                    .flat_map(|d| ["--dtypes".into(), d.clone()]),
+            );
+            run_generator(root, &python, "gen_cases.py", &[&common, &more], &[])?;
         }
         if sources.contains(&"xla") {
-            let mut gen = Command::new(venv.join("bin/python"));
-            xtask::process::die_with_parent(&mut gen)
-                .arg(root.join("xtask/conformance/gen_xla_cases.py"))
-                .arg("--out")
-                .arg(&cases)
-                .args(["--subset", &args.subset])
-                .args(["-j", &jobs.to_string()]);
-            if let Some(f) = &args.filter {
-                gen.args(["--filter", f]);
-            }
-            if let Some(k) = args.samples {
-                gen.args(["--samples", &k.to_string()]);
-            }
-            let status = gen
-                .current_dir(root)
-                .status()
-                .context("cannot run gen_xla_cases.py")?;
-            ensure!(status.success(), "gen_xla_cases.py failed ({status})");
+            run_generator(root, &python, "gen_xla_cases.py", &[&common, &samples], &[])?;
         }
         if !torch_xla_sources.is_empty() {
-            let mut gen = Command::new(root.join(setup::TORCH_XLA_VENV).join("bin/python"));
-            xtask::process::die_with_parent(&mut gen)
-                .arg(root.join("xtask/conformance/gen_torch_xla_cases.py"))
-                .arg("--out")
-                .arg(&cases)
-                .args(["--subset", &args.subset])
-                .args(["--sources", &torch_xla_sources.join(",")])
-                .args(["-j", &jobs.to_string()])
-                .env("PJRT_DEVICE", "CPU");
-            if let Some(f) = &args.filter {
-                gen.args(["--filter", f]);
-            }
-            let status = gen
-                .current_dir(root)
-                .status()
-                .context("cannot run gen_torch_xla_cases.py")?;
-            ensure!(status.success(), "gen_torch_xla_cases.py failed ({status})");
+            let more = ["--sources".to_string(), torch_xla_sources.join(",")];
+            let torch_xla_python = root.join(setup::TORCH_XLA_VENV).join("bin/python");
+            run_generator(
+                root,
+                &torch_xla_python,
+                "gen_torch_xla_cases.py",
+                &[&common, &more],
+                &[("PJRT_DEVICE", "CPU")],
+            )?;
             // XLA's print of each module's proto, by JAX (PyTorch/XLA has no printer).
             if sources.contains(&"torch_xla") {
-                let mut print = Command::new(venv.join("bin/python"));
-                let status = xtask::process::die_with_parent(&mut print)
-                    .arg(root.join("xtask/conformance/gen_torch_xla_cases.py"))
-                    .arg("--print-protos")
-                    .arg(&cases)
-                    .current_dir(root)
-                    .status()
-                    .context("cannot run gen_torch_xla_cases.py --print-protos")?;
-                ensure!(
-                    status.success(),
-                    "gen_torch_xla_cases.py --print-protos failed ({status})"
-                );
+                let print = ["--print-protos".to_string(), cases.display().to_string()];
+                run_generator(root, &python, "gen_torch_xla_cases.py", &[&print], &[])?;
             }
         }
         if sources.contains(&"xla-dump") {
@@ -620,6 +588,29 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
     }
     eprintln!("conformance: under the targets: {}", unmet.join(", "));
     Ok(ExitCode::FAILURE)
+}
+
+/// Runs the case generator `xtask/conformance/SCRIPT` with `python`, the arguments
+/// `args` (in groups) and more environment `env`, in the workspace root, dying with xtask;
+/// an error naming the script where it fails.
+fn run_generator(
+    root: &Path,
+    python: &Path,
+    script: &str,
+    args: &[&[String]],
+    env: &[(&str, &str)],
+) -> Result<()> {
+    let mut gen = Command::new(python);
+    xtask::process::die_with_parent(&mut gen)
+        .arg(root.join("xtask/conformance").join(script))
+        .args(args.iter().flat_map(|a| a.iter()))
+        .envs(env.iter().copied())
+        .current_dir(root);
+    let status = gen
+        .status()
+        .with_context(|| format!("cannot run {script} with {}", python.display()))?;
+    ensure!(status.success(), "{script} failed ({status})");
+    Ok(())
 }
 
 #[cfg(test)]
