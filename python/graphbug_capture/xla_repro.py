@@ -9,10 +9,13 @@ numpy and either jax/jaxlib or PyTorch/XLA::
     python repro.py --plugin /path/pjrt.so   # another PJRT plugin library
     python repro.py --platform cuda          # a backend jax has installed (jax[cuda])
     python repro.py --with torch_xla         # PyTorch/XLA's device (PJRT_DEVICE) against its CPU
+    python repro.py --with iree              # IREE (iree-base-compiler, iree-base-runtime)
 
 Without jax, it runs with PyTorch/XLA (``--with`` chooses when both are installed): the program
 (an HLO proto, as PyTorch/XLA's captures are) runs on the device ``PJRT_DEVICE`` names (else
-the manifest's platform), the clean program on PyTorch/XLA's CPU as the reference.
+the manifest's platform), the clean program on PyTorch/XLA's CPU as the reference. A directory
+whose backend is IREE's (``iree:llvm-cpu``) runs with IREE's Python packages, the reference
+on XLA CPU through jax.
 
 It reads ``manifest.json``, the program (``program.mlir``, ``program.hlo`` or
 ``program.hlo.pb``; for the backend side ``program.faulted.*`` when the manifest names one)
@@ -48,6 +51,9 @@ PLUGIN_NAME = "graphbug_repro"
 FORMS = {"hlo-text": ".hlo", "hlo-proto": ".hlo.pb", "stablehlo-text": ".mlir"}
 
 DEFAULT_TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
+
+#: The prefix of IREE's backends in the manifest (``iree:<target backend>``).
+IREE_PREFIX = "iree:"
 
 #: What `--no-tf32` sets: XLA's GPU plugin runs small float32 GEMMs with Triton and large ones
 #: with cuBLAS, both in TF32 by default (on an H100, a BART layer's logits came out 6.4e-3 from
@@ -803,18 +809,31 @@ def parse_args(argv):
     parser.add_argument("--in-process", action="store_true",
                         help="run in this process: a crash of the backend then ends this "
                              "script with the signal instead of exit status 1")
-    parser.add_argument("--with", dest="runtime", choices=("jax", "torch_xla"),
-                        help="run with jax or with PyTorch/XLA (default: jax where installed, "
-                             "else PyTorch/XLA)")
+    parser.add_argument("--with", dest="runtime", choices=("jax", "torch_xla", "iree"),
+                        help="run with jax, PyTorch/XLA or IREE (default: IREE for an iree: "
+                             "backend, else jax where installed, else PyTorch/XLA)")
+    parser.add_argument("--iree-target", metavar="NAME",
+                        help="IREE's target backend, e.g. llvm-cpu, cuda, vulkan-spirv "
+                             "(overrides the manifest's iree:<target>)")
     parser.add_argument("--reference-to", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def choose_runtime(choice):
-    """``jax`` or ``torch_xla``: `choice`, else jax where it is installed, else PyTorch/XLA."""
+def iree_target(manifest):
+    """The IREE target backend the manifest's backend names (``fault:...+iree:llvm-cpu``),
+    or None when it is no IREE backend."""
+    inner = (manifest.get("backend") or "").rsplit("+", 1)[-1]
+    return inner[len(IREE_PREFIX):] if inner.startswith(IREE_PREFIX) else None
+
+
+def choose_runtime(choice, manifest):
+    """``jax``, ``torch_xla`` or ``iree``: `choice`, else IREE for an IREE backend, else jax
+    where it is installed, else PyTorch/XLA."""
     if choice:
         return choice
+    if iree_target(manifest):
+        return "iree"
     import importlib.util
 
     if importlib.util.find_spec("jax") is not None:
@@ -859,23 +878,99 @@ def run_jax(opts, manifest, form, programs, args):
     print(f"backend: compiled in {compiled:.3f} s, ran in {ran:.3f} s, {len(outputs)} output(s)")
 
     def reference():
-        try:
-            cpu = get_backend("cpu")
-            cpu_device = cpu.devices()[0]
-            program = clean_compilable or to_compilable(clean, form)
-            return execute(compile_program(cpu, cpu_device, program), cpu_device, args), \
-                f"XLA CPU ({cpu_device})"
-        except BadInput:
-            raise
-        except Exception as err:  # noqa: BLE001
-            raise BadInput(f"the reference run on XLA CPU fails: {type(err).__name__}: {err}") \
-                from None
+        return xla_cpu_reference(clean_compilable or to_compilable(clean, form), args)
 
     note = None
     if backend.platform == "gpu" and not opts.no_tf32:
         note = ("note: XLA's GPU plugin computes float32 dots in TF32 by default, about 1e-3 "
                 "from XLA CPU; --no-tf32 compares at full float32 precision")
     return outputs, reference, note
+
+
+def xla_cpu_reference(program, args):
+    """The outputs of `program` (as ``compile_and_load`` takes it) on XLA CPU, jax's builtin
+    ``cpu`` backend, and a label; a failure is bad input."""
+    try:
+        cpu = get_backend("cpu")
+        cpu_device = cpu.devices()[0]
+        return execute(compile_program(cpu, cpu_device, program), cpu_device, args), \
+            f"XLA CPU ({cpu_device})"
+    except BadInput:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise BadInput(f"the reference run on XLA CPU fails: {type(err).__name__}: {err}") \
+            from None
+
+
+def _first_lines(err, n=8):
+    """The first `n` lines of an error's message (IREE's compiler says a lot)."""
+    lines = str(err).strip().splitlines()
+    return "\n".join(lines[:n]) + (f"\n... ({len(lines) - n} more lines)" if len(lines) > n else "")
+
+
+def entry_function(text):
+    """The function the program runs: ``main``, else its one public function."""
+    import re
+
+    names = re.findall(r"func\.func\s+(?:public\s+)?@([\w.$]+)\s*\(", text)
+    if "main" in names or not names:
+        return "main"
+    public = re.findall(r"func\.func\s+public\s+@([\w.$]+)\s*\(", text)
+    return (public or names)[0]
+
+
+def run_iree(opts, manifest, form, programs, args):
+    """The backend side on IREE (its compiler and runtime, from Python), the reference on XLA
+    CPU through jax (or the recorded outputs): (outputs, reference thunk, None), or an exit
+    status when the backend fails."""
+    clean, under_test, _ = programs
+    target = opts.iree_target or iree_target(manifest)
+    if not target:
+        raise BadInput(f"the manifest's backend {manifest.get('backend')!r} is no IREE backend "
+                       "(iree:<target>); name one with --iree-target NAME")
+    if form != "stablehlo-text":
+        raise BadInput(f"IREE compiles StableHLO; this directory's program is {form} "
+                       "(graphbug converts HLO for IREE when its backend is iree:<target>)")
+    try:
+        import iree.compiler as ireec
+        import iree.runtime as ireert
+    except ImportError as err:
+        raise BadInput(f"IREE's Python packages are not installed ({err}): "
+                       "pip install iree-base-compiler iree-base-runtime") from None
+    print(f"running on IREE's `{target}` target backend")
+    extra = ["--iree-llvmcpu-target-cpu=host"] if target == "llvm-cpu" else []
+    extra += os.environ.get("GRAPHBUG_IREE_FLAGS", "").split()
+    try:
+        start = time.perf_counter()
+        vmfb = ireec.compile_str(under_test, target_backends=[target], extra_args=extra)
+        compiled = time.perf_counter() - start
+    except Exception as err:  # noqa: BLE001 - the compiler's own error types
+        print(f"the backend fails to compile the program: {type(err).__name__}: "
+              f"{_first_lines(err)}")
+        return 1
+    try:
+        start = time.perf_counter()
+        module = ireert.load_vm_flatbuffer(vmfb, backend=target)
+        results = module[entry_function(under_test)](*args)
+        results = results if isinstance(results, (tuple, list)) else (results,)
+        outputs = [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+        ran = time.perf_counter() - start
+    except Exception as err:  # noqa: BLE001
+        print(f"the backend fails to run the program: {type(err).__name__}: {_first_lines(err)}")
+        return 1
+    print(f"backend: compiled in {compiled:.3f} s, ran in {ran:.3f} s, {len(outputs)} output(s)")
+
+    def reference():
+        try:
+            import jax
+        except ImportError:
+            raise BadInput("the reference runs on XLA CPU through jax, which is not installed; "
+                           "use --reference recorded") from None
+        jax.config.update("jax_enable_x64", True)
+        check_stablehlo_text(clean, manifest["program"])
+        return xla_cpu_reference(clean, args)
+
+    return outputs, reference, None
 
 
 def run(opts):
@@ -899,7 +994,7 @@ def run(opts):
         path, named = read_tensors(directory, "reference_outputs")
         recorded = numbered(named, "out", path)
 
-    runtime = choose_runtime(opts.runtime)
+    runtime = choose_runtime(opts.runtime, manifest)
     if not opts.reference_to:
         print(f"program: {os.path.join(directory, programs[2])} ({form}), "
               f"{len(args)} input(s); backend {manifest.get('backend')!r}")
@@ -908,6 +1003,11 @@ def run(opts):
             raise BadInput("--plugin and --platform choose jax's backend; with PyTorch/XLA, "
                            "set PJRT_DEVICE")
         ran = run_torch_xla(opts, directory, manifest, form, programs, args)
+    elif runtime == "iree":
+        if opts.plugin or opts.platform:
+            raise BadInput("--plugin and --platform choose jax's backend; with IREE, "
+                           "--iree-target names its target backend")
+        ran = run_iree(opts, manifest, form, programs, args)
     else:
         ran = run_jax(opts, manifest, form, programs, args)
     if isinstance(ran, int):
@@ -1009,7 +1109,7 @@ def main(argv=None):
         print(f"repro.py: {err}", file=sys.stderr)
         return 2
     except ImportError as err:
-        print(f"repro.py: {err} (repro.py needs numpy, and jax or torch_xla)", file=sys.stderr)
+        print(f"repro.py: {err} (repro.py needs numpy, and jax, torch_xla or IREE)", file=sys.stderr)
         return 2
     except Exception:  # noqa: BLE001 - an unexpected failure is not a reproduction
         traceback.print_exc()

@@ -109,8 +109,25 @@ pub const ABSL: Package = Package {
     why: "JAX's primitive harnesses (the conformance suite's xla cases) import it",
 };
 
+/// The IREE release `--backend iree:<target>` is checked against.
+pub const IREE_VERSION: &str = "3.13.0";
+
+/// IREE's compiler (`iree-compile`, and its Python API, which repro.py uses).
+pub const IREE_COMPILER: Package = Package {
+    name: "iree-base-compiler",
+    version: Some(IREE_VERSION),
+    why: "IREE's compiler, which `--backend iree:<target>` runs (the IREE tests and benchmark)",
+};
+
+/// IREE's runtime (`iree-run-module`, and its Python API, which repro.py uses).
+pub const IREE_RUNTIME: Package = Package {
+    name: "iree-base-runtime",
+    version: Some(IREE_VERSION),
+    why: "IREE's runtime, which runs what `--backend iree:<target>` compiles",
+};
+
 /// Every Python package set-up knows, in the order `cargo xtask setup` installs them.
-pub const PYTHON_PACKAGES: [&Package; 7] = [
+pub const PYTHON_PACKAGES: [&Package; 9] = [
     &NUMPY,
     &EXPECTTEST,
     &TORCHVISION,
@@ -118,6 +135,8 @@ pub const PYTHON_PACKAGES: [&Package; 7] = [
     &JAXLIB,
     &XLA_CPU_PJRT,
     &ABSL,
+    &IREE_COMPILER,
+    &IREE_RUNTIME,
 ];
 
 /// Programs of the engines the worker-launcher tests start (`tests/cluster.rs`): a
@@ -245,7 +264,7 @@ impl Job {
 /// - docs: mdBook, and what the documentation's blocks run: torch, Graphviz, JAX and the
 ///   XLA CPU plugin, graphbug_capture, and a `cargo xtask conformance --sources xla`.
 /// - bench: torch, torchvision (the peak-memory zoo), JAX, jaxlib and the XLA CPU plugin
-///   (the XLA benchmarks), Graphviz and Chromium (the draw benchmark), the engines (the
+///   (the XLA benchmarks), IREE's compiler and runtime (its overhead), Graphviz and Chromium (the draw benchmark), the engines (the
 ///   parallel-minify benchmark through srun).
 /// - test (which runs every test, the docs check and, through `tests/conformance.rs`, the
 ///   conformance suite) and setup: everything.
@@ -281,6 +300,8 @@ pub fn plan(job: Job) -> Vec<Item> {
             Python(&JAX),
             Python(&JAXLIB),
             Python(&XLA_CPU_PJRT),
+            Python(&IREE_COMPILER),
+            Python(&IREE_RUNTIME),
             Graphviz,
             Engines,
             Chromium,

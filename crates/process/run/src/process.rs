@@ -296,6 +296,46 @@ pub fn wait_bounded(child: &mut Child, limit: Duration, own_group: bool) -> io::
     Ok(ended)
 }
 
+/// `child`'s output (its stdout and stderr piped), the pipes drained while
+/// [`wait_bounded`] waits for it; `None` when `limit` passed and the child (and its group
+/// with `own_group`) was killed.
+pub fn output_bounded(
+    mut child: Child,
+    limit: Duration,
+    own_group: bool,
+) -> io::Result<Option<std::process::Output>> {
+    use std::io::Read;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut b);
+            }
+            b
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    Ok(match wait_bounded(&mut child, limit, own_group)? {
+        Ended::Exited(status) => Some(std::process::Output {
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        }),
+        Ended::TimedOut => None,
+    })
+}
+
 /// The executable `name` as `PATH` finds it.
 pub fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;

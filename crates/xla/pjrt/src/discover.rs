@@ -95,8 +95,8 @@ fn from_var(var: Option<&str>) -> Vec<Found> {
     found
 }
 
-/// `workspace/.venv/lib/python*/site-packages`.
-fn site_packages(workspace: &Path) -> Vec<PathBuf> {
+/// `workspace/.venv/lib/python*/site-packages`, where set-up installs Python packages.
+pub fn site_packages(workspace: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = entries(&workspace.join(".venv/lib"))
         .into_iter()
         .filter(|p| file_name(p).starts_with("python"))

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use graphbug_ir::Dtype;
 
 pub use client::{Client, Device, Executable, Format};
-pub use discover::{discover, resolve, Found, Origin, PLUGINS_VAR};
+pub use discover::{discover, resolve, site_packages, Found, Origin, PLUGINS_VAR};
 pub use graphbug_files::HostTensor;
 pub use plugin::{Attribute, Plugin};
 

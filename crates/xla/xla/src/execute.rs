@@ -1,7 +1,8 @@
-//! XLA programs compiled and executed on PJRT plugins, the way graphbug's backends compile
-//! and run aten graphs. A backend for XLA programs is named `pjrt:<plugin>` (a name
-//! `graphbug backends --all` lists, or a plugin file), or `fault:<spec>+pjrt:<plugin>` for
-//! a testing fault (see [`graphbug_ir::fault::GRAMMAR`]). Accuracy, NaN, compile and hang
+//! XLA programs compiled and executed on PJRT plugins, or by IREE, the way graphbug's
+//! backends compile and run aten graphs. A backend for XLA programs is named
+//! `pjrt:<plugin>` (a name `graphbug backends --all` lists, or a plugin file),
+//! `iree:<target>` (IREE's compiler for one of its target backends, see [`crate::iree`]),
+//! or `fault:<spec>+<backend>` for a testing fault (see [`graphbug_ir::fault::GRAMMAR`]). Accuracy, NaN, compile and hang
 //! faults rewrite the program ([`crate::rewrite`]), so that the plugin itself computes the
 //! wrong value, fails to compile (a custom call no compiler has) or never returns (a loop
 //! it cannot drop); runtime and crash faults, which compiled XLA code has no portable way
@@ -16,7 +17,7 @@ use std::path::PathBuf;
 use graphbug_files::HostTensor;
 use graphbug_ir::fault::{flaky_fires, FaultKind, FaultSpec, GRAMMAR};
 use graphbug_ir::{Graph, NodeId};
-use graphbug_pjrt::{Attribute, Client, Executable, Format, Plugin};
+use graphbug_pjrt::{Attribute, Client, Format, Plugin};
 use graphbug_run::stage::report_stage;
 use graphbug_run::{Failure, Stage, Symptom};
 
@@ -29,12 +30,31 @@ pub const DEFAULT_BACKEND: &str = "pjrt:cpu";
 /// The variable that injects a fault into whichever backend runs (as for aten graphs).
 pub const INJECT_FAULT_VAR: &str = "GRAPHBUG_INJECT_FAULT";
 
-/// A backend for XLA programs: a PJRT plugin, with a testing fault or without.
+/// The compiler a backend for XLA programs names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Compiler {
+    /// A PJRT plugin: a name `pjrt:<name>` resolves, or a path.
+    Pjrt(String),
+    /// IREE, for one of its target backends (`llvm-cpu`, `cuda`, `vulkan-spirv`).
+    Iree(String),
+}
+
+impl Compiler {
+    /// Its backend name: `pjrt:cpu`, `iree:llvm-cpu`.
+    pub fn name(&self) -> String {
+        match self {
+            Compiler::Pjrt(plugin) => format!("pjrt:{plugin}"),
+            Compiler::Iree(target) => format!("{}{target}", crate::iree::PREFIX),
+        }
+    }
+}
+
+/// A backend for XLA programs: a PJRT plugin or IREE, with a testing fault or without.
 #[derive(Clone, Debug, PartialEq)]
 pub struct XlaBackend {
     name: String,
-    /// The plugin: a name `pjrt:<name>` resolves, or a path.
-    pub plugin: String,
+    /// The compiler.
+    pub compiler: Compiler,
     /// The testing fault injected, if any.
     pub fault: Option<FaultSpec>,
     /// How the user wrote the fault, for messages (`fault:...` or the environment's).
@@ -45,7 +65,7 @@ pub struct XlaBackend {
 }
 
 impl XlaBackend {
-    /// Parses a backend name: `pjrt:<plugin>`, `fault:<spec>[+<inner>]` or
+    /// Parses a backend name: `pjrt:<plugin>`, `iree:<target>`, `fault:<spec>[+<inner>]` or
     /// `slow:<ms>[+<inner>]` (a compiler that takes `ms` longer, for testing tools); the
     /// inner backend defaults to [`DEFAULT_BACKEND`].
     pub fn parse(name: &str) -> Result<XlaBackend, String> {
@@ -70,11 +90,20 @@ impl XlaBackend {
             }
             return inner.with_fault(spec, format!("fault:{spec_text}"));
         }
+        if let Some(target) = name.strip_prefix(crate::iree::PREFIX) {
+            if target.is_empty() {
+                return Err(format!(
+                    "`{name}` names no IREE target backend (e.g. iree:llvm-cpu; `graphbug backends --all` lists IREE's)"
+                ));
+            }
+            return Ok(XlaBackend::plain(Compiler::Iree(target.to_string())));
+        }
         let plugin = name.strip_prefix("pjrt:").ok_or_else(|| {
             format!(
                 "`{name}` is not a backend for XLA programs: they run on PJRT plugins, as \
                  `pjrt:<plugin>` (e.g. {DEFAULT_BACKEND}; `graphbug backends --all` lists the \
-                 plugins found) or `fault:<spec>+pjrt:<plugin>`"
+                 plugins found), with IREE as `iree:<target>` (e.g. iree:llvm-cpu), or \
+                 `fault:<spec>+<backend>`"
             )
         })?;
         if plugin.is_empty() {
@@ -82,13 +111,13 @@ impl XlaBackend {
                 "`{name}` names no plugin (e.g. {DEFAULT_BACKEND}, or pjrt:/path/to/plugin.so)"
             ));
         }
-        Ok(XlaBackend::plain(plugin))
+        Ok(XlaBackend::plain(Compiler::Pjrt(plugin.to_string())))
     }
 
-    fn plain(plugin: &str) -> XlaBackend {
+    fn plain(compiler: Compiler) -> XlaBackend {
         XlaBackend {
-            name: format!("pjrt:{plugin}"),
-            plugin: plugin.to_string(),
+            name: compiler.name(),
+            compiler,
             fault: None,
             source: String::new(),
             delay: None,
@@ -131,9 +160,10 @@ impl XlaBackend {
         }
     }
 
-    /// The backend with its testing fault taken off: the plugin it wraps, as slow as it was.
+    /// The backend with its testing fault taken off: the compiler it wraps, as slow as it
+    /// was.
     pub fn unfaulted(&self) -> XlaBackend {
-        let mut b = XlaBackend::plain(&self.plugin);
+        let mut b = XlaBackend::plain(self.compiler.clone());
         if let Some(d) = self.delay {
             b.name = format!("slow:{}+{}", d.as_millis(), b.name);
             b.delay = Some(d);
@@ -173,10 +203,33 @@ impl XlaBackend {
     }
 
     /// The plugin file: found by name (see [`graphbug_pjrt::resolve`]) in this build's
-    /// workspace, or the path given.
+    /// workspace, or the path given; an error for IREE, which is no plugin.
     pub fn plugin_path(&self) -> Result<PathBuf, String> {
-        graphbug_pjrt::resolve(&self.plugin, Some(&graphbug_run::workspace_root()))
-            .map_err(|e| e.to_string())
+        match &self.compiler {
+            Compiler::Pjrt(plugin) => {
+                graphbug_pjrt::resolve(plugin, Some(&graphbug_run::workspace_root()))
+                    .map_err(|e| e.to_string())
+            }
+            Compiler::Iree(_) => Err(format!(
+                "`{}` is IREE's compiler, no PJRT plugin",
+                self.name
+            )),
+        }
+    }
+
+    /// An error unless the compiler is here: the plugin found, or IREE's tools found with
+    /// the target backend named.
+    pub fn ensure_present(&self) -> Result<(), String> {
+        match &self.compiler {
+            Compiler::Pjrt(_) => self.plugin_path().map(|_| ()),
+            Compiler::Iree(target) => crate::iree::check_target(target),
+        }
+    }
+
+    /// Whether IREE compiles for it (it then takes StableHLO: see
+    /// [`crate::iree::importable`]).
+    pub fn is_iree(&self) -> bool {
+        matches!(self.compiler, Compiler::Iree(_))
     }
 
     /// An error unless the fault (if any) targets a node of `graph` (a program's, see
@@ -193,7 +246,8 @@ impl XlaBackend {
 
     /// Compiles `program` on the plugin (`PJRT_Client_Compile`): HLO as a serialized
     /// `HloModuleProto`, StableHLO as MLIR text or bytecode. The plugin loads here, so a
-    /// plugin that cannot load is a compile failure that names it.
+    /// plugin that cannot load is a compile failure that names it. IREE compiles StableHLO
+    /// text in a child process (a crash of its compiler is a compile failure too).
     pub fn compile(&self, program: &Program) -> Result<Compiled, Failure> {
         report_stage("compile");
         if let Some(d) = self.delay {
@@ -231,24 +285,53 @@ impl XlaBackend {
                 }
             }
         }
-        let (code, format) = pjrt_code(&program).map_err(failure)?;
-        let path = self.plugin_path().map_err(failure)?;
-        let (plugin, client) = client_of(&path, &self.plugin).map_err(failure)?;
-        let executable = client
-            .compile(&code, format)
-            .map_err(|e| match &compile_fault {
-                Some(at) => at.failure(failure(format!(
-                    "injected compile fault at `{}` ({}): {e}",
-                    at.node, at.op
-                ))),
-                None => failure(e.to_string()),
-            })?;
+        let compile_failure = |e: String, symptom: Symptom| {
+            let f = Failure::new(&self.name, Stage::Compile, symptom, e.clone());
+            match &compile_fault {
+                Some(at) => at.failure(Failure {
+                    message: format!("injected compile fault at `{}` ({}): {e}", at.node, at.op),
+                    ..f
+                }),
+                None => f,
+            }
+        };
+        let executable = match &self.compiler {
+            Compiler::Pjrt(name) => {
+                let (code, format) = pjrt_code(&program).map_err(failure)?;
+                let path = self.plugin_path().map_err(failure)?;
+                let (plugin, client) = client_of(&path, name).map_err(failure)?;
+                let executable = client
+                    .compile(&code, format)
+                    .map_err(|e| compile_failure(e.to_string(), Symptom::Error))?;
+                Executable::Pjrt {
+                    executable,
+                    _client: client,
+                    _plugin: plugin,
+                }
+            }
+            Compiler::Iree(target) => {
+                let module = match program.as_ref() {
+                    Program::StableHlo(m) => m,
+                    _ => return Err(failure(format!(
+                        "IREE compiles StableHLO text; this program is {}: graphbug's run, minify and repro convert it first (see graphbug_xla::iree::importable)",
+                        program.unit()
+                    ))),
+                };
+                let module = crate::iree::compile(module, target).map_err(|e| {
+                    let symptom = if e.crashed {
+                        Symptom::Crash
+                    } else {
+                        Symptom::Error
+                    };
+                    compile_failure(e.message, symptom)
+                })?;
+                Executable::Iree(module)
+            }
+        };
         Ok(Compiled {
             backend: self.name.clone(),
             source: self.source.clone(),
             executable,
-            _client: client,
-            _plugin: plugin,
             fires,
         })
     }
@@ -362,21 +445,31 @@ pub fn pjrt_code(program: &Program) -> Result<(Vec<u8>, Format), String> {
     }
 }
 
-/// A program compiled on a plugin, ready to run.
+/// A program compiled, ready to run.
 pub struct Compiled {
     backend: String,
     source: String,
     executable: Executable,
-    // The executable needs its client and plugin alive.
-    _client: Client,
-    _plugin: Plugin,
     fires: Option<(FaultKind, Target)>,
 }
 
+/// What a compiler made of a program.
+enum Executable {
+    /// A PJRT plugin's executable.
+    Pjrt {
+        executable: graphbug_pjrt::Executable,
+        // The executable needs its client and plugin alive.
+        _client: Client,
+        _plugin: Plugin,
+    },
+    /// IREE's module.
+    Iree(crate::iree::Module),
+}
+
 impl Compiled {
-    /// Runs the executable on `inputs` (`PJRT_LoadedExecutable_Execute`): its outputs, a
-    /// tuple's elements in order. A runtime fault fails here, a crash fault aborts the
-    /// process.
+    /// Runs the executable on `inputs` (`PJRT_LoadedExecutable_Execute`, or IREE's runtime
+    /// in a child process): its outputs, a tuple's elements in order. A runtime fault fails
+    /// here, a crash fault aborts the process.
     pub fn execute(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Failure> {
         report_stage("runtime");
         let failure =
@@ -396,9 +489,19 @@ impl Compiled {
                 _ => return Err(at.failure(failure(what))),
             }
         }
-        self.executable
-            .execute(inputs)
-            .map_err(|e| failure(e.to_string()))
+        match &self.executable {
+            Executable::Pjrt { executable, .. } => executable
+                .execute(inputs)
+                .map_err(|e| failure(e.to_string())),
+            Executable::Iree(module) => module.execute(inputs).map_err(|e| {
+                let symptom = if e.crashed {
+                    Symptom::Crash
+                } else {
+                    Symptom::Error
+                };
+                Failure::new(&self.backend, Stage::Runtime, symptom, e.message)
+            }),
+        }
     }
 }
 
@@ -413,6 +516,23 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn iree_backends_are_named_by_target_and_take_faults() {
+        let b = XlaBackend::parse("iree:llvm-cpu").unwrap();
+        assert_eq!(b.compiler, Compiler::Iree("llvm-cpu".into()));
+        assert!(b.is_iree() && b.name() == "iree:llvm-cpu");
+        assert!(b.plugin_path().unwrap_err().contains("no PJRT plugin"));
+        let f = XlaBackend::parse("fault:nan@stablehlo.add+iree:vmvx").unwrap();
+        assert_eq!(f.name(), "fault:nan@stablehlo.add+iree:vmvx");
+        assert_eq!(f.unfaulted(), XlaBackend::parse("iree:vmvx").unwrap());
+        assert!(XlaBackend::parse("iree:")
+            .unwrap_err()
+            .contains("names no IREE target"));
+        assert!(!XlaBackend::parse("pjrt:cpu").unwrap().is_iree());
+        let err = XlaBackend::parse("tvm:cpu").unwrap_err();
+        assert!(err.contains("iree:<target>"), "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod execute;
 pub mod flow;
 pub mod hlo;
+pub mod iree;
 pub mod minify;
 pub mod program;
 pub mod repro;

@@ -23,7 +23,7 @@ use graphbug_ir::fault::FaultKind;
 use graphbug_minifier::{CheckKind, Signature};
 use serde::{Deserialize, Serialize};
 
-use crate::execute::XlaBackend;
+use crate::execute::{Compiler, XlaBackend};
 use crate::minify::file_name;
 use crate::program::{Kind, Program};
 
@@ -120,6 +120,12 @@ pub struct XlaManifest {
     /// The StableHLO version the plugin reads (its `stablehlo_current_version`).
     #[serde(default)]
     pub stablehlo_version: Option<String>,
+    /// IREE's compiler (`iree-compile`), for an `iree:` backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iree_compiler: Option<String>,
+    /// The version IREE's compiler says it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iree_version: Option<String>,
     /// The reference plugin's backend.
     #[serde(default = "default_reference")]
     pub reference_backend: String,
@@ -200,7 +206,14 @@ impl XlaManifest {
     pub fn new(kind: Kind, backend: &XlaBackend, reference: &XlaBackend) -> XlaManifest {
         let (plugin, pjrt_api, stablehlo_version) = plugin_facts(backend);
         // A plugin named as JAX names platforms (`pjrt:cpu`, `pjrt:cuda`) is that platform.
-        let platform = (!backend.plugin.contains('/')).then(|| backend.plugin.clone());
+        let platform = match &backend.compiler {
+            Compiler::Pjrt(plugin) => (!plugin.contains('/')).then(|| plugin.clone()),
+            Compiler::Iree(_) => None,
+        };
+        let iree = backend
+            .is_iree()
+            .then(crate::iree::Tools::find)
+            .and_then(Result::ok);
         // Only its path: the facts of a plugin start a client of it.
         let reference_plugin = reference
             .plugin_path()
@@ -216,6 +229,8 @@ impl XlaManifest {
             platform,
             pjrt_api,
             stablehlo_version,
+            iree_compiler: iree.as_ref().map(|t| t.compile.display().to_string()),
+            iree_version: iree.as_ref().and_then(crate::iree::Tools::version),
             reference_backend: reference.name().to_string(),
             reference_plugin,
             check: None,

@@ -1352,8 +1352,62 @@ impl StableHloGraph {
             }
         }
         out.push_str(&m.text[at..]);
-        out
+        used_locations(&out)
     }
+}
+
+/// `text` without the location aliases (`#loc12 = loc("add.3")`) nothing left in it refers
+/// to, directly or through another alias: a cut keeps the locations of what it keeps.
+fn used_locations(text: &str) -> String {
+    let alias = |l: &str| -> Option<String> {
+        let name = l.split_once(" = ")?.0.trim();
+        (name.starts_with("#loc") && name.len() > 4).then(|| name.to_string())
+    };
+    let refs = |l: &str| -> Vec<String> {
+        let mut found = Vec::new();
+        let mut rest = l;
+        while let Some(at) = rest.find("#loc") {
+            let tail = &rest[at + 4..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            found.push(format!("#loc{}", &tail[..end]));
+            rest = &tail[end..];
+        }
+        found
+    };
+    let mut defs: HashMap<String, &str> = HashMap::new();
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    for l in text.lines() {
+        match alias(l) {
+            Some(name) => {
+                defs.insert(name, l);
+            }
+            None => used.extend(refs(l)),
+        }
+    }
+    if defs.is_empty() {
+        return text.to_string();
+    }
+    let mut todo: Vec<String> = used.iter().cloned().collect();
+    while let Some(name) = todo.pop() {
+        if let Some(def) = defs.get(&name) {
+            let value = def.split_once(" = ").map_or("", |(_, v)| v);
+            for r in refs(value) {
+                if used.insert(r.clone()) {
+                    todo.push(r);
+                }
+            }
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    for l in text.split_inclusive('\n') {
+        if alias(l).is_some_and(|name| !used.contains(&name)) {
+            continue;
+        }
+        out.push_str(l);
+    }
+    out
 }
 
 /// A region of a statement of main taken apart, as a program of its own needs it.
@@ -1764,8 +1818,21 @@ fn dense_text(t: &Type, value: &graphbug_files::HostTensor) -> Result<String, St
     Ok(format!("dense<\"0x{hex}\">"))
 }
 
-/// The Python graphbug asks to read MLIR bytecode: `GRAPHBUG_PYTHON`, else `python3`.
+/// The Python graphbug asks to read MLIR bytecode: `GRAPHBUG_PYTHON`, else the workspace's
+/// `.venv` (where set-up installs JAX, as it installs the plugins), else `python3`.
 pub const PYTHON_ENV: &str = "GRAPHBUG_PYTHON";
+
+/// The Python with JAX graphbug runs (see [`PYTHON_ENV`]).
+pub fn jax_python() -> String {
+    std::env::var(PYTHON_ENV).unwrap_or_else(|_| {
+        let venv = graphbug_run::workspace_root().join(".venv/bin/python");
+        if venv.is_file() {
+            venv.display().to_string()
+        } else {
+            "python3".into()
+        }
+    })
+}
 
 /// Whether MLIR text needs MLIR to be read: its first operation is not a pretty `module`
 /// (the generic `"builtin.module"() ...`, or a bare `func.func` MLIR wraps in one).
@@ -1778,10 +1845,9 @@ pub fn needs_mlir(text: &str) -> bool {
 
 /// MLIR as pretty text, through JAX's MLIR (`jaxlib`): bytecode (a StableHLO portable
 /// artifact, or plain MLIR bytecode), which only MLIR can read, and text graphbug does not
-/// read itself (see [`needs_mlir`]). The Python is `GRAPHBUG_PYTHON` or `python3`; it runs
+/// read itself (see [`needs_mlir`]). The Python is [`jax_python`]; it runs
 /// in a child process, with the bytes on its input, for at most a minute.
 pub fn mlir_to_text(bytes: &[u8]) -> Result<String, String> {
-    use std::io::Write;
     const SCRIPT: &str = r#"
 import sys
 data = sys.stdin.buffer.read()
@@ -1796,19 +1862,49 @@ with mlir.make_ir_context():
         module = ir.Module.parse(data)
     sys.stdout.write(mlir.module_to_string(module))
 "#;
-    let python = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".into());
+    let out = through_jax(
+        SCRIPT,
+        &[],
+        bytes,
+        "StableHLO bytecode and generic MLIR are read",
+    )?;
+    String::from_utf8(out).map_err(|e| format!("JAX's MLIR printed no text: {e}"))
+}
+
+/// Runs the Python `script` (with `args`) in a child process with JAX, `input` on its
+/// standard input, for at most a minute; its standard output. The Python is
+/// [`jax_python`]; errors say `what` needs it (`<what> through JAX's
+/// MLIR`) and end with the script's last line of error.
+pub(crate) fn through_jax(
+    script: &str,
+    args: &[&str],
+    input: &[u8],
+    what: &str,
+) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    let python = jax_python();
     let mut cmd = std::process::Command::new(&python);
-    cmd.args(["-c", SCRIPT])
+    cmd.arg("-c")
+        .arg(script)
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     // Through graphbug-run: the child dies with graphbug (even by kill -9).
     let mut child = graphbug_run::process::spawn(cmd, true)
-        .map_err(|e| format!("StableHLO bytecode and generic MLIR are read through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax, or give the program as pretty text"))?;
-    let mut input = child.stdin.take().expect("piped");
-    let data = bytes.to_vec();
-    let writer = std::thread::spawn(move || input.write_all(&data));
-    let out = wait_output(child, std::time::Duration::from_secs(60))?;
+        .map_err(|e| format!("{what} through JAX's MLIR, but `{python}` cannot be started ({e}); set {PYTHON_ENV} to a Python with jax"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let data = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let limit = std::time::Duration::from_secs(60);
+    let out = graphbug_run::process::output_bounded(child, limit, true)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "{what} through JAX's MLIR, which took more than {} s",
+                limit.as_secs()
+            )
+        })?;
     let _ = writer.join();
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -1817,39 +1913,11 @@ with mlir.make_ir_context():
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("no message");
-        return Err(format!("the program could not be read through JAX's MLIR (`{python}`, set {PYTHON_ENV} to another): {last}"));
+        return Err(format!(
+            "{what} through JAX's MLIR (`{python}`, set {PYTHON_ENV} to another), which failed: {last}"
+        ));
     }
-    String::from_utf8(out.stdout).map_err(|e| format!("JAX's MLIR printed no text: {e}"))
-}
-
-/// `child`'s output, its pipes drained while [`graphbug_run::process::wait_bounded`] waits
-/// for it; the child and its group are killed after `limit`.
-fn wait_output(
-    mut child: std::process::Child,
-    limit: std::time::Duration,
-) -> Result<std::process::Output, String> {
-    use graphbug_run::process::{wait_bounded, Ended};
-    use std::io::Read;
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = pipe.read_to_end(&mut b);
-            b
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("piped")));
-    let err = drain(Box::new(child.stderr.take().expect("piped")));
-    match wait_bounded(&mut child, limit, true).map_err(|e| e.to_string())? {
-        Ended::Exited(status) => Ok(std::process::Output {
-            status,
-            stdout: out.join().unwrap_or_default(),
-            stderr: err.join().unwrap_or_default(),
-        }),
-        Ended::TimedOut => Err(format!(
-            "reading StableHLO bytecode through JAX took more than {} s",
-            limit.as_secs()
-        )),
-    }
+    Ok(out.stdout)
 }
 
 #[cfg(test)]
@@ -2047,5 +2115,16 @@ mod tests {
         assert!(looks_like_mlir(MLP));
         assert!(!looks_like_mlir("HloModule m"));
         assert!(is_bytecode(b"ML\xefR\x00"));
+    }
+
+    #[test]
+    fn a_cut_keeps_the_locations_of_what_it_keeps() {
+        let text = "module @m {\n  %0 = stablehlo.add %a, %a : tensor<f32> loc(#loc3)\n} loc(#loc)\n#loc = loc(unknown)\n#loc1 = loc(\"f.py\":1:0)\n#loc2 = loc(\"gone.1\")\n#loc3 = loc(callsite(#loc1 at #loc1))\n";
+        let kept = used_locations(text);
+        assert!(!kept.contains("#loc2 ="), "{kept}");
+        for alias in ["#loc = ", "#loc1 = ", "#loc3 = "] {
+            assert!(kept.contains(alias), "{alias} in {kept}");
+        }
+        assert_eq!(used_locations("module @m {\n}\n"), "module @m {\n}\n");
     }
 }

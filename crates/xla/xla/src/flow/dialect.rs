@@ -112,11 +112,15 @@ impl DialectCommands for Xla {
 
     fn run(&self, req: &RunRequest, bytes: Vec<u8>, given: &ArgMatches) -> Result<ExitCode> {
         let kind = form_of_told(&bytes);
+        let (bytes, kind) =
+            super::as_backend_reads(req.backend.as_deref(), &req.file, bytes, kind)?;
         super::run::run(req, Xla::reference_backend(given).as_deref(), &bytes, kind)
     }
 
     fn minify(&self, req: &MinifyRequest, bytes: Vec<u8>, given: &ArgMatches) -> Result<()> {
         let kind = form_of_told(&bytes);
+        let (bytes, kind) =
+            super::as_backend_reads(req.backend.as_deref(), &req.file, bytes, kind)?;
         super::minify(req, bytes, kind, Xla::reference_backend(given))?;
         Ok(())
     }

@@ -45,6 +45,41 @@ pub fn read(file: &Path, bytes: &[u8], kind: Kind) -> Result<Program> {
     Program::read(bytes, kind).with_context(|| format!("{}", file.display()))
 }
 
+/// The program `bytes` (of form `kind`, read from `file`) as the backend `backend` compiles
+/// it: as given, except for IREE, which reads StableHLO alone (see
+/// [`crate::iree::importable`]): an HLO program is converted, and MHLO ops IREE does not read
+/// become their CHLO equivalents, each change said on standard error. A backend name that
+/// does not parse is left for its own error, where it is used.
+pub fn as_backend_reads(
+    backend: Option<&str>,
+    file: &Path,
+    bytes: Vec<u8>,
+    kind: Kind,
+) -> Result<(Vec<u8>, Kind)> {
+    let Some(iree) = backend
+        .and_then(|name| XlaBackend::parse(name).ok())
+        .filter(XlaBackend::is_iree)
+    else {
+        return Ok((bytes, kind));
+    };
+    // A target IREE lacks, or tools not found, before any conversion.
+    iree.ensure_present().map_err(|e| anyhow!(e))?;
+    let program = read(file, &bytes, kind)?;
+    let imported = crate::iree::importable(&program)
+        .map_err(|e| anyhow!(e))
+        .with_context(|| format!("{}", file.display()))?;
+    let Some(imported) = imported else {
+        return Ok((bytes, kind));
+    };
+    // A supervised run's child converts again, silently: its starter said what changed.
+    if !graphbug_run::process::is_supervised() {
+        for said in imported.describe() {
+            eprintln!("note: {}: {said}", file.display());
+        }
+    }
+    Ok((imported.text.into_bytes(), Kind::StableHloText))
+}
+
 /// The inputs of a run of `program`: read from `file` (keys `arg<i>` or the parameters'
 /// names; each parameter once, with its dtype and shape) or random from `seed`, after
 /// checking they fit in memory.
@@ -160,7 +195,7 @@ pub fn backend_of(
         }
         Err(why) => bail!(why),
     }
-    backend.plugin_path().map_err(|e| anyhow!(e))?;
+    backend.ensure_present().map_err(|e| anyhow!(e))?;
     Ok((backend, unfaulted))
 }
 
@@ -313,7 +348,7 @@ pub fn reference_backend(name: Option<&str>) -> Result<XlaBackend> {
             "--reference-backend: the reference runs without faults; name a plugin (pjrt:<plugin>)"
         );
     }
-    reference.plugin_path().map_err(|e| match name {
+    reference.ensure_present().map_err(|e| match name {
         Some(_) => anyhow!("--reference-backend: {e}"),
         None => anyhow!("the reference plugin: {e}; the reference is XLA's CPU plugin unless --reference-backend names another (`pip install xla-cpu-pjrt` installs it; JAX's own CPU backend is no plugin library)"),
     })?;

@@ -150,6 +150,7 @@ impl Reproducible for XlaRepro {
         self.unfaulted = None;
         let what = file.display().to_string();
         let kind = sniff(&bytes, file).ok_or_else(|| anyhow!("{what}: not an XLA program"))?;
+        let (bytes, kind) = super::as_backend_reads(Some(backend), file, bytes, kind)?;
         let loaded = load(read(file, &bytes, kind)?, &what)?;
         let (backend, unfaulted) = backend_of(backend, &loaded.printer, req.one_of_many)?;
         if let Some(why) = &unfaulted {

@@ -75,7 +75,7 @@ pub fn run(
     // parser would refuse, and what the plugin cannot be given (HLO's proto), are the
     // file's problems.
     if !is_supervised() {
-        backend.plugin_path().map_err(|e| anyhow!(e))?;
+        backend.ensure_present().map_err(|e| anyhow!(e))?;
         let graph = program
             .graph()
             .with_context(|| format!("{}", args.file.display()))?;
@@ -83,9 +83,11 @@ pub fn run(
         program
             .check()
             .with_context(|| format!("{}", args.file.display()))?;
-        pjrt_code(&program)
-            .map_err(|e| anyhow!(e))
-            .with_context(|| format!("{}", args.file.display()))?;
+        if !backend.is_iree() {
+            pjrt_code(&program)
+                .map_err(|e| anyhow!(e))
+                .with_context(|| format!("{}", args.file.display()))?;
+        }
     }
     let reference = XlaBackend::parse(reference_backend.unwrap_or(DEFAULT_BACKEND))
         .map_err(|e| anyhow!("--reference-backend: {e}"))?;
@@ -129,8 +131,25 @@ pub fn run(
 }
 
 /// `graphbug backends --all`: the PJRT plugins found, each with its PJRT API version,
-/// where it was found, and the backend name that selects it.
+/// where it was found, and the backend name that selects it; then IREE's target backends,
+/// as its compiler lists them.
 pub fn list_plugins() {
+    list_pjrt_plugins();
+    println!("\nIREE (XLA programs: --backend iree:<target>; IREE compiles StableHLO, and HLO is converted):");
+    match crate::iree::Tools::find().and_then(|t| Ok((t.target_backends()?, t))) {
+        Ok((targets, tools)) => {
+            let version = tools.version().unwrap_or_else(|| "version unknown".into());
+            println!("  {version}; {}", tools.compile.display());
+            for t in targets {
+                println!("  {}{t}", crate::iree::PREFIX);
+            }
+        }
+        Err(e) => println!("  none: {e}"),
+    }
+}
+
+/// The PJRT plugins found, for `graphbug backends --all`.
+fn list_pjrt_plugins() {
     let found = discover(Some(&graphbug_run::workspace_root()));
     println!("\nPJRT plugins (XLA programs: --backend pjrt:<name>, or pjrt:/path/to/plugin.so; {PLUGINS_VAR}=name:path adds more):");
     if found.is_empty() {
