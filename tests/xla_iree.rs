@@ -318,3 +318,74 @@ fn bad_targets_missing_tools_and_unreadable_ops_are_named() {
         "{text}"
     );
 }
+
+#[test]
+fn differential_testing_over_a_corpus_classifies_and_minifies_each_disagreement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let fixtures = root().join("tests/fixtures/xla");
+    for (from, to) in [
+        ("hlo/argmax.hlo", "argmax.hlo"),
+        ("hlo/argmax.io.npz", "argmax.io.npz"),
+        ("stablehlo/mlp.mlir", "mlp.mlir"),
+        ("stablehlo/mlp.io.npz", "mlp.io.npz"),
+    ] {
+        std::fs::copy(fixtures.join(from), corpus.join(to)).unwrap();
+    }
+    // Out-of-range float-to-int conversion: XLA saturates, IREE does not (StableHLO leaves
+    // it to the implementation).
+    std::fs::write(
+        corpus.join("f2i.mlir"),
+        "module @f2i {\n  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xi32> {\n    %0 = stablehlo.convert %arg0 : (tensor<4xf32>) -> tensor<4xi32>\n    return %0 : tensor<4xi32>\n  }\n}\n",
+    )
+    .unwrap();
+    let values: Vec<u8> = [1.5f32, 3e9, -3e9, 7.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let arg =
+        graphbug::files::HostTensor::new(graphbug::ir::Dtype::Float32, vec![4], values).unwrap();
+    graphbug::files::write(&corpus.join("f2i.inputs.safetensors"), &[("arg0", arg)]).unwrap();
+    // A NaN where XLA's value is finite, at the MLP's first dot (the only module with one).
+    let out = tmp.path().join("diff");
+    let o = graphbug(
+        &[
+            "repro",
+            &s(&corpus),
+            "--backend",
+            "fault:nan@stablehlo.dot_general#1+iree:llvm-cpu",
+            "--strict-accuracy",
+            "--out",
+            &s(&out),
+        ],
+        &[],
+        tmp.path(),
+    );
+    let text = said(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains("a corpus of XLA programs (3 modules)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("summary: 3 modules on `fault:nan@stablehlo.dot_general#1+iree:llvm-cpu` at level 4: 1 pass, 2 fail"),
+        "{text}"
+    );
+    assert!(
+        text.contains("failures by class: NaN or infinity where the reference is finite 1, implementation-defined behaviour 1"),
+        "{text}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["classes"],
+        serde_json::json!({"non_finite": 1, "implementation_defined": 1})
+    );
+    for module in summary["modules"].as_array().unwrap() {
+        if module["result"] == "fails" {
+            assert_eq!(module["minified"]["end"], 1, "{module}");
+        }
+    }
+    assert!(out.join("f2i.mlir/minified/program.mlir").is_file());
+}

@@ -1,10 +1,12 @@
 //! `graphbug repro DIR` on a directory a compiler dumped its programs into (XLA's
-//! `--xla_dump_to`, whichever framework drove it): every module checked through the
-//! backend with the arguments the dump recorded (seeded random ones where it recorded
-//! none, said), each failing one written and minified into its own repro directory, and
-//! one summary over all modules: in the terminal, in `summary.json` and in `report.html`.
-//! A dialect reads its compiler's dumps ([`Dialect::dump`]); the rest is written here
-//! once, over [`Reproducible`].
+//! `--xla_dump_to`, whichever framework drove it), or on a corpus of programs (differential
+//! testing: the backend against the reference over every program): every module checked
+//! through the backend with the arguments the dump recorded (seeded random ones where it
+//! recorded none, said), each failing one classified ([`Disagreement`]), written and
+//! minified into its own repro directory, and one summary over all modules, with the count
+//! of each class: in the terminal, in `summary.json` and in `report.html`. A dialect reads
+//! its compiler's dumps and corpora ([`Dialect::dump`]); the rest is written here once,
+//! over [`Reproducible`].
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -32,6 +34,62 @@ pub struct Dump {
     pub modules: Vec<DumpModule>,
 }
 
+/// What kind of disagreement between the backend and the reference a failure is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disagreement {
+    /// The backend's compiler refuses an op it does not implement (an unknown dialect, an
+    /// op it cannot legalize, a custom call it has no target for).
+    RefusedOp,
+    /// Any other error of the backend's compiler.
+    CompileFailure,
+    /// The backend's compiler or runtime died (a signal).
+    Crash,
+    /// It did not finish within the limit.
+    Hang,
+    /// An error of the compiled program's run.
+    RuntimeFailure,
+    /// NaN or infinity in the backend's outputs where the reference's are finite.
+    NonFinite,
+    /// The outputs differ first where the result is implementation-defined (an
+    /// out-of-range float-to-integer conversion): neither side is wrong.
+    ImplementationDefined,
+    /// Finite outputs that differ beyond the float64 rule.
+    Numeric,
+}
+
+impl Disagreement {
+    /// The class of a failure of this stage and symptom (see
+    /// [`graphbug_run::parse_kind`]), without a dialect's finer look: compile errors are
+    /// compile failures and wrong results numeric differences. `None` for another kind (a
+    /// check command's).
+    pub fn of_kind(kind: &str) -> Option<Disagreement> {
+        use graphbug_run::{Stage, Symptom};
+        let (stage, symptom) = graphbug_run::parse_kind(kind)?;
+        Some(match (stage, symptom) {
+            (_, Symptom::Crash) => Disagreement::Crash,
+            (_, Symptom::Timeout) => Disagreement::Hang,
+            (_, Symptom::WrongResult) | (Stage::Accuracy, _) => Disagreement::Numeric,
+            (Stage::Compile, Symptom::Error) => Disagreement::CompileFailure,
+            (Stage::Runtime, Symptom::Error) => Disagreement::RuntimeFailure,
+        })
+    }
+
+    /// How the user is told it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Disagreement::RefusedOp => "refused op",
+            Disagreement::CompileFailure => "compile failure",
+            Disagreement::Crash => "crash",
+            Disagreement::Hang => "hang",
+            Disagreement::RuntimeFailure => "runtime failure",
+            Disagreement::NonFinite => "NaN or infinity where the reference is finite",
+            Disagreement::ImplementationDefined => "implementation-defined behaviour",
+            Disagreement::Numeric => "numeric difference beyond the float64 rule",
+        }
+    }
+}
+
 /// One module of a dump.
 #[derive(Clone, Debug)]
 pub struct DumpModule {
@@ -54,6 +112,8 @@ enum Outcome {
     /// why none was written, and the minification.
     Fails {
         failure: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        class: Option<Disagreement>,
         repro: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         not_written: Option<String>,
@@ -70,8 +130,12 @@ enum Outcome {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "snake_case", tag = "result")]
 enum Minification {
-    /// From `start` to `end` nodes.
-    Done { start: usize, end: usize },
+    /// From `start` to `end` nodes, in `queries` queries.
+    Done {
+        start: usize,
+        end: usize,
+        queries: usize,
+    },
     /// It could not be minified.
     Error { error: String },
 }
@@ -99,6 +163,8 @@ struct Summary {
     what: String,
     backend: String,
     level: u8,
+    /// How many failing modules of each class.
+    classes: std::collections::BTreeMap<Disagreement, usize>,
     modules: Vec<Row>,
 }
 
@@ -111,15 +177,27 @@ impl Row {
             }
             Outcome::Passes => "passes".into(),
             Outcome::Fails {
-                failure, minified, ..
+                failure,
+                minified,
+                class,
+                ..
             } => match minified {
-                Some(Minification::Done { start, end }) => {
-                    format!("FAILS ({failure}); minified {start} to {end}")
+                Some(Minification::Done {
+                    start,
+                    end,
+                    queries,
+                }) => {
+                    let class = class.map(|c| format!("{}: ", c.describe()));
+                    format!(
+                        "FAILS ({}{}); minified {start} to {end} in {queries} queries",
+                        class.unwrap_or_default(),
+                        first_line(failure)
+                    )
                 }
                 Some(Minification::Error { error }) => {
-                    format!("FAILS ({failure}); not minified: {error}")
+                    format!("FAILS ({}); not minified: {error}", first_line(failure))
                 }
-                None => format!("FAILS ({failure})"),
+                None => format!("FAILS ({})", first_line(failure)),
             },
             Outcome::NotChecked { why } => format!("not checked: {why}"),
             Outcome::Error { error } => format!("could not be judged: {error}"),
@@ -226,7 +304,11 @@ pub fn repro_dump(
                 let at = req.out.join(&*repro);
                 *minified = Some(
                     match minify_and_say(&at, &req, (dialect, &mut *steps), Instant::now()) {
-                        Ok((start, end)) => Minification::Done { start, end },
+                        Ok((start, end, queries)) => Minification::Done {
+                            start,
+                            end,
+                            queries,
+                        },
                         Err(e) => {
                             println!("{}: not minified: {e:#}", row.module);
                             Minification::Error {
@@ -238,11 +320,18 @@ pub fn repro_dump(
             }
         }
     }
+    let mut classes = std::collections::BTreeMap::new();
+    for row in &rows {
+        if let Outcome::Fails { class: Some(c), .. } = &row.outcome {
+            *classes.entry(*c).or_insert(0) += 1;
+        }
+    }
     let summary = Summary {
         dump: absolute(dir).display().to_string(),
         what: dump.what.clone(),
         backend: backend.to_string(),
         level,
+        classes,
         modules: rows,
     };
     say(&summary, &req.out, started);
@@ -343,13 +432,20 @@ fn check_module(
             Outcome::Passes
         }
         Ok(FirstRun::Fails { detected, dir }) => {
-            println!("detected: {detected}");
+            let class = steps
+                .disagreement()
+                .or_else(|| Disagreement::of_kind(detected.split(": ").next().unwrap_or("")));
+            match class {
+                Some(c) => println!("detected: {detected} ({})", c.describe()),
+                None => println!("detected: {detected}"),
+            }
             let (repro, not_written) = match dir {
                 Ok(_) => (Some(module.name.clone()), None),
                 Err(why) => (None, Some(format!("no repro written{why}"))),
             };
             Outcome::Fails {
                 failure: detected,
+                class,
                 repro,
                 not_written,
                 minified: None,
@@ -386,6 +482,9 @@ fn say(summary: &Summary, out: &Path, started: Instant) {
     for row in &summary.modules {
         println!("  {:width$}  {}", row.module, row.result());
     }
+    if !summary.classes.is_empty() {
+        println!("failures by class: {}", classes_line(&summary.classes));
+    }
     let out = absolute(out);
     println!(
         "summary written to {} and {} in {:.1} s",
@@ -393,6 +492,21 @@ fn say(summary: &Summary, out: &Path, started: Instant) {
         out.join(REPORT_FILE).display(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The first line of a failure's message (the summary's rows are one line each; the whole
+/// message is in `summary.json` and the module's repro directory).
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+/// `refused op 2, numeric difference beyond the float64 rule 1`.
+fn classes_line(classes: &std::collections::BTreeMap<Disagreement, usize>) -> String {
+    classes
+        .iter()
+        .map(|(c, n)| format!("{} {n}", c.describe()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Writes `summary.json` and `report.html` (a table of the modules, linking each failing
@@ -430,11 +544,17 @@ fn write_summary(summary: &Summary, out: &Path) -> Result<(), FlowError> {
         ));
     }
     table.push_str("</table>\n");
-    let facts = vec![
+    let mut facts = vec![
         format!("dump: {} ({})", summary.dump, summary.what),
         format!("backend: {}", summary.backend),
         format!("level: {}", summary.level),
     ];
+    if !summary.classes.is_empty() {
+        facts.push(format!(
+            "failures by class: {}",
+            classes_line(&summary.classes)
+        ));
+    }
     let sections = [
         Section::new("dump", "The dump", html::list(&facts)),
         Section::new("modules", "Its modules", table),

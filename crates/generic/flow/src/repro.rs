@@ -126,6 +126,13 @@ pub trait Reproducible {
         None
     }
 
+    /// What kind of disagreement the failure of the last [`Reproducible::first_run`] is
+    /// (a refused op, a NaN where the reference is finite), where the dialect can say more
+    /// than its stage and symptom; `None` otherwise (see [`crate::dump::Disagreement`]).
+    fn disagreement(&self) -> Option<crate::dump::Disagreement> {
+        None
+    }
+
     /// `repro DIR run`: says whether the recorded failure reproduces; exit 1 when it does.
     fn run_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode>;
 
@@ -234,7 +241,7 @@ pub(crate) fn minify_and_say(
     req: &ReproRequest,
     (dialect, steps): (&dyn Dialect, &mut dyn Reproducible),
     started: Instant,
-) -> Result<(usize, usize)> {
+) -> Result<(usize, usize, usize)> {
     let d = steps.minify_dir(dir, req)?;
     let m = &d.minified;
     if let Some(note) = &d.note {
@@ -265,7 +272,7 @@ pub(crate) fn minify_and_say(
         println!("  {line}");
     }
     steps.after_minify(dir, req, m)?;
-    Ok((m.stats.start_nodes, m.stats.end_nodes))
+    Ok((m.stats.start_nodes, m.stats.end_nodes, m.stats.queries))
 }
 
 /// `path` made absolute, as the user is told it.

@@ -22,7 +22,7 @@ fault:<kind>[=<amount>]@<target>[%<percent>][+<inner>]
   <percent> 1-99: a flaky fault, injected in that share of compiles (a fixed
               pseudo-random sequence in each process)
   <inner>   the backend that compiles the graph (default: eager); for XLA programs
-            pjrt:<plugin> (default: pjrt:cpu)
+            pjrt:<plugin> (default: pjrt:cpu) or iree:<target>
 GRAPHBUG_INJECT_FAULT takes the same spec without `+<inner>`; it applies to any backend.";
 
 /// What an injected fault does.

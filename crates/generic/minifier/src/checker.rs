@@ -24,9 +24,49 @@ pub struct Signature {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub culprits: Vec<String>,
     /// For wrong results: how far beyond its tolerance the worst failing output is (1 is
-    /// on the edge), when measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// on the edge), when measured; NaN or infinite where the result is NaN or infinite
+    /// and the reference finite (written `"NaN"`, `"inf"`: JSON has no such numbers).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "non_finite")]
     pub margin: Option<f64>,
+}
+
+/// An `Option<f64>` in JSON with its non-finite values kept, as the strings `"NaN"`,
+/// `"inf"` and `"-inf"` (serde_json writes them as `null`, which reads back as `None`).
+mod non_finite {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) if x.is_nan() => s.serialize_str("NaN"),
+            Some(x) if x.is_infinite() => s.serialize_str(if *x > 0.0 { "inf" } else { "-inf" }),
+            Some(x) => s.serialize_f64(*x),
+            None => s.serialize_none(),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Number(f64),
+        Text(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        Ok(match Option::<Written>::deserialize(d)? {
+            None => None,
+            Some(Written::Number(x)) => Some(x),
+            Some(Written::Text(t)) => Some(match t.as_str() {
+                "NaN" => f64::NAN,
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                other => {
+                    return Err(serde::de::Error::custom(format!(
+                        "margin `{other}`: expected a number, NaN, inf or -inf"
+                    )))
+                }
+            }),
+        })
+    }
 }
 
 impl Signature {
@@ -378,6 +418,34 @@ impl Checker for Contains {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn margins_keep_nan_and_infinity_through_json() {
+        for margin in [
+            Some(2.5),
+            Some(f64::INFINITY),
+            Some(f64::NEG_INFINITY),
+            None,
+        ] {
+            let sig = Signature {
+                margin,
+                ..Signature::default()
+            };
+            let back: Signature =
+                serde_json::from_str(&serde_json::to_string(&sig).unwrap()).unwrap();
+            assert_eq!(back.margin, margin);
+        }
+        let nan = Signature {
+            margin: Some(f64::NAN),
+            ..Signature::default()
+        };
+        let json = serde_json::to_string(&nan).unwrap();
+        assert!(json.contains("\"margin\":\"NaN\""), "{json}");
+        let back: Signature = serde_json::from_str(&json).unwrap();
+        assert!(back.margin.is_some_and(f64::is_nan));
+        let bad = serde_json::from_str::<Signature>(&json.replace("NaN", "lots"));
+        assert!(bad.unwrap_err().to_string().contains("margin `lots`"));
+    }
 
     /// `--check` is parsed once into a `Check`, and prints as it was given (the text
     /// `--resume` compares with a saved state's).

@@ -73,10 +73,13 @@ impl Dialect for Xla {
     }
 
     fn dump(&self, dir: &Path) -> Option<Result<Dump, FlowError>> {
-        super::dump::read_dump(dir)
+        super::dump::read_dump(dir).or_else(|| super::corpus::read_corpus(dir))
     }
 
     fn recorded_inputs(&self, file: &Path) -> Result<Vec<HostTensor>, FlowError> {
+        if super::corpus::is_tensor_file(file) {
+            return super::corpus::file_arguments(file);
+        }
         super::dump::recorded_inputs(file)
     }
 }

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug_accuracy::AccuracyMode;
 use graphbug_files::HostTensor;
+use graphbug_flow::dump::Disagreement;
 use graphbug_flow::minify::{search_options, MinifyRequest};
 use graphbug_flow::repro::{DirMinified, FirstRun, ReproRequest, Reproducible};
+use graphbug_ir::Graph;
 use graphbug_minifier::progress::{fnv, MinifyDir, WriteBest};
 use graphbug_minifier::{
     minify_parallel, BugIdentity, Check, CheckKind, Minified, MinifyOptions, Original, Signature,
@@ -44,6 +46,8 @@ pub struct XlaRepro {
     minified: Option<DirState>,
     /// Why the last first run's fault named no node of its program (one of many).
     unfaulted: Option<String>,
+    /// What kind of disagreement the last first run's failure is.
+    disagreement: Option<Disagreement>,
 }
 
 /// A directory's minification, for [`inside_called_computations`] after it.
@@ -62,6 +66,7 @@ impl XlaRepro {
             reference_backend,
             minified: None,
             unfaulted: None,
+            disagreement: None,
         }
     }
 
@@ -74,6 +79,58 @@ impl XlaRepro {
                 .unwrap_or(&case.manifest.reference_backend),
         ))
     }
+}
+
+/// What compilers say when they refuse an op they do not implement (IREE: an op of a
+/// dialect it lacks, or one it cannot legalize, custom calls included; XLA: `UNIMPLEMENTED`
+/// and unregistered custom-call targets).
+const REFUSALS: [&str; 6] = [
+    "failed to legalize operation",
+    "not found for custom op",
+    "UNIMPLEMENTED",
+    "No registered implementation for",
+    "not supported",
+    "unsupported op",
+];
+
+/// The kind of disagreement `sig` (a failure of the program `graph`) is: by its stage and
+/// symptom, a compile error that refuses an op told apart (see [`REFUSALS`]), and a wrong
+/// result by what it is: NaN or infinity where the reference is finite (an infinite or NaN
+/// margin), a first divergence at a float-to-integer convert (implementation-defined out of
+/// range, so neither side is wrong), or a numeric difference.
+pub(super) fn disagreement(sig: &Signature, graph: &Graph) -> Option<Disagreement> {
+    let class = Disagreement::of_kind(&sig.kind)?;
+    Some(match class {
+        Disagreement::CompileFailure if REFUSALS.iter().any(|r| sig.message.contains(r)) => {
+            Disagreement::RefusedOp
+        }
+        Disagreement::Numeric if sig.margin.is_some_and(|m| !m.is_finite()) => {
+            Disagreement::NonFinite
+        }
+        Disagreement::Numeric if sig.culprits.iter().any(|c| float_to_int(graph, c)) => {
+            Disagreement::ImplementationDefined
+        }
+        other => other,
+    })
+}
+
+/// Whether the node `name` of `graph` converts a float to an integer (HLO's `convert`,
+/// StableHLO's `stablehlo.convert`).
+fn float_to_int(graph: &Graph, name: &str) -> bool {
+    let Some(node) = graph.nodes.iter().find(|n| n.name.as_str() == name) else {
+        return false;
+    };
+    let converts = node.op().is_some_and(|op| op.name == "convert");
+    let dtype = |n: &graphbug_ir::Node| n.meta.tensor().map(|t| t.dtype);
+    let integer = dtype(node).is_some_and(|d| {
+        !(d.is_floating_point() || d.is_complex() || d == graphbug_ir::Dtype::Bool)
+    });
+    let from_float = node
+        .inputs()
+        .first()
+        .and_then(|&id| dtype(graph.node(id)))
+        .is_some_and(|d| d.is_floating_point());
+    converts && integer && from_float
 }
 
 /// The program of a case, as the plugin under test and the minifier read it.
@@ -137,6 +194,10 @@ impl Reproducible for XlaRepro {
         self.unfaulted.clone()
     }
 
+    fn disagreement(&self) -> Option<Disagreement> {
+        self.disagreement
+    }
+
     /// Runs the program; a failure writes a repro directory (levels 1-3: compile and
     /// runtime failures, crashes and hangs; level 4, the default: wrong results against
     /// the reference plugin too).
@@ -148,6 +209,7 @@ impl Reproducible for XlaRepro {
         req: &ReproRequest,
     ) -> Result<FirstRun> {
         self.unfaulted = None;
+        self.disagreement = None;
         let what = file.display().to_string();
         let kind = sniff(&bytes, file).ok_or_else(|| anyhow!("{what}: not an XLA program"))?;
         let (bytes, kind) = super::as_backend_reads(Some(backend), file, bytes, kind)?;
@@ -186,6 +248,7 @@ impl Reproducible for XlaRepro {
             Verdict::Unresolved(e) => bail!("the program could not be judged: {e}"),
             Verdict::Fails(sig) => sig,
         };
+        self.disagreement = disagreement(&sig, loaded.printer.graph());
         let detected = format!("{}: {}", sig.kind, sig.message);
         if level == 0 {
             return Ok(FirstRun::Fails {
