@@ -938,8 +938,14 @@ def run_iree(opts, manifest, form, programs, args):
         raise BadInput(f"IREE's Python packages are not installed ({err}): "
                        "pip install iree-base-compiler iree-base-runtime") from None
     print(f"running on IREE's `{target}` target backend")
-    extra = ["--iree-llvmcpu-target-cpu=host"] if target == "llvm-cpu" else []
-    extra += os.environ.get("GRAPHBUG_IREE_FLAGS", "").split()
+    user = os.environ.get("GRAPHBUG_IREE_FLAGS", "").split()
+    extra = []
+    if target == "llvm-cpu" and not any(f.startswith("--iree-llvmcpu-target-cpu") for f in user):
+        extra.append("--iree-llvmcpu-target-cpu=host")
+    # IREE computes float64 in float32 unless told not to (as graphbug compiles it).
+    if not any(f.startswith("--iree-input-demote-f64-to-f32") for f in user):
+        extra.append("--iree-input-demote-f64-to-f32=false")
+    extra += user
     try:
         start = time.perf_counter()
         vmfb = ireec.compile_str(under_test, target_backends=[target], extra_args=extra)

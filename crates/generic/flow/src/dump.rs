@@ -394,13 +394,22 @@ fn check_module(
                 return Ok(Some(row));
             }
         };
-        let file = scratch.path().join(format!("{}.safetensors", module.name));
+        // npz holds every dtype (safetensors no complex one); a corpus's module names are
+        // paths.
+        let file = scratch
+            .path()
+            .join(format!("{}.npz", module.name.replace(['/', '\\'], "__")));
         let named: Vec<(String, graphbug_files::HostTensor)> = tensors
             .into_iter()
             .enumerate()
             .map(|(i, t)| (format!("arg{i}"), t))
             .collect();
-        graphbug_files::write(&file, &named).map_err(|e| anyhow!(e))?;
+        if let Err(e) = graphbug_files::write(&file, &named) {
+            row.outcome = Outcome::Error {
+                error: e.to_string(),
+            };
+            return Ok(Some(row));
+        }
         inputs = Some(file);
     }
     println!("arguments: {}", row.inputs);
@@ -420,6 +429,10 @@ fn check_module(
         one_of_many: true,
         ..req.clone()
     };
+    // A corpus's module names are paths: their folders first.
+    if let Some(parent) = sub.out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| FlowError::io(parent, e))?;
+    }
     let first = steps.first_run((program, bytes), backend, level, &sub);
     row.unfaulted = steps.unfaulted();
     row.outcome = match first {

@@ -260,6 +260,10 @@ fn user_flags() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// IREE's flag that computes float64 in float32 (on by default in IREE; graphbug turns it
+/// off unless [`FLAGS_VAR`] sets it).
+pub const DEMOTE_F64: &str = "--iree-input-demote-f64-to-f32";
+
 /// A program compiled by IREE: its module file, in a scratch directory of its own.
 pub struct Module {
     tools: Tools,
@@ -291,11 +295,21 @@ pub fn compile(module: &stablehlo::Module, target: &str) -> Result<Module, IreeE
     let mut cmd = Command::new(&tools.compile);
     cmd.arg(&input)
         .arg(format!("--iree-hal-target-backends={target}"));
-    if target == "llvm-cpu" {
+    let user = user_flags();
+    if target == "llvm-cpu"
+        && !user
+            .iter()
+            .any(|f| f.starts_with("--iree-llvmcpu-target-cpu"))
+    {
         // The host's CPU, as XLA's CPU plugin compiles for (IREE warns otherwise).
         cmd.arg("--iree-llvmcpu-target-cpu=host");
     }
-    cmd.args(user_flags()).arg("-o").arg(&vmfb);
+    if !user.iter().any(|f| f.starts_with(DEMOTE_F64)) {
+        // IREE computes float64 in float32 unless told not to: the program as written is
+        // what is compared.
+        cmd.arg(format!("{DEMOTE_F64}=false"));
+    }
+    cmd.args(user).arg("-o").arg(&vmfb);
     let out = run_tool(cmd, "iree-compile")?;
     if !out.status.success() || !vmfb.is_file() {
         return Err(tool_error("iree-compile", &out));
@@ -309,9 +323,14 @@ pub fn compile(module: &stablehlo::Module, target: &str) -> Result<Module, IreeE
     })
 }
 
-/// How IREE's tools write a tensor type: `2x3xf32`, `f32` for a scalar.
+/// How IREE's tools write a tensor type: `2x3xf32`, `f32` for a scalar; a complex element
+/// by its whole width (`cf64` is `complex<f32>`).
 fn iree_type(meta: &TensorMeta) -> String {
-    let element = stablehlo::element_of(meta.dtype);
+    let element = match meta.dtype {
+        graphbug_ir::Dtype::Complex64 => "cf64",
+        graphbug_ir::Dtype::Complex128 => "cf128",
+        d => stablehlo::element_of(d),
+    };
     meta.shape
         .iter()
         .map(|d| format!("{d}x"))
@@ -557,6 +576,10 @@ mod tests {
         assert_eq!(
             iree_type(&TensorMeta::new(Dtype::BFloat16, vec![4])),
             "4xbf16"
+        );
+        assert_eq!(
+            iree_type(&TensorMeta::new(Dtype::Complex64, vec![2])),
+            "2xcf64"
         );
     }
 }
