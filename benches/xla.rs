@@ -6,6 +6,10 @@
 //! - `graphbug run` of every XLA fixture that runs on the CPU plugin against the plugin's own
 //!   work for it: a process that loads the plugin, creates its client, compiles the same
 //!   program and executes it on the same inputs: target at most 10% more (ratio <= 1.1).
+//! - A query on IREE (`iree:llvm-cpu`: graphbug's compile and run of a candidate, as a
+//!   checker makes them) against IREE's own tools doing the same work (`iree-compile` and
+//!   `iree-run-module` on the same program, flags and inputs), over HLO fixtures converted
+//!   once: target at most 10% more (ratio <= 1.1).
 //! - The stripped libtorch-free release binary (`cargo xtask gpu-bundle` packs it): under
 //!   30 MB.
 //!
@@ -311,5 +315,100 @@ fn main() {
         &ratio,
         1.1,
     );
+    iree_overhead(&mut targets, dir.path());
     targets.finish();
+}
+
+/// A query's work on IREE through graphbug against IREE's tools alone (see the notes).
+fn iree_overhead(targets: &mut Targets, dir: &Path) {
+    use graphbug::xla::execute::XlaBackend;
+    use graphbug::xla::iree;
+    let tools = iree::Tools::find().expect("IREE's tools (cargo xtask setup)");
+    let backend = XlaBackend::parse("iree:llvm-cpu").unwrap();
+    // Each program converted once (as graphbug does before a search), its inputs written as
+    // the runtime reads them.
+    let cases: Vec<(Program, Vec<HostTensor>, Vec<String>, PathBuf)> =
+        ["transformer", "train_step", "convnet", "cumsum"]
+            .iter()
+            .map(|name| {
+                let hlo = root().join(format!("tests/fixtures/xla/hlo/{name}.hlo"));
+                let program = Program::read(&std::fs::read(&hlo).unwrap(), Kind::HloText).unwrap();
+                let text = iree::importable(&program)
+                    .unwrap()
+                    .expect("HLO is converted")
+                    .text;
+                let io = root().join(format!("tests/fixtures/xla/hlo/{name}.io.npz"));
+                let (args, _) = xtask::bundle::split_io(&io).unwrap();
+                let inputs: Vec<HostTensor> = args.into_iter().map(|(_, t)| t).collect();
+                let mlir = dir.join(format!("{name}.mlir"));
+                std::fs::write(&mlir, &text).unwrap();
+                let flags: Vec<String> = inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(k, t)| {
+                        let bin = dir.join(format!("{name}.in{k}.bin"));
+                        std::fs::write(&bin, &t.data).unwrap();
+                        let meta = graphbug::ir::TensorMeta::new(
+                            t.dtype,
+                            t.shape.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+                        );
+                        format!("--input={}=@{}", iree::iree_type(&meta), bin.display())
+                    })
+                    .collect();
+                let program = Program::read(text.as_bytes(), Kind::StableHloText).unwrap();
+                let results = match &program {
+                    Program::StableHlo(m) => m.main().expect("a main function").results.len(),
+                    _ => unreachable!("read as StableHLO text"),
+                };
+                let mut flags = flags;
+                flags.push("--function=main".into());
+                flags.extend((0..results).map(|k| {
+                    format!(
+                        "--output=@{}",
+                        dir.join(format!("{name}.out{k}.bin")).display()
+                    )
+                }));
+                (program, inputs, flags, mlir)
+            })
+            .collect();
+    let ratio = Ratio::measure(
+        3,
+        || {
+            let started = Instant::now();
+            for (program, inputs, _, _) in &cases {
+                let compiled = backend.compile(program).expect("IREE compiles the fixture");
+                compiled.execute(inputs).expect("IREE runs the fixture");
+            }
+            started.elapsed().as_secs_f64()
+        },
+        || {
+            cases
+                .iter()
+                .map(|(_, _, flags, mlir)| {
+                    let vmfb = mlir.with_extension("vmfb");
+                    let compile = wall(
+                        Command::new(&tools.compile)
+                            .arg(mlir)
+                            .args(iree::compile_flags("llvm-cpu"))
+                            .arg("-o")
+                            .arg(&vmfb),
+                    );
+                    let run = wall(
+                        Command::new(&tools.run_module)
+                            .arg(format!("--module={}", vmfb.display()))
+                            .args(flags),
+                    );
+                    compile + run
+                })
+                .sum()
+        },
+    );
+    targets.ratio_at_most(
+        &format!(
+            "a query on iree:llvm-cpu through graphbug (compile and run of {} fixtures) / iree-compile and iree-run-module alone",
+            cases.len()
+        ),
+        &ratio,
+        1.1,
+    );
 }

@@ -261,8 +261,8 @@ impl Job {
 ///   expecttest; zoo: torchvision; capture: torchvision and graphbug_capture; xla, and
 ///   xla-dump: JAX, jaxlib, absl-py and the XLA CPU plugin; torch_xla: those and
 ///   [`TORCH_XLA_VENV`]).
-/// - docs: mdBook, and what the documentation's blocks run: torch, Graphviz, JAX and the
-///   XLA CPU plugin, graphbug_capture, and a `cargo xtask conformance --sources xla`.
+/// - docs: mdBook, and what the documentation's blocks run: torch, Graphviz, JAX, the
+///   XLA CPU plugin and IREE, graphbug_capture, and a `cargo xtask conformance --sources xla`.
 /// - bench: torch, torchvision (the peak-memory zoo), JAX, jaxlib and the XLA CPU plugin
 ///   (the XLA benchmarks), IREE's compiler and runtime (its overhead), Graphviz and Chromium (the draw benchmark), the engines (the
 ///   parallel-minify benchmark through srun).
@@ -289,6 +289,8 @@ pub fn plan(job: Job) -> Vec<Item> {
             Python(&JAXLIB),
             Python(&XLA_CPU_PJRT),
             Python(&ABSL),
+            Python(&IREE_COMPILER),
+            Python(&IREE_RUNTIME),
             Capture,
             Graphviz,
             Mdbook,

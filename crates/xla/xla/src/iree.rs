@@ -294,22 +294,9 @@ pub fn compile(module: &stablehlo::Module, target: &str) -> Result<Module, IreeE
     let vmfb = scratch.path().join("program.vmfb");
     let mut cmd = Command::new(&tools.compile);
     cmd.arg(&input)
-        .arg(format!("--iree-hal-target-backends={target}"));
-    let user = user_flags();
-    if target == "llvm-cpu"
-        && !user
-            .iter()
-            .any(|f| f.starts_with("--iree-llvmcpu-target-cpu"))
-    {
-        // The host's CPU, as XLA's CPU plugin compiles for (IREE warns otherwise).
-        cmd.arg("--iree-llvmcpu-target-cpu=host");
-    }
-    if !user.iter().any(|f| f.starts_with(DEMOTE_F64)) {
-        // IREE computes float64 in float32 unless told not to: the program as written is
-        // what is compared.
-        cmd.arg(format!("{DEMOTE_F64}=false"));
-    }
-    cmd.args(user).arg("-o").arg(&vmfb);
+        .args(compile_flags(target))
+        .arg("-o")
+        .arg(&vmfb);
     let out = run_tool(cmd, "iree-compile")?;
     if !out.status.success() || !vmfb.is_file() {
         return Err(tool_error("iree-compile", &out));
@@ -323,9 +310,32 @@ pub fn compile(module: &stablehlo::Module, target: &str) -> Result<Module, IreeE
     })
 }
 
+/// The flags `iree-compile` gets for the target backend `target`: the target, the host's
+/// CPU for `llvm-cpu`, float64 kept (see [`DEMOTE_F64`]), then [`FLAGS_VAR`]'s (which
+/// replace graphbug's own CPU and float64 flags where they set them).
+pub fn compile_flags(target: &str) -> Vec<String> {
+    let user = user_flags();
+    let mut flags = vec![format!("--iree-hal-target-backends={target}")];
+    if target == "llvm-cpu"
+        && !user
+            .iter()
+            .any(|f| f.starts_with("--iree-llvmcpu-target-cpu"))
+    {
+        // The host's CPU, as XLA's CPU plugin compiles for (IREE warns otherwise).
+        flags.push("--iree-llvmcpu-target-cpu=host".into());
+    }
+    if !user.iter().any(|f| f.starts_with(DEMOTE_F64)) {
+        // IREE computes float64 in float32 unless told not to: the program as written is
+        // what is compared.
+        flags.push(format!("{DEMOTE_F64}=false"));
+    }
+    flags.extend(user);
+    flags
+}
+
 /// How IREE's tools write a tensor type: `2x3xf32`, `f32` for a scalar; a complex element
 /// by its whole width (`cf64` is `complex<f32>`).
-fn iree_type(meta: &TensorMeta) -> String {
+pub fn iree_type(meta: &TensorMeta) -> String {
     let element = match meta.dtype {
         graphbug_ir::Dtype::Complex64 => "cf64",
         graphbug_ir::Dtype::Complex128 => "cf128",
