@@ -161,6 +161,13 @@ pub fn joint(args: &JointArgs) -> Result<ExitCode> {
 
 /// `graphbug partition`.
 pub fn partition(args: &PartitionArgs) -> Result<ExitCode> {
+    if args.measure_peak {
+        // Before any libtorch work: a shape inference (a convolution's, on the meta device)
+        // that asks libtorch about CUDA before libtorch_cuda is loaded leaves it saying there
+        // is none for the rest of the process.
+        let device: graphbug::ir::Device = args.device.parse().map_err(|e: String| anyhow!(e))?;
+        graphbug::aten::device::ensure_device(&device)?;
+    }
     let joint = load_graph(&args.file)?;
     if let Some(code) = supervise_inference(&joint, &args.bound)? {
         return Ok(code);

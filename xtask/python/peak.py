@@ -34,8 +34,9 @@ def meta(annotation):
     return _DTYPES[m.group(1)], [int(d) for d in m.group(2).split(",") if d.strip()]
 
 
-def boxed_modules(path):
-    """The forward and backward of a partition's text, each called with one list it empties."""
+def boxed_modules(path, dev):
+    """The forward and backward of a partition's text, each called with one list it empties,
+    their device arguments `dev`."""
     text = open(path).read()
     sources = [p for p in re.split(r"(?m)^(?=class )", text) if p.startswith("class ")]
     if len(sources) != 2:
@@ -55,7 +56,10 @@ def boxed_modules(path):
                 break
         src = "\n".join(lines)
         src = re.sub(r"^class [^(]*\(", "class Repro(", src, count=1, flags=re.M)
-        ns = {"torch": torch, "device": torch.device, "inf": float("inf"), "nan": float("nan")}
+        # Device arguments in the graph become the measurement's device, as graphbug's
+        # --device rewrites them (a mask made on the CPU would not meet a CUDA tensor).
+        ns = {"torch": torch, "device": lambda *_, **__: dev, "inf": float("inf"),
+              "nan": float("nan")}
         exec(compile(src, path, "exec"), ns)
         modules.append((ns["Repro"](), [meta(a) for _, a in params]))
     return modules
@@ -63,12 +67,12 @@ def boxed_modules(path):
 
 def main():
     partition, inputs, report, device = sys.argv[1:5]
-    (fw, _), (bw, bw_params) = boxed_modules(partition)
+    dev = torch.device(device)
+    (fw, _), (bw, bw_params) = boxed_modules(partition, dev)
     figures = json.load(open(report))
     n_saved = len(figures["saved"])
     npz = np.load(inputs)
     keys = sorted(npz.files, key=lambda k: int(re.search(r"(\d+)$", k).group(1)))
-    dev = torch.device(device)
     primals = [torch.from_numpy(np.array(npz[k])).to(dev) for k in keys]
     cuda = dev.type == "cuda"
 

@@ -137,7 +137,12 @@ pub fn tch_device(device: &Device) -> crate::Result<tch::Device> {
         ("cpu", Some(i)) => Err(AtenError::Device(format!(
             "`{device}`: the CPU has only index 0, not {i}"
         ))),
-        ("cuda", index) => Ok(tch::Device::Cuda(index.unwrap_or(0) as usize)),
+        ("cuda", index) => {
+            // CUDA's kernels register when libtorch_cuda loads, which must come before any
+            // tensor is put on the device (tch panics otherwise).
+            crate::device::ensure_device(device)?;
+            Ok(tch::Device::Cuda(index.unwrap_or(0) as usize))
+        }
         (other, _) => Err(AtenError::Device(format!(
             "`{device}`: device type `{other}` cannot hold tensors here (graphbug runs on cpu and cuda)"
         ))),
@@ -191,6 +196,25 @@ pub fn c10_memory_format(format: MemoryFormat) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CUDA device is checked (and libtorch_cuda loaded) before tch is handed it: without
+    /// a GPU it is an error naming it, never a tch device a later `to_device` panics on.
+    #[test]
+    fn cuda_devices_are_checked_before_tch_gets_them() {
+        let cuda = Device::new("cuda", None).unwrap();
+        match tch_device(&cuda) {
+            Ok(d) => {
+                assert!(crate::device::cuda_available());
+                assert_eq!(d, tch::Device::Cuda(0));
+            }
+            Err(e) => {
+                assert!(!crate::device::cuda_available());
+                assert!(e.to_string().contains("cuda"), "{e}");
+            }
+        }
+        let beyond = Device::cuda(u32::try_from(crate::device::cuda_device_count()).unwrap());
+        assert!(matches!(tch_device(&beyond), Err(AtenError::Device(_))));
+    }
 
     #[test]
     fn kind_round_trip() {
@@ -262,9 +286,6 @@ mod tests {
     #[test]
     fn devices() {
         assert_eq!(tch_device(&Device::cpu()).unwrap(), tch::Device::Cpu);
-        assert_eq!(tch_device(&Device::cuda(1)).unwrap(), tch::Device::Cuda(1));
-        let cuda = Device::new("cuda", None).unwrap();
-        assert_eq!(tch_device(&cuda).unwrap(), tch::Device::Cuda(0));
         let meta = Device::new("meta", None).unwrap();
         let e = tch_device(&meta).unwrap_err().to_string();
         assert!(e.contains("`meta`"), "{e}");

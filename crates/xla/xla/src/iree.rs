@@ -212,10 +212,12 @@ fn run_tool(mut cmd: Command, what: &str) -> Result<std::process::Output, String
 }
 
 /// The error of a tool that ended unsuccessfully: its `error:` lines (its whole message
-/// where it printed none), each cut at 2,000 characters.
-fn tool_error(what: &str, out: &std::process::Output) -> IreeError {
+/// where it printed none), each cut at 2,000 characters, with the scratch directory `dir`
+/// its files were in taken out of them (`program.mlir:3:10: error: ...`), so that the same
+/// failure of two candidates reads the same.
+fn tool_error(what: &str, out: &std::process::Output, dir: &Path) -> IreeError {
     use std::os::unix::process::ExitStatusExt;
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).replace(&format!("{}/", dir.display()), "");
     let cut = |l: &str| -> String {
         let l = l.trim();
         match l.char_indices().nth(2000) {
@@ -299,7 +301,7 @@ pub fn compile(module: &stablehlo::Module, target: &str) -> Result<Module, IreeE
         .arg(&vmfb);
     let out = run_tool(cmd, "iree-compile")?;
     if !out.status.success() || !vmfb.is_file() {
-        return Err(tool_error("iree-compile", &out));
+        return Err(tool_error("iree-compile", &out, scratch.path()));
     }
     Ok(Module {
         tools,
@@ -375,7 +377,7 @@ impl Module {
         }
         let out = run_tool(cmd, "iree-run-module")?;
         if !out.status.success() {
-            return Err(tool_error("iree-run-module", &out));
+            return Err(tool_error("iree-run-module", &out, run.path()));
         }
         self.results
             .iter()
@@ -539,6 +541,22 @@ pub fn importable(program: &Program) -> Result<Option<Imported>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_name_files_without_their_scratch_directory() {
+        use std::os::unix::process::ExitStatusExt;
+        let out = std::process::Output {
+            status: std::process::ExitStatus::from_raw(1 << 8),
+            stdout: Vec::new(),
+            stderr: b"iree-lld: error: undefined symbol: sin\n/tmp/s/iree-1-0/program.mlir:1:1: error: failed to link\n".to_vec(),
+        };
+        let e = tool_error("iree-compile", &out, Path::new("/tmp/s/iree-1-0"));
+        assert!(!e.crashed);
+        assert_eq!(
+            e.message,
+            "iree-compile failed (exit code 1): iree-lld: error: undefined symbol: sin\nprogram.mlir:1:1: error: failed to link"
+        );
+    }
 
     #[test]
     fn the_compilers_list_is_read_after_its_heading() {
