@@ -195,7 +195,7 @@ fn bad_dumps_and_requests_name_the_culprit() {
         ),
         (
             vec![train.as_str()],
-            "--backend pjrt:<plugin> is needed to compile the modules of",
+            "--backend pjrt:<plugin> or iree:<target> is needed to compile the modules of",
         ),
         (
             vec![train.as_str(), "--backend", "pjrt:cpu", "--inputs", "x.npz"],

@@ -676,14 +676,19 @@ impl Session<'_> {
     /// The preprocessing after the original as given failed: the same nodes without
     /// returned inputs, unused inputs or outputs other nodes read (the canonical candidate,
     /// which every strategy starts from) is itself a candidate that must still fail. If it
-    /// does not, the original's outputs are retained (and themselves minified later);
-    /// if even that does not fail, only the original as given shows the bug: `false`.
-    fn preprocess(&mut self) -> bool {
+    /// does not, the original's outputs are retained (and themselves minified later); if
+    /// that does not fail either, what reaches the original's outputs alone, returned as the
+    /// original returns them (values nothing reads, which the other two return, dropped: a
+    /// compiler may fail otherwise when given more results, as IREE crashes returning a
+    /// loop's unread results). The nodes the search starts from, or `None` when only the
+    /// original as given shows the bug.
+    fn preprocess(&mut self) -> Option<Vec<u32>> {
         let all = self.original.all();
         self.retained.clear();
         if self.original.canonical_is_given() {
-            self.cache.insert((all, Vec::new(), Form::default()), true);
-            return true;
+            self.cache
+                .insert((all.clone(), Vec::new(), Form::default()), true);
+            return Some(all);
         }
         if matches!(self.exec, Exec::Pool(_)) {
             let live = self.original.all_live();
@@ -695,19 +700,36 @@ impl Session<'_> {
             if ok { "SUCCESS" } else { "FAIL: the failure depends on the original's outputs; keeping them" }
         ));
         if ok {
-            return true;
+            return Some(all);
         }
         self.retained = self.original.all_outputs();
         let ok = self.test(&all);
+        let live = self.original.all_live().to_vec();
+        let dead = live.len() < all.len();
         self.note(format!(
             "Preprocessing: drop unused inputs, keep every output\n{}",
+            match (ok, dead) {
+                (true, _) => "SUCCESS",
+                (false, true) => "FAIL: the failure depends on the values nothing reads",
+                (false, false) => "FAIL: only the original exactly as given fails",
+            }
+        ));
+        if ok {
+            return Some(all);
+        }
+        if !dead {
+            return None;
+        }
+        let ok = self.test(&live);
+        self.note(format!(
+            "Preprocessing: only what reaches the original's outputs, returned as it returns them\n{}",
             if ok {
                 "SUCCESS"
             } else {
                 "FAIL: only the original exactly as given fails"
             }
         ));
-        ok
+        ok.then_some(live)
     }
 
     /// The result: `candidate`, the counts and the log (or the sink's error).
@@ -1810,9 +1832,12 @@ impl<'o, 'g> Start<'o, 'g> {
             session
                 .cache
                 .insert((s.clone(), session.retained.clone(), Form::default()), true);
-        } else if !session.preprocess() {
-            // Only the original exactly as given fails: nothing can be taken away.
-            return session.end(self.original.as_given(), signature);
+        } else {
+            match session.preprocess() {
+                Some(start) => s = start,
+                // Only the original exactly as given fails: nothing can be taken away.
+                None => return session.end(self.original.as_given(), signature),
+            }
         }
         s = session.named_nodes_alone(s, &signature);
         loop {

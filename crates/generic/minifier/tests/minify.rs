@@ -837,3 +837,36 @@ fn a_node_the_failure_names_is_tried_alone_first() {
     );
     assert_eq!(wrong.stats.queries, silent.stats.queries + 1);
 }
+
+/// Fails while the candidate calls `cos` and returns one value alone; a candidate that also
+/// returns a value the original leaves unread fails otherwise (as IREE crashes when a
+/// program returns a loop's unread results).
+struct OneResult;
+
+impl Checker for OneResult {
+    fn describe(&self) -> String {
+        "cos, one result".into()
+    }
+    fn check(&mut self, c: &Candidate) -> Verdict {
+        match (calls(c, "cos"), c.graph.outputs().len()) {
+            (true, 1) => Verdict::Fails(sig("boom at cos")),
+            (true, _) => Verdict::Fails(sig("another crash")),
+            _ => Verdict::Passes,
+        }
+    }
+}
+
+#[test]
+fn a_bug_that_more_results_hide_starts_from_what_reaches_the_outputs() {
+    let g = graphbug_ir::parse_graph(
+        "class GraphModule(torch.nn.Module):\n    def forward(self, x: \"f32[4]\"):\n        relu: \"f32[4]\" = torch.ops.aten.relu.default(x)\n        sin: \"f32[4]\" = torch.ops.aten.sin.default(x)\n        cos: \"f32[4]\" = torch.ops.aten.cos.default(relu)\n        return (cos,)\n",
+    )
+    .unwrap();
+    let m = minify(&g, &mut OneResult, &MinifyOptions::default(), &mut NoSink).unwrap();
+    assert_eq!(kept_names(&m), ["cos"], "{}", m.log.join("\n"));
+    let log = m.log.join("\n");
+    assert!(
+        log.contains("Preprocessing: only what reaches the original's outputs"),
+        "{log}"
+    );
+}

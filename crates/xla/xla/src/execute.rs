@@ -2,8 +2,8 @@
 //! backends compile and run aten graphs. A backend for XLA programs is named
 //! `pjrt:<plugin>` (a name `graphbug backends --all` lists, or a plugin file),
 //! `iree:<target>` (IREE's compiler for one of its target backends, see [`crate::iree`]),
-//! or `fault:<spec>+<backend>` for a testing fault (see [`graphbug_ir::fault::GRAMMAR`]). Accuracy, NaN, compile and hang
-//! faults rewrite the program ([`crate::rewrite`]), so that the plugin itself computes the
+//! or `fault:<spec>+<backend>` for a testing fault (see [`graphbug_ir::fault::GRAMMAR`]).
+//! Accuracy, NaN, compile and hang faults rewrite the program ([`crate::rewrite`]), so that the plugin itself computes the
 //! wrong value, fails to compile (a custom call no compiler has) or never returns (a loop
 //! it cannot drop); runtime and crash faults, which compiled XLA code has no portable way
 //! to cause, fire in graphbug's execute call. `GRAPHBUG_INJECT_FAULT` applies a fault to

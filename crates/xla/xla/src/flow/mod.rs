@@ -408,7 +408,7 @@ impl Minifiable for XlaMinify {
     }
 
     fn backend_hint(&self) -> String {
-        format!("pjrt:<plugin> (e.g. {DEFAULT_BACKEND}, or fault:<spec>+{DEFAULT_BACKEND})")
+        format!("pjrt:<plugin> or iree:<target> (e.g. {DEFAULT_BACKEND}, iree:llvm-cpu, or fault:<spec>+{DEFAULT_BACKEND})")
     }
 
     fn start(

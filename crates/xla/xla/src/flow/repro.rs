@@ -183,7 +183,7 @@ pub(super) fn check_once(
 
 impl Reproducible for XlaRepro {
     fn backend_hint(&self) -> &'static str {
-        "pjrt:<plugin>"
+        "pjrt:<plugin> or iree:<target>"
     }
 
     fn python(&self) -> String {
