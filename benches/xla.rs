@@ -342,25 +342,15 @@ fn iree_overhead(targets: &mut Targets, dir: &Path) {
                 let inputs: Vec<HostTensor> = args.into_iter().map(|(_, t)| t).collect();
                 let mlir = dir.join(format!("{name}.mlir"));
                 std::fs::write(&mlir, &text).unwrap();
-                let flags: Vec<String> = inputs
-                    .iter()
-                    .enumerate()
-                    .map(|(k, t)| {
-                        let bin = dir.join(format!("{name}.in{k}.bin"));
-                        std::fs::write(&bin, &t.data).unwrap();
-                        let meta = graphbug::ir::TensorMeta::new(
-                            t.dtype,
-                            t.shape.iter().map(|&d| d as i64).collect::<Vec<_>>(),
-                        );
-                        format!("--input={}=@{}", iree::iree_type(&meta), bin.display())
-                    })
-                    .collect();
+                // Each case's inputs in a folder of its own (their files are in0.bin...).
+                let at = dir.join(format!("{name}.inputs"));
+                std::fs::create_dir_all(&at).unwrap();
+                let mut flags = iree::write_inputs(&at, &inputs).unwrap();
                 let program = Program::read(text.as_bytes(), Kind::StableHloText).unwrap();
                 let results = match &program {
                     Program::StableHlo(m) => m.main().expect("a main function").results.len(),
                     _ => unreachable!("read as StableHLO text"),
                 };
-                let mut flags = flags;
                 flags.push("--function=main".into());
                 flags.extend((0..results).map(|k| {
                     format!(

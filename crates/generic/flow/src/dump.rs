@@ -445,9 +445,7 @@ fn check_module(
             Outcome::Passes
         }
         Ok(FirstRun::Fails { detected, dir }) => {
-            let class = steps
-                .disagreement()
-                .or_else(|| Disagreement::of_kind(detected.split(": ").next().unwrap_or("")));
+            let class = steps.disagreement();
             match class {
                 Some(c) => println!("detected: {detected} ({})", c.describe()),
                 None => println!("detected: {detected}"),

@@ -127,8 +127,9 @@ pub trait Reproducible {
     }
 
     /// What kind of disagreement the failure of the last [`Reproducible::first_run`] is
-    /// (a refused op, a NaN where the reference is finite), where the dialect can say more
-    /// than its stage and symptom; `None` otherwise (see [`crate::dump::Disagreement`]).
+    /// (a refused op, a NaN where the reference is finite; see
+    /// [`crate::dump::Disagreement::of_kind`] for the class its stage and symptom give);
+    /// `None` where the dialect does not classify its failures.
     fn disagreement(&self) -> Option<crate::dump::Disagreement> {
         None
     }

@@ -317,14 +317,8 @@ impl XlaBackend {
                         program.unit()
                     ))),
                 };
-                let module = crate::iree::compile(module, target).map_err(|e| {
-                    let symptom = if e.crashed {
-                        Symptom::Crash
-                    } else {
-                        Symptom::Error
-                    };
-                    compile_failure(e.message, symptom)
-                })?;
+                let module = crate::iree::compile(module, target)
+                    .map_err(|e| compile_failure(e.message.clone(), e.symptom()))?;
                 Executable::Iree(module)
             }
         };
@@ -493,14 +487,9 @@ impl Compiled {
             Executable::Pjrt { executable, .. } => executable
                 .execute(inputs)
                 .map_err(|e| failure(e.to_string())),
-            Executable::Iree(module) => module.execute(inputs).map_err(|e| {
-                let symptom = if e.crashed {
-                    Symptom::Crash
-                } else {
-                    Symptom::Error
-                };
-                Failure::new(&self.backend, Stage::Runtime, symptom, e.message)
-            }),
+            Executable::Iree(module) => module
+                .execute(inputs)
+                .map_err(|e| Failure::new(&self.backend, Stage::Runtime, e.symptom(), e.message)),
         }
     }
 }

@@ -110,16 +110,21 @@ impl Tools {
             .clone()
     }
 
-    /// The compiler's version line (`IREE compiler version 3.13.0 @ ...`), where it says one.
+    /// The compiler's version line (`IREE compiler version 3.13.0 @ ...`), where it says one
+    /// (asked once).
     pub fn version(&self) -> Option<String> {
-        let mut cmd = Command::new(&self.compile);
-        cmd.arg("--version");
-        let out = run_tool(cmd, "iree-compile --version").ok()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.lines()
-            .map(str::trim)
-            .find(|l| l.contains("version"))
-            .map(str::to_string)
+        static SAID: OnceLock<Option<String>> = OnceLock::new();
+        SAID.get_or_init(|| {
+            let mut cmd = Command::new(&self.compile);
+            cmd.arg("--version");
+            let out = run_tool(cmd, "iree-compile --version").ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.lines()
+                .map(str::trim)
+                .find(|l| l.contains("version"))
+                .map(str::to_string)
+        })
+        .clone()
     }
 }
 
@@ -190,6 +195,15 @@ impl IreeError {
         IreeError {
             crashed: false,
             message: message.into(),
+        }
+    }
+
+    /// The symptom of the failure it is: a crash, or an error.
+    pub fn symptom(&self) -> graphbug_run::Symptom {
+        if self.crashed {
+            graphbug_run::Symptom::Crash
+        } else {
+            graphbug_run::Symptom::Error
         }
     }
 }
@@ -337,16 +351,35 @@ pub fn compile_flags(target: &str) -> Vec<String> {
 
 /// How IREE's tools write a tensor type: `2x3xf32`, `f32` for a scalar; a complex element
 /// by its whole width (`cf64` is `complex<f32>`).
-pub fn iree_type(meta: &TensorMeta) -> String {
-    let element = match meta.dtype {
+fn iree_type(dtype: graphbug_ir::Dtype, shape: &[usize]) -> String {
+    let element = match dtype {
         graphbug_ir::Dtype::Complex64 => "cf64",
         graphbug_ir::Dtype::Complex128 => "cf128",
         d => stablehlo::element_of(d),
     };
-    meta.shape
+    shape
         .iter()
         .map(|d| format!("{d}x"))
         .chain(std::iter::once(element.to_string()))
+        .collect()
+}
+
+/// Writes `inputs` into `dir` as the raw bytes `iree-run-module` reads (`in0.bin`...); the
+/// arguments that give them to it, in order (`--input=2x3xf32=@DIR/in0.bin`).
+pub fn write_inputs(dir: &Path, inputs: &[HostTensor]) -> Result<Vec<String>, IreeError> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let path = dir.join(format!("in{k}.bin"));
+            std::fs::write(&path, &t.data)
+                .map_err(|e| IreeError::of(format!("{}: {e}", path.display())))?;
+            Ok(format!(
+                "--input={}=@{}",
+                iree_type(t.dtype, &t.shape),
+                path.display()
+            ))
+        })
         .collect()
 }
 
@@ -359,16 +392,7 @@ impl Module {
         let mut cmd = Command::new(&self.tools.run_module);
         cmd.arg(format!("--module={}", self.vmfb.display()))
             .arg(format!("--function={}", self.function));
-        for (k, t) in inputs.iter().enumerate() {
-            let path = run.path().join(format!("in{k}.bin"));
-            std::fs::write(&path, &t.data)
-                .map_err(|e| IreeError::of(format!("{}: {e}", path.display())))?;
-            let meta = TensorMeta::new(
-                t.dtype,
-                t.shape.iter().map(|&d| d as i64).collect::<Vec<_>>(),
-            );
-            cmd.arg(format!("--input={}=@{}", iree_type(&meta), path.display()));
-        }
+        cmd.args(write_inputs(run.path(), inputs)?);
         let outputs: Vec<PathBuf> = (0..self.results.len())
             .map(|k| run.path().join(format!("out{k}.bin")))
             .collect();
@@ -388,11 +412,9 @@ impl Module {
                     IreeError::of(format!("iree-run-module wrote no result {k}: {e}"))
                 })?;
                 let shape: Vec<usize> = meta.shape.iter().map(|&d| d as usize).collect();
+                let what = iree_type(meta.dtype, &shape);
                 HostTensor::new(meta.dtype, shape, data).map_err(|e| {
-                    IreeError::of(format!(
-                        "iree-run-module's result {k} is not a {}: {e}",
-                        iree_type(meta)
-                    ))
+                    IreeError::of(format!("iree-run-module's result {k} is not a {what}: {e}"))
                 })
             })
             .collect()
@@ -596,18 +618,9 @@ mod tests {
     #[test]
     fn tensor_types_are_written_as_iree_reads_them() {
         use graphbug_ir::Dtype;
-        assert_eq!(
-            iree_type(&TensorMeta::new(Dtype::Float32, vec![2, 3])),
-            "2x3xf32"
-        );
-        assert_eq!(iree_type(&TensorMeta::new(Dtype::Bool, vec![])), "i1");
-        assert_eq!(
-            iree_type(&TensorMeta::new(Dtype::BFloat16, vec![4])),
-            "4xbf16"
-        );
-        assert_eq!(
-            iree_type(&TensorMeta::new(Dtype::Complex64, vec![2])),
-            "2xcf64"
-        );
+        assert_eq!(iree_type(Dtype::Float32, &[2, 3]), "2x3xf32");
+        assert_eq!(iree_type(Dtype::Bool, &[]), "i1");
+        assert_eq!(iree_type(Dtype::BFloat16, &[4]), "4xbf16");
+        assert_eq!(iree_type(Dtype::Complex64, &[2]), "2xcf64");
     }
 }
