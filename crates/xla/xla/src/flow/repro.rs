@@ -567,3 +567,68 @@ impl XlaRepro {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each class is told from a failure, and a wrong look at one is not taken for another:
+    /// a compile error without a refusal's words, a finite margin, a divergence at a float
+    /// to float convert.
+    #[test]
+    fn failures_are_classified_by_what_they_are() {
+        let text = "module @m {\n  func.func public @main(%arg0: tensor<4xf32>) -> (tensor<4xi32>, tensor<4xf64>) {\n    %0 = stablehlo.convert %arg0 : (tensor<4xf32>) -> tensor<4xi32>\n    %1 = stablehlo.convert %arg0 : (tensor<4xf32>) -> tensor<4xf64>\n    return %0, %1 : tensor<4xi32>, tensor<4xf64>\n  }\n}\n";
+        let program = Program::read(text.as_bytes(), Kind::StableHloText).unwrap();
+        let graph = program.graph().unwrap();
+        let sig = |kind: &str, message: &str, margin: Option<f64>, culprit: &str| Signature {
+            kind: kind.into(),
+            message: message.into(),
+            margin,
+            culprits: vec![culprit.into()],
+            ..Signature::default()
+        };
+        let wrong = "accuracy wrong result";
+        for (s, want) in [
+            (
+                sig(
+                    "compile error",
+                    "error: failed to legalize operation 'stablehlo.fft'",
+                    None,
+                    "",
+                ),
+                Disagreement::RefusedOp,
+            ),
+            (
+                sig(
+                    "compile error",
+                    "iree-lld: error: undefined symbol: sin",
+                    None,
+                    "",
+                ),
+                Disagreement::CompileFailure,
+            ),
+            (
+                sig("compile crash", "SIGSEGV", None, ""),
+                Disagreement::Crash,
+            ),
+            (sig("runtime timeout", "", None, ""), Disagreement::Hang),
+            (
+                sig("runtime error", "bad", None, ""),
+                Disagreement::RuntimeFailure,
+            ),
+            (sig(wrong, "", Some(f64::NAN), "1"), Disagreement::NonFinite),
+            (
+                sig(wrong, "", Some(f64::INFINITY), "1"),
+                Disagreement::NonFinite,
+            ),
+            (
+                sig(wrong, "", Some(3.0), "0"),
+                Disagreement::ImplementationDefined,
+            ),
+            (sig(wrong, "", Some(3.0), "1"), Disagreement::Numeric),
+        ] {
+            assert_eq!(disagreement(&s, &graph), Some(want), "{s:?}");
+        }
+        assert_eq!(disagreement(&sig("command", "", None, ""), &graph), None);
+    }
+}
