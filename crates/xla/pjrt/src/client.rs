@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use graphbug_files::HostTensor;
 
 use crate::plugin::{call, text, Api, Attribute, Plugin};
+use crate::sharding::{self, Disagreement, Partitioning, Sharding};
 use crate::sys::{self, PJRT_Buffer, PJRT_Device};
 use crate::{proto, ElementType, Error, TensorSpec};
 
@@ -207,8 +208,33 @@ impl Client {
 
     /// Compiles a program for one device (one replica, one partition).
     pub fn compile(&self, program: &[u8], format: Format) -> Result<Executable, Error> {
+        self.compile_for(program, format, Partitioning::ONE)
+    }
+
+    /// Compiles a program for `partitioning`'s devices (its replicas and partitions, SPMD
+    /// partitioned when there are several partitions), which the plugin assigns. An error
+    /// before compiling when the client has fewer devices.
+    pub fn compile_for(
+        &self,
+        program: &[u8],
+        format: Format,
+        partitioning: Partitioning,
+    ) -> Result<Executable, Error> {
         let api = self.api();
-        let options = proto::compile_options();
+        if partitioning.devices() > 1 {
+            let have = self.addressable_devices()?.len();
+            if have < partitioning.devices() {
+                return Err(Error::BadInput {
+                    path: api.path.clone(),
+                    call: "PJRT_Client_Compile",
+                    message: format!(
+                        "the program runs on {partitioning}, the client has {have} device{}",
+                        if have == 1 { "" } else { "s" }
+                    ),
+                });
+            }
+        }
+        let options = proto::compile_options(partitioning);
         let format_name = format.as_str();
         let mut code = sys::PJRT_Program::new();
         // The plugin only reads the code when compiling.
@@ -232,10 +258,12 @@ impl Client {
         let mut executable = Executable {
             client: self.inner.clone(),
             ptr: args.executable,
-            device: null_mut(),
+            devices: Vec::new(),
+            partitioning,
             num_outputs: 0,
             outputs: None,
             inputs: OnceLock::new(),
+            shardings: OnceLock::new(),
         };
         let (num_outputs, outputs) = {
             let info = executable.info()?;
@@ -244,7 +272,17 @@ impl Client {
         };
         executable.num_outputs = num_outputs;
         executable.outputs = outputs;
-        executable.device = executable.first_device()?;
+        executable.devices = executable.addressable_devices()?;
+        if executable.devices.len() != partitioning.devices() {
+            return Err(unexpected(
+                api,
+                "PJRT_LoadedExecutable_AddressableDevices",
+                format!(
+                    "the executable for {partitioning} was loaded on {} devices",
+                    executable.devices.len()
+                ),
+            ));
+        }
         Ok(executable)
     }
 }
@@ -253,11 +291,14 @@ impl Client {
 pub struct Executable {
     client: Arc<ClientInner>,
     ptr: *mut sys::PJRT_LoadedExecutable,
-    /// The device it runs on, owned by the client.
-    device: *mut PJRT_Device,
+    /// The devices it runs on, owned by the client, in the order arguments are given.
+    devices: Vec<*mut PJRT_Device>,
+    partitioning: Partitioning,
     num_outputs: usize,
     outputs: Option<Vec<TensorSpec>>,
     inputs: OnceLock<Option<Vec<TensorSpec>>>,
+    /// The parameters' and outputs' shardings of an SPMD program.
+    shardings: OnceLock<Option<(Vec<Sharding>, Vec<Sharding>)>>,
 }
 
 // SAFETY: PJRT executables are thread-safe; the rest is plain data.
@@ -296,58 +337,206 @@ impl Executable {
             .as_deref()
     }
 
+    /// The replicas and partitions it was compiled for.
+    pub fn partitioning(&self) -> Partitioning {
+        self.partitioning
+    }
+
+    /// The shardings XLA's SPMD partitioner gave the parameters and the outputs (a tuple's
+    /// elements), read from the optimized program; `None` for a program that was not
+    /// partitioned, or a plugin that does not say.
+    pub fn shardings(&self) -> Option<&(Vec<Sharding>, Vec<Sharding>)> {
+        self.shardings
+            .get_or_init(|| {
+                let info = self.info().ok()?;
+                proto::spmd_shardings(&info.optimized_hlo()?)
+            })
+            .as_ref()
+    }
+
     /// Runs the program on `inputs` and returns its outputs, dense and in C order. Inputs
     /// that do not fit what the executable expects are an error before the plugin is called.
+    /// For one device; [`Executable::execute_global`] runs on several.
     pub fn execute(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Error> {
-        self.check_inputs(inputs)?;
-        let api = &*self.client.api;
-        let mut buffers = Vec::with_capacity(inputs.len());
-        for tensor in inputs {
-            buffers.push(self.upload(tensor)?);
+        if self.devices.len() != 1 {
+            return Err(Error::BadInput {
+                path: self.client.api.path.clone(),
+                call: "PJRT_LoadedExecutable_Execute",
+                message: format!(
+                    "the executable runs on {}: give its inputs as whole arrays (execute_global)",
+                    self.partitioning
+                ),
+            });
         }
-        let arguments: Vec<*mut PJRT_Buffer> = buffers.iter().map(|b| b.ptr).collect();
-        let argument_lists = [arguments.as_ptr()];
-        let mut outputs: Vec<*mut PJRT_Buffer> = vec![null_mut(); self.num_outputs];
-        let output_lists = [outputs.as_mut_ptr()];
-        let mut done = [null_mut()];
+        let mut outputs = self.execute_on(&[inputs.to_vec()])?;
+        Ok(outputs.pop().unwrap_or_default())
+    }
+
+    /// Runs the program on every device it was compiled for, from whole arrays: each
+    /// parameter split into the piece each device takes (by the parameters' SPMD
+    /// shardings; every replica, and a program not partitioned, takes all of it), and each
+    /// output assembled from the pieces the devices return, to the dimensions
+    /// `output_dims` gives. Where several devices return the same piece, their copies are
+    /// compared: [`GlobalRun::disagreements`] names the devices whose copies differ.
+    pub fn execute_global(
+        &self,
+        inputs: &[HostTensor],
+        output_dims: &[Vec<usize>],
+    ) -> Result<GlobalRun, Error> {
+        let api = &*self.client.api;
+        let n = self.devices.len();
+        let bad = |message: String| Error::BadInput {
+            path: api.path.clone(),
+            call: "PJRT_LoadedExecutable_Execute",
+            message,
+        };
+        let (parameters, outputs) = match self.shardings() {
+            Some((p, o)) => (p.clone(), o.clone()),
+            None if self.partitioning.spmd() => {
+                return Err(unexpected(
+                    api,
+                    "PJRT_Executable_OptimizedProgram",
+                    "the partitioned program records no shardings of its parameters and outputs (spmd_parameters_shardings, spmd_output_sharding)",
+                ))
+            }
+            None => (
+                vec![Sharding::Replicated; inputs.len()],
+                vec![Sharding::Replicated; self.num_outputs],
+            ),
+        };
+        if parameters.len() != inputs.len() {
+            return Err(bad(format!(
+                "the executable takes {} inputs, {} given",
+                parameters.len(),
+                inputs.len()
+            )));
+        }
+        if outputs.len() != self.num_outputs || output_dims.len() != self.num_outputs {
+            return Err(bad(format!(
+                "the executable returns {} outputs; {} shardings were recorded and {} dimensions given",
+                self.num_outputs,
+                outputs.len(),
+                output_dims.len()
+            )));
+        }
+        let per_device: Vec<Vec<HostTensor>> = (0..n)
+            .map(|d| {
+                inputs
+                    .iter()
+                    .zip(&parameters)
+                    .map(|(t, s)| sharding::split(t, s, self.logical(d)))
+                    .collect()
+            })
+            .collect();
+        let returned = self.execute_on(&per_device)?;
+        let mut run = GlobalRun::default();
+        for (k, (sharding, dims)) in outputs.iter().zip(output_dims).enumerate() {
+            let shards: Vec<(usize, HostTensor)> = (0..n)
+                .map(|d| (self.logical(d), returned[d][k].clone()))
+                .collect();
+            let (tensor, disagreement) =
+                sharding::assemble(&shards, sharding, dims).map_err(|e| {
+                    unexpected(
+                        api,
+                        "PJRT_LoadedExecutable_Execute",
+                        format!("output {k}: {e}"),
+                    )
+                })?;
+            run.outputs.push(tensor);
+            if let Some(d) = disagreement {
+                run.disagreements.push((k, d));
+            }
+        }
+        Ok(run)
+    }
+
+    /// The partition (SPMD's device number in shardings) of the `d`-th device arguments
+    /// go to: devices are replica-major, so a replica's partitions are consecutive.
+    fn logical(&self, d: usize) -> usize {
+        d % self.partitioning.num_partitions
+    }
+
+    /// Runs the program with `inputs[d]` on the `d`-th device; each device's outputs.
+    fn execute_on(&self, inputs: &[Vec<HostTensor>]) -> Result<Vec<Vec<HostTensor>>, Error> {
+        for device_inputs in inputs {
+            self.check_inputs(device_inputs)?;
+        }
+        let api = &*self.client.api;
+        let n = self.devices.len();
+        let mut buffers = Vec::with_capacity(n);
+        for (device_inputs, &device) in inputs.iter().zip(&self.devices) {
+            let mut list = Vec::with_capacity(device_inputs.len());
+            for tensor in device_inputs {
+                list.push(self.upload(tensor, device)?);
+            }
+            buffers.push(list);
+        }
+        let arguments: Vec<Vec<*mut PJRT_Buffer>> = buffers
+            .iter()
+            .map(|list| list.iter().map(|b| b.ptr).collect())
+            .collect();
+        let argument_lists: Vec<*const *mut PJRT_Buffer> =
+            arguments.iter().map(|a| a.as_ptr()).collect();
+        let mut outputs: Vec<Vec<*mut PJRT_Buffer>> = vec![vec![null_mut(); self.num_outputs]; n];
+        let output_lists: Vec<*mut *mut PJRT_Buffer> =
+            outputs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+        let mut done = vec![null_mut(); n];
         let mut options = sys::PJRT_ExecuteOptions::new();
         let mut args = sys::PJRT_LoadedExecutable_Execute_Args::new();
         args.executable = self.ptr;
         args.options = &mut options;
         args.argument_lists = argument_lists.as_ptr();
-        args.num_devices = 1;
-        args.num_args = arguments.len();
+        args.num_devices = n;
+        args.num_args = inputs.first().map_or(0, Vec::len);
         args.output_lists = output_lists.as_ptr();
         args.device_complete_events = done.as_mut_ptr();
         let ran = call!(api, PJRT_LoadedExecutable_Execute, &mut args);
         // Own whatever came back before looking at errors, so it is freed either way.
-        let outputs: Vec<Buffer> = outputs
+        let outputs: Vec<Vec<Buffer>> = outputs
             .into_iter()
-            .filter(|p| !p.is_null())
-            .map(|ptr| Buffer { api, ptr })
+            .map(|list| {
+                list.into_iter()
+                    .filter(|p| !p.is_null())
+                    .map(|ptr| Buffer { api, ptr })
+                    .collect()
+            })
             .collect();
         if let Err(e) = ran {
-            api.destroy_event(done[0]);
+            for event in done {
+                api.destroy_event(event);
+            }
             return Err(e);
         }
-        api.await_event("PJRT_LoadedExecutable_Execute", done[0])?;
-        drop(buffers);
-        if outputs.len() != self.num_outputs {
-            return Err(unexpected(
-                api,
-                "PJRT_LoadedExecutable_Execute",
-                format!(
-                    "{} outputs expected, {} returned",
-                    self.num_outputs,
-                    outputs.len()
-                ),
-            ));
+        let mut waited = Ok(());
+        for event in done {
+            let r = api.await_event("PJRT_LoadedExecutable_Execute", event);
+            if waited.is_ok() {
+                waited = r;
+            }
         }
-        outputs
-            .iter()
-            .enumerate()
-            .map(|(i, b)| b.download(i))
-            .collect()
+        waited?;
+        drop(buffers);
+        let mut all = Vec::with_capacity(n);
+        for (d, list) in outputs.iter().enumerate() {
+            if list.len() != self.num_outputs {
+                return Err(unexpected(
+                    api,
+                    "PJRT_LoadedExecutable_Execute",
+                    format!(
+                        "{} outputs expected, {} returned by device {d}",
+                        self.num_outputs,
+                        list.len()
+                    ),
+                ));
+            }
+            all.push(
+                list.iter()
+                    .enumerate()
+                    .map(|(i, b)| b.download(i))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        Ok(all)
     }
 
     fn check_inputs(&self, inputs: &[HostTensor]) -> Result<(), Error> {
@@ -398,8 +587,8 @@ impl Executable {
         Ok(())
     }
 
-    /// Copies a host tensor to the executable's device.
-    fn upload(&self, tensor: &HostTensor) -> Result<Buffer<'_>, Error> {
+    /// Copies a host tensor to one of the executable's devices.
+    fn upload(&self, tensor: &HostTensor, device: *mut PJRT_Device) -> Result<Buffer<'_>, Error> {
         let api = &*self.client.api;
         let dims: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
         let mut args = sys::PJRT_Client_BufferFromHostBuffer_Args::new();
@@ -409,7 +598,7 @@ impl Executable {
         args.dims = dims.as_ptr();
         args.num_dims = dims.len();
         args.host_buffer_semantics = sys::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
-        args.device = self.device;
+        args.device = device;
         call!(api, PJRT_Client_BufferFromHostBuffer, &mut args)?;
         let buffer = Buffer {
             api,
@@ -448,22 +637,34 @@ impl Executable {
         })
     }
 
-    /// The first device the executable was loaded on.
-    fn first_device(&self) -> Result<*mut PJRT_Device, Error> {
+    /// The devices the executable was loaded on, in the order it takes arguments.
+    fn addressable_devices(&self) -> Result<Vec<*mut PJRT_Device>, Error> {
         let api = &*self.client.api;
         let mut args = sys::PJRT_LoadedExecutable_AddressableDevices_Args::new();
         args.executable = self.ptr;
         call!(api, PJRT_LoadedExecutable_AddressableDevices, &mut args)?;
         // SAFETY: the list lives as long as the executable.
         let devices = unsafe { pointers(args.addressable_devices, args.num_addressable_devices) };
-        devices.first().copied().ok_or_else(|| {
-            unexpected(
+        if devices.is_empty() {
+            return Err(unexpected(
                 api,
                 "PJRT_LoadedExecutable_AddressableDevices",
                 "the executable has no device",
-            )
-        })
+            ));
+        }
+        Ok(devices.to_vec())
     }
+}
+
+/// What a run over several devices returned: the outputs as whole arrays, and where
+/// devices that hold the same piece of an output returned different values.
+#[derive(Debug, Default)]
+pub struct GlobalRun {
+    /// The outputs, assembled.
+    pub outputs: Vec<HostTensor>,
+    /// Each output whose copies differ between devices, with the first two devices that
+    /// disagree (by the order of the executable's devices).
+    pub disagreements: Vec<(usize, Disagreement)>,
 }
 
 /// A `PJRT_Executable`, destroyed on drop.

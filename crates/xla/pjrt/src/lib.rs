@@ -24,6 +24,7 @@ mod client;
 mod discover;
 mod plugin;
 mod proto;
+pub mod sharding;
 mod sys;
 
 use std::fmt;
@@ -31,10 +32,11 @@ use std::path::PathBuf;
 
 use graphbug_ir::Dtype;
 
-pub use client::{Client, Device, Executable, Format};
+pub use client::{Client, Device, Executable, Format, GlobalRun};
 pub use discover::{discover, resolve, site_packages, Found, Origin, PLUGINS_VAR};
 pub use graphbug_files::HostTensor;
 pub use plugin::{Attribute, Plugin};
+pub use sharding::{Partitioning, Sharding};
 
 /// The PJRT C API version of the header the bindings follow.
 pub const HEADER_VERSION: ApiVersion = ApiVersion {

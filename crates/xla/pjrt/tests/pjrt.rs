@@ -9,7 +9,7 @@ use std::time::Instant;
 use graphbug_ir::Dtype;
 use graphbug_pjrt::{
     discover, resolve, Attribute, Client, ElementType, Error, Executable, Format, HostTensor,
-    Origin, Plugin, TensorSpec,
+    Origin, Partitioning, Plugin, Sharding, TensorSpec,
 };
 
 fn workspace() -> &'static Path {
@@ -469,4 +469,63 @@ fn create_options_reach_the_plugin() {
     .expect("a CPU client of two devices");
     assert_eq!(two.addressable_devices().unwrap().len(), 2);
     drop(client);
+}
+
+/// A program over 4 partitions: `a` split by rows, `b` whole on every device; `a + b` split
+/// as `a` is, and the sum of `a`, which needs every device's rows (an all-reduce the SPMD
+/// partitioner inserts).
+const SPMD_MLIR: &str = r#"module @spmd attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%a: tensor<8x2xf32> {mhlo.sharding = "{devices=[4,1]<=[4]}"}, %b: tensor<8x2xf32> {mhlo.sharding = "{replicated}"}) -> (tensor<8x2xf32> {mhlo.sharding = "{devices=[4,1]<=[4]}"}, tensor<f32> {mhlo.sharding = "{replicated}"}) {
+    %0 = stablehlo.add %a, %b : tensor<8x2xf32>
+    %zero = stablehlo.constant dense<0.0> : tensor<f32>
+    %1 = stablehlo.reduce(%a init: %zero) applies stablehlo.add across dimensions = [0, 1] : (tensor<8x2xf32>, tensor<f32>) -> tensor<f32>
+    return %0, %1 : tensor<8x2xf32>, tensor<f32>
+  }
+}"#;
+
+#[test]
+fn runs_a_partitioned_program_on_four_cpu_devices() {
+    let Some(one) = cpu() else { return };
+    let plugin = Plugin::load(resolve("cpu", Some(workspace())).unwrap()).unwrap();
+    let four = Partitioning {
+        num_replicas: 1,
+        num_partitions: 4,
+    };
+    // A client of one device says so before compiling.
+    if one.addressable_devices().unwrap().len() < 4 {
+        let err = one
+            .compile_for(SPMD_MLIR.as_bytes(), Format::Mlir, four)
+            .err()
+            .expect("too few devices");
+        assert!(err.to_string().contains("the client has 1 device"), "{err}");
+    }
+    let client = Client::with_options(
+        &plugin,
+        &[("cpu_device_count".to_string(), Attribute::Int64(4))],
+    )
+    .unwrap();
+    assert_eq!(client.addressable_devices().unwrap().len(), 4);
+    let exe = client
+        .compile_for(SPMD_MLIR.as_bytes(), Format::Mlir, four)
+        .unwrap();
+    assert_eq!(exe.partitioning(), four);
+    let (params, outputs) = exe
+        .shardings()
+        .expect("the partitioned program's shardings");
+    eprintln!("parameters {params:?}, outputs {outputs:?}");
+    assert_eq!(params[1], Sharding::Replicated);
+    // Each device takes two rows of `a`.
+    assert_eq!(exe.inputs().unwrap()[0].dims, [2, 2]);
+    let a = f32s::<16>(&[8, 2], std::array::from_fn(|i| i as f32));
+    let b = f32s(&[8, 2], [100.0; 16]);
+    let run = exe.execute_global(&[a, b], &[vec![8, 2], vec![]]).unwrap();
+    assert_eq!(
+        to_f32s(&run.outputs[0]),
+        (0..16).map(|i| i as f32 + 100.0).collect::<Vec<_>>()
+    );
+    assert_eq!(to_f32s(&run.outputs[1]), [120.0]);
+    assert!(run.disagreements.is_empty());
+    // One device's way is refused for it.
+    let err = exe.execute(&[]).unwrap_err().to_string();
+    assert!(err.contains("runs on 4 devices"), "{err}");
 }
