@@ -300,16 +300,28 @@ def to_compilable(program, form):
         raise BadInput(f"cannot read the {form} program: {err}") from None
 
 
-def compile_program(backend, device, program):
-    """Compiles `program` (StableHLO text or bytecode) for the one `device` of `backend`."""
+def device_count(spread):
+    """How many devices the manifest's ``devices`` (None: one) says the program runs on."""
+    return 1 if not spread else spread["num_replicas"] * spread["num_partitions"]
+
+
+def compile_program(backend, devices, program, spread=None):
+    """Compiles `program` (StableHLO text or bytecode) for `devices` of `backend` (one, or as
+    many as the manifest's ``devices`` says, SPMD-partitioned over its partitions)."""
     lib = _jax_lib()
     device_list_type = getattr(lib, "DeviceList", None)
     if device_list_type is None:
         from jax._src.lib import xla_client
 
         device_list_type = xla_client.DeviceList
-    devices = device_list_type((device,))
+    devices = device_list_type(tuple(devices))
     options = lib.CompileOptions()
+    if spread:
+        build = options.executable_build_options
+        build.num_replicas = spread["num_replicas"]
+        build.num_partitions = spread["num_partitions"]
+        build.use_spmd_partitioning = spread["num_partitions"] > 1
+        build.use_shardy_partitioner = bool(spread.get("shardy"))
     if hasattr(backend, "compile_and_load"):
         return backend.compile_and_load(program, devices, options)
     return backend.compile(program, devices, options)  # jaxlib before compile_and_load
@@ -325,10 +337,15 @@ def parameter_shapes(executable):
         return None
 
 
-def execute(executable, device, args):
-    """Runs `executable` on `device` with numpy `args`; the outputs as numpy arrays."""
+def execute(executable, devices, args, spread=None):
+    """Runs `executable` on `devices` with numpy `args`; the outputs as numpy arrays. Over
+    several devices, each argument is split by its parameter's sharding and each output put
+    together from the devices' pieces; devices whose copies of a piece differ are an error."""
     import jax
 
+    if device_count(spread) > 1:
+        return execute_global(executable, args, spread)
+    device = devices[0]
     buffers = [jax.device_put(a, device) for a in args]
     if hasattr(executable, "execute_sharded"):
         results = executable.execute_sharded(buffers)
@@ -340,6 +357,53 @@ def execute(executable, device, args):
     else:
         outputs = executable.execute(buffers)
     return [np.asarray(o) for o in outputs]
+
+
+class DevicesDisagree(Exception):
+    """Devices that hold the same piece of an output returned different values."""
+
+
+def execute_global(executable, args, spread):
+    """`execute` over several devices (see there)."""
+    import jax
+    from jax._src.sharding_impls import GSPMDSharding
+
+    devices = tuple(executable.local_devices())
+    replicated = GSPMDSharding.get_replicated(devices)
+    params = executable.get_parameter_shardings() if spread["num_partitions"] > 1 else None
+    shardings = [GSPMDSharding(devices, s) for s in params] if params else \
+        [replicated] * len(args)
+    if len(shardings) != len(args):
+        raise BadInput(f"the program has {len(shardings)} parameter(s), inputs.safetensors "
+                       f"holds {len(args)} tensor(s)")
+    buffers = [jax.device_put(a, s) for a, s in zip(args, shardings)]
+    per_output = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
+    outs = executable.get_output_shardings() if spread["num_partitions"] > 1 else None
+    dims = spread["output_dims"]
+    outputs = []
+    for k, shards in enumerate(per_output):
+        sharding = GSPMDSharding(devices, outs[k]) if outs else replicated
+        where = sharding.devices_indices_map(tuple(dims[k]))
+        whole, seen = None, None
+        for shard in shards:
+            (device,) = shard.devices()
+            piece = np.asarray(shard)
+            index = where[device]
+            if whole is None:
+                whole = np.zeros(dims[k], piece.dtype)
+                seen = np.zeros(dims[k], bool)
+            # A tile past the array's end is padding.
+            target = whole[index]
+            piece = piece[tuple(slice(0, n) for n in target.shape)]
+            taken = seen[index]
+            if (taken & (piece != target) & ~(np.isnan(piece) & np.isnan(target)
+                                              if piece.dtype.kind in "fc" else False)).any():
+                raise DevicesDisagree(f"output {k}: the copies on the program's devices differ "
+                                      f"(device {device} against another)")
+            whole[index] = np.where(taken, target, piece)
+            seen[index] = True
+        outputs.append(whole)
+    return outputs
 
 
 def check_inputs(executable, args):
@@ -413,12 +477,15 @@ def backend_choice(manifest, plugin_arg, platform_arg):
     return ("platform", manifest.get("platform") or "cpu")
 
 
-def open_backend(choice):
-    """Sets up jax for the backend under test and returns (backend, its first device, a label).
-    Must run before jax initializes its backends."""
+def open_backend(choice, devices=1):
+    """Sets up jax for the backend under test and returns (backend, the `devices` it runs on,
+    a label). Must run before jax initializes its backends."""
     drop_installed_plugins_from_env()
     import jax
 
+    if devices > 1:
+        # XLA CPU, the reference and jax's `cpu`, takes its device count when it starts.
+        jax.config.update("jax_num_cpu_devices", devices)
     kind, value = choice
     if kind == "plugin":
         path = os.path.abspath(os.path.expanduser(value))
@@ -436,7 +503,9 @@ def open_backend(choice):
 
             logging.getLogger(xla_bridge.__name__).setLevel(logging.ERROR)
             try:
-                xla_bridge.register_plugin(name, library_path=path)
+                xla_bridge.register_plugin(
+                    name, library_path=path,
+                    options={"cpu_device_count": devices} if devices > 1 else None)
             except Exception as err:  # noqa: BLE001
                 if "already" not in str(err).lower():
                     raise BadInput(f"cannot load the PJRT plugin {path}: {err}") from None
@@ -447,11 +516,14 @@ def open_backend(choice):
         label = f"jax backend `{name}`"
     try:
         backend = get_backend(name)
-        device = backend.devices()[0]
+        have = backend.devices()
     except Exception as err:  # noqa: BLE001
         where = f"the PJRT plugin {value}" if kind == "plugin" else f"jax's `{name}` backend"
         raise BadInput(f"cannot start {where}: {err}") from None
-    return backend, device, f"{label} (platform {backend.platform}, {device})"
+    if len(have) < devices:
+        raise BadInput(f"the program runs on {devices} devices, {label} has {len(have)}")
+    shown = have[0] if devices == 1 else f"{devices} devices from {have[0]}"
+    return backend, have[:devices], f"{label} (platform {backend.platform}, {shown})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -852,7 +924,9 @@ def run_jax(opts, manifest, form, programs, args):
 
     # Before any backend starts: f64 stays f64 when inputs are put on devices.
     jax.config.update("jax_enable_x64", True)
-    backend, device, label = open_backend(backend_choice(manifest, opts.plugin, opts.platform))
+    spread = manifest.get("devices")
+    backend, devices, label = open_backend(backend_choice(manifest, opts.plugin, opts.platform),
+                                           device_count(spread))
     print(f"running on {label}")
     if form == "stablehlo-text":
         check_stablehlo_text(clean, manifest["program"])
@@ -862,15 +936,17 @@ def run_jax(opts, manifest, form, programs, args):
     clean_compilable = compilable if under_test is clean else None
     try:
         start = time.perf_counter()
-        executable = compile_program(backend, device, compilable)
+        executable = compile_program(backend, devices, compilable, spread)
         compiled = time.perf_counter() - start
     except Exception as err:  # noqa: BLE001
         print(f"the backend fails to compile the program: {type(err).__name__}: {err}")
         return 1
-    check_inputs(executable, args)
+    if device_count(spread) == 1:
+        # Over several devices the compiled parameters are each device's pieces.
+        check_inputs(executable, args)
     try:
         start = time.perf_counter()
-        outputs = execute(executable, device, args)
+        outputs = execute(executable, devices, args, spread)
         ran = time.perf_counter() - start
     except Exception as err:  # noqa: BLE001
         print(f"the backend fails to run the program: {type(err).__name__}: {err}")
@@ -878,7 +954,7 @@ def run_jax(opts, manifest, form, programs, args):
     print(f"backend: compiled in {compiled:.3f} s, ran in {ran:.3f} s, {len(outputs)} output(s)")
 
     def reference():
-        return xla_cpu_reference(clean_compilable or to_compilable(clean, form), args)
+        return xla_cpu_reference(clean_compilable or to_compilable(clean, form), args, spread)
 
     note = None
     if backend.platform == "gpu" and not opts.no_tf32:
@@ -887,14 +963,16 @@ def run_jax(opts, manifest, form, programs, args):
     return outputs, reference, note
 
 
-def xla_cpu_reference(program, args):
+def xla_cpu_reference(program, args, spread=None):
     """The outputs of `program` (as ``compile_and_load`` takes it) on XLA CPU, jax's builtin
-    ``cpu`` backend, and a label; a failure is bad input."""
+    ``cpu`` backend (on as many devices as the manifest's ``devices`` says), and a label; a
+    failure is bad input."""
     try:
         cpu = get_backend("cpu")
-        cpu_device = cpu.devices()[0]
-        return execute(compile_program(cpu, cpu_device, program), cpu_device, args), \
-            f"XLA CPU ({cpu_device})"
+        devices = cpu.devices()[:device_count(spread)]
+        executable = compile_program(cpu, devices, program, spread)
+        shown = devices[0] if len(devices) == 1 else f"{len(devices)} devices"
+        return execute(executable, devices, args, spread), f"XLA CPU ({shown})"
     except BadInput:
         raise
     except Exception as err:  # noqa: BLE001

@@ -29,7 +29,8 @@ fn put_key(out: &mut Vec<u8>, field: u64, wire_type: u64) {
 ///     device_ordinal (1): -1,   // not set: the plugin picks the device(s)
 ///     num_replicas (4): R,
 ///     num_partitions (5): P,
-///     use_spmd_partitioning (6): true   // only with several partitions
+///     use_spmd_partitioning (6): true,  // only with several partitions
+///     use_shardy_partitioner (19): true // only for a program lowered for Shardy
 /// } }
 /// ```
 ///
@@ -46,6 +47,10 @@ pub(crate) fn compile_options(partitioning: Partitioning) -> Vec<u8> {
     put_varint(&mut build, partitioning.num_partitions as u64);
     if partitioning.spmd() {
         put_key(&mut build, 6, VARINT);
+        put_varint(&mut build, 1);
+    }
+    if partitioning.shardy {
+        put_key(&mut build, 19, VARINT);
         put_varint(&mut build, 1);
     }
     let mut options = Vec::new();
@@ -305,13 +310,19 @@ mod tests {
 
     #[test]
     fn several_partitions_ask_for_spmd_partitioning() {
-        let bytes = compile_options(Partitioning {
-            num_replicas: 1,
+        let four = Partitioning {
             num_partitions: 4,
-        });
+            ..Partitioning::ONE
+        };
+        let bytes = compile_options(four);
         // As JAX writes them: num_replicas 1, num_partitions 4, use_spmd_partitioning.
         assert_eq!(&bytes[13..], &[0x20, 1, 0x28, 4, 0x30, 1]);
         assert_eq!(bytes[1] as usize, bytes.len() - 2);
+        let shardy = compile_options(Partitioning {
+            shardy: true,
+            ..four
+        });
+        assert_eq!(&shardy[19..], &[0x98, 0x01, 1]);
     }
 
     #[test]

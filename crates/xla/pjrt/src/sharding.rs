@@ -13,6 +13,10 @@ pub struct Partitioning {
     pub num_replicas: usize,
     /// Parts of one program, by its shardings (`num_partitions`).
     pub num_partitions: usize,
+    /// Whether the program was lowered for Shardy, XLA's newer partitioner (its `sdy`
+    /// shardings, as JAX lowers them), so that XLA partitions it with Shardy
+    /// (`use_shardy_partitioner`) rather than GSPMD.
+    pub shardy: bool,
 }
 
 impl Partitioning {
@@ -20,6 +24,7 @@ impl Partitioning {
     pub const ONE: Partitioning = Partitioning {
         num_replicas: 1,
         num_partitions: 1,
+        shardy: false,
     };
 
     /// How many devices it takes.
@@ -402,8 +407,8 @@ mod tests {
     #[test]
     fn partitionings_count_devices_and_print_as_xla_names_them() {
         let p = Partitioning {
-            num_replicas: 1,
             num_partitions: 4,
+            ..Partitioning::ONE
         };
         assert_eq!(p.devices(), 4);
         assert!(p.spmd() && !Partitioning::ONE.spmd());

@@ -488,8 +488,8 @@ fn runs_a_partitioned_program_on_four_cpu_devices() {
     let Some(one) = cpu() else { return };
     let plugin = Plugin::load(resolve("cpu", Some(workspace())).unwrap()).unwrap();
     let four = Partitioning {
-        num_replicas: 1,
         num_partitions: 4,
+        ..Partitioning::ONE
     };
     // A client of one device says so before compiling.
     if one.addressable_devices().unwrap().len() < 4 {

@@ -295,19 +295,36 @@ impl XlaBackend {
                 None => f,
             }
         };
+        let partitioning = program
+            .partitioning()
+            .map_err(|e| failure(e.to_string()))?;
+        // A program over several devices hands back whole arrays: their dimensions are
+        // the program's.
+        let output_dims = if partitioning.devices() > 1 {
+            output_dims(&program).map_err(failure)?
+        } else {
+            Vec::new()
+        };
         let executable = match &self.compiler {
             Compiler::Pjrt(name) => {
                 let (code, format) = pjrt_code(&program).map_err(failure)?;
                 let path = self.plugin_path().map_err(failure)?;
-                let (plugin, client) = client_of(&path, name).map_err(failure)?;
+                let (plugin, client) =
+                    client_of(&path, name, partitioning.devices()).map_err(failure)?;
                 let executable = client
-                    .compile(&code, format)
+                    .compile_for(&code, format, partitioning)
                     .map_err(|e| compile_failure(e.to_string(), Symptom::Error))?;
                 Executable::Pjrt {
                     executable,
+                    output_dims,
                     _client: client,
                     _plugin: plugin,
                 }
+            }
+            Compiler::Iree(_) if partitioning.devices() > 1 => {
+                return Err(failure(format!(
+                    "the program runs on {partitioning}: graphbug runs IREE on one device (iree-run-module), so programs over several devices run on PJRT plugins (e.g. {DEFAULT_BACKEND})"
+                )))
             }
             Compiler::Iree(target) => {
                 let module = match program.as_ref() {
@@ -352,27 +369,78 @@ impl Target {
     }
 }
 
-/// The clients made so far, one per plugin file: a process compiles every program of a
-/// plugin with one client (`PJRT_Client_Create` starts a runtime: threads, a GPU context),
-/// as JAX does.
-static CLIENTS: std::sync::Mutex<Vec<(PathBuf, Plugin, Client)>> =
+/// The clients made so far, one per plugin file, with the devices each has: a process
+/// compiles every program of a plugin with one client (`PJRT_Client_Create` starts a
+/// runtime: threads, a GPU context), as JAX does, and makes a new one only for a program
+/// over more devices than it has.
+static CLIENTS: std::sync::Mutex<Vec<(PathBuf, Plugin, Client, usize)>> =
     std::sync::Mutex::new(Vec::new());
 
-/// The plugin at `path` (named `name` by the backend) and this process's client of it.
-fn client_of(path: &std::path::Path, name: &str) -> Result<(Plugin, Client), String> {
+/// The plugin at `path` (named `name` by the backend) and this process's client of it, with
+/// at least `devices` devices where the plugin can make them: XLA's CPU plugin takes its
+/// device count when the client is made (`cpu_device_count`, as JAX's
+/// `jax_num_cpu_devices`); another plugin has the devices it has, and a program needing
+/// more is refused when compiled.
+fn client_of(
+    path: &std::path::Path,
+    name: &str,
+    devices: usize,
+) -> Result<(Plugin, Client), String> {
     let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p, c)) = clients.iter().find(|(p, _, _)| p == path) {
+    if let Some((_, p, c, _)) = clients
+        .iter()
+        .find(|(p, _, _, n)| p == path && *n >= devices)
+    {
         return Ok((p.clone(), c.clone()));
     }
-    let plugin = Plugin::load(path).map_err(|e| e.to_string())?;
-    let options = if is_xla_gpu_plugin(name, path) {
+    let known = clients.iter().position(|(p, _, _, _)| p == path);
+    let plugin = match known {
+        Some(i) => clients[i].1.clone(),
+        None => Plugin::load(path).map_err(|e| e.to_string())?,
+    };
+    let mut options = if is_xla_gpu_plugin(name, path) {
         gpu_client_options(|var| std::env::var(var).ok())?
     } else {
         Vec::new()
     };
-    let client = Client::with_options(&plugin, &options).map_err(|e| e.to_string())?;
-    clients.push((path.to_path_buf(), plugin.clone(), client.clone()));
+    let mut client = match known {
+        Some(i) => clients[i].2.clone(),
+        None => Client::with_options(&plugin, &options).map_err(|e| e.to_string())?,
+    };
+    let mut have = client.addressable_devices().map_err(|e| e.to_string())?.len();
+    if have < devices && client.platform_name().map_err(|e| e.to_string())? == "cpu" {
+        options.push(("cpu_device_count".into(), Attribute::Int64(devices as i64)));
+        client = Client::with_options(&plugin, &options).map_err(|e| e.to_string())?;
+        have = client.addressable_devices().map_err(|e| e.to_string())?.len();
+    }
+    if let Some(i) = known {
+        clients.remove(i);
+    }
+    clients.push((path.to_path_buf(), plugin.clone(), client.clone(), have));
     Ok((plugin, client))
+}
+
+/// The dimensions of each of `program`'s outputs, for a run that hands back whole arrays.
+pub fn output_dims(program: &Program) -> Result<Vec<Vec<usize>>, String> {
+    let graph = program.graph().map_err(|e| e.to_string())?;
+    graph
+        .outputs()
+        .iter()
+        .map(|v| {
+            let graphbug_ir::Value::Node(id) = v else {
+                return Err(format!("an output that is no array ({v:?})"));
+            };
+            let node = graph.node(*id);
+            match &node.meta {
+                graphbug_ir::Meta::Tensor(t) => t
+                    .shape
+                    .iter()
+                    .map(|&d| usize::try_from(d).map_err(|_| format!("output `{}` has a dimension of {d}", node.name)))
+                    .collect(),
+                _ => Err(format!("output `{}` is no array", node.name)),
+            }
+        })
+        .collect()
 }
 
 /// Whether the plugin `name` (at `path`) is XLA's GPU plugin (`pjrt:cuda`, `pjrt:rocm`, JAX's
@@ -452,6 +520,8 @@ enum Executable {
     /// A PJRT plugin's executable.
     Pjrt {
         executable: graphbug_pjrt::Executable,
+        /// The outputs' dimensions, for a program over several devices.
+        output_dims: Vec<Vec<usize>>,
         // The executable needs its client and plugin alive.
         _client: Client,
         _plugin: Plugin,
@@ -484,6 +554,31 @@ impl Compiled {
             }
         }
         match &self.executable {
+            Executable::Pjrt {
+                executable,
+                output_dims,
+                ..
+            } if executable.partitioning().devices() > 1 => {
+                let run = executable
+                    .execute_global(inputs, output_dims)
+                    .map_err(|e| failure(e.to_string()))?;
+                match run.disagreements.first() {
+                    None => Ok(run.outputs),
+                    Some((k, d)) => Err(Failure::new(
+                        &self.backend,
+                        Stage::Accuracy,
+                        Symptom::WrongResult,
+                        format!(
+                            "the devices disagree: output {k}'s copies on device {} and device {} differ in {} element{} (the program runs on {})",
+                            d.first,
+                            d.other,
+                            d.elements,
+                            if d.elements == 1 { "" } else { "s" },
+                            executable.partitioning()
+                        ),
+                    )),
+                }
+            }
             Executable::Pjrt { executable, .. } => executable
                 .execute(inputs)
                 .map_err(|e| failure(e.to_string())),

@@ -14,7 +14,7 @@ use std::time::Instant;
 use graphbug_accuracy::{same, to_fp64, AccuracyMode, AccuracyReport, SameOptions};
 use graphbug_files::HostTensor;
 use graphbug_ir::fault::FaultSpec;
-use graphbug_ir::{Graph, Meta, Value};
+use graphbug_ir::{Graph, Meta, NodeId, Value};
 use graphbug_minifier::checker::{describe_check, signature_of, StageHook};
 use graphbug_minifier::isolate::{end_with_input, serve, Stages};
 use graphbug_minifier::localize::{culprits, widen};
@@ -59,6 +59,38 @@ impl Printer {
                 .map_err(|e| ProgramError(e.to_string())),
             Program::Bytecode { .. } => unreachable!("as_text reads bytecode as text"),
         }
+    }
+
+    /// The nodes of the graph whose values differ from device to device: what a shard_map
+    /// (a manual computation) computes between taking each device's piece of its operands
+    /// (Shardy's `xla.sdy.GlobalToLocalShape`, GSPMD's `SPMDFullToShardShape`) and putting
+    /// the pieces back together (`xla.sdy.LocalToGlobalShape`, `SPMDShardToFullShape`). No
+    /// whole array holds such a value, so none is recorded for it. (StableHLO keeps a
+    /// manual computation's body in its `sdy.manual_computation`, one node.)
+    pub fn per_device_values(&self) -> std::collections::HashSet<NodeId> {
+        let mut local = std::collections::HashSet::new();
+        let Printer::Hlo(g, _) = self else {
+            return local;
+        };
+        let target = |id: NodeId| {
+            g.instruction_of(&g.graph.node(id).name)
+                .and_then(|i| i.attr("custom_call_target"))
+                .map(|t| t.trim_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        for id in g.graph.ids() {
+            let t = target(id);
+            if matches!(t.as_str(), "xla.sdy.LocalToGlobalShape" | "SPMDShardToFullShape") {
+                continue;
+            }
+            let from_local = g.graph.node(id).inputs().iter().any(|i| local.contains(i));
+            if from_local
+                || matches!(t.as_str(), "xla.sdy.GlobalToLocalShape" | "SPMDFullToShardShape")
+            {
+                local.insert(id);
+            }
+        }
+        local
     }
 
     /// The program's graph.
@@ -244,11 +276,14 @@ impl Recorded {
         fp64: bool,
     ) -> Result<Recorded, String> {
         let graph = printer.graph();
+        let per_device = printer.per_device_values();
         let arrays: Vec<u32> = graph
             .ids()
             .filter(|&id| {
                 let n = graph.node(id);
-                !n.is_placeholder() && matches!(n.meta, Meta::Tensor(_))
+                !n.is_placeholder()
+                    && matches!(n.meta, Meta::Tensor(_))
+                    && !per_device.contains(&id)
             })
             .map(|id| id.0)
             .collect();

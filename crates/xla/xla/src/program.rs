@@ -7,6 +7,7 @@ use std::path::Path;
 use graphbug_files::HostTensor;
 use graphbug_ir::fault::FaultSpec;
 use graphbug_ir::{Graph, Meta, TensorMeta};
+use graphbug_pjrt::Partitioning;
 
 use crate::hlo;
 use crate::hlo::graph::HloGraph;
@@ -147,6 +148,49 @@ pub(crate) fn with_callees<I: IntoIterator<Item = String>>(
     names
 }
 
+/// How many devices an HLO sharding (`{devices=[2,1,2]<=[4] last_tile_dim_replicate}`,
+/// `{maximal device=3}`, a tuple's `{{...}, {...}}`) names: the largest tile grid's cells,
+/// or the highest device number named alone, plus one; 1 for `{replicated}`.
+fn sharding_devices(text: &str) -> usize {
+    let mut most = 1;
+    for (at, _) in text.match_indices("devices=[") {
+        let grid = &text[at + "devices=[".len()..];
+        let grid = &grid[..grid.find(']').unwrap_or(grid.len())];
+        let cells = grid
+            .split(',')
+            .map(|d| d.trim().parse::<usize>().unwrap_or(1))
+            .product::<usize>();
+        most = most.max(cells);
+    }
+    for (at, _) in text.match_indices("device=") {
+        let digits: String = text[at + "device=".len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if let Ok(d) = digits.parse::<usize>() {
+            most = most.max(d + 1);
+        }
+    }
+    most
+}
+
+/// How many devices the largest Shardy mesh in `text` has (`#sdy.mesh<["data"=2,
+/// "model"=2]>`, as JAX's HLO names its meshes in the module's `xla.sdy.meshes`): the
+/// product of its axes' sizes; 1 where there is none.
+fn mesh_devices(text: &str) -> usize {
+    let mut most = 1;
+    for (at, _) in text.match_indices("#sdy.mesh<[") {
+        let axes = &text[at + "#sdy.mesh<[".len()..];
+        let axes = &axes[..axes.find(']').unwrap_or(axes.len())];
+        let devices = axes
+            .split(',')
+            .filter_map(|axis| axis.rsplit_once('=')?.1.trim().parse::<usize>().ok())
+            .product::<usize>();
+        most = most.max(devices);
+    }
+    most
+}
+
 /// Values printed into a program cut from another as constants, by the name of the
 /// parameter each replaces (see `graphbug_minifier::Form::constants`).
 pub type Constants = std::collections::HashMap<String, HostTensor>;
@@ -283,6 +327,79 @@ impl Program {
             .collect()
     }
 
+    /// The devices the program runs on: XLA's replicas and partitions as the program says
+    /// them (an HLO module header's `replica_count` and `num_partitions`, a StableHLO
+    /// module's `mhlo.num_replicas` and `mhlo.num_partitions`); for HLO that says neither
+    /// (as JAX lowers it), as many partitions as its shardings name devices; partitioned by
+    /// Shardy when it was lowered for Shardy (`sdy` shardings, `xla.sdy` attributes and
+    /// custom calls). A count that is no positive number is an error naming it.
+    pub fn partitioning(&self) -> Result<Partitioning, ProgramError> {
+        let count = |key: &str, value: &str| {
+            value
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| ProgramError(format!("`{key}={value}` is no count of devices")))
+        };
+        match self {
+            Program::Hlo { module, .. } => {
+                let mut p = Partitioning::ONE;
+                let mut said = false;
+                for a in &module.attrs {
+                    match a.key.as_str() {
+                        "replica_count" => p.num_replicas = count(&a.key, &a.value)?,
+                        "num_partitions" => p.num_partitions = count(&a.key, &a.value)?,
+                        _ => continue,
+                    }
+                    said = true;
+                }
+                p.shardy = module.header_line.contains("xla.sdy.")
+                    || module
+                        .computations
+                        .iter()
+                        .flat_map(|c| &c.instructions)
+                        .any(|i| i.text.contains("xla.sdy."));
+                if !said {
+                    let shardings = module
+                        .computations
+                        .iter()
+                        .flat_map(|c| &c.instructions)
+                        .flat_map(|i| &i.attrs)
+                        .filter(|a| a.key == "sharding")
+                        .map(|a| sharding_devices(&a.value));
+                    p.num_partitions = shardings
+                        .chain(std::iter::once(mesh_devices(&module.header_line)))
+                        .max()
+                        .unwrap_or(1);
+                }
+                Ok(p)
+            }
+            Program::StableHlo(m) => {
+                let header = &m.text[m.header.clone()];
+                let mut p = Partitioning {
+                    shardy: m.text.contains("sdy.mesh") || m.text.contains("sdy.sharding"),
+                    ..Partitioning::ONE
+                };
+                for (key, slot) in [
+                    ("mhlo.num_replicas", &mut p.num_replicas),
+                    ("mhlo.num_partitions", &mut p.num_partitions),
+                ] {
+                    if let Some(at) = header.find(&format!("{key} =")) {
+                        let value: String = header[at + key.len() + 2..]
+                            .trim_start()
+                            .chars()
+                            .take_while(char::is_ascii_alphanumeric)
+                            .collect();
+                        *slot = count(key, &value)?;
+                    }
+                }
+                Ok(p)
+            }
+            Program::Bytecode { .. } => self.as_text()?.partitioning(),
+        }
+    }
+
     /// The program raised to float64 (see [`rewrite`]): HLO stays HLO (a proto's as its
     /// text), StableHLO text (bytecode through MLIR).
     pub fn raise_to_f64(&self) -> Result<Program, ProgramError> {
@@ -314,5 +431,46 @@ impl Program {
             Program::StableHlo(m) => Ok(Program::StableHlo(mlir(&m).map_err(error)?)),
             Program::Bytecode { .. } => unreachable!("as_text reads bytecode as text"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hlo(text: &str) -> Program {
+        Program::read(text.as_bytes(), Kind::HloText).unwrap()
+    }
+
+    #[test]
+    fn partitionings_are_read_from_the_program() {
+        let header = hlo("HloModule m, replica_count=2, num_partitions=4\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
+        assert_eq!(
+            header.partitioning().unwrap(),
+            Partitioning {
+                num_replicas: 2,
+                num_partitions: 4,
+                shardy: false
+            }
+        );
+        // JAX's HLO says no counts: its shardings name the devices.
+        let jax = hlo("HloModule m\n\nENTRY e {\n  p = f32[8,2] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n  q = f32[8,2] parameter(1), sharding={maximal device=1}\n  ROOT a = f32[8,2] add(p, q)\n}\n");
+        assert_eq!(jax.partitioning().unwrap().num_partitions, 4);
+        // JAX's shard_map: no sharding but the mesh's.
+        let mesh = hlo("HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"data\"=2, \"model\"=3]>}}\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
+        let p = mesh.partitioning().unwrap();
+        assert!(p.num_partitions == 6 && p.shardy, "{p:?}");
+        let plain = hlo("HloModule m\n\nENTRY e {\n  ROOT p = f32[2] parameter(0), sharding={replicated}\n}\n");
+        assert_eq!(plain.partitioning().unwrap(), Partitioning::ONE);
+        let mlir = "module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {\n  func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n";
+        let p = Program::read(mlir.as_bytes(), Kind::StableHloText).unwrap();
+        assert_eq!(p.partitioning().unwrap().num_partitions, 4);
+        assert!(!p.partitioning().unwrap().shardy);
+        let sdy = mlir.replace("{\n  func", "{\n  sdy.mesh @mesh = <[\"x\"=4]>\n  func");
+        let p = Program::read(sdy.as_bytes(), Kind::StableHloText).unwrap();
+        assert!(p.partitioning().unwrap().shardy);
+        let bad = hlo("HloModule m, num_partitions=0\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
+        let err = bad.partitioning().unwrap_err().0;
+        assert!(err.contains("num_partitions=0"), "{err}");
     }
 }

@@ -150,6 +150,40 @@ pub struct XlaManifest {
     /// Who wrote the directory.
     #[serde(default)]
     pub captured_by: Option<String>,
+    /// For a program over several devices: how many, and the dimensions of its outputs,
+    /// which `repro.py` assembles from the devices' pieces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Devices>,
+}
+
+/// The devices a program of a repro directory runs on (see
+/// [`graphbug_pjrt::Partitioning`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Devices {
+    /// XLA's `num_replicas`.
+    pub num_replicas: usize,
+    /// XLA's `num_partitions` (SPMD-partitioned when above 1).
+    pub num_partitions: usize,
+    /// Whether Shardy partitions it (`use_shardy_partitioner`).
+    pub shardy: bool,
+    /// Each output's dimensions, as the whole array.
+    pub output_dims: Vec<Vec<usize>>,
+}
+
+impl Devices {
+    /// What a manifest says of `program`'s devices: `None` for a program on one device.
+    pub fn of(program: &Program) -> Result<Option<Devices>, String> {
+        let p = program.partitioning().map_err(|e| e.to_string())?;
+        if p.devices() == 1 {
+            return Ok(None);
+        }
+        Ok(Some(Devices {
+            num_replicas: p.num_replicas,
+            num_partitions: p.num_partitions,
+            shardy: p.shardy,
+            output_dims: crate::execute::output_dims(program)?,
+        }))
+    }
 }
 
 fn default_reference() -> String {
@@ -239,6 +273,7 @@ impl XlaManifest {
             level: None,
             failure: None,
             captured_by: Some(format!("graphbug {}", env!("CARGO_PKG_VERSION"))),
+            devices: None,
         }
     }
 
@@ -385,6 +420,7 @@ pub fn fill_dir(
             .map_err(|e| format!("{}: {e}", path.display()))
     };
     let mut manifest = manifest.clone();
+    manifest.devices = Devices::of(program)?;
     write(&manifest.program, bytes)?;
     let kind = form_of(&manifest.form)?;
     manifest.faulted_program = match faulted(program, backend)? {

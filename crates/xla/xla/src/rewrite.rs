@@ -427,10 +427,15 @@ fn refuse_hlo(m: &HloModule) -> Result<(), RewriteError> {
                     "it reinterprets the bits of its operand as {}, and the raise changes their width",
                     i.shape
                 )),
-                "custom-call" if changes => Some(format!(
+                "custom-call"
+                    if changes
+                        && !is_sharding_annotation(i.attr("custom_call_target").unwrap_or("")) =>
+                {
+                    Some(format!(
                     "custom call target {} is compiled for the types it was given, and what it computes is unknown to graphbug",
-                    i.attr("custom_call_target").unwrap_or("(none)")
-                )),
+                        i.attr("custom_call_target").unwrap_or("(none)")
+                    ))
+                }
                 "rng-bit-generator" if result => Some(
                     "its random bits fill values of the raised type differently".to_string(),
                 ),
@@ -544,6 +549,38 @@ fn raise_mlir(m: &MlirModule) -> Result<Rewritten<MlirModule>, RewriteError> {
     Ok(Rewritten { text, module })
 }
 
+/// Whether a custom call target is one of XLA's partitioner annotations, which hand their
+/// operand on (its shape moved between a device's piece and the whole array) whatever its
+/// element type: GSPMD's `Sharding`, `SPMDFullToShardShape` and `SPMDShardToFullShape`, and
+/// Shardy's `xla.sdy.*` (as JAX lowers shardings and shard_map).
+fn is_sharding_annotation(target: &str) -> bool {
+    let target = target.trim_matches('"');
+    matches!(
+        target,
+        "Sharding" | "SPMDFullToShardShape" | "SPMDShardToFullShape"
+    ) || target.starts_with("xla.sdy.")
+}
+
+/// The target a StableHLO custom call's text (from its op on) names: `@target`, or
+/// `call_target_name = "target"` in the generic form.
+fn call_target(op_text: &str) -> String {
+    if let Some(at) = op_text.find('@') {
+        return op_text[at + 1..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '"'))
+            .collect();
+    }
+    op_text
+        .find("call_target_name = \"")
+        .map(|at| {
+            op_text[at + "call_target_name = \"".len()..]
+                .chars()
+                .take_while(|&c| c != '"')
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The ops the raise would change the meaning of, by line (see the module docs).
 fn refuse_mlir(m: &MlirModule) -> Result<(), RewriteError> {
     for (no, line) in m.text.lines().enumerate() {
@@ -573,7 +610,7 @@ fn refuse_mlir(m: &MlirModule) -> Result<(), RewriteError> {
             "stablehlo.bitcast_convert" => {
                 "it reinterprets the bits of its operand, and the raise changes their width"
             }
-            "stablehlo.custom_call" => {
+            "stablehlo.custom_call" if !is_sharding_annotation(&call_target(rest)) => {
                 "its target is compiled for the types it was given, and what it computes is unknown to graphbug"
             }
             "stablehlo.rng_bit_generator" => {
@@ -1581,10 +1618,19 @@ ENTRY main.1 {
             "  c = u32[4]{0} custom-call(u), custom_call_target=\"foo\"",
             "  g = (u64[2]{0}, u32[4]{0}) rng-bit-generator(u), algorithm=rng_default",
             "  p = f32[4]{0} reduce-precision(x), exponent_bits=5, mantissa_bits=10",
+            // Partitioner annotations hand their operand on, whatever its type.
+            "  s = f32[4]{0} custom-call(x), custom_call_target=\"Sharding\", sharding={replicated}",
+            "  s = f32[4]{0} custom-call(x), custom_call_target=\"xla.sdy.FuncResultSharding\"",
         ] {
             let r = raise_to_f64(&parse_hlo(&module(line)).unwrap()).unwrap();
             assert!(r.text.contains(&line.replace("f32[", "f64[")), "{}", r.text);
         }
+        assert_eq!(call_target("stablehlo.custom_call @Sharding(%0) {"), "Sharding");
+        assert_eq!(
+            call_target("\"stablehlo.custom_call\"(%0) {call_target_name = \"xla.sdy.GlobalToLocalShape\"}"),
+            "xla.sdy.GlobalToLocalShape"
+        );
+        assert!(!is_sharding_annotation("foo") && is_sharding_annotation("\"SPMDFullToShardShape\""));
     }
 
     #[test]
