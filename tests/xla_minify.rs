@@ -756,3 +756,139 @@ sys.exit(0)
     let last = stdout.rsplit("module @").next().unwrap();
     assert!(last.contains("stablehlo.tanh"), "{stdout}");
 }
+
+fn sharded(name: &str) -> String {
+    s(&root().join("tests/fixtures/xla/sharded").join(name))
+}
+
+/// A sharded fixture's `io.npz` split into its inputs (`arg<k>`) and JAX's outputs
+/// (`out<k>`), written under `dir`.
+fn sharded_io(name: &str, dir: &Path) -> (String, String) {
+    let all = graphbug::files::read(Path::new(&sharded(&format!("{name}.io.npz")))).unwrap();
+    let (args, outs): (Vec<_>, Vec<_>) = all.into_iter().partition(|(k, _)| k.starts_with("arg"));
+    let (inputs, outputs) = (
+        dir.join(format!("{name}.in.npz")),
+        dir.join(format!("{name}.out.npz")),
+    );
+    graphbug::files::write(&inputs, &args).unwrap();
+    graphbug::files::write(&outputs, &outs).unwrap();
+    (s(&inputs), s(&outputs))
+}
+
+/// The instructions of a minified program's entry, constants and parameters aside.
+fn entry_instructions(program: &str) -> Vec<String> {
+    program
+        .lines()
+        .skip_while(|l| !l.starts_with("ENTRY"))
+        .filter(|l| l.contains(" = ") && !l.contains(" constant(") && !l.contains(" parameter("))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A training step over 4 CPU devices, data and tensor parallel (a 2 x 2 mesh), as JAX
+/// lowers it with shardings (XLA inserts the collectives) and with shard_map (its
+/// collectives written out): it runs on 4 devices and matches JAX in every form, a wrong
+/// result is caught, and a fault minifies to its instruction, keeping a collective only
+/// where the fault is on it.
+#[test]
+fn a_sharded_training_step_runs_on_four_devices_and_minifies_to_its_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["train_step", "shard_map"] {
+        let (inputs, outputs) = sharded_io(name, tmp.path());
+        for form in ["hlo", "mlir"] {
+            let program = sharded(&format!("{name}.{form}"));
+            let o = graphbug(
+                &["run", &program, "--inputs", &inputs, "--compare", &outputs],
+                tmp.path(),
+            );
+            let (stdout, stderr) = text(&o);
+            assert!(o.status.success(), "{program}: {stdout}\n{stderr}");
+            assert!(stdout.contains("outputs match"), "{program}: {stdout}");
+            assert!(
+                stderr.contains(
+                    "runs on 4 devices (1 replica x 4 partitions), partitioned by Shardy"
+                ),
+                "{program}: {stderr}"
+            );
+            assert!(
+                !stderr.contains("float64 reference run failed"),
+                "{program}: {stderr}"
+            );
+        }
+    }
+    // Wrong answers: a dot computed wrong on every device fails the comparison (a
+    // shard_map's StableHLO keeps its body in one op, which no fault names).
+    for (program, fault) in [
+        ("train_step.hlo", "fault:accuracy@dot#1"),
+        ("train_step.mlir", "fault:accuracy@stablehlo.dot_general#1"),
+        ("shard_map.hlo", "fault:accuracy@node:dot_general.6"),
+    ] {
+        let name = program.split('.').next().unwrap();
+        let (inputs, outputs) = sharded_io(name, tmp.path());
+        let args = [
+            "run",
+            &sharded(program),
+            "--inputs",
+            &inputs,
+            "--compare",
+            &outputs,
+            "--backend",
+            fault,
+        ];
+        let o = graphbug(&args, tmp.path());
+        let (stdout, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{program}: {stdout}\n{stderr}");
+        assert!(
+            stdout.contains("3 of 3 outputs differ") && stderr.contains("outputs do not match"),
+            "{program}: {stdout}\n{stderr}"
+        );
+    }
+    let (inputs, _) = sharded_io("train_step", tmp.path());
+    // jax.jit with shardings: the faulted dot alone.
+    let out = tmp.path().join("jit");
+    let stdout = minify(
+        &sharded("train_step.hlo"),
+        "fault:accuracy@node:dot_general.6",
+        "accuracy",
+        &out,
+        &["--inputs", &inputs],
+    );
+    assert_eq!(counts(&stdout)["end_nodes"], 1, "{stdout}");
+    let minified = std::fs::read_to_string(out.join("minified/program.hlo")).unwrap();
+    let kept = entry_instructions(&minified);
+    assert!(
+        kept.len() == 1 && kept[0].contains("ROOT dot_general.6 = "),
+        "{minified}"
+    );
+    // shard_map: the faulted instruction inside the manual computation, alone; an
+    // all-reduce stays only where the fault is on it.
+    for (target, keeps_collective) in [("dot_general.6", false), ("psum_invariant.30", true)] {
+        let out = tmp.path().join(format!("shard_map-{target}"));
+        minify(
+            &sharded("shard_map.hlo"),
+            &format!("fault:accuracy@node:{target}"),
+            "accuracy",
+            &out,
+            &["--inputs", &inputs],
+        );
+        let file = out.join("inside-xla.sdy.manual_computation_body.8/minified/program.hlo");
+        let minified = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{target}: {}: {e}", file.display()));
+        let kept = entry_instructions(&minified);
+        assert!(
+            kept.len() == 1 && kept[0].contains(&format!("ROOT {target} = ")),
+            "{target}: {minified}"
+        );
+        assert_eq!(
+            minified.contains("all-reduce("),
+            keeps_collective,
+            "{target}: {minified}"
+        );
+        if keeps_collective {
+            assert!(
+                minified.contains("replica_groups={{0,1},{2,3}}"),
+                "{minified}"
+            );
+        }
+    }
+}

@@ -455,3 +455,58 @@ fn repro_py_children_die_with_their_starter() {
     );
     assert!(!said.contains("ran"), "{said}");
 }
+
+/// A training step over 4 CPU devices (JAX's jit with shardings): its repro directory says
+/// the devices, `graphbug repro DIR run` and `repro.py` (JAX, on as many devices) reproduce
+/// the fault, and the clean program matches.
+#[test]
+fn a_sharded_program_reproduces_on_as_many_devices_in_jax() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixtures = root().join("tests/fixtures/xla/sharded");
+    let io = graphbug::files::read(&fixtures.join("train_step.io.npz")).unwrap();
+    let args: Vec<_> = io
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("arg"))
+        .collect();
+    let inputs = tmp.path().join("inputs.npz");
+    graphbug::files::write(&inputs, &args).unwrap();
+    let out = tmp.path().join("sharded");
+    let o = graphbug(
+        &[
+            "repro",
+            &s(&fixtures.join("train_step.hlo")),
+            "--inputs",
+            &s(&inputs),
+            "--backend",
+            "fault:accuracy@node:dot_general.6+pjrt:cpu",
+            "--out",
+            &s(&out),
+        ],
+        tmp.path(),
+    );
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("minified 40 instructions to 1"), "{said}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["devices"]["num_partitions"], 4, "{manifest}");
+    assert_eq!(manifest["devices"]["shardy"], true, "{manifest}");
+    assert_eq!(
+        manifest["devices"]["output_dims"][1],
+        serde_json::json!([8, 16])
+    );
+    let o = graphbug(&["repro", &s(&out), "run"], tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    for (extra, code) in [(None, 1), (Some("--clean"), 0)] {
+        let mut cmd = Command::new(python());
+        cmd.arg(out.join("repro.py")).current_dir(tmp.path());
+        cmd.args(extra);
+        let o = cmd.output().unwrap();
+        let said = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{extra:?}: {said}");
+        assert!(said.contains("4 devices"), "{said}");
+        if code == 1 {
+            assert!(said.contains("DIFFERS: out0, out1, out2"), "{said}");
+        }
+    }
+}

@@ -295,9 +295,7 @@ impl XlaBackend {
                 None => f,
             }
         };
-        let partitioning = program
-            .partitioning()
-            .map_err(|e| failure(e.to_string()))?;
+        let partitioning = program.partitioning().map_err(|e| failure(e.to_string()))?;
         // A program over several devices hands back whole arrays: their dimensions are
         // the program's.
         let output_dims = if partitioning.devices() > 1 {
@@ -407,11 +405,17 @@ fn client_of(
         Some(i) => clients[i].2.clone(),
         None => Client::with_options(&plugin, &options).map_err(|e| e.to_string())?,
     };
-    let mut have = client.addressable_devices().map_err(|e| e.to_string())?.len();
+    let mut have = client
+        .addressable_devices()
+        .map_err(|e| e.to_string())?
+        .len();
     if have < devices && client.platform_name().map_err(|e| e.to_string())? == "cpu" {
         options.push(("cpu_device_count".into(), Attribute::Int64(devices as i64)));
         client = Client::with_options(&plugin, &options).map_err(|e| e.to_string())?;
-        have = client.addressable_devices().map_err(|e| e.to_string())?.len();
+        have = client
+            .addressable_devices()
+            .map_err(|e| e.to_string())?
+            .len();
     }
     if let Some(i) = known {
         clients.remove(i);
@@ -435,7 +439,10 @@ pub fn output_dims(program: &Program) -> Result<Vec<Vec<usize>>, String> {
                 graphbug_ir::Meta::Tensor(t) => t
                     .shape
                     .iter()
-                    .map(|&d| usize::try_from(d).map_err(|_| format!("output `{}` has a dimension of {d}", node.name)))
+                    .map(|&d| {
+                        usize::try_from(d)
+                            .map_err(|_| format!("output `{}` has a dimension of {d}", node.name))
+                    })
                     .collect(),
                 _ => Err(format!("output `{}` is no array", node.name)),
             }
@@ -617,6 +624,23 @@ mod tests {
         assert!(!XlaBackend::parse("pjrt:cpu").unwrap().is_iree());
         let err = XlaBackend::parse("tvm:cpu").unwrap_err();
         assert!(err.contains("iree:<target>"), "{err}");
+    }
+
+    #[test]
+    fn iree_refuses_a_program_over_several_devices_by_name() {
+        let text = "HloModule m, num_partitions=4\n\nENTRY e {\n  ROOT p = f32[2] parameter(0), sharding={devices=[4]<=[4]}\n}\n";
+        let program = Program::read(text.as_bytes(), crate::program::Kind::HloText).unwrap();
+        let iree = XlaBackend::parse("iree:llvm-cpu").unwrap();
+        let failure = iree.compile(&program).err().expect("refused");
+        assert_eq!(failure.stage, Stage::Compile);
+        assert!(
+            failure
+                .message
+                .contains("runs on 4 devices (1 replica x 4 partitions)")
+                && failure.message.contains("PJRT plugins"),
+            "{failure}"
+        );
+        assert_eq!(output_dims(&program).unwrap(), [vec![2]]);
     }
 
     #[test]

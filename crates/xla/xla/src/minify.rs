@@ -80,12 +80,18 @@ impl Printer {
         };
         for id in g.graph.ids() {
             let t = target(id);
-            if matches!(t.as_str(), "xla.sdy.LocalToGlobalShape" | "SPMDShardToFullShape") {
+            if matches!(
+                t.as_str(),
+                "xla.sdy.LocalToGlobalShape" | "SPMDShardToFullShape"
+            ) {
                 continue;
             }
             let from_local = g.graph.node(id).inputs().iter().any(|i| local.contains(i));
             if from_local
-                || matches!(t.as_str(), "xla.sdy.GlobalToLocalShape" | "SPMDFullToShardShape")
+                || matches!(
+                    t.as_str(),
+                    "xla.sdy.GlobalToLocalShape" | "SPMDFullToShardShape"
+                )
             {
                 local.insert(id);
             }

@@ -460,7 +460,9 @@ mod tests {
         let mesh = hlo("HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"data\"=2, \"model\"=3]>}}\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
         let p = mesh.partitioning().unwrap();
         assert!(p.num_partitions == 6 && p.shardy, "{p:?}");
-        let plain = hlo("HloModule m\n\nENTRY e {\n  ROOT p = f32[2] parameter(0), sharding={replicated}\n}\n");
+        let plain = hlo(
+            "HloModule m\n\nENTRY e {\n  ROOT p = f32[2] parameter(0), sharding={replicated}\n}\n",
+        );
         assert_eq!(plain.partitioning().unwrap(), Partitioning::ONE);
         let mlir = "module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {\n  func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n";
         let p = Program::read(mlir.as_bytes(), Kind::StableHloText).unwrap();
@@ -469,7 +471,8 @@ mod tests {
         let sdy = mlir.replace("{\n  func", "{\n  sdy.mesh @mesh = <[\"x\"=4]>\n  func");
         let p = Program::read(sdy.as_bytes(), Kind::StableHloText).unwrap();
         assert!(p.partitioning().unwrap().shardy);
-        let bad = hlo("HloModule m, num_partitions=0\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
+        let bad =
+            hlo("HloModule m, num_partitions=0\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
         let err = bad.partitioning().unwrap_err().0;
         assert!(err.contains("num_partitions=0"), "{err}");
     }

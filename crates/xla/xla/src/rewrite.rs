@@ -1625,12 +1625,19 @@ ENTRY main.1 {
             let r = raise_to_f64(&parse_hlo(&module(line)).unwrap()).unwrap();
             assert!(r.text.contains(&line.replace("f32[", "f64[")), "{}", r.text);
         }
-        assert_eq!(call_target("stablehlo.custom_call @Sharding(%0) {"), "Sharding");
         assert_eq!(
-            call_target("\"stablehlo.custom_call\"(%0) {call_target_name = \"xla.sdy.GlobalToLocalShape\"}"),
+            call_target("stablehlo.custom_call @Sharding(%0) {"),
+            "Sharding"
+        );
+        assert_eq!(
+            call_target(
+                "\"stablehlo.custom_call\"(%0) {call_target_name = \"xla.sdy.GlobalToLocalShape\"}"
+            ),
             "xla.sdy.GlobalToLocalShape"
         );
-        assert!(!is_sharding_annotation("foo") && is_sharding_annotation("\"SPMDFullToShardShape\""));
+        assert!(
+            !is_sharding_annotation("foo") && is_sharding_annotation("\"SPMDFullToShardShape\"")
+        );
     }
 
     #[test]

@@ -76,9 +76,12 @@ pub fn run(
     // file's problems.
     if !is_supervised() {
         backend.ensure_present().map_err(|e| anyhow!(e))?;
-        let graph = program
-            .graph()
-            .with_context(|| format!("{}", args.file.display()))?;
+        // A fault may name an instruction of a computation the entry calls, as for minify.
+        let graph = match &backend.fault {
+            Some(spec) => program.fault_graph(spec),
+            None => program.graph(),
+        }
+        .with_context(|| format!("{}", args.file.display()))?;
         backend.validate(&graph).map_err(|e| anyhow!(e))?;
         program
             .check()
@@ -87,6 +90,19 @@ pub fn run(
             pjrt_code(&program)
                 .map_err(|e| anyhow!(e))
                 .with_context(|| format!("{}", args.file.display()))?;
+        }
+        let partitioning = program
+            .partitioning()
+            .with_context(|| format!("{}", args.file.display()))?;
+        if partitioning.devices() > 1 {
+            eprintln!(
+                "the program runs on {partitioning}{}; inputs and outputs are whole arrays",
+                if partitioning.shardy {
+                    ", partitioned by Shardy"
+                } else {
+                    ""
+                }
+            );
         }
     }
     let reference = XlaBackend::parse(reference_backend.unwrap_or(DEFAULT_BACKEND))
