@@ -793,28 +793,39 @@ fn entry_instructions(program: &str) -> Vec<String> {
 #[test]
 fn a_sharded_training_step_runs_on_four_devices_and_minifies_to_its_fault() {
     let tmp = tempfile::tempdir().unwrap();
-    for name in ["train_step", "shard_map"] {
+    // JAX's (Shardy) and PyTorch/XLA's SPMD (GSPMD, device lists written out).
+    for program in [
+        "train_step.hlo",
+        "train_step.mlir",
+        "shard_map.hlo",
+        "shard_map.mlir",
+        "torch_xla_spmd.hlo",
+    ] {
+        let name = program.split('.').next().unwrap();
         let (inputs, outputs) = sharded_io(name, tmp.path());
-        for form in ["hlo", "mlir"] {
-            let program = sharded(&format!("{name}.{form}"));
-            let o = graphbug(
-                &["run", &program, "--inputs", &inputs, "--compare", &outputs],
-                tmp.path(),
-            );
-            let (stdout, stderr) = text(&o);
-            assert!(o.status.success(), "{program}: {stdout}\n{stderr}");
-            assert!(stdout.contains("outputs match"), "{program}: {stdout}");
-            assert!(
-                stderr.contains(
-                    "runs on 4 devices (1 replica x 4 partitions), partitioned by Shardy"
-                ),
-                "{program}: {stderr}"
-            );
-            assert!(
-                !stderr.contains("float64 reference run failed"),
-                "{program}: {stderr}"
-            );
-        }
+        let o = graphbug(
+            &[
+                "run",
+                &sharded(program),
+                "--inputs",
+                &inputs,
+                "--compare",
+                &outputs,
+            ],
+            tmp.path(),
+        );
+        let (stdout, stderr) = text(&o);
+        assert!(o.status.success(), "{program}: {stdout}\n{stderr}");
+        assert!(stdout.contains("outputs match"), "{program}: {stdout}");
+        let devices = match name {
+            "torch_xla_spmd" => "runs on 4 devices (1 replica x 4 partitions); inputs",
+            _ => "runs on 4 devices (1 replica x 4 partitions), partitioned by Shardy",
+        };
+        assert!(stderr.contains(devices), "{program}: {stderr}");
+        assert!(
+            !stderr.contains("float64 reference run failed"),
+            "{program}: {stderr}"
+        );
     }
     // Wrong answers: a dot computed wrong on every device fails the comparison (a
     // shard_map's StableHLO keeps its body in one op, which no fault names).
@@ -822,6 +833,7 @@ fn a_sharded_training_step_runs_on_four_devices_and_minifies_to_its_fault() {
         ("train_step.hlo", "fault:accuracy@dot#1"),
         ("train_step.mlir", "fault:accuracy@stablehlo.dot_general#1"),
         ("shard_map.hlo", "fault:accuracy@node:dot_general.6"),
+        ("torch_xla_spmd.hlo", "fault:accuracy@dot#2"),
     ] {
         let name = program.split('.').next().unwrap();
         let (inputs, outputs) = sharded_io(name, tmp.path());
@@ -839,27 +851,31 @@ fn a_sharded_training_step_runs_on_four_devices_and_minifies_to_its_fault() {
         let (stdout, stderr) = text(&o);
         assert_eq!(o.status.code(), Some(1), "{program}: {stdout}\n{stderr}");
         assert!(
-            stdout.contains("3 of 3 outputs differ") && stderr.contains("outputs do not match"),
+            stdout.contains("outputs differ (first") && stderr.contains("outputs do not match"),
             "{program}: {stdout}\n{stderr}"
         );
     }
+    // jax.jit with shardings, PyTorch/XLA's SPMD: the faulted dot alone.
+    for (name, target) in [("train_step", "dot_general.6"), ("torch_xla_spmd", "dot.9")] {
+        let (inputs, _) = sharded_io(name, tmp.path());
+        let out = tmp.path().join(format!("{name}-minified"));
+        let stdout = minify(
+            &sharded(&format!("{name}.hlo")),
+            &format!("fault:accuracy@node:{target}"),
+            "accuracy",
+            &out,
+            &["--inputs", &inputs],
+        );
+        assert_eq!(counts(&stdout)["end_nodes"], 1, "{name}: {stdout}");
+        let minified = std::fs::read_to_string(out.join("minified/program.hlo")).unwrap();
+        let kept = entry_instructions(&minified);
+        let root = kept.first().map(|l| l.replace('%', "")).unwrap_or_default();
+        assert!(
+            kept.len() == 1 && root.contains(&format!("ROOT {target} = ")),
+            "{name}: {minified}"
+        );
+    }
     let (inputs, _) = sharded_io("train_step", tmp.path());
-    // jax.jit with shardings: the faulted dot alone.
-    let out = tmp.path().join("jit");
-    let stdout = minify(
-        &sharded("train_step.hlo"),
-        "fault:accuracy@node:dot_general.6",
-        "accuracy",
-        &out,
-        &["--inputs", &inputs],
-    );
-    assert_eq!(counts(&stdout)["end_nodes"], 1, "{stdout}");
-    let minified = std::fs::read_to_string(out.join("minified/program.hlo")).unwrap();
-    let kept = entry_instructions(&minified);
-    assert!(
-        kept.len() == 1 && kept[0].contains("ROOT dot_general.6 = "),
-        "{minified}"
-    );
     // shard_map: the faulted instruction inside the manual computation, alone; an
     // all-reduce stays only where the fault is on it.
     for (target, keeps_collective) in [("dot_general.6", false), ("psum_invariant.30", true)] {
