@@ -683,3 +683,58 @@ fn graphbug_dies_with_the_starter_it_is_told_of() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("is not a process id"), "{err}");
 }
+
+/// A program over replicas (`replica_count`): every replica takes the same inputs and
+/// returns the whole output; an all-reduce over them sums each replica's copy, and a
+/// program whose replicas return different values (`replica-id`) is a wrong result that
+/// names the devices.
+#[test]
+fn replicas_take_the_same_inputs_and_their_outputs_must_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let sum = program(
+        "sum.hlo",
+        "HloModule replicas, replica_count=2\n\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  x = f32[3] parameter(0)\n  ROOT total = f32[3] all-reduce(x), replica_groups={{0,1}}, to_apply=sum\n}\n",
+    );
+    let f32s = |v: [f32; 3]| {
+        let data = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        HostTensor::new(Dtype::Float32, vec![3], data).unwrap()
+    };
+    let (inputs, expected) = (dir.path().join("in.npz"), dir.path().join("out.npz"));
+    write(&inputs, &[("arg0".to_string(), f32s([1.0, -2.0, 0.5]))]).unwrap();
+    write(&expected, &[("out0".to_string(), f32s([2.0, -4.0, 1.0]))]).unwrap();
+    let o = graphbug(
+        &[
+            "run",
+            s(&sum),
+            "--inputs",
+            s(&inputs),
+            "--compare",
+            s(&expected),
+        ],
+        &[],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("runs on 2 devices (2 replicas x 1 partition)"),
+        "{err}"
+    );
+    let ids = program(
+        "ids.hlo",
+        "HloModule replica_ids, replica_count=2\n\nENTRY e {\n  x = f32[3] parameter(0)\n  id = u32[] replica-id()\n  f = f32[] convert(id)\n  b = f32[3] broadcast(f), dimensions={}\n  ROOT y = f32[3] add(x, b)\n}\n",
+    );
+    let o = graphbug(&["run", s(&ids), "--inputs", s(&inputs)], &[]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        err.contains(
+            "the devices disagree: output 0's copies on device 0 and device 1 differ in 3 elements"
+        ) && err.contains("every replica takes the same inputs"),
+        "{err}"
+    );
+}

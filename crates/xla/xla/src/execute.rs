@@ -576,12 +576,17 @@ impl Compiled {
                         Stage::Accuracy,
                         Symptom::WrongResult,
                         format!(
-                            "the devices disagree: output {k}'s copies on device {} and device {} differ in {} element{} (the program runs on {})",
+                            "the devices disagree: output {k}'s copies on device {} and device {} differ in {} element{} (the program runs on {}{})",
                             d.first,
                             d.other,
                             d.elements,
                             if d.elements == 1 { "" } else { "s" },
-                            executable.partitioning()
+                            executable.partitioning(),
+                            if executable.partitioning().num_replicas > 1 {
+                                "; every replica takes the same inputs, so the copies of an output must agree"
+                            } else {
+                                ""
+                            }
                         ),
                     )),
                 }
