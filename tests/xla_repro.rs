@@ -510,3 +510,121 @@ fn a_sharded_program_reproduces_on_as_many_devices_in_jax() {
         }
     }
 }
+
+/// Differential testing of a plugin against itself at another option set: XLA CPU with
+/// fast math that assumes no NaN (`pjrt:cpu?xla_cpu_enable_fast_math=true&...`) against
+/// XLA CPU as it is, over a corpus: a maximum over NaN is classified (NaN where the
+/// reference is finite, or the reverse) and minified, a cumulative sum agrees; the
+/// directory's manifest types the options for `repro.py`, which compiles with them; an
+/// option the plugin does not know is a compile failure that names it.
+#[test]
+fn a_plugin_is_compared_with_itself_at_another_option_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    std::fs::write(
+        corpus.join("nans.hlo"),
+        "HloModule nans\n\nENTRY e {\n  x = f32[4] parameter(0)\n  y = f32[4] parameter(1)\n  ROOT m = f32[4] maximum(x, y)\n}\n",
+    )
+    .unwrap();
+    let f32s = |v: [f32; 4]| {
+        let data = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        graphbug::files::HostTensor::new(graphbug::ir::Dtype::Float32, vec![4], data).unwrap()
+    };
+    graphbug::files::write(
+        &corpus.join("nans.inputs.npz"),
+        &[
+            ("arg0".to_string(), f32s([1.0, f32::NAN, 3.0, -100.0])),
+            (
+                "arg1".to_string(),
+                f32s([f32::NAN, 2.0, f32::INFINITY, 0.5]),
+            ),
+        ],
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join("tests/fixtures/xla/hlo/cumsum.hlo"),
+        corpus.join("cumsum.hlo"),
+    )
+    .unwrap();
+    let fast = "pjrt:cpu?xla_cpu_enable_fast_math=true&xla_cpu_fast_math_honor_nans=false&xla_cpu_fast_math_honor_infs=false";
+    let out = tmp.path().join("diff");
+    let o = graphbug(
+        &["repro", &s(&corpus), "--backend", fast, "--out", &s(&out)],
+        tmp.path(),
+    );
+    let said = text(&o);
+    assert!(
+        said.contains("1 pass, 1 fail")
+            && said.contains("failures by class: NaN or infinity where the reference is finite 1"),
+        "{said}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("nans.hlo/manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["backend"], fast);
+    assert_eq!(
+        manifest["compile_options"],
+        serde_json::json!({
+            "xla_cpu_enable_fast_math": true,
+            "xla_cpu_fast_math_honor_infs": false,
+            "xla_cpu_fast_math_honor_nans": false
+        })
+    );
+    assert!(out.join("nans.hlo/report.html").is_file(), "{said}");
+    // repro.py compiles with the options: with them the maximum differs, without them
+    // (the same directory, its manifest's options taken out) it matches.
+    let dir = out.join("nans.hlo");
+    let repro_py = |dir: &Path| {
+        let o = Command::new(python())
+            .arg(dir.join("repro.py"))
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        (o.status.code(), text(&o))
+    };
+    let (code, said) = repro_py(&dir);
+    assert!(code == Some(1) && said.contains("DIFFERS: out0"), "{said}");
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, plain.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let mut m = manifest.clone();
+    m.as_object_mut().unwrap().remove("compile_options");
+    std::fs::write(plain.join("manifest.json"), m.to_string()).unwrap();
+    let (code, said) = repro_py(&plain);
+    assert_eq!(code, Some(0), "{said}");
+    let o = graphbug(
+        &[
+            "run",
+            &s(&corpus.join("cumsum.hlo")),
+            "--backend",
+            "pjrt:cpu?no_such_option_xyz=1",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("No such compile option: 'no_such_option_xyz'"),
+        "{}",
+        text(&o)
+    );
+    let o = graphbug(
+        &[
+            "run",
+            &s(&corpus.join("cumsum.hlo")),
+            "--backend",
+            "pjrt:cpu?fast",
+        ],
+        tmp.path(),
+    );
+    assert!(
+        text(&o).contains("`fast` is no compile option"),
+        "{}",
+        text(&o)
+    );
+}

@@ -305,9 +305,10 @@ def device_count(spread):
     return 1 if not spread else spread["num_replicas"] * spread["num_partitions"]
 
 
-def compile_program(backend, devices, program, spread=None):
+def compile_program(backend, devices, program, spread=None, overrides=None):
     """Compiles `program` (StableHLO text or bytecode) for `devices` of `backend` (one, or as
-    many as the manifest's ``devices`` says, SPMD-partitioned over its partitions)."""
+    many as the manifest's ``devices`` says, SPMD-partitioned over its partitions), with the
+    manifest's ``compile_options`` (XLA's option overrides) where given."""
     lib = _jax_lib()
     device_list_type = getattr(lib, "DeviceList", None)
     if device_list_type is None:
@@ -322,6 +323,8 @@ def compile_program(backend, devices, program, spread=None):
         build.num_partitions = spread["num_partitions"]
         build.use_spmd_partitioning = spread["num_partitions"] > 1
         build.use_shardy_partitioner = bool(spread.get("shardy"))
+    if overrides:
+        options.env_option_overrides = list(overrides.items())
     if hasattr(backend, "compile_and_load"):
         return backend.compile_and_load(program, devices, options)
     return backend.compile(program, devices, options)  # jaxlib before compile_and_load
@@ -936,7 +939,8 @@ def run_jax(opts, manifest, form, programs, args):
     clean_compilable = compilable if under_test is clean else None
     try:
         start = time.perf_counter()
-        executable = compile_program(backend, devices, compilable, spread)
+        executable = compile_program(backend, devices, compilable, spread,
+                                     manifest.get("compile_options"))
         compiled = time.perf_counter() - start
     except Exception as err:  # noqa: BLE001
         print(f"the backend fails to compile the program: {type(err).__name__}: {err}")

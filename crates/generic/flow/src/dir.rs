@@ -164,8 +164,12 @@ pub struct DirFailure {
     /// XLA: the instructions where a wrong result starts.
     #[serde(default)]
     culprits: Vec<String>,
-    /// XLA: how far beyond its tolerance the worst output is.
-    #[serde(default)]
+    /// XLA: how far beyond its tolerance the worst output is (NaN or infinite where the
+    /// result is, written as a string).
+    #[serde(
+        default,
+        deserialize_with = "graphbug_minifier::checker::non_finite::deserialize"
+    )]
     pub margin: Option<f64>,
 }
 
@@ -281,5 +285,15 @@ mod tests {
         std::fs::write(bad.path().join(MANIFEST_FILE), "{\"failure\": 3}").unwrap();
         let e = DirManifest::read(bad.path()).unwrap_err().to_string();
         assert!(e.contains("manifest.json: "), "{e}");
+        // A NaN result where the reference is finite: its margin is written as a string.
+        for (margin, infinite) in [("\"inf\"", true), ("\"NaN\"", false), ("2.5", false)] {
+            let text = format!(
+                "{{\"backend\": \"pjrt:cpu\", \"failure\": {{\"kind\": \"accuracy wrong result\", \"margin\": {margin}}}}}"
+            );
+            std::fs::write(bad.path().join(MANIFEST_FILE), text).unwrap();
+            let m = DirManifest::read(bad.path()).unwrap();
+            let read = m.failure.unwrap().margin.unwrap();
+            assert_eq!(read.is_infinite(), infinite, "{margin}: {read}");
+        }
     }
 }

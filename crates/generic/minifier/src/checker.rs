@@ -31,10 +31,12 @@ pub struct Signature {
 }
 
 /// An `Option<f64>` in JSON with its non-finite values kept, as the strings `"NaN"`,
-/// `"inf"` and `"-inf"` (serde_json writes them as `null`, which reads back as `None`).
-mod non_finite {
+/// `"inf"` and `"-inf"` (serde_json writes them as `null`, which reads back as `None`);
+/// for `#[serde(with = "graphbug_minifier::checker::non_finite")]`.
+pub mod non_finite {
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Writes `v`, a non-finite value as its string.
     pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             Some(x) if x.is_nan() => s.serialize_str("NaN"),
@@ -51,6 +53,7 @@ mod non_finite {
         Text(String),
     }
 
+    /// Reads a number, or `"NaN"`, `"inf"` or `"-inf"`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         Ok(match Option::<Written>::deserialize(d)? {
             None => None,

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use graphbug_files::HostTensor;
 
 use crate::plugin::{call, text, Api, Attribute, Plugin};
-use crate::sharding::{self, Disagreement, Partitioning, Sharding};
+use crate::sharding::{self, CompileOptions, Disagreement, Partitioning, Sharding};
 use crate::sys::{self, PJRT_Buffer, PJRT_Device};
 use crate::{proto, ElementType, Error, TensorSpec};
 
@@ -208,18 +208,20 @@ impl Client {
 
     /// Compiles a program for one device (one replica, one partition).
     pub fn compile(&self, program: &[u8], format: Format) -> Result<Executable, Error> {
-        self.compile_for(program, format, Partitioning::ONE)
+        self.compile_with(program, format, &CompileOptions::default())
     }
 
-    /// Compiles a program for `partitioning`'s devices (its replicas and partitions, SPMD
-    /// partitioned when there are several partitions), which the plugin assigns. An error
-    /// before compiling when the client has fewer devices.
-    pub fn compile_for(
+    /// Compiles a program with `options`: for its devices (its replicas and partitions,
+    /// SPMD partitioned when there are several partitions, which the plugin assigns), with
+    /// XLA's option overrides. An error before compiling when the client has fewer devices.
+    /// An override the plugin does not know is its error (XLA's: "No such compile option").
+    pub fn compile_with(
         &self,
         program: &[u8],
         format: Format,
-        partitioning: Partitioning,
+        options: &CompileOptions,
     ) -> Result<Executable, Error> {
+        let partitioning = options.partitioning;
         let api = self.api();
         if partitioning.devices() > 1 {
             let have = self.addressable_devices()?.len();
@@ -234,7 +236,7 @@ impl Client {
                 });
             }
         }
-        let options = proto::compile_options(partitioning);
+        let options = proto::compile_options(options);
         let format_name = format.as_str();
         let mut code = sys::PJRT_Program::new();
         // The plugin only reads the code when compiling.

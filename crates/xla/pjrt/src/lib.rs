@@ -36,7 +36,7 @@ pub use client::{Client, Device, Executable, Format, GlobalRun};
 pub use discover::{discover, resolve, site_packages, Found, Origin, PLUGINS_VAR};
 pub use graphbug_files::HostTensor;
 pub use plugin::{Attribute, Plugin};
-pub use sharding::{Partitioning, Sharding};
+pub use sharding::{CompileOptions, OptionOverride, Partitioning, Sharding};
 
 /// The PJRT C API version of the header the bindings follow.
 pub const HEADER_VERSION: ApiVersion = ApiVersion {

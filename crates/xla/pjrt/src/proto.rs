@@ -1,7 +1,7 @@
 //! The two bits of protobuf the client needs, without a protobuf library: writing the
 //! compile options, and reading an HLO module's parameter shapes.
 
-use crate::sharding::{Partitioning, Sharding};
+use crate::sharding::{CompileOptions, OptionOverride, Sharding};
 use crate::{ElementType, TensorSpec};
 
 const VARINT: u64 = 0;
@@ -36,8 +36,11 @@ fn put_key(out: &mut Vec<u8>, field: u64, wire_type: u64) {
 ///
 /// 17 bytes for one device. Options must always be given: with none, XLA aborts the process
 /// (`Check failed: replica_count > 0`). With several devices the plugin assigns them itself
-/// (its default device assignment), as JAX lets it.
-pub(crate) fn compile_options(partitioning: Partitioning) -> Vec<u8> {
+/// (its default device assignment), as JAX lets it. Each of `overrides` is an entry of
+/// `env_option_overrides` (field 7, `map<string, OptionOverrideProto>`), which XLA applies
+/// over its flags' defaults (a bare `debug_options` would replace them all).
+pub(crate) fn compile_options(options: &CompileOptions) -> Vec<u8> {
+    let partitioning = options.partitioning;
     let mut build = Vec::new();
     put_key(&mut build, 1, VARINT);
     put_varint(&mut build, -1i64 as u64);
@@ -53,11 +56,40 @@ pub(crate) fn compile_options(partitioning: Partitioning) -> Vec<u8> {
         put_key(&mut build, 19, VARINT);
         put_varint(&mut build, 1);
     }
-    let mut options = Vec::new();
-    put_key(&mut options, 3, LEN);
-    put_varint(&mut options, build.len() as u64);
-    options.extend(build);
-    options
+    let mut out = Vec::new();
+    put_key(&mut out, 3, LEN);
+    put_varint(&mut out, build.len() as u64);
+    out.extend(build);
+    for (key, value) in &options.overrides {
+        // OptionOverrideProto: string_field 1, bool_field 2, int_field 3, double_field 4.
+        let mut value_proto = Vec::new();
+        match value {
+            OptionOverride::String(v) => put_bytes(&mut value_proto, 1, v.as_bytes()),
+            OptionOverride::Bool(b) => {
+                put_key(&mut value_proto, 2, VARINT);
+                put_varint(&mut value_proto, u64::from(*b));
+            }
+            OptionOverride::Int(i) => {
+                put_key(&mut value_proto, 3, VARINT);
+                put_varint(&mut value_proto, *i as u64);
+            }
+            OptionOverride::Double(d) => {
+                put_key(&mut value_proto, 4, FIXED64);
+                value_proto.extend(d.to_le_bytes());
+            }
+        }
+        let mut entry = Vec::new();
+        put_bytes(&mut entry, 1, key.as_bytes());
+        put_bytes(&mut entry, 2, &value_proto);
+        put_bytes(&mut out, 7, &entry);
+    }
+    out
+}
+
+fn put_bytes(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
+    put_key(out, field, LEN);
+    put_varint(out, bytes.len() as u64);
+    out.extend(bytes);
 }
 
 /// The shardings an SPMD-partitioned `xla.HloModuleProto` records for its entry
@@ -299,10 +331,11 @@ fn array_shape(shape: &[u8]) -> Option<TensorSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sharding::Partitioning;
 
     #[test]
     fn compile_options_are_the_17_bytes_that_work() {
-        let bytes = compile_options(Partitioning::ONE);
+        let bytes = compile_options(&CompileOptions::default());
         assert_eq!(bytes.len(), 17);
         assert_eq!(&bytes[..4], &[0x1a, 15, 0x08, 0xff]);
         assert_eq!(&bytes[13..], &[0x20, 1, 0x28, 1]);
@@ -314,15 +347,57 @@ mod tests {
             num_partitions: 4,
             ..Partitioning::ONE
         };
-        let bytes = compile_options(four);
+        let bytes = compile_options(&CompileOptions {
+            partitioning: four,
+            ..CompileOptions::default()
+        });
         // As JAX writes them: num_replicas 1, num_partitions 4, use_spmd_partitioning.
         assert_eq!(&bytes[13..], &[0x20, 1, 0x28, 4, 0x30, 1]);
         assert_eq!(bytes[1] as usize, bytes.len() - 2);
-        let shardy = compile_options(Partitioning {
-            shardy: true,
-            ..four
+        let shardy = compile_options(&CompileOptions {
+            partitioning: Partitioning {
+                shardy: true,
+                ..four
+            },
+            ..CompileOptions::default()
         });
         assert_eq!(&shardy[19..], &[0x98, 0x01, 1]);
+    }
+
+    #[test]
+    fn overrides_are_entries_of_env_option_overrides() {
+        let bytes = compile_options(&CompileOptions {
+            overrides: vec![
+                (
+                    "xla_disable_hlo_passes".into(),
+                    OptionOverride::String("algsimp".into()),
+                ),
+                (
+                    "xla_cpu_enable_fast_math".into(),
+                    OptionOverride::Bool(true),
+                ),
+            ],
+            ..CompileOptions::default()
+        });
+        let fields = fields(&bytes).unwrap();
+        let entries: Vec<&[u8]> = fields
+            .iter()
+            .filter_map(|(n, v)| match v {
+                Value::Bytes(b) if *n == 7 => Some(*b),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(entries.len(), 2);
+        // The first: key 1 "xla_disable_hlo_passes", value 2 { string_field 1 "algsimp" }.
+        let mut want = Vec::new();
+        put_bytes(&mut want, 1, b"xla_disable_hlo_passes");
+        put_bytes(
+            &mut want,
+            2,
+            &[0x0a, 7, b'a', b'l', b'g', b's', b'i', b'm', b'p'],
+        );
+        assert_eq!(entries[0], &want[..]);
+        assert!(entries[1].ends_with(&[0x12, 2, 0x10, 1]));
     }
 
     #[test]

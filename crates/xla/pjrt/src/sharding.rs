@@ -61,6 +61,56 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
+/// What a program is compiled with: its devices, and XLA's option overrides
+/// (`CompileOptionsProto.env_option_overrides`: debug options such as
+/// `xla_disable_hlo_passes` or `xla_cpu_enable_fast_math`, by name, as JAX's
+/// `compiler_options` gives them).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompileOptions {
+    /// The devices.
+    pub partitioning: Partitioning,
+    /// The overrides, in order.
+    pub overrides: Vec<(String, OptionOverride)>,
+}
+
+/// One option override's value (`xla.OptionOverrideProto`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum OptionOverride {
+    /// `string_field` (a list option takes a comma-separated list).
+    String(String),
+    /// `bool_field`.
+    Bool(bool),
+    /// `int_field`.
+    Int(i64),
+    /// `double_field`.
+    Double(f64),
+}
+
+impl OptionOverride {
+    /// The value `text` reads as, as JAX's Python values would be given: `true`/`false` a
+    /// bool, an integer an int, another number a double, anything else a string.
+    pub fn parse(text: &str) -> OptionOverride {
+        match text {
+            "true" | "True" => return OptionOverride::Bool(true),
+            "false" | "False" => return OptionOverride::Bool(false),
+            _ => {}
+        }
+        if let Ok(i) = text.parse::<i64>() {
+            return OptionOverride::Int(i);
+        }
+        match text.parse::<f64>() {
+            Ok(d) if text.contains(['.', 'e', 'E']) => OptionOverride::Double(d),
+            _ => OptionOverride::String(text.to_string()),
+        }
+    }
+}
+
+impl Default for Partitioning {
+    fn default() -> Partitioning {
+        Partitioning::ONE
+    }
+}
+
 /// Where the pieces of one array live (`xla.OpSharding`), for the arrays of an entry
 /// computation's parameters and results.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use graphbug_ir::Dtype;
 use graphbug_pjrt::{
-    discover, resolve, Attribute, Client, ElementType, Error, Executable, Format, HostTensor,
-    Origin, Partitioning, Plugin, Sharding, TensorSpec,
+    discover, resolve, Attribute, Client, CompileOptions, ElementType, Error, Executable, Format,
+    HostTensor, OptionOverride, Origin, Partitioning, Plugin, Sharding, TensorSpec,
 };
 
 fn workspace() -> &'static Path {
@@ -491,10 +491,14 @@ fn runs_a_partitioned_program_on_four_cpu_devices() {
         num_partitions: 4,
         ..Partitioning::ONE
     };
+    let options = CompileOptions {
+        partitioning: four,
+        ..CompileOptions::default()
+    };
     // A client of one device says so before compiling.
     if one.addressable_devices().unwrap().len() < 4 {
         let err = one
-            .compile_for(SPMD_MLIR.as_bytes(), Format::Mlir, four)
+            .compile_with(SPMD_MLIR.as_bytes(), Format::Mlir, &options)
             .err()
             .expect("too few devices");
         assert!(err.to_string().contains("the client has 1 device"), "{err}");
@@ -506,7 +510,7 @@ fn runs_a_partitioned_program_on_four_cpu_devices() {
     .unwrap();
     assert_eq!(client.addressable_devices().unwrap().len(), 4);
     let exe = client
-        .compile_for(SPMD_MLIR.as_bytes(), Format::Mlir, four)
+        .compile_with(SPMD_MLIR.as_bytes(), Format::Mlir, &options)
         .unwrap();
     assert_eq!(exe.partitioning(), four);
     let (params, outputs) = exe
@@ -528,4 +532,41 @@ fn runs_a_partitioned_program_on_four_cpu_devices() {
     // One device's way is refused for it.
     let err = exe.execute(&[]).unwrap_err().to_string();
     assert!(err.contains("runs on 4 devices"), "{err}");
+}
+
+#[test]
+fn option_overrides_reach_the_compiler() {
+    let Some(client) = cpu() else { return };
+    let with = |key: &str, value: &str| CompileOptions {
+        overrides: vec![(key.to_string(), OptionOverride::parse(value))],
+        ..CompileOptions::default()
+    };
+    for (key, value) in [
+        ("xla_disable_hlo_passes", "algsimp,cse"),
+        ("xla_cpu_enable_fast_math", "true"),
+    ] {
+        let exe = client
+            .compile_with(ADD_MLIR.as_bytes(), Format::Mlir, &with(key, value))
+            .unwrap_or_else(|e| panic!("{key}={value}: {e}"));
+        let out = exe
+            .execute(&[f32s(&[3], [1.0, 2.0, 3.0]), f32s(&[3], [1.0, 1.0, 1.0])])
+            .unwrap();
+        assert_eq!(to_f32s(&out[0]), [2.0, 3.0, 4.0]);
+    }
+    // A key XLA does not have is its error, which names it.
+    let err = client
+        .compile_with(
+            ADD_MLIR.as_bytes(),
+            Format::Mlir,
+            &with("no_such_option_xyz", "1"),
+        )
+        .err()
+        .expect("an unknown option");
+    assert!(err.to_string().contains("No such compile option"), "{err}");
+    assert_eq!(OptionOverride::parse("2.5"), OptionOverride::Double(2.5));
+    assert_eq!(OptionOverride::parse("-3"), OptionOverride::Int(-3));
+    assert_eq!(
+        OptionOverride::parse("inf"),
+        OptionOverride::String("inf".into())
+    );
 }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use graphbug_files::HostTensor;
 use graphbug_ir::fault::{flaky_fires, FaultKind, FaultSpec, GRAMMAR};
 use graphbug_ir::{Graph, NodeId};
-use graphbug_pjrt::{Attribute, Client, Format, Plugin};
+use graphbug_pjrt::{Attribute, Client, CompileOptions, Format, OptionOverride, Plugin};
 use graphbug_run::stage::report_stage;
 use graphbug_run::{Failure, Stage, Symptom};
 
@@ -33,8 +33,15 @@ pub const INJECT_FAULT_VAR: &str = "GRAPHBUG_INJECT_FAULT";
 /// The compiler a backend for XLA programs names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Compiler {
-    /// A PJRT plugin: a name `pjrt:<name>` resolves, or a path.
-    Pjrt(String),
+    /// A PJRT plugin: a name `pjrt:<name>` resolves, or a path; with the option overrides
+    /// it compiles with (`pjrt:<plugin>?key=value&key=value`: XLA's compile options and
+    /// debug options by name, as JAX's `compiler_options` gives them), as written.
+    Pjrt {
+        /// The plugin's name or path.
+        plugin: String,
+        /// The overrides: (name, value as written).
+        options: Vec<(String, String)>,
+    },
     /// IREE, for one of its target backends (`llvm-cpu`, `cuda`, `vulkan-spirv`).
     Iree(String),
 }
@@ -43,7 +50,11 @@ impl Compiler {
     /// Its backend name: `pjrt:cpu`, `iree:llvm-cpu`.
     pub fn name(&self) -> String {
         match self {
-            Compiler::Pjrt(plugin) => format!("pjrt:{plugin}"),
+            Compiler::Pjrt { plugin, options } if options.is_empty() => format!("pjrt:{plugin}"),
+            Compiler::Pjrt { plugin, options } => {
+                let pairs: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("pjrt:{plugin}?{}", pairs.join("&"))
+            }
             Compiler::Iree(target) => format!("{}{target}", crate::iree::PREFIX),
         }
     }
@@ -91,6 +102,11 @@ impl XlaBackend {
             return inner.with_fault(spec, format!("fault:{spec_text}"));
         }
         if let Some(target) = name.strip_prefix(crate::iree::PREFIX) {
+            if target.contains('?') {
+                return Err(format!(
+                    "`{name}`: compile options (`?key=value`) are XLA's, for pjrt:<plugin>; IREE's compiler takes its flags in GRAPHBUG_IREE_FLAGS"
+                ));
+            }
             if target.is_empty() {
                 return Err(format!(
                     "`{name}` names no IREE target backend (e.g. iree:llvm-cpu; `graphbug backends --all` lists IREE's)"
@@ -106,12 +122,31 @@ impl XlaBackend {
                  `fault:<spec>+<backend>`"
             )
         })?;
+        let (plugin, query) = match plugin.split_once('?') {
+            Some((plugin, query)) => (plugin, Some(query)),
+            None => (plugin, None),
+        };
         if plugin.is_empty() {
             return Err(format!(
                 "`{name}` names no plugin (e.g. {DEFAULT_BACKEND}, or pjrt:/path/to/plugin.so)"
             ));
         }
-        Ok(XlaBackend::plain(Compiler::Pjrt(plugin.to_string())))
+        let mut options: Vec<(String, String)> = Vec::new();
+        for pair in query.into_iter().flat_map(|q| q.split('&')) {
+            let Some((key, value)) = pair.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+                return Err(format!(
+                    "`{name}`: `{pair}` is no compile option: write pjrt:<plugin>?key=value&key=value (XLA's option names, e.g. pjrt:cpu?xla_disable_hlo_passes=algsimp,cse)"
+                ));
+            };
+            if options.iter().any(|(k, _)| k == key) {
+                return Err(format!("`{name}`: compile option `{key}` is given twice"));
+            }
+            options.push((key.to_string(), value.to_string()));
+        }
+        Ok(XlaBackend::plain(Compiler::Pjrt {
+            plugin: plugin.to_string(),
+            options,
+        }))
     }
 
     fn plain(compiler: Compiler) -> XlaBackend {
@@ -206,7 +241,7 @@ impl XlaBackend {
     /// workspace, or the path given; an error for IREE, which is no plugin.
     pub fn plugin_path(&self) -> Result<PathBuf, String> {
         match &self.compiler {
-            Compiler::Pjrt(plugin) => {
+            Compiler::Pjrt { plugin, .. } => {
                 graphbug_pjrt::resolve(plugin, Some(&graphbug_run::workspace_root()))
                     .map_err(|e| e.to_string())
             }
@@ -221,7 +256,7 @@ impl XlaBackend {
     /// the target backend named.
     pub fn ensure_present(&self) -> Result<(), String> {
         match &self.compiler {
-            Compiler::Pjrt(_) => self.plugin_path().map(|_| ()),
+            Compiler::Pjrt { .. } => self.plugin_path().map(|_| ()),
             Compiler::Iree(target) => crate::iree::check_target(target),
         }
     }
@@ -304,13 +339,20 @@ impl XlaBackend {
             Vec::new()
         };
         let executable = match &self.compiler {
-            Compiler::Pjrt(name) => {
+            Compiler::Pjrt { plugin: name, options } => {
                 let (code, format) = pjrt_code(&program).map_err(failure)?;
                 let path = self.plugin_path().map_err(failure)?;
                 let (plugin, client) =
                     client_of(&path, name, partitioning.devices()).map_err(failure)?;
+                let options = CompileOptions {
+                    partitioning,
+                    overrides: options
+                        .iter()
+                        .map(|(k, v)| (k.clone(), OptionOverride::parse(v)))
+                        .collect(),
+                };
                 let executable = client
-                    .compile_for(&code, format, partitioning)
+                    .compile_with(&code, format, &options)
                     .map_err(|e| compile_failure(e.to_string(), Symptom::Error))?;
                 Executable::Pjrt {
                     executable,
@@ -629,6 +671,36 @@ mod tests {
         assert!(!XlaBackend::parse("pjrt:cpu").unwrap().is_iree());
         let err = XlaBackend::parse("tvm:cpu").unwrap_err();
         assert!(err.contains("iree:<target>"), "{err}");
+    }
+
+    #[test]
+    fn plugins_take_compile_options_in_their_name() {
+        let name = "pjrt:cpu?xla_disable_hlo_passes=algsimp,cse&xla_cpu_enable_fast_math=true";
+        let b = XlaBackend::parse(name).unwrap();
+        assert_eq!(
+            b.compiler,
+            Compiler::Pjrt {
+                plugin: "cpu".into(),
+                options: vec![
+                    ("xla_disable_hlo_passes".into(), "algsimp,cse".into()),
+                    ("xla_cpu_enable_fast_math".into(), "true".into())
+                ]
+            }
+        );
+        assert_eq!(b.name(), name);
+        // A fault wraps it, and taking the fault off keeps the options.
+        let f = XlaBackend::parse(&format!("fault:nan@add+{name}")).unwrap();
+        assert_eq!(f.unfaulted(), b);
+        for (bad, says) in [
+            ("pjrt:cpu?fast", "`fast` is no compile option"),
+            ("pjrt:cpu?=1", "`=1` is no compile option"),
+            ("pjrt:cpu?a=1&a=2", "compile option `a` is given twice"),
+            ("pjrt:?a=1", "names no plugin"),
+            ("iree:llvm-cpu?a=1", "GRAPHBUG_IREE_FLAGS"),
+        ] {
+            let err = XlaBackend::parse(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

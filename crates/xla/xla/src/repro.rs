@@ -150,6 +150,10 @@ pub struct XlaManifest {
     /// Who wrote the directory.
     #[serde(default)]
     pub captured_by: Option<String>,
+    /// The option overrides the backend's plugin compiles with (`pjrt:<plugin>?key=value`),
+    /// each value typed as the plugin is given it, for `repro.py`.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub compile_options: serde_json::Map<String, serde_json::Value>,
     /// For a program over several devices: how many, and the dimensions of its outputs,
     /// which `repro.py` assembles from the devices' pieces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -234,6 +238,27 @@ fn plugin_facts(backend: &XlaBackend) -> (Option<String>, Option<String>, Option
     )
 }
 
+/// The option overrides of `backend`'s plugin, typed (see
+/// [`graphbug_pjrt::OptionOverride::parse`]).
+fn compile_options(backend: &XlaBackend) -> serde_json::Map<String, serde_json::Value> {
+    use graphbug_pjrt::OptionOverride;
+    let Compiler::Pjrt { options, .. } = &backend.compiler else {
+        return serde_json::Map::new();
+    };
+    options
+        .iter()
+        .map(|(k, v)| {
+            let value = match OptionOverride::parse(v) {
+                OptionOverride::String(s) => serde_json::Value::String(s),
+                OptionOverride::Bool(b) => serde_json::Value::Bool(b),
+                OptionOverride::Int(i) => serde_json::Value::from(i),
+                OptionOverride::Double(d) => serde_json::Value::from(d),
+            };
+            (k.clone(), value)
+        })
+        .collect()
+}
+
 impl XlaManifest {
     /// The manifest of a program of form `kind` checked against `backend` (with
     /// `reference`), its facts asked of the plugins.
@@ -241,7 +266,7 @@ impl XlaManifest {
         let (plugin, pjrt_api, stablehlo_version) = plugin_facts(backend);
         // A plugin named as JAX names platforms (`pjrt:cpu`, `pjrt:cuda`) is that platform.
         let platform = match &backend.compiler {
-            Compiler::Pjrt(plugin) => (!plugin.contains('/')).then(|| plugin.clone()),
+            Compiler::Pjrt { plugin, .. } => (!plugin.contains('/')).then(|| plugin.clone()),
             Compiler::Iree(_) => None,
         };
         let iree = backend
@@ -273,6 +298,7 @@ impl XlaManifest {
             level: None,
             failure: None,
             captured_by: Some(format!("graphbug {}", env!("CARGO_PKG_VERSION"))),
+            compile_options: compile_options(backend),
             devices: None,
         }
     }
