@@ -793,61 +793,51 @@ fn entry_instructions(program: &str) -> Vec<String> {
 #[test]
 fn a_sharded_training_step_runs_on_four_devices_and_minifies_to_its_fault() {
     let tmp = tempfile::tempdir().unwrap();
-    // JAX's (Shardy) and PyTorch/XLA's SPMD (GSPMD, device lists written out).
-    for program in [
-        "train_step.hlo",
-        "train_step.mlir",
-        "shard_map.hlo",
-        "shard_map.mlir",
-        "torch_xla_spmd.hlo",
+    // JAX's (Shardy) and PyTorch/XLA's SPMD (GSPMD, device lists written out), each run
+    // as it is and with a dot computed wrong on every device, which fails the comparison
+    // (a shard_map's StableHLO keeps its body in one op, which no fault names).
+    let shardy = ", partitioned by Shardy";
+    for (program, partitioner, fault) in [
+        ("train_step.hlo", shardy, Some("fault:accuracy@dot#1")),
+        (
+            "train_step.mlir",
+            shardy,
+            Some("fault:accuracy@stablehlo.dot_general#1"),
+        ),
+        (
+            "shard_map.hlo",
+            shardy,
+            Some("fault:accuracy@node:dot_general.6"),
+        ),
+        ("shard_map.mlir", shardy, None),
+        (
+            "torch_xla_spmd.hlo",
+            "; inputs",
+            Some("fault:accuracy@dot#2"),
+        ),
     ] {
         let name = program.split('.').next().unwrap();
         let (inputs, outputs) = sharded_io(name, tmp.path());
-        let o = graphbug(
-            &[
-                "run",
-                &sharded(program),
-                "--inputs",
-                &inputs,
-                "--compare",
-                &outputs,
-            ],
-            tmp.path(),
-        );
-        let (stdout, stderr) = text(&o);
-        assert!(o.status.success(), "{program}: {stdout}\n{stderr}");
-        assert!(stdout.contains("outputs match"), "{program}: {stdout}");
-        let devices = match name {
-            "torch_xla_spmd" => "runs on 4 devices (1 replica x 4 partitions); inputs",
-            _ => "runs on 4 devices (1 replica x 4 partitions), partitioned by Shardy",
-        };
-        assert!(stderr.contains(devices), "{program}: {stderr}");
-        assert!(
-            !stderr.contains("float64 reference run failed"),
-            "{program}: {stderr}"
-        );
-    }
-    // Wrong answers: a dot computed wrong on every device fails the comparison (a
-    // shard_map's StableHLO keeps its body in one op, which no fault names).
-    for (program, fault) in [
-        ("train_step.hlo", "fault:accuracy@dot#1"),
-        ("train_step.mlir", "fault:accuracy@stablehlo.dot_general#1"),
-        ("shard_map.hlo", "fault:accuracy@node:dot_general.6"),
-        ("torch_xla_spmd.hlo", "fault:accuracy@dot#2"),
-    ] {
-        let name = program.split('.').next().unwrap();
-        let (inputs, outputs) = sharded_io(name, tmp.path());
-        let args = [
+        let run = [
             "run",
             &sharded(program),
             "--inputs",
             &inputs,
             "--compare",
             &outputs,
-            "--backend",
-            fault,
         ];
-        let o = graphbug(&args, tmp.path());
+        let o = graphbug(&run, tmp.path());
+        let (stdout, stderr) = text(&o);
+        assert!(o.status.success(), "{program}: {stdout}\n{stderr}");
+        assert!(stdout.contains("outputs match"), "{program}: {stdout}");
+        let devices = format!("runs on 4 devices (1 replica x 4 partitions){partitioner}");
+        assert!(stderr.contains(&devices), "{program}: {stderr}");
+        assert!(
+            !stderr.contains("float64 reference run failed"),
+            "{program}: {stderr}"
+        );
+        let Some(fault) = fault else { continue };
+        let o = graphbug(&[&run[..], &["--backend", fault]].concat(), tmp.path());
         let (stdout, stderr) = text(&o);
         assert_eq!(o.status.code(), Some(1), "{program}: {stdout}\n{stderr}");
         assert!(

@@ -598,33 +598,16 @@ fn a_plugin_is_compared_with_itself_at_another_option_set() {
     std::fs::write(plain.join("manifest.json"), m.to_string()).unwrap();
     let (code, said) = repro_py(&plain);
     assert_eq!(code, Some(0), "{said}");
-    let o = graphbug(
-        &[
-            "run",
-            &s(&corpus.join("cumsum.hlo")),
-            "--backend",
+    for (backend, says) in [
+        (
             "pjrt:cpu?no_such_option_xyz=1",
-        ],
-        tmp.path(),
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("No such compile option: 'no_such_option_xyz'"),
-        "{}",
-        text(&o)
-    );
-    let o = graphbug(
-        &[
-            "run",
-            &s(&corpus.join("cumsum.hlo")),
-            "--backend",
-            "pjrt:cpu?fast",
-        ],
-        tmp.path(),
-    );
-    assert!(
-        text(&o).contains("`fast` is no compile option"),
-        "{}",
-        text(&o)
-    );
+            "No such compile option: 'no_such_option_xyz'",
+        ),
+        ("pjrt:cpu?fast", "`fast` is no compile option"),
+    ] {
+        let cumsum = s(&corpus.join("cumsum.hlo"));
+        let o = graphbug(&["run", &cumsum, "--backend", backend], tmp.path());
+        assert_eq!(o.status.code(), Some(1), "{backend}: {}", text(&o));
+        assert!(text(&o).contains(says), "{backend}: {}", text(&o));
+    }
 }
