@@ -509,6 +509,27 @@ fn a_sharded_program_reproduces_on_as_many_devices_in_jax() {
             assert!(said.contains("DIFFERS: out0, out1, out2"), "{said}");
         }
     }
+    // Under PyTorch/XLA (its environment, which set-up makes for the tests, has no jax),
+    // which runs one device: refused.
+    let torch_xla = root().join(".venv-torch-xla/bin/python");
+    assert!(
+        torch_xla.is_file(),
+        "no {}: run `cargo xtask setup`",
+        torch_xla.display()
+    );
+    {
+        let o = Command::new(torch_xla)
+            .arg(out.join("repro.py"))
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            text(&o).contains("the program runs on 4 devices; this script runs programs over several devices with jax"),
+            "{}",
+            text(&o)
+        );
+    }
 }
 
 /// Differential testing of a plugin against itself at another option set: XLA CPU with

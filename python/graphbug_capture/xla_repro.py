@@ -768,6 +768,10 @@ def run_torch_xla(opts, directory, manifest, form, programs, args):
     """The backend side on PyTorch/XLA's device, the reference on its CPU: (outputs, reference
     thunk, None), or an exit status when the backend fails (or, with --reference-to, 0)."""
     clean, under_test, file_name = programs
+    devices = device_count(manifest.get("devices"))
+    if devices > 1:
+        raise BadInput(f"the program runs on {devices} devices; this script runs programs over "
+                       "several devices with jax (--with jax), not PyTorch/XLA")
     device = torch_xla_device(manifest)
     os.environ["PJRT_DEVICE"] = device
     under_test = torch_xla_program(under_test, form, file_name)
