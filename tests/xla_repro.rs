@@ -517,19 +517,17 @@ fn a_sharded_program_reproduces_on_as_many_devices_in_jax() {
         "no {}: run `cargo xtask setup`",
         torch_xla.display()
     );
-    {
-        let o = Command::new(torch_xla)
-            .arg(out.join("repro.py"))
-            .current_dir(tmp.path())
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-        assert!(
-            text(&o).contains("the program runs on 4 devices; this script runs programs over several devices with jax"),
-            "{}",
-            text(&o)
-        );
-    }
+    let o = Command::new(torch_xla)
+        .arg(out.join("repro.py"))
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("runs on 4 devices; this script runs programs over several devices with jax"),
+        "{said}"
+    );
 }
 
 /// Differential testing of a plugin against itself at another option set: XLA CPU with
