@@ -421,6 +421,19 @@ impl Executable {
                 output_dims.len()
             )));
         }
+        for (i, t) in inputs.iter().enumerate() {
+            let size = t
+                .shape
+                .iter()
+                .try_fold(t.dtype.itemsize(), |n, &d| n.checked_mul(d));
+            if size != Some(t.data.len()) {
+                return Err(bad(format!(
+                    "input {i} is {} but holds {} bytes",
+                    TensorSpec::of(t),
+                    t.data.len()
+                )));
+            }
+        }
         let per_device: Vec<Vec<HostTensor>> = (0..n)
             .map(|d| {
                 inputs
