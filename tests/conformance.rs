@@ -517,7 +517,8 @@ const XLA_PASSING_STAGES: &[Stage] = &[
 ];
 
 /// Generates the XLA CI subset once per test process: one JAX primitive harness of every
-/// third group, two export back-compat modules and five models of the HLO corpus.
+/// third group (two of them also over two devices), two export back-compat modules and five
+/// models of the HLO corpus.
 fn xla_ci_cases() -> &'static Path {
     static CASES: OnceLock<PathBuf> = OnceLock::new();
     CASES.get_or_init(|| {
@@ -558,7 +559,7 @@ fn xla_ci_subset_matches_jax() {
     );
     let n = report.results.len();
     assert!((45..=60).contains(&n), "{n} XLA cases");
-    for kind in ["harness", "export", "model"] {
+    for kind in ["harness", "sharded", "export", "model"] {
         let prefix = format!("xla/{kind}/");
         assert!(
             report.results.iter().any(|r| r.id.starts_with(&prefix)),

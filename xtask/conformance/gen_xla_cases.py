@@ -7,6 +7,10 @@ Programs nobody here wrote, lowered by JAX on CPU:
 - `export`: JAX's export back-compat data (`export_back_compat_test_data/cpu_*.py`):
   serialized StableHLO modules (LAPACK and BLAS custom calls) with their inputs, called by
   JAX as its back-compat test calls them; ids `xla/export/STEM/DATE/KEY`.
+- `sharded`: the same harnesses lowered for 2 CPU devices: `jax.jit` with `in_shardings`
+  splitting every argument whose first dimension splits in two over a 1-D mesh (the
+  others replicated), XLA choosing the outputs' shardings; ids `xla/sharded/GROUP/NAME`.
+  A harness with no such argument is skipped, saying so.
 - `model`: the programs of graphbug's HLO corpus (`tests/fixtures/xla/hlo/make_corpus.py`:
   a transformer block, a conv net with reduce_window, a scan, a value_and_grad training
   step, gather/scatter/sort, ...); ids `xla/model/NAME`.
@@ -70,6 +74,10 @@ CI_GROUP_STRIDE = 3
 CI_EXPORT = ["cpu_cholesky_lapack_potrf/data_2024_05_31/f32",
              "cpu_triangular_solve_blas_trsm/data_2025_10_20/f64"]
 CI_MODELS = ["transformer", "convnet", "scan", "train_step", "gather_scatter_sort"]
+#: The CI subset's sharded harnesses: the first of its harnesses that split.
+CI_SHARDED = 2
+#: The devices the `sharded` cases run on (`jax_num_cpu_devices`).
+SHARDED_DEVICES = 2
 
 # dtypes `.npz` holds (numpy's own) and those only `.safetensors` holds.
 NPZ_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -122,6 +130,8 @@ def jax_modules():
 
         jax.config.update("jax_enable_x64", True)
         jax.config.update("jax_platforms", "cpu")
+        # The `sharded` cases' devices; a program of one device runs on the first.
+        jax.config.update("jax_num_cpu_devices", SHARDED_DEVICES)
         import numpy as np
 
         sys.path.insert(0, CORPUS)
@@ -240,10 +250,12 @@ def program_files(out_dir, lowered):
     }
 
 
-def write_case(out_dir, case_id, meta, f, args, extra=None):
-    """Lowers `f` (jitted, keeping unused arguments) on `args`, runs it, and writes the case."""
+def write_case(out_dir, case_id, meta, f, args, extra=None, in_shardings=None):
+    """Lowers `f` (jitted, keeping unused arguments, with `in_shardings` where given) on
+    `args`, runs it, and writes the case."""
     jax = jax_modules()["jax"]
-    jitted = jax.jit(f, keep_unused=True)
+    jitted = jax.jit(f, keep_unused=True, **({"in_shardings": in_shardings}
+                                             if in_shardings is not None else {}))
     try:
         lowered = jitted.lower(*args)
     except Exception as e:  # noqa: BLE001 (JAX's own refusal is the skip reason)
@@ -401,6 +413,61 @@ def harness_task(args):
     return guarded(case_id, out_dir, meta, body)
 
 
+def sharded_id(h):
+    return f"xla/sharded/{h.group_name}/{short_name(h.name)}"
+
+
+def split_in_two(args):
+    """`in_shardings` for `args` over a 1-D mesh of SHARDED_DEVICES devices: an array
+    whose first dimension splits evenly is split on it, anything else replicated; None
+    when nothing splits."""
+    m = jax_modules()
+    jax, np = m["jax"], m["np"]
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:SHARDED_DEVICES]), ("x",))
+
+    def splits(a):
+        shape = getattr(a, "shape", ())
+        return len(shape) >= 1 and shape[0] >= SHARDED_DEVICES and \
+            shape[0] % SHARDED_DEVICES == 0
+
+    if not any(splits(a) for a in jax.tree_util.tree_leaves(args)):
+        return None
+    return tuple(jax.tree_util.tree_map(
+        lambda a: NamedSharding(mesh, PartitionSpec("x") if splits(a) else PartitionSpec()),
+        a) for a in args)
+
+
+def sharded_task(args):
+    case_id, out_root = args
+    h = harness_by_id(harness_id_of_sharded(case_id))
+    meta = dict(harness_meta(h), kind="sharded")
+    out_dir = os.path.join(out_root, case_id)
+
+    def body():
+        why = unimplemented_on_cpu(h)
+        if why:
+            raise Skip(why)
+        np = jax_modules()["np"]
+        rng = np.random.RandomState(seed_of(h.fullname))
+        try:
+            dyn = h.dyn_args_maker(rng)
+        except Exception as e:  # noqa: BLE001
+            raise Skip(f"JAX cannot make its inputs: {first_line(e)}")
+        shardings = split_in_two(dyn)
+        if shardings is None:
+            raise Skip(f"no argument's first dimension splits over {SHARDED_DEVICES} devices")
+        write_case(out_dir, case_id, meta, h.dyn_fun, dyn, in_shardings=shardings)
+
+    return guarded(case_id, out_dir, meta, body)
+
+
+def harness_id_of_sharded(case_id):
+    """The harness id a sharded case id stands for."""
+    return "xla/harness/" + case_id[len("xla/sharded/"):]
+
+
 def export_id(key):
     stem, var, rest = key.split("/", 2)
     return f"xla/export/{stem[len('cpu_'):]}/{var[len('data_'):]}/{rest}"
@@ -479,6 +546,10 @@ def task_case(fn, args):
     if fn is harness_task:
         case_id, out_root = args
         return case_id, os.path.join(out_root, case_id), harness_meta(harness_by_id(case_id))
+    if fn is sharded_task:
+        case_id, out_root = args
+        meta = dict(harness_meta(harness_by_id(harness_id_of_sharded(case_id))), kind="sharded")
+        return case_id, os.path.join(out_root, case_id), meta
     if fn is export_task:
         key, out_root = args
         case_id = export_id(key)
@@ -520,6 +591,21 @@ def select(subset, pattern, out_root, samples=None):
     for i in chosen:
         if pattern is None or pattern.search(harness_id(hs[i])):
             tasks.append((harness_task, (harness_id(hs[i]), out_root)))
+    # The same harnesses over two devices (the CI subset's first that split).
+    def splits(h):
+        try:
+            rng = jax_modules()["np"].random.RandomState(seed_of(h.fullname))
+            return unimplemented_on_cpu(h) is None and \
+                split_in_two(h.dyn_args_maker(rng)) is not None
+        except Exception:  # noqa: BLE001 (its task says why, where it is chosen)
+            return False
+
+    sharded = [i for i in chosen if subset == "full" or splits(hs[i])]
+    if subset == "ci":
+        sharded = sharded[:CI_SHARDED]
+    for i in sharded:
+        if pattern is None or pattern.search(sharded_id(hs[i])):
+            tasks.append((sharded_task, (sharded_id(hs[i]), out_root)))
     for key, _ in export_data():
         if subset == "ci" and key not in CI_EXPORT:
             continue
@@ -600,8 +686,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="target/conformance/cases")
     p.add_argument("--subset", choices=["ci", "full"], default="full",
-                   help="ci: one harness of every third group, two back-compat modules and "
-                   "five models (about 50 cases); full: every harness, module and model")
+                   help="ci: one harness of every third group, two of them over two devices, "
+                   "two back-compat modules and five models (about 50 cases); full: every "
+                   "harness (and each over two devices), module and model")
     p.add_argument("--samples", type=int, default=None,
                    help="full: at most this many harnesses of each group")
     p.add_argument("--filter", default=None, help="regex over case ids (re.search)")
