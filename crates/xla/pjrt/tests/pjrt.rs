@@ -538,7 +538,10 @@ fn runs_a_partitioned_program_on_four_cpu_devices() {
         .execute_global(&[short, f32s(&[8, 2], [0.0; 16])], &[vec![8, 2], vec![]])
         .unwrap_err()
         .to_string();
-    assert!(err.contains("input 0 is f32[8,2] but holds 8 bytes"), "{err}");
+    assert!(
+        err.contains("input 0 is f32[8,2] but holds 8 bytes"),
+        "{err}"
+    );
     // One device's way is refused for it.
     let err = exe.execute(&[]).unwrap_err().to_string();
     assert!(err.contains("runs on 4 devices"), "{err}");
