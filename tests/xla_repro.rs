@@ -31,6 +31,16 @@ fn python() -> PathBuf {
     root().join(".venv/bin/python")
 }
 
+/// Runs `dir`'s `repro.py` with `python`, from `cwd`, with `args`.
+fn repro_py(python: &Path, dir: &Path, args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new(python)
+        .arg(dir.join("repro.py"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
 /// The instruction the RFC example faults: a multiply in the decoder's feed-forward block.
 const FAULTED: &str = "mul.68";
 
@@ -177,12 +187,7 @@ fn the_rfc_bart_decoder_minifies_to_its_faulted_instruction_and_reproduces_in_ja
         (out.clone(), Some("--clean"), 0),
         (out.clone(), Some("--no-tf32"), 1),
     ] {
-        let mut cmd = Command::new(python());
-        cmd.arg(dir.join("repro.py")).current_dir(tmp.path());
-        if let Some(e) = extra {
-            cmd.arg(e);
-        }
-        let o = cmd.output().unwrap();
+        let o = repro_py(&python(), &dir, extra.as_slice(), tmp.path());
         assert_eq!(
             o.status.code(),
             Some(code),
@@ -498,10 +503,7 @@ fn a_sharded_program_reproduces_on_as_many_devices_in_jax() {
     let o = graphbug(&["repro", &s(&out), "run"], tmp.path());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     for (extra, code) in [(None, 1), (Some("--clean"), 0)] {
-        let mut cmd = Command::new(python());
-        cmd.arg(out.join("repro.py")).current_dir(tmp.path());
-        cmd.args(extra);
-        let o = cmd.output().unwrap();
+        let o = repro_py(&python(), &out, extra.as_slice(), tmp.path());
         let said = text(&o);
         assert_eq!(o.status.code(), Some(code), "{extra:?}: {said}");
         assert!(said.contains("4 devices"), "{said}");
@@ -517,11 +519,7 @@ fn a_sharded_program_reproduces_on_as_many_devices_in_jax() {
         "no {}: run `cargo xtask setup`",
         torch_xla.display()
     );
-    let o = Command::new(torch_xla)
-        .arg(out.join("repro.py"))
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
+    let o = repro_py(&torch_xla, &out, &[], tmp.path());
     let said = text(&o);
     assert_eq!(o.status.code(), Some(2), "{said}");
     assert!(
@@ -594,15 +592,11 @@ fn a_plugin_is_compared_with_itself_at_another_option_set() {
     // repro.py compiles with the options: with them the maximum differs, without them
     // (the same directory, its manifest's options taken out) it matches.
     let dir = out.join("nans.hlo");
-    let repro_py = |dir: &Path| {
-        let o = Command::new(python())
-            .arg(dir.join("repro.py"))
-            .current_dir(tmp.path())
-            .output()
-            .unwrap();
+    let run = |dir: &Path| {
+        let o = repro_py(&python(), dir, &[], tmp.path());
         (o.status.code(), text(&o))
     };
-    let (code, said) = repro_py(&dir);
+    let (code, said) = run(&dir);
     assert!(code == Some(1) && said.contains("DIFFERS: out0"), "{said}");
     let plain = tmp.path().join("plain");
     std::fs::create_dir_all(&plain).unwrap();
@@ -615,7 +609,7 @@ fn a_plugin_is_compared_with_itself_at_another_option_set() {
     let mut m = manifest.clone();
     m.as_object_mut().unwrap().remove("compile_options");
     std::fs::write(plain.join("manifest.json"), m.to_string()).unwrap();
-    let (code, said) = repro_py(&plain);
+    let (code, said) = run(&plain);
     assert_eq!(code, Some(0), "{said}");
     for (backend, says) in [
         (

@@ -399,8 +399,10 @@ def execute_global(executable, args, spread):
             target = whole[index]
             piece = piece[tuple(slice(0, n) for n in target.shape)]
             taken = seen[index]
-            if (taken & (piece != target) & ~(np.isnan(piece) & np.isnan(target)
-                                              if piece.dtype.kind in "fc" else False)).any():
+            differs = piece != target
+            if piece.dtype.kind in "fc":
+                differs &= ~(np.isnan(piece) & np.isnan(target))
+            if (taken & differs).any():
                 raise DevicesDisagree(f"output {k}: the copies on the program's devices differ "
                                       f"(device {device} against another)")
             whole[index] = np.where(taken, target, piece)

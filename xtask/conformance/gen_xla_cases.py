@@ -392,6 +392,19 @@ def guarded(case_id, out_dir, meta, body):
     return [(case_id, "skipped")]
 
 
+def harness_inputs(h):
+    """The harness's inputs, seeded by its name; Skip where JAX does not run it on CPU or
+    cannot make them."""
+    why = unimplemented_on_cpu(h)
+    if why:
+        raise Skip(why)
+    rng = jax_modules()["np"].random.RandomState(seed_of(h.fullname))
+    try:
+        return h.dyn_args_maker(rng)
+    except Exception as e:  # noqa: BLE001
+        raise Skip(f"JAX cannot make its inputs: {first_line(e)}")
+
+
 def harness_task(args):
     case_id, out_root = args
     h = harness_by_id(case_id)
@@ -399,16 +412,7 @@ def harness_task(args):
     out_dir = os.path.join(out_root, case_id)
 
     def body():
-        why = unimplemented_on_cpu(h)
-        if why:
-            raise Skip(why)
-        np = jax_modules()["np"]
-        rng = np.random.RandomState(seed_of(h.fullname))
-        try:
-            dyn = h.dyn_args_maker(rng)
-        except Exception as e:  # noqa: BLE001
-            raise Skip(f"JAX cannot make its inputs: {first_line(e)}")
-        write_case(out_dir, case_id, meta, h.dyn_fun, dyn)
+        write_case(out_dir, case_id, meta, h.dyn_fun, harness_inputs(h))
 
     return guarded(case_id, out_dir, meta, body)
 
@@ -446,15 +450,7 @@ def sharded_task(args):
     out_dir = os.path.join(out_root, case_id)
 
     def body():
-        why = unimplemented_on_cpu(h)
-        if why:
-            raise Skip(why)
-        np = jax_modules()["np"]
-        rng = np.random.RandomState(seed_of(h.fullname))
-        try:
-            dyn = h.dyn_args_maker(rng)
-        except Exception as e:  # noqa: BLE001
-            raise Skip(f"JAX cannot make its inputs: {first_line(e)}")
+        dyn = harness_inputs(h)
         shardings = split_in_two(dyn)
         if shardings is None:
             raise Skip(f"no argument's first dimension splits over {SHARDED_DEVICES} devices")
@@ -594,9 +590,7 @@ def select(subset, pattern, out_root, samples=None):
     # The same harnesses over two devices (the CI subset's first that split).
     def splits(h):
         try:
-            rng = jax_modules()["np"].random.RandomState(seed_of(h.fullname))
-            return unimplemented_on_cpu(h) is None and \
-                split_in_two(h.dyn_args_maker(rng)) is not None
+            return split_in_two(harness_inputs(h)) is not None
         except Exception:  # noqa: BLE001 (its task says why, where it is chosen)
             return False
 

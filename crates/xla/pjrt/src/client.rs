@@ -421,19 +421,7 @@ impl Executable {
                 output_dims.len()
             )));
         }
-        for (i, t) in inputs.iter().enumerate() {
-            let size = t
-                .shape
-                .iter()
-                .try_fold(t.dtype.itemsize(), |n, &d| n.checked_mul(d));
-            if size != Some(t.data.len()) {
-                return Err(bad(format!(
-                    "input {i} is {} but holds {} bytes",
-                    TensorSpec::of(t),
-                    t.data.len()
-                )));
-            }
-        }
+        check_bytes(inputs).map_err(bad)?;
         let per_device: Vec<Vec<HostTensor>> = (0..n)
             .map(|d| {
                 inputs
@@ -560,19 +548,7 @@ impl Executable {
             call: "PJRT_LoadedExecutable_Execute",
             message,
         };
-        for (i, t) in inputs.iter().enumerate() {
-            let size = t
-                .shape
-                .iter()
-                .try_fold(t.dtype.itemsize(), |n, &d| n.checked_mul(d));
-            if size != Some(t.data.len()) {
-                return Err(bad(format!(
-                    "input {i} is {} but holds {} bytes",
-                    TensorSpec::of(t),
-                    t.data.len()
-                )));
-            }
-        }
+        check_bytes(inputs).map_err(bad)?;
         let Some(expected) = self.inputs() else {
             return Ok(());
         };
@@ -669,6 +645,24 @@ impl Executable {
         }
         Ok(devices.to_vec())
     }
+}
+
+/// An error naming the first of `inputs` whose bytes are not its shape's.
+fn check_bytes(inputs: &[HostTensor]) -> Result<(), String> {
+    for (i, t) in inputs.iter().enumerate() {
+        let size = t
+            .shape
+            .iter()
+            .try_fold(t.dtype.itemsize(), |n, &d| n.checked_mul(d));
+        if size != Some(t.data.len()) {
+            return Err(format!(
+                "input {i} is {} but holds {} bytes",
+                TensorSpec::of(t),
+                t.data.len()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a run over several devices returned: the outputs as whole arrays, and where

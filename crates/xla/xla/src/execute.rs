@@ -427,43 +427,35 @@ fn client_of(
     devices: usize,
 ) -> Result<(Plugin, Client), String> {
     let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p, c, _)) = clients
-        .iter()
-        .find(|(p, _, _, n)| p == path && *n >= devices)
-    {
-        return Ok((p.clone(), c.clone()));
-    }
-    let known = clients.iter().position(|(p, _, _, _)| p == path);
-    let plugin = match known {
-        Some(i) => clients[i].1.clone(),
-        None => Plugin::load(path).map_err(|e| e.to_string())?,
-    };
-    let mut options = if is_xla_gpu_plugin(name, path) {
+    let options = if is_xla_gpu_plugin(name, path) {
         gpu_client_options(|var| std::env::var(var).ok())?
     } else {
         Vec::new()
     };
-    let mut client = match known {
-        Some(i) => clients[i].2.clone(),
-        None => Client::with_options(&plugin, &options).map_err(|e| e.to_string())?,
-    };
-    let mut have = client
-        .addressable_devices()
-        .map_err(|e| e.to_string())?
-        .len();
-    if have < devices && client.platform_name().map_err(|e| e.to_string())? == "cpu" {
-        options.push(("cpu_device_count".into(), Attribute::Int64(devices as i64)));
-        client = Client::with_options(&plugin, &options).map_err(|e| e.to_string())?;
-        have = client
+    let made = |plugin: &Plugin, options: &[(String, Attribute)]| {
+        let client = Client::with_options(plugin, options).map_err(|e| e.to_string())?;
+        let have = client
             .addressable_devices()
             .map_err(|e| e.to_string())?
             .len();
+        Ok::<_, String>((client, have))
+    };
+    let i = match clients.iter().position(|(p, _, _, _)| p == path) {
+        Some(i) => i,
+        None => {
+            let plugin = Plugin::load(path).map_err(|e| e.to_string())?;
+            let (client, have) = made(&plugin, &options)?;
+            clients.push((path.to_path_buf(), plugin, client, have));
+            clients.len() - 1
+        }
+    };
+    let (_, plugin, client, have) = &mut clients[i];
+    if *have < devices && client.platform_name().map_err(|e| e.to_string())? == "cpu" {
+        let mut options = options;
+        options.push(("cpu_device_count".into(), Attribute::Int64(devices as i64)));
+        (*client, *have) = made(plugin, &options)?;
     }
-    if let Some(i) = known {
-        clients.remove(i);
-    }
-    clients.push((path.to_path_buf(), plugin.clone(), client.clone(), have));
-    Ok((plugin, client))
+    Ok((plugin.clone(), client.clone()))
 }
 
 /// The dimensions of each of `program`'s outputs, for a run that hands back whole arrays.

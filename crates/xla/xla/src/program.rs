@@ -152,43 +152,40 @@ pub(crate) fn with_callees<I: IntoIterator<Item = String>>(
 /// `{maximal device=3}`, a tuple's `{{...}, {...}}`) names: the largest tile grid's cells,
 /// or the highest device number named alone, plus one; 1 for `{replicated}`.
 fn sharding_devices(text: &str) -> usize {
-    let mut most = 1;
-    for (at, _) in text.match_indices("devices=[") {
-        let grid = &text[at + "devices=[".len()..];
-        let grid = &grid[..grid.find(']').unwrap_or(grid.len())];
-        let cells = grid
-            .split(',')
+    let grids = lists_after(text, "devices=[").map(|grid| {
+        grid.split(',')
             .map(|d| d.trim().parse::<usize>().unwrap_or(1))
-            .product::<usize>();
-        most = most.max(cells);
-    }
-    for (at, _) in text.match_indices("device=") {
+            .product::<usize>()
+    });
+    let maximal = text.match_indices("device=").filter_map(|(at, _)| {
         let digits: String = text[at + "device=".len()..]
             .chars()
             .take_while(char::is_ascii_digit)
             .collect();
-        if let Ok(d) = digits.parse::<usize>() {
-            most = most.max(d + 1);
-        }
-    }
-    most
+        digits.parse::<usize>().ok().map(|d| d + 1)
+    });
+    grids.chain(maximal).fold(1, usize::max)
 }
 
 /// How many devices the largest Shardy mesh in `text` has (`#sdy.mesh<["data"=2,
 /// "model"=2]>`, as JAX's HLO names its meshes in the module's `xla.sdy.meshes`): the
 /// product of its axes' sizes; 1 where there is none.
 fn mesh_devices(text: &str) -> usize {
-    let mut most = 1;
-    for (at, _) in text.match_indices("#sdy.mesh<[") {
-        let axes = &text[at + "#sdy.mesh<[".len()..];
-        let axes = &axes[..axes.find(']').unwrap_or(axes.len())];
-        let devices = axes
-            .split(',')
-            .filter_map(|axis| axis.rsplit_once('=')?.1.trim().parse::<usize>().ok())
-            .product::<usize>();
-        most = most.max(devices);
-    }
-    most
+    lists_after(text, "#sdy.mesh<[")
+        .map(|axes| {
+            axes.split(',')
+                .filter_map(|axis| axis.rsplit_once('=')?.1.trim().parse::<usize>().ok())
+                .product::<usize>()
+        })
+        .fold(1, usize::max)
+}
+
+/// The text between each `prefix` (which ends in `[`) in `text` and the `]` after it.
+fn lists_after<'a>(text: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> {
+    text.match_indices(prefix).map(move |(at, _)| {
+        let rest = &text[at + prefix.len()..];
+        &rest[..rest.find(']').unwrap_or(rest.len())]
+    })
 }
 
 /// Values printed into a program cut from another as constants, by the name of the
