@@ -67,9 +67,9 @@ enum Command {
     #[cfg(feature = "torch")]
     /// Compile and run a graph through `explain:<backend>` and print what it recorded.
     Explain(cli::run::ExplainArgs),
-    #[cfg(feature = "torch")]
-    /// Find the pass of a backend at which a failure first appears, and the least number
-    /// of its applications that still fails; write a repro of it.
+    /// Find the compiler pass that makes a failure: for aten graphs the backend's pass at
+    /// which it first appears and the least number of its applications; for XLA programs
+    /// the plugin's passes whose turning off makes it go away, with a workaround.
     Bisect(Box<cli::bisect::BisectArgs>),
     /// Shrink a failing graph to a 1-minimal one that fails the same way.
     Minify(Box<cli::minify::MinifyArgs>),
@@ -164,8 +164,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => cli::run::explain(&args),
         Command::Minify(args) => cli::minify_command(&args, &given),
         Command::Draw(args) => cli::draw::draw(&args),
-        #[cfg(feature = "torch")]
-        Command::Bisect(args) => cli::bisect::bisect(&args, &cli.plugin),
+        Command::Bisect(args) => cli::bisect::bisect_command(&args, &given),
         Command::Repro(args) => cli::repro_command(&args, &given),
         #[cfg(feature = "torch")]
         Command::Functionalize(args) => cli::autodiff::functionalize_graph(&args),

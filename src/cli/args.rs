@@ -141,6 +141,11 @@ pub struct ReproArgs {
     /// For a graph file: write the repro directory and stop, without minifying.
     #[arg(long)]
     pub no_minify: bool,
+    /// After the repro and its minification: bisect the backend's passes on the minified
+    /// program (XLA: which of the plugin's HLO passes makes the failure, with a
+    /// workaround), into DIR/bisect; the report shows both answers.
+    #[arg(long)]
+    pub bisect: bool,
     /// For `minify` of a repro directory: what counts as failing, as `graphbug minify`
     /// takes it (compile, runtime, accuracy, contains:OP[,OP...]). Default: the failure
     /// the directory records; for one that records none (a captured graph), any failure
@@ -169,6 +174,7 @@ impl ReproArgs {
             check: self.check.clone(),
             workers: self.workers.workers()?,
             one_of_many: false,
+            bisect: self.bisect,
         })
     }
 }

@@ -7,7 +7,6 @@ pub mod args;
 pub mod autodiff;
 #[cfg(feature = "torch")]
 pub mod backends;
-#[cfg(feature = "torch")]
 pub mod bisect;
 pub mod dialect_options;
 pub mod dialects;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Arg, ArgAction, ArgMatches};
+use graphbug_flow::bisect::BisectRequest;
 use graphbug_flow::dialect::{options_heading, Dialect, DialectCommands};
 use graphbug_flow::minify::MinifyRequest;
 use graphbug_flow::repro::Reproducible;
@@ -260,6 +261,29 @@ impl DialectCommands for Aten {
             let _ = (bytes, given);
             Err(without_libtorch(&format!(
                 "minifying {}",
+                req.file.display()
+            )))
+        }
+    }
+
+    fn bisect(&self, req: &BisectRequest, given: &ArgMatches) -> Result<ExitCode> {
+        let given = Given(given);
+        #[cfg(feature = "torch")]
+        {
+            use graphbug_flow::repro::Reproducible;
+            graphbug_repro::flow::AtenRepro {
+                device: None,
+                after: None,
+                random_inputs: false,
+                plugins: given.plugins(),
+            }
+            .bisect(req)
+        }
+        #[cfg(not(feature = "torch"))]
+        {
+            let _ = given;
+            Err(without_libtorch(&format!(
+                "bisecting {}",
                 req.file.display()
             )))
         }

@@ -9,46 +9,20 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use graphbug_backends::passes::{Application, PassLimits, PASS_GRAPHS_ENV, PASS_LOG_ENV};
 use graphbug_backends::{lookup, Stage};
+use graphbug_flow::bisect::{run_case, steps, write_case, BisectRequest, CaseRun};
 use graphbug_minifier::bisect::least_failing;
-use graphbug_run::limits::RUN_DEFAULT;
-use graphbug_run::process::{spawn, wait_bounded, Ended};
+use graphbug_minifier::{Check, CheckKind};
 use graphbug_run::progress::Progress;
 use graphbug_run::scratch::Scratch;
 use serde::Serialize;
 
 use crate::case::{read_repro_dir, write_repro_dir};
-use crate::checkers::CheckKind;
-use crate::inputs::worker_exe;
-
-/// What a bisection is asked to do.
-#[derive(Clone, Debug)]
-pub struct BisectRequest {
-    /// The graph file.
-    pub file: PathBuf,
-    /// The backend whose failure to bisect.
-    pub backend: String,
-    /// What counts as failing: compile, runtime (compiling or running) or accuracy.
-    pub check: CheckKind,
-    /// Inputs (.safetensors or .npz); without it, seeded random inputs.
-    pub inputs: Option<PathBuf>,
-    /// Seed of the random inputs.
-    pub seed: u64,
-    /// Where the repro directories go: `case` and `guilty`.
-    pub out: PathBuf,
-    /// How long a backend run may take before it counts as a hang (default 300 s).
-    pub timeout: Option<Duration>,
-    /// Probes run side by side.
-    pub jobs: u16,
-    /// Plugin libraries whose backends the probes load.
-    pub plugins: Vec<PathBuf>,
-}
 
 /// What a bisection found, written to `guilty/bisect.json`.
 #[derive(Debug, Serialize)]
@@ -103,29 +77,16 @@ impl Prober<'_> {
         let backend = format!("limit:{key}+{}", self.backend);
         let log = dir.join("passes.jsonl");
         let graphs = dir.join("graphs");
-        let ran = run_graphbug(self.args, &dir, "probe", |cmd| {
-            cmd.arg("repro")
-                .arg(&self.case)
-                .arg("run")
-                .arg("--backend")
-                .arg(&backend)
-                .env(PASS_LOG_ENV, &log)
-                .env(PASS_GRAPHS_ENV, &graphs);
-        })?;
-        let fails = if ran.stdout.starts_with("reproduced") {
-            true
-        } else if ran.stdout.starts_with("does not reproduce") {
-            false
-        } else {
-            let how = match ran.ended {
-                Ended::TimedOut => format!("did not end within {} s", ran.limit.as_secs()),
-                Ended::Exited(s) => graphbug_run::process::describe_status(&s),
-            };
-            bail!(
-                "the probe with `{backend}` gave no verdict ({how}): {}{}",
-                ran.stdout.trim(),
-                ran.stderr.trim()
-            );
+        let env = [
+            (PASS_LOG_ENV.to_string(), log.display().to_string()),
+            (PASS_GRAPHS_ENV.to_string(), graphs.display().to_string()),
+        ];
+        let fails = match run_case(self.args, &dir, "probe", &self.case, &backend, &env)? {
+            CaseRun::Reproduced(_) => true,
+            CaseRun::NoFailure(_) => false,
+            CaseRun::Differently(said) | CaseRun::NoVerdict(said) => {
+                bail!("the probe with `{backend}` gave no verdict: {said}")
+            }
         };
         self.progress.inc(1);
         let probe = Probe {
@@ -167,17 +128,35 @@ fn counts(applications: &[Application]) -> BTreeMap<String, usize> {
 
 /// `graphbug bisect`.
 pub fn bisect(args: &BisectRequest) -> Result<ExitCode> {
+    let check = match &args.check {
+        Check::Backend(kind) => *kind,
+        Check::Contains(_) => bail!(
+            "bisecting aten graphs looks for a failure of the backend (--check compile, runtime or accuracy); a contains: check reads what the compiler made, which only XLA's plugins dump"
+        ),
+    };
+    if args.list_passes || !args.passes.is_empty() {
+        bail!(
+            "--list-passes and --passes name the passes of XLA's plugins; an aten backend's passes are searched in its own order, each by its applications"
+        );
+    }
     lookup(&args.backend)?;
     let scratch = Scratch::new("bisect")?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let case = args.out.join("case");
+    // A repro directory is the case itself; a graph's failure is written as one first.
+    let case = if args.file.is_dir() {
+        args.file.clone()
+    } else {
+        args.out.join("case")
+    };
     // A bar over the probes the serial search makes: the first run, every pass on and
     // off; its length grows as the passes and the applications become known.
     let progress = Progress::bar("bisect", 3);
     let say = |line: String| progress.suspend(|| println!("{line}"));
     progress.set_message("writing the repro of the failure");
-    write_case(args, &case, &scratch)?;
+    if !args.file.is_dir() {
+        write_case(args, &case, scratch.path())?;
+    }
     progress.inc(1);
     let recorded = read_repro_dir(&case)?;
     if recorded.manifest.training {
@@ -190,7 +169,7 @@ pub fn bisect(args: &BisectRequest) -> Result<ExitCode> {
         .failure
         .clone()
         .ok_or_else(|| anyhow!("{}: no failure was recorded", case.display()))?;
-    let wanted = match args.check {
+    let wanted = match check {
         CheckKind::Compile => matches!(failure.stage, Stage::Compile),
         CheckKind::Runtime => matches!(failure.stage, Stage::Compile | Stage::Runtime),
         CheckKind::Accuracy => matches!(failure.stage, Stage::Accuracy),
@@ -202,7 +181,7 @@ pub fn bisect(args: &BisectRequest) -> Result<ExitCode> {
             failure.stage,
             failure.symptom,
             failure.message.lines().next().unwrap_or_default(),
-            match args.check {
+            match check {
                 CheckKind::Compile => "compile",
                 CheckKind::Runtime => "compile or runtime",
                 CheckKind::Accuracy => "accuracy",
@@ -389,15 +368,6 @@ pub fn bisect(args: &BisectRequest) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// How many probes a binary search over `n` counts asks at most (`ceil(log2(n))`).
-fn steps(n: usize) -> u64 {
-    if n <= 1 {
-        0
-    } else {
-        u64::from(usize::BITS - (n - 1).leading_zeros())
-    }
-}
-
 /// Probes `limits` side by side; an error is kept in `error` (and the search told the
 /// limits fail, which ends it at once without a wrong answer standing).
 fn answer(
@@ -415,87 +385,6 @@ fn answer(
             vec![true; limits.len()]
         }
     }
-}
-
-/// Writes the repro directory of the backend's failure to `case` (`graphbug repro FILE
-/// --no-minify` in a child process; a failure in a training step's backward is written as
-/// a repro that runs the training step).
-fn write_case(args: &BisectRequest, case: &Path, scratch: &Scratch) -> Result<()> {
-    let ran = run_graphbug(args, scratch.path(), "case", |cmd| {
-        cmd.arg("repro")
-            .arg(&args.file)
-            .arg("--backend")
-            .arg(&args.backend)
-            .arg("--level")
-            .arg("4")
-            .arg("--out")
-            .arg(case)
-            .arg("--seed")
-            .arg(args.seed.to_string())
-            .arg("--no-minify");
-        if let Some(i) = &args.inputs {
-            cmd.arg("--inputs").arg(i);
-        }
-    })?;
-    let (stdout, stderr) = (ran.stdout, ran.stderr);
-    if stdout.contains("repro written to") {
-        return Ok(());
-    }
-    if stdout.contains("no failure") {
-        bail!(
-            "`{}` does not fail on {}: nothing to bisect",
-            args.backend,
-            args.file.display()
-        );
-    }
-    bail!(
-        "the first run wrote no repro: {}{}",
-        stdout.trim(),
-        stderr.trim()
-    )
-}
-
-/// What a bounded run of this binary printed, and how it ended.
-struct Ran {
-    stdout: String,
-    stderr: String,
-    ended: Ended,
-    limit: Duration,
-}
-
-/// Runs this binary (with the plugins and `--timeout`, its arguments set by `command`) in a
-/// child process that dies with this one, its output in `dir/<tag>.out|.err`. The child bounds
-/// its backend's run itself; the wait bounds its start and bookkeeping too.
-fn run_graphbug(
-    args: &BisectRequest,
-    dir: &Path,
-    tag: &str,
-    command: impl FnOnce(&mut Command),
-) -> Result<Ran> {
-    let mut cmd = Command::new(worker_exe()?);
-    for p in &args.plugins {
-        cmd.arg("--plugin").arg(p);
-    }
-    command(&mut cmd);
-    if let Some(t) = args.timeout {
-        cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
-    }
-    let (out, err) = (
-        dir.join(format!("{tag}.out")),
-        dir.join(format!("{tag}.err")),
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out)?)
-        .stderr(std::fs::File::create(&err)?);
-    let mut child = spawn(cmd, true).with_context(|| format!("starting the {tag} run"))?;
-    let limit = args.timeout.unwrap_or(RUN_DEFAULT) * 2 + Duration::from_secs(60);
-    let ended = wait_bounded(&mut child, limit, true)?;
-    Ok(Ran {
-        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
-        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
-        ended,
-        limit,
-    })
 }
 
 /// Copies the pass graphs a probe wrote (if any) to `to`.

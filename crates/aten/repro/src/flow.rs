@@ -213,6 +213,16 @@ impl Reproducible for AtenRepro {
     }
 
     /// Not built for aten graphs yet: said, naming what to do meanwhile.
+    fn bisect(&mut self, req: &graphbug_flow::bisect::BisectRequest) -> Result<ExitCode> {
+        // Every probe loads the plugins this run loaded.
+        let mut req = req.clone();
+        for p in &self.plugins {
+            req.child_args.push("--plugin".into());
+            req.child_args.push(p.into());
+        }
+        crate::bisect::bisect(&req)
+    }
+
     fn share_dir(&mut self, dir: &Path, _req: &ReproRequest) -> Result<PathBuf> {
         bail!(
             "{}: `share` is built for XLA repro directories only; an aten graph's (graph.py's stack-trace comments, node names, parameters and inputs) cannot be scrubbed by graphbug yet",

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use graphbug_files::HostTensor;
 use graphbug_ir::Graph;
 
+use crate::bisect::BisectRequest;
 use crate::dump::Dump;
 use crate::minify::MinifyRequest;
 use crate::repro::Reproducible;
@@ -100,6 +101,16 @@ pub trait DialectCommands: Dialect {
         bytes: Vec<u8>,
         given: &clap::ArgMatches,
     ) -> anyhow::Result<()>;
+
+    /// `graphbug bisect`: which of the backend's passes makes the failure (see
+    /// [`crate::bisect`]).
+    fn bisect(&self, req: &BisectRequest, _given: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
+        Err(anyhow::anyhow!(
+            "{}: graphbug bisect does not serve {}",
+            req.file.display(),
+            self.plural()
+        ))
+    }
 
     /// Its part of `graphbug repro`, with its own options.
     fn reproducer(&self, given: &clap::ArgMatches) -> anyhow::Result<Box<dyn Reproducible>>;

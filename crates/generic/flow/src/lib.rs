@@ -5,6 +5,7 @@
 //! checked module by module ([`dump`]), and the `report.html` written from it
 //! ([`report`]).
 
+pub mod bisect;
 pub mod dialect;
 pub mod dir;
 pub mod dump;

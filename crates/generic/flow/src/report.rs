@@ -231,6 +231,24 @@ pub fn write_report(dir: &Path, dialect: &dyn Dialect) -> Result<PathBuf, FlowEr
             format!("{}{}", html::pre(message), html::list(&lines)),
         ));
     }
+    // `repro --bisect`: which pass, beside where.
+    let summary = dir
+        .join(crate::bisect::BISECT_DIR)
+        .join(crate::bisect::SUMMARY_FILE);
+    if let Ok(text) = std::fs::read_to_string(&summary) {
+        sections.push(Section::new(
+            "bisect",
+            "Which pass",
+            format!(
+                "{}{}",
+                html::list(&[format!(
+                    "the bisection of the backend's passes, with the module before and after each guilty pass: {}",
+                    shown.join(crate::bisect::BISECT_DIR).display()
+                )]),
+                html::pre(&text)
+            ),
+        ));
+    }
     sections.push(Section::new(
         "commands",
         "Go on",
@@ -367,11 +385,19 @@ mod tests {
                     "reference_backend: pjrt:cpu",
                     "tolerance: rtol 0.001, atol 0.001",
                     "# JAX alone",
+                    "Which pass",
+                    "guilty: `algsimp`",
                 ][..],
             ),
         ] {
             let dir = copy(name, tmp.path());
             let dialect = Fixtures { xla: name == "hlo" };
+            if name == "hlo" {
+                // A bisection's summary is shown as it was printed.
+                let b = dir.join(crate::bisect::BISECT_DIR);
+                std::fs::create_dir_all(&b).unwrap();
+                std::fs::write(b.join(crate::bisect::SUMMARY_FILE), "guilty: `algsimp`\n").unwrap();
+            }
             let page = std::fs::read_to_string(write_report(&dir, &dialect).unwrap()).unwrap();
             for s in says {
                 assert!(page.contains(s), "{name}: no `{s}` in {page:.3000}");

@@ -53,6 +53,9 @@ pub struct ReproRequest {
     /// The program is one of many (a dump's modules): a testing fault that names no node
     /// of it leaves it alone (see [`Reproducible::unfaulted`]).
     pub one_of_many: bool,
+    /// After the repro (and its minification): which of the backend's passes makes the
+    /// failure, bisected on the minified program into `DIR/bisect` (`--bisect`).
+    pub bisect: bool,
 }
 
 impl ReproRequest {
@@ -149,6 +152,15 @@ pub trait Reproducible {
     /// `repro DIR analyze`: where the failure starts; exit 1 when a node diverges.
     fn analyze_dir(&self, dir: &Path, req: &ReproRequest) -> Result<ExitCode>;
 
+    /// `graphbug bisect` of a repro directory this dialect wrote (`req.file`): which of
+    /// the backend's passes makes its failure.
+    fn bisect(&mut self, req: &crate::bisect::BisectRequest) -> Result<ExitCode> {
+        bail!(
+            "{}: bisecting the passes of this dialect's backends is not done from `repro --bisect`; run `graphbug bisect` on the program",
+            req.file.display()
+        )
+    }
+
     /// `repro DIR share`: writes `DIR/shared`, the repro with nothing of its author's the
     /// failure does not need (names, metadata, values), which still reproduces, with
     /// `shared.json` saying what of the original remains; returns it.
@@ -197,6 +209,9 @@ pub fn repro_file(
     };
     println!("repro written to {}", absolute(&dir).display());
     if req.no_minify {
+        if req.bisect {
+            bisect_into(&dir, &dir, req, steps)?;
+        }
         report_to(&dir, dialect);
         return Ok(ExitCode::SUCCESS);
     }
@@ -262,6 +277,15 @@ pub(crate) fn minify_and_say(
     );
     println!("failure: {}: {}", m.signature.kind, m.signature.message);
     print!("{}", d.text);
+    if req.bisect {
+        // Each compile of the minified program is cheap: the passes are bisected on it.
+        let target = if minified.join(crate::MANIFEST_FILE).is_file() {
+            minified.clone()
+        } else {
+            dir.to_path_buf()
+        };
+        bisect_into(dir, &target, req, steps)?;
+    }
     report_to(dir, dialect);
     println!("done in {:.1} s. Next:", started.elapsed().as_secs_f64());
     for line in next_commands(
@@ -274,6 +298,21 @@ pub(crate) fn minify_and_say(
     }
     steps.after_minify(dir, req, m)?;
     Ok((m.stats.start_nodes, m.stats.end_nodes, m.stats.queries))
+}
+
+/// Bisects the backend's passes on the repro directory `target` into `dir/bisect` (where
+/// `dir`'s report finds it), with `req`'s bounds.
+fn bisect_into(
+    dir: &Path,
+    target: &Path,
+    req: &ReproRequest,
+    steps: &mut dyn Reproducible,
+) -> Result<()> {
+    let out = dir.join(crate::bisect::BISECT_DIR);
+    println!("bisecting the passes on {}:", absolute(target).display());
+    let breq = crate::bisect::BisectRequest::for_dir(target, out, req.timeout)?;
+    steps.bisect(&breq)?;
+    Ok(())
 }
 
 /// `path` made absolute, as the user is told it.

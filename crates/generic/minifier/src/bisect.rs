@@ -1,6 +1,8 @@
 //! The search behind `graphbug bisect`: the least number of applications of a pass (or of
 //! passes enabled) at which a failure appears, by binary search, as LLVM's
-//! `-opt-bisect-limit` and PyTorch's CompilerBisector search.
+//! `-opt-bisect-limit` and PyTorch's CompilerBisector search; and the smallest set of
+//! passes whose turning off makes a failure go away (XLA's `xla_disable_hlo_passes`), or
+//! that alone cause it, by rounds of the same search.
 
 use std::collections::BTreeMap;
 
@@ -77,9 +79,322 @@ fn ahead(lo: usize, hi: usize, depth: usize, known: &BTreeMap<usize, bool>, out:
     }
 }
 
+
+/// What one trial of a set of items (a compiler's passes) turned off showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The failure shows.
+    Shows,
+    /// The program compiled and ran without the failure.
+    Gone,
+    /// Another verdict (a compile error, a crash, a hang, another failure): some item the
+    /// trial turned off is needed by the program, as the text says.
+    Invalid(String),
+}
+
+/// What a search for a set of items found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetFound {
+    /// The items found, in their order.
+    pub set: Vec<usize>,
+    /// Items found needed on the way (turning them off gave [`Outcome::Invalid`]), in the
+    /// order found, with the outcome that showed it.
+    pub needed: Vec<(usize, String)>,
+    /// The outcome of the set alone: turned off alone ([`smallest_off_set`]), or on
+    /// alone with the needed items ([`smallest_on_set`]).
+    pub alone: Outcome,
+    /// The distinct trials the serial search asks (the first runs the caller made excluded).
+    pub asked: usize,
+    /// Trials run ahead of the search (with several jobs) that it never needed.
+    pub speculative: usize,
+}
+
+/// Why a set search ended without a set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetSearchError {
+    /// With every item off but the needed ones, the failure still shows: no set of the
+    /// items is to blame.
+    ShowsWithAllOff {
+        /// The items found needed.
+        needed: Vec<(usize, String)>,
+    },
+}
+
+/// Answers trials, each the set of items turned off (sorted), side by side where it can,
+/// remembering each answer so that no set is asked twice.
+struct Trials<'a> {
+    probe: &'a mut dyn FnMut(&[Vec<usize>]) -> Vec<Outcome>,
+    known: BTreeMap<Vec<usize>, Outcome>,
+    asked: usize,
+}
+
+impl Trials<'_> {
+    fn answer(&mut self, sets: &[Vec<usize>]) -> Vec<Outcome> {
+        let mut want: Vec<Vec<usize>> = Vec::new();
+        for s in sets {
+            if !self.known.contains_key(s) && !want.contains(s) {
+                want.push(s.clone());
+            }
+        }
+        if !want.is_empty() {
+            self.asked += want.len();
+            let got = (self.probe)(&want);
+            for (s, o) in want.into_iter().zip(got) {
+                self.known.insert(s, o);
+            }
+        }
+        sets.iter().map(|s| self.known[s].clone()).collect()
+    }
+
+    fn one(&mut self, set: Vec<usize>) -> Outcome {
+        self.answer(&[set]).remove(0)
+    }
+}
+
+fn sorted(items: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    let mut v: Vec<usize> = items.into_iter().collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The smallest set of `0..n` (items in the order a compiler runs them) whose turning off
+/// makes a failure go away, by rounds of binary search over prefixes (ddmin over an
+/// ordered list): each round finds the last item of the set in about log2(n) trials. The
+/// caller has seen the failure with nothing off. `needed` are never turned off; an item
+/// whose turning off gives [`Outcome::Invalid`] joins them and the round goes on without it.
+///
+/// `probe` answers a batch of trials, each the sorted set of items off; with `jobs` above 1
+/// a batch holds the trials the serial search may ask next, so the result and the trials
+/// that count are the serial search's for any `jobs`.
+pub fn smallest_off_set(
+    n: usize,
+    needed_in: &[usize],
+    jobs: usize,
+    probe: &mut dyn FnMut(&[Vec<usize>]) -> Vec<Outcome>,
+) -> Result<SetFound, SetSearchError> {
+    let mut trials = Trials {
+        probe,
+        known: BTreeMap::new(),
+        asked: 0,
+    };
+    let mut needed: Vec<(usize, String)> = Vec::new();
+    let given = sorted(needed_in.iter().copied());
+    let mut pool: Vec<usize> = (0..n).filter(|i| !given.contains(i)).collect();
+    let mut found: Vec<usize> = Vec::new();
+    let mut speculative = 0;
+    // Every item off first: where the failure still shows, no search is needed.
+    // (Nothing to turn off: nothing off is what the caller saw fail.)
+    if pool.is_empty() || trials.one(pool.clone()) == Outcome::Shows {
+        return Err(SetSearchError::ShowsWithAllOff { needed });
+    }
+    // The prefixes below `lo` are known to show the failure.
+    let mut lo = 0;
+    loop {
+        if lo >= pool.len() {
+            // Every item off but the needed ones is a prefix known to show the failure.
+            return Err(SetSearchError::ShowsWithAllOff { needed });
+        }
+        let off = |pool: &[usize], found: &[usize], k: usize| {
+            sorted(found.iter().chain(&pool[..k]).copied())
+        };
+        let b = least_failing(lo, pool.len(), jobs, &mut |ks| {
+            let sets: Vec<Vec<usize>> = ks.iter().map(|&k| off(&pool, &found, k)).collect();
+            trials
+                .answer(&sets)
+                .iter()
+                .map(|o| *o != Outcome::Shows)
+                .collect()
+        });
+        speculative += b.speculative;
+        let k = b.least;
+        match trials.one(off(&pool, &found, k)) {
+            Outcome::Shows => {
+                return Err(SetSearchError::ShowsWithAllOff { needed });
+            }
+            Outcome::Invalid(why) => {
+                needed.push((pool.remove(k - 1), why));
+                lo = k - 1;
+            }
+            Outcome::Gone => {
+                found.push(pool[k - 1]);
+                pool.truncate(k - 1);
+                let alone = trials.one(sorted(found.iter().copied()));
+                if alone != Outcome::Shows || pool.is_empty() {
+                    found.sort_unstable();
+                    return Ok(SetFound {
+                        set: found,
+                        needed,
+                        alone,
+                        asked: trials.asked,
+                        speculative,
+                    });
+                }
+                lo = 0;
+            }
+        }
+    }
+}
+
+/// The smallest set of `0..n` (items in the order a compiler runs them) that, on with
+/// `always_on` and every other item off, still shows a failure (the items that only
+/// together cause it), by the rounds of [`smallest_off_set`]; an [`Outcome::Invalid`]
+/// trial counts as not showing it. The caller has seen the failure with nothing off;
+/// `probe` is as there.
+pub fn smallest_on_set(
+    n: usize,
+    always_on: &[usize],
+    jobs: usize,
+    probe: &mut dyn FnMut(&[Vec<usize>]) -> Vec<Outcome>,
+) -> SetFound {
+    let mut trials = Trials {
+        probe,
+        known: BTreeMap::new(),
+        asked: 0,
+    };
+    let on = sorted(always_on.iter().copied());
+    let mut pool: Vec<usize> = (0..n).filter(|i| !on.contains(i)).collect();
+    // Items after a round's last found item: off in every later trial.
+    let mut kept_off: Vec<usize> = Vec::new();
+    let mut cause: Vec<usize> = Vec::new();
+    let mut speculative = 0;
+    loop {
+        let off = |pool: &[usize], kept_off: &[usize], k: usize| {
+            sorted(kept_off.iter().chain(&pool[k..]).copied())
+        };
+        let alone = trials.one(off(&pool, &kept_off, 0));
+        if alone == Outcome::Shows || pool.is_empty() {
+            cause.sort_unstable();
+            return SetFound {
+                set: cause,
+                needed: Vec::new(),
+                alone,
+                asked: trials.asked,
+                speculative,
+            };
+        }
+        let b = least_failing(0, pool.len(), jobs, &mut |ks| {
+            let sets: Vec<Vec<usize>> = ks.iter().map(|&k| off(&pool, &kept_off, k)).collect();
+            trials
+                .answer(&sets)
+                .iter()
+                .map(|o| *o == Outcome::Shows)
+                .collect()
+        });
+        speculative += b.speculative;
+        let k = b.least;
+        cause.push(pool[k - 1]);
+        kept_off.extend_from_slice(&pool[k..]);
+        pool.truncate(k - 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A toy compiler of `n` passes: the failure shows when every pass of some `causes`
+    /// set is on (an OR of ANDs); turning off a pass of `needed` breaks compilation.
+    fn toy<'a>(
+        causes: &'a [&'a [usize]],
+        needed: &'a [usize],
+    ) -> impl FnMut(&[Vec<usize>]) -> Vec<Outcome> + 'a {
+        move |sets| {
+            sets.iter()
+                .map(|off| {
+                    if let Some(p) = needed.iter().find(|p| off.contains(p)) {
+                        Outcome::Invalid(format!("pass {p} is needed"))
+                    } else if causes.iter().any(|c| c.iter().all(|p| !off.contains(p))) {
+                        Outcome::Shows
+                    } else {
+                        Outcome::Gone
+                    }
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn one_culprit_is_found_in_about_log2_trials_for_any_jobs() {
+        let n = 86;
+        for culprit in [0, 1, 40, 84, 85] {
+            let serial = smallest_off_set(n, &[], 1, &mut toy(&[&[culprit]], &[])).unwrap();
+            assert_eq!(serial.set, [culprit]);
+            assert_eq!(serial.alone, Outcome::Gone);
+            // ceil(log2(86)) = 7 for the search, one for every item off (asked first) and
+            // one for the set alone.
+            assert!(serial.asked <= 9, "{culprit}: {} trials", serial.asked);
+            for jobs in [2, 3, 7] {
+                let par = smallest_off_set(n, &[], jobs, &mut toy(&[&[culprit]], &[])).unwrap();
+                assert_eq!(par.set, serial.set, "{jobs} jobs");
+                assert_eq!(par.asked - par.speculative, serial.asked, "{jobs} jobs");
+            }
+            // On alone, the culprit shows the failure.
+            let on = smallest_on_set(n, &serial.set, 1, &mut toy(&[&[culprit]], &[]));
+            assert_eq!((on.set.len(), on.alone.clone(), on.asked), (0, Outcome::Shows, 1));
+        }
+    }
+
+    #[test]
+    fn passes_that_each_cause_it_are_all_turned_off() {
+        // Two passes each show the failure (fusion and a wrapper that fuses too).
+        let found = smallest_off_set(20, &[], 1, &mut toy(&[&[5], &[12]], &[])).unwrap();
+        assert_eq!((found.set, found.alone), (vec![5, 12], Outcome::Gone));
+    }
+
+    #[test]
+    fn passes_that_only_together_cause_it() {
+        // The failure needs 3, 9 and 15 on: turning off one is enough, and on alone with the
+        // other two missing it is gone, so the passes on with it are searched.
+        let mut probe = toy(&[&[3, 9, 15]], &[]);
+        let off = smallest_off_set(30, &[], 1, &mut probe).unwrap();
+        assert_eq!(off.set.len(), 1);
+        let on = smallest_on_set(30, &off.set, 1, &mut probe);
+        let mut all = on.set.clone();
+        all.extend(&off.set);
+        all.sort_unstable();
+        assert_eq!((all, on.alone), (vec![3, 9, 15], Outcome::Shows));
+        for jobs in [2, 5] {
+            let par = smallest_on_set(30, &off.set, jobs, &mut toy(&[&[3, 9, 15]], &[]));
+            assert_eq!(par.set, on.set);
+            assert_eq!(par.asked - par.speculative, on.asked);
+        }
+    }
+
+    #[test]
+    fn a_needed_pass_is_kept_on_before_or_after_the_culprit() {
+        for (culprit, needed) in [(10, 50), (50, 10), (10, 11), (11, 10)] {
+            let found =
+                smallest_off_set(60, &[], 1, &mut toy(&[&[culprit]], &[needed])).unwrap();
+            assert_eq!(found.set, [culprit], "culprit {culprit}, needed {needed}");
+            assert_eq!(found.alone, Outcome::Gone);
+            let kept: Vec<usize> = found.needed.iter().map(|(p, _)| *p).collect();
+            assert!(kept.is_empty() || kept == [needed], "{kept:?}");
+            // Known needed passes are never turned off.
+            let given =
+                smallest_off_set(60, &[needed], 1, &mut toy(&[&[culprit]], &[needed])).unwrap();
+            assert_eq!((given.set, given.needed.len()), (vec![culprit], 0));
+        }
+    }
+
+    #[test]
+    fn a_failure_no_pass_causes_is_said_so() {
+        // It shows with every pass off: no pass is to blame, whatever the needed ones.
+        let mut asked = 0;
+        let e = smallest_off_set(10, &[], 1, &mut |s| {
+            asked += s.len();
+            vec![Outcome::Shows; s.len()]
+        })
+        .unwrap_err();
+        assert_eq!(e, SetSearchError::ShowsWithAllOff { needed: vec![] });
+        // One trial says so: every pass off.
+        assert_eq!(asked, 1);
+        let e = smallest_off_set(10, &[], 1, &mut toy(&[&[]], &[7])).unwrap_err();
+        let SetSearchError::ShowsWithAllOff { needed } = e;
+        assert_eq!(needed.iter().map(|(p, _)| *p).collect::<Vec<_>>(), [7]);
+        // Nothing to search.
+        assert!(smallest_off_set(0, &[], 1, &mut |_| panic!("no trial")).is_err());
+    }
 
     #[test]
     fn finds_the_least_failing_count_for_any_number_of_jobs() {

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use graphbug_ir::fault::OpPattern;
+use graphbug_ir::OpName;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -382,6 +383,13 @@ impl Contains {
         })
     }
 
+    /// Whether every op listed is one of `ops`.
+    pub fn present<'a>(&self, ops: impl Iterator<Item = &'a OpName> + Clone) -> bool {
+        self.ops
+            .iter()
+            .all(|p| ops.clone().any(|o| p.matches(o)))
+    }
+
     /// One copy of the check for each of `workers` workers (it runs nothing: the copies
     /// only read candidates side by side).
     pub fn checkers(&self, workers: usize) -> Vec<Box<dyn Checker + Send>> {
@@ -398,14 +406,7 @@ impl Checker for Contains {
     }
 
     fn check(&mut self, candidate: &Candidate) -> Verdict {
-        let present = |op: &OpPattern| {
-            candidate
-                .graph
-                .nodes
-                .iter()
-                .any(|n| n.op().is_some_and(|o| op.matches(o)))
-        };
-        if self.ops.iter().all(present) {
+        if self.present(candidate.graph.nodes.iter().filter_map(|n| n.op())) {
             Verdict::Fails(Signature {
                 kind: "contains".into(),
                 op: None,

@@ -195,6 +195,46 @@ impl XlaBackend {
         }
     }
 
+    /// The backend compiling with the compile options `extra` besides its own (each
+    /// replacing its own of the same key), named as a user would write it; an error for
+    /// IREE, whose compiler takes no XLA options.
+    pub fn with_options(&self, extra: &[(String, String)]) -> Result<XlaBackend, String> {
+        let Compiler::Pjrt { plugin, options } = &self.compiler else {
+            return Err(format!(
+                "`{}` is not an XLA plugin: XLA's compile options (its HLO passes, its dumps) are for pjrt:<plugin>",
+                self.name
+            ));
+        };
+        let mut options = options.clone();
+        for (k, v) in extra {
+            match options.iter_mut().find(|(key, _)| key == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => options.push((k.clone(), v.clone())),
+            }
+        }
+        let old = self.compiler.name();
+        let compiler = Compiler::Pjrt {
+            plugin: plugin.clone(),
+            options,
+        };
+        let mut b = self.clone();
+        let prefix = self.name.strip_suffix(old.as_str()).unwrap_or_default();
+        b.name = format!("{prefix}{}", compiler.name());
+        b.compiler = compiler;
+        Ok(b)
+    }
+
+    /// The value of compile option `key` the backend compiles with, if it sets one.
+    pub fn option(&self, key: &str) -> Option<&str> {
+        match &self.compiler {
+            Compiler::Pjrt { options, .. } => options
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str()),
+            Compiler::Iree(_) => None,
+        }
+    }
+
     /// The backend with its testing fault taken off: the compiler it wraps, as slow as it
     /// was.
     pub fn unfaulted(&self) -> XlaBackend {
@@ -683,6 +723,25 @@ mod tests {
         // A fault wraps it, and taking the fault off keeps the options.
         let f = XlaBackend::parse(&format!("fault:nan@add+{name}")).unwrap();
         assert_eq!(f.unfaulted(), b);
+        // Options added (a bisection's trial) replace the same key and keep the rest, the
+        // fault and the name's form; IREE takes none.
+        let extra = [
+            ("xla_disable_hlo_passes".to_string(), "fusion".to_string()),
+            ("xla_dump_to".to_string(), "/d".to_string()),
+        ];
+        let t = f.with_options(&extra).unwrap();
+        assert_eq!(
+            t.name(),
+            "fault:nan@add+pjrt:cpu?xla_disable_hlo_passes=fusion&xla_cpu_enable_fast_math=true&xla_dump_to=/d"
+        );
+        assert_eq!(XlaBackend::parse(t.name()).unwrap(), t);
+        assert_eq!(t.option("xla_dump_to"), Some("/d"));
+        assert_eq!(b.option("xla_dump_to"), None);
+        let e = XlaBackend::parse("iree:llvm-cpu")
+            .unwrap()
+            .with_options(&extra)
+            .unwrap_err();
+        assert!(e.contains("not an XLA plugin"), "{e}");
         for (bad, says) in [
             ("pjrt:cpu?fast", "`fast` is no compile option"),
             ("pjrt:cpu?=1", "`=1` is no compile option"),

@@ -8,6 +8,7 @@ pub mod flow;
 pub mod hlo;
 pub mod iree;
 pub mod minify;
+pub mod passes;
 pub mod program;
 pub mod repro;
 pub mod rewrite;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Result};
 use clap::{Arg, ArgMatches};
 use graphbug_files::HostTensor;
+use graphbug_flow::bisect::BisectRequest;
 use graphbug_flow::dialect::{options_heading, Dialect, DialectCommands};
 use graphbug_flow::dump::Dump;
 use graphbug_flow::minify::MinifyRequest;
@@ -126,6 +127,10 @@ impl DialectCommands for Xla {
             super::as_backend_reads(req.backend.as_deref(), &req.file, bytes, kind)?;
         super::minify(req, bytes, kind, Xla::reference_backend(given))?;
         Ok(())
+    }
+
+    fn bisect(&self, req: &BisectRequest, _given: &ArgMatches) -> Result<ExitCode> {
+        super::bisect::bisect(req)
     }
 
     fn reproducer(&self, given: &ArgMatches) -> Result<Box<dyn Reproducible>> {

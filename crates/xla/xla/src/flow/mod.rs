@@ -5,6 +5,7 @@
 //! [`XlaMinify`] is what the flow's minify needs of an XLA program (see
 //! [`graphbug_flow::minify`]). Nothing here needs libtorch.
 
+pub mod bisect;
 pub mod corpus;
 pub mod dialect;
 pub mod dump;

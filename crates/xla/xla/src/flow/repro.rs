@@ -472,6 +472,10 @@ impl Reproducible for XlaRepro {
     }
 
     /// `DIR/shared` (see [`super::share`]).
+    fn bisect(&mut self, req: &graphbug_flow::bisect::BisectRequest) -> Result<ExitCode> {
+        super::bisect::bisect(req)
+    }
+
     fn share_dir(&mut self, dir: &Path, req: &ReproRequest) -> Result<std::path::PathBuf> {
         super::share::share(self, dir, req)
     }
