@@ -72,7 +72,9 @@ pub fn bisect_command(args: &BisectArgs, given: &ArgMatches) -> Result<ExitCode>
         (Some(c), _) => c.clone(),
         (None, Some(m)) => Check::Backend(recorded_check(m)),
         (None, None) if args.list_passes => Check::Backend(CheckKind::Runtime),
-        (None, None) => bail!("--check: say what counts as failing (compile, runtime, accuracy, contains:OP)"),
+        (None, None) => {
+            bail!("--check: say what counts as failing (compile, runtime, accuracy, contains:OP)")
+        }
     };
     let req = BisectRequest {
         file: args.file.clone(),

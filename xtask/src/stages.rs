@@ -21,8 +21,9 @@ fn cargo() -> Command {
 /// The test binaries of the graphbug package that [`without_libtorch`] runs: the XLA side
 /// and the pictures, which need no libtorch. The default build's stage leaves them out
 /// rather than running them twice.
-const WITHOUT_LIBTORCH_TESTS: [&str; 7] = [
+const WITHOUT_LIBTORCH_TESTS: [&str; 8] = [
     "xla",
+    "xla_bisect",
     "xla_minify",
     "xla_repro",
     "xla_dump",

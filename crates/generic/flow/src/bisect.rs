@@ -280,9 +280,15 @@ mod tests {
     fn verdicts_of_either_dialect_read_alike() {
         for (out, want) in [
             ("reproduced: accuracy wrong result: x", "Reproduced"),
-            ("no failure: `pjrt:cpu` ran case as pjrt:cpu does", "NoFailure"),
+            (
+                "no failure: `pjrt:cpu` ran case as pjrt:cpu does",
+                "NoFailure",
+            ),
             ("does not reproduce: it ran", "NoFailure"),
-            ("fails differently: compile error: y (recorded: ...)", "Differently"),
+            (
+                "fails differently: compile error: y (recorded: ...)",
+                "Differently",
+            ),
         ] {
             let v = case_verdict(&ran(&format!("\n{out}\n"), "", 1));
             assert!(format!("{v:?}").starts_with(want), "{out}: {v:?}");

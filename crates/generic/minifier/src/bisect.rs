@@ -79,7 +79,6 @@ fn ahead(lo: usize, hi: usize, depth: usize, known: &BTreeMap<usize, bool>, out:
     }
 }
 
-
 /// What one trial of a set of items (a compiler's passes) turned off showed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -331,7 +330,10 @@ mod tests {
             }
             // On alone, the culprit shows the failure.
             let on = smallest_on_set(n, &serial.set, 1, &mut toy(&[&[culprit]], &[]));
-            assert_eq!((on.set.len(), on.alone.clone(), on.asked), (0, Outcome::Shows, 1));
+            assert_eq!(
+                (on.set.len(), on.alone.clone(), on.asked),
+                (0, Outcome::Shows, 1)
+            );
         }
     }
 
@@ -364,8 +366,7 @@ mod tests {
     #[test]
     fn a_needed_pass_is_kept_on_before_or_after_the_culprit() {
         for (culprit, needed) in [(10, 50), (50, 10), (10, 11), (11, 10)] {
-            let found =
-                smallest_off_set(60, &[], 1, &mut toy(&[&[culprit]], &[needed])).unwrap();
+            let found = smallest_off_set(60, &[], 1, &mut toy(&[&[culprit]], &[needed])).unwrap();
             assert_eq!(found.set, [culprit], "culprit {culprit}, needed {needed}");
             assert_eq!(found.alone, Outcome::Gone);
             let kept: Vec<usize> = found.needed.iter().map(|(p, _)| *p).collect();

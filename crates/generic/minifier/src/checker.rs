@@ -385,9 +385,7 @@ impl Contains {
 
     /// Whether every op listed is one of `ops`.
     pub fn present<'a>(&self, ops: impl Iterator<Item = &'a OpName> + Clone) -> bool {
-        self.ops
-            .iter()
-            .all(|p| ops.clone().any(|o| p.matches(o)))
+        self.ops.iter().all(|p| ops.clone().any(|o| p.matches(o)))
     }
 
     /// One copy of the check for each of `workers` workers (it runs nothing: the copies

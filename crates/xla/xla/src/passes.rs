@@ -104,10 +104,7 @@ impl PassRuns {
                     .or_default()
                     .push((d, e.path()));
             } else if name.ends_with("after_optimizations.txt") {
-                if let Some(id) = name
-                    .strip_prefix("module_")
-                    .and_then(|r| r.split_once('.'))
-                {
+                if let Some(id) = name.strip_prefix("module_").and_then(|r| r.split_once('.')) {
                     optimized.insert(id.0.to_string(), e.path());
                 }
             }
@@ -241,11 +238,15 @@ mod tests {
             ("0005.p.after_a.before_pipeline-end", "m2"),
         ];
         for (name, text) in files {
-            std::fs::write(dir.path().join(format!("module_0007.jit_g.{name}.txt")), text)
-                .unwrap();
+            std::fs::write(
+                dir.path().join(format!("module_0007.jit_g.{name}.txt")),
+                text,
+            )
+            .unwrap();
         }
         std::fs::write(
-            dir.path().join("module_0007.jit_g.cpu_after_optimizations.txt"),
+            dir.path()
+                .join("module_0007.jit_g.cpu_after_optimizations.txt"),
             "m2",
         )
         .unwrap();
@@ -268,7 +269,9 @@ mod tests {
         assert_eq!(runs.names(), ["a", "b"]);
         assert_eq!(runs.of("a").count(), 2);
         assert!(runs.optimized.is_some());
-        assert!(runs.listing().contains("0004 p/sub (pipeline)\n0005 p/a *\n"));
+        assert!(runs
+            .listing()
+            .contains("0004 p/sub (pipeline)\n0005 p/a *\n"));
         // No per-pass dump: an error that says why.
         let empty = tempfile::tempdir().unwrap();
         let e = PassRuns::read(empty.path()).unwrap_err();

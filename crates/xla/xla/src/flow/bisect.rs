@@ -38,6 +38,11 @@ pub const DISABLE_OPTION: &str = "xla_disable_hlo_passes";
 enum Judge {
     /// The failure a repro directory records reproduces (`repro CASE run`).
     Case(PathBuf),
+    /// `--list-passes`: the program compiles and runs (`run PROGRAM`).
+    Compiles {
+        program: PathBuf,
+        inputs: Option<PathBuf>,
+    },
     /// The program the plugin optimized calls every op listed (`run PROGRAM`, dumped).
     Contains {
         contains: Contains,
@@ -83,18 +88,20 @@ impl Trials<'_> {
     /// Runs `backend` (with `env`) in a child of its own in `dir`, and judges it.
     fn judge(&self, dir: &Path, backend: &XlaBackend, env: &[(String, String)]) -> Result<Outcome> {
         let outcome = match &self.judge {
-            Judge::Case(case) => match run_case(self.req, dir, "trial", case, backend.name(), env)? {
+            Judge::Case(case) => match run_case(self.req, dir, "trial", case, backend.name(), env)?
+            {
                 CaseRun::Reproduced(_) => Outcome::Shows,
                 CaseRun::NoFailure(_) => Outcome::Gone,
                 CaseRun::Differently(said) | CaseRun::NoVerdict(said) => {
                     // The trial's long name says only what the set says.
-                    Outcome::Invalid(said.replace(backend.name(), &format!("{}?...", self.base.name())))
+                    Outcome::Invalid(
+                        said.replace(backend.name(), &format!("{}?...", self.base.name())),
+                    )
                 }
             },
-            Judge::Contains {
-                contains,
-                program,
-                inputs,
+            Judge::Compiles { program, inputs }
+            | Judge::Contains {
+                program, inputs, ..
             } => {
                 let ran = run_graphbug(self.req, dir, "trial", env, |cmd| {
                     cmd.arg("run")
@@ -107,14 +114,18 @@ impl Trials<'_> {
                         cmd.arg("--inputs").arg(i);
                     }
                 })?;
-                if ran_ok(&ran) {
-                    if optimized_contains(&dir.join("dump"), contains)? {
-                        Outcome::Shows
-                    } else {
-                        Outcome::Gone
+                match &self.judge {
+                    _ if !ran_ok(&ran) => {
+                        Outcome::Invalid(format!("{}: {}", ran.how(), ran.last_error()))
                     }
-                } else {
-                    Outcome::Invalid(format!("{}: {}", ran.how(), ran.last_error()))
+                    Judge::Contains { contains, .. } => {
+                        if optimized_contains(&dir.join("dump"), contains)? {
+                            Outcome::Shows
+                        } else {
+                            Outcome::Gone
+                        }
+                    }
+                    _ => Outcome::Shows,
                 }
             }
         };
@@ -132,7 +143,7 @@ impl Trials<'_> {
         let dir = self.dir()?;
         let extra = match self.judge {
             Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
-            Judge::Case(_) => Vec::new(),
+            Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
         };
         let backend = self.backend(off, extra)?;
         let o = self.judge(&dir, &backend, &[])?;
@@ -147,10 +158,16 @@ impl Trials<'_> {
     /// [`Self::outcome`] of several sets side by side.
     fn outcomes(&self, sets: &[Vec<String>]) -> Result<Vec<Outcome>> {
         std::thread::scope(|s| {
-            let running: Vec<_> = sets.iter().map(|o| s.spawn(move || self.outcome(o))).collect();
+            let running: Vec<_> = sets
+                .iter()
+                .map(|o| s.spawn(move || self.outcome(o)))
+                .collect();
             running
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a trial thread panicked"))))
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a trial thread panicked")))
+                })
                 .collect()
         })
     }
@@ -166,8 +183,12 @@ fn ran_ok(ran: &Ran) -> bool {
 fn optimized_contains(dump: &Path, contains: &Contains) -> Result<bool> {
     let file = optimized_file(dump)?;
     let text = std::fs::read(&file).with_context(|| format!("{}", file.display()))?;
-    let program = Program::read(&text, Kind::HloText)
-        .map_err(|e| anyhow!("{}: the optimized module does not read: {e}", file.display()))?;
+    let program = Program::read(&text, Kind::HloText).map_err(|e| {
+        anyhow!(
+            "{}: the optimized module does not read: {e}",
+            file.display()
+        )
+    })?;
     let Program::Hlo { module, .. } = &program else {
         bail!("{}: not an HLO module", file.display());
     };
@@ -272,7 +293,12 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
     base.ensure_present().map_err(|e| anyhow!(e))?;
     let preset: Vec<String> = base
         .option(DISABLE_OPTION)
-        .map(|v| v.split(',').filter(|s| !s.is_empty()).map(String::from).collect())
+        .map(|v| {
+            v.split(',')
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default();
     let scratch = Scratch::new("bisect")?;
     std::fs::create_dir_all(&req.out).with_context(|| format!("creating {}", req.out.display()))?;
@@ -284,6 +310,10 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
         said.borrow_mut().push(line);
     };
     let judge = match &req.check {
+        _ if req.list_passes => {
+            let (program, inputs) = program_of(req)?;
+            Judge::Compiles { program, inputs }
+        }
         Check::Contains(contains) => {
             let (program, inputs) = program_of(req)?;
             say(format!(
@@ -354,10 +384,14 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
             first_backend.name(),
             match trials.judge {
                 Judge::Case(_) => " (a flaky failure? see `graphbug minify --repeat`)",
-                Judge::Contains { .. } => ": the optimized program does not call what --check lists",
+                Judge::Contains { .. } =>
+                    ": the optimized program does not call what --check lists",
+                Judge::Compiles { .. } => "",
             }
         ),
-        Outcome::Invalid(why) => bail!("the first run gave no verdict: {why}"),
+        Outcome::Invalid(why) => {
+            bail!("the first run, every pass on and dumped, gave no verdict: {why}")
+        }
     }
     trials.lock().insert(Vec::new(), first);
     let runs = PassRuns::read(&dir.join("dump")).map_err(|e| anyhow!(e))?;
@@ -420,7 +454,8 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
     if let Some(e) = error.borrow_mut().take() {
         return Err(e);
     }
-    let named = |set: &[usize]| -> Vec<String> { set.iter().map(|&i| searched[i].clone()).collect() };
+    let named =
+        |set: &[usize]| -> Vec<String> { set.iter().map(|&i| searched[i].clone()).collect() };
     let mut report = Report {
         program: req.file.display().to_string(),
         backend: base.name().to_string(),
@@ -443,7 +478,10 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
     };
     let found = match found {
         Err(SetSearchError::ShowsWithAllOff { needed }) => {
-            report.needed = needed.iter().map(|(i, w)| (searched[*i].clone(), w.clone())).collect();
+            report.needed = needed
+                .iter()
+                .map(|(i, w)| (searched[*i].clone(), w.clone()))
+                .collect();
             report.in_no_searched_pass = true;
             say(format!(
                 "the failure shows with every {}pass off{}: it is in no pass that can be turned off; look at the passes the program needs, at code generation (LLVM: xla_backend_extra_options=-opt-bisect-limit) or at the runtime",
@@ -487,7 +525,8 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
     report.invocation_filter = invocation_filter(req, &base, &scratch)?;
     let guilty_dir = req.out.join("guilty");
     if guilty_dir.exists() {
-        std::fs::remove_dir_all(&guilty_dir).with_context(|| format!("{}", guilty_dir.display()))?;
+        std::fs::remove_dir_all(&guilty_dir)
+            .with_context(|| format!("{}", guilty_dir.display()))?;
     }
     std::fs::create_dir_all(&guilty_dir).with_context(|| format!("{}", guilty_dir.display()))?;
     for pass in &report.guilty {
@@ -521,7 +560,10 @@ fn program_of(req: &BisectRequest) -> Result<(PathBuf, Option<PathBuf>)> {
         .iter()
         .map(|ext| req.file.join(format!("{}.{ext}", crate::repro::INPUTS)))
         .find(|p| p.exists());
-    Ok((req.file.join(&case.manifest.program), req.inputs.clone().or(inputs)))
+    Ok((
+        req.file.join(&case.manifest.program),
+        req.inputs.clone().or(inputs),
+    ))
 }
 
 /// `a`, `b` and `c`, each quoted.
@@ -557,14 +599,14 @@ fn workaround(base: &XlaBackend, guilty: &[String], trials: &Trials<'_>) -> Resu
         };
         let extra = match trials.judge {
             Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
-            Judge::Case(_) => Vec::new(),
+            Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
         };
         let plain = base.with_options(&extra).map_err(|e| anyhow!(e))?;
         trials.judge(&dir, &plain, &[("XLA_FLAGS".into(), flags)])?
     } else {
         let extra = match trials.judge {
             Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
-            Judge::Case(_) => Vec::new(),
+            Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
         };
         trials.judge(&dir, &trials.backend(guilty, extra)?, &[])?
     };
@@ -598,7 +640,10 @@ fn invocation_filter(req: &BisectRequest, base: &XlaBackend, scratch: &Scratch) 
         .with_options(&[(DISABLE_OPTION.into(), "graphbug-probe:".into())])
         .map_err(|e| anyhow!(e))?;
     let ran = run_graphbug(req, &dir, "filter", &[], |cmd| {
-        cmd.arg("run").arg(&program).arg("--backend").arg(backend.name());
+        cmd.arg("run")
+            .arg(&program)
+            .arg("--backend")
+            .arg(backend.name());
     })?;
     Ok(!ran_ok(&ran) && ran.stderr.contains("graphbug-probe"))
 }
@@ -653,7 +698,8 @@ fn write_runs(dir: &Path, runs: &PassRuns, pass: &str) -> Result<Vec<GuiltyRun>>
     let mut written = Vec::new();
     for i in shown {
         let stem = format!("{}.{:04}", pass, i.seq);
-        let read = |p: &Path| std::fs::read_to_string(p).with_context(|| format!("{}", p.display()));
+        let read =
+            |p: &Path| std::fs::read_to_string(p).with_context(|| format!("{}", p.display()));
         let (before, after) = (read(&i.before)?, read(&i.file)?);
         let (b, a) = (format!("{stem}.before.hlo"), format!("{stem}.after.hlo"));
         std::fs::write(dir.join(&b), &before)?;
@@ -693,7 +739,11 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
     match (report.with.is_empty(), cause_alone) {
         (true, Outcome::Shows) => lines.push(format!(
             "  on alone, with every other {}pass off, {} the failure",
-            if report.needed.is_empty() { "" } else { "optional " },
+            if report.needed.is_empty() {
+                ""
+            } else {
+                "optional "
+            },
             if plural { "they show" } else { "it shows" }
         )),
         (false, Outcome::Shows) => lines.push(format!(
@@ -702,10 +752,15 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
             quoted(&report.with),
             if report.with.len() > 1 { "them" } else { "it" }
         )),
-        _ => lines.push(format!("  with every other pass off it does not show: the passes interact beyond a set")),
+        _ => lines.push(format!(
+            "  with every other pass off it does not show: the passes interact beyond a set"
+        )),
     }
     if !report.needed.is_empty() {
-        lines.push(format!("  needed by the program{}", needed_text(&report.needed).replacen(" but those the program needs", "", 1)));
+        lines.push(format!(
+            "  needed by the program{}",
+            needed_text(&report.needed).replacen(" but those the program needs", "", 1)
+        ));
     }
     let out = req.out.join("guilty");
     for GuiltyPass { pass, written, .. } in &report.runs {
@@ -714,8 +769,15 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
         if changed == 0 {
             lines.push(format!("  `{pass}` changed nothing in the module with every pass on ({total} invocations written)"));
         } else {
-            let seqs: Vec<String> = written.iter().map(|w| format!("{:04} ({})", w.seq, w.pipeline)).collect();
-            lines.push(format!("  `{pass}` changed the module at {changed} invocation{}: {}", if changed > 1 { "s" } else { "" }, seqs.join(", ")));
+            let seqs: Vec<String> = written
+                .iter()
+                .map(|w| format!("{:04} ({})", w.seq, w.pipeline))
+                .collect();
+            lines.push(format!(
+                "  `{pass}` changed the module at {changed} invocation{}: {}",
+                if changed > 1 { "s" } else { "" },
+                seqs.join(", ")
+            ));
         }
         if let Some(w) = written.first() {
             lines.push(format!("    before: {}", out.join(&w.before).display()));
@@ -731,7 +793,10 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
                         (p, m)
                     }
                 });
-                lines.push(format!("    diff:   {} (+{plus} -{minus} lines)", out.join(d).display()));
+                lines.push(format!(
+                    "    diff:   {} (+{plus} -{minus} lines)",
+                    out.join(d).display()
+                ));
                 for line in text.lines().take(40) {
                     lines.push(format!("      {line}"));
                 }
@@ -755,7 +820,9 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
         lines.push(format!("  JAX: {}", w.jax));
     }
     match (&report.invocation, report.invocation_filter) {
-        (Some(inv), _) => lines.push(format!("invocation: turning off `{inv}` alone is enough (XLA's HloPassFilter)")),
+        (Some(inv), _) => lines.push(format!(
+            "invocation: turning off `{inv}` alone is enough (XLA's HloPassFilter)"
+        )),
         (None, true) => {}
         (None, false) => {
             let many: Vec<String> = report
