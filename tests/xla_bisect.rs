@@ -71,7 +71,7 @@ fn one_guilty_pass_in_about_log2_compiles_for_any_jobs() {
             "{text}"
         );
         assert!(
-            text.contains("checked by one more run: the failure is gone"),
+            text.contains("checked by one more run through the compile option: the failure is gone"),
             "{text}"
         );
         let r = report(&out);
@@ -185,6 +185,8 @@ fn passes_that_each_cause_it_are_found_together() {
         "XLA_FLAGS=--xla_disable_hlo_passes=fusion,fusion-wrapper"
     );
     assert_eq!(r["workaround"]["checked"], "gone");
+    // Checked as the user applies it: the environment of a fresh process.
+    assert_eq!(r["workaround"]["route"], "XLA_FLAGS");
     // The plugin cannot turn off one invocation: said, not pretended.
     assert_eq!(r["invocation_filter"], false);
 }
@@ -374,4 +376,72 @@ fn killed_bisection_leaves_no_child_and_no_dump() {
     );
     assert!(o.status.success(), "{}", said(&o));
     assert_eq!(entries(&scratch), Vec::<String>::new());
+}
+
+/// openxla/xla#44705 (jax-ml/jax#38681), as JAX lowers the report's function: atan2(0, 0)
+/// of a converted xor is NaN after compilation on XLA's CPU, 0 as it should be with the
+/// plugin's passes off. The float64 program is wrong the same way, so the reference is the
+/// plugin with its passes off; from the program alone the bisection names `fusion` (the
+/// fusion's emitter folds the atan2 to NaN), with a workaround that works.
+#[test]
+fn a_public_xla_bug_is_bisected_to_its_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let program = s(&fixture("xla/bisect/atan2_xor.hlo"));
+    let inputs = s(&fixture("xla/bisect/atan2_xor.npz"));
+    let out = tmp.path().join("out");
+    let args = |reference: &str| {
+        let mut a = vec![
+            program.clone(),
+            "--inputs".into(),
+            inputs.clone(),
+            "--backend".into(),
+            "pjrt:cpu".into(),
+            "--check".into(),
+            "accuracy".into(),
+            "--out".into(),
+            s(&out),
+        ];
+        if !reference.is_empty() {
+            a.extend(["--reference-backend".into(), reference.to_string()]);
+        }
+        a
+    };
+    // Against the float64 program on the same plugin the bug does not show: it is wrong too.
+    let a = args("");
+    let o = bisect(
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        tmp.path(),
+    );
+    assert!(
+        !o.status.success() && said(&o).contains("does not fail"),
+        "{}",
+        said(&o)
+    );
+    let a = args("pjrt:cpu?xla_enable_hlo_passes_only=layout-assignment");
+    let o = bisect(
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        tmp.path(),
+    );
+    let text = said(&o);
+    assert!(o.status.success(), "{text}");
+    let r = report(&out);
+    assert_eq!(names(&r["guilty"]), ["fusion"], "{text}");
+    assert_eq!(r["with"], serde_json::json!([]));
+    assert_eq!(r["workaround"]["checked"], "gone", "{r}");
+    // The reference sets its passes itself: XLA_FLAGS would reach it too, so the workaround
+    // is checked through the compile option.
+    assert_eq!(r["workaround"]["route"], "the compile option");
+    let invocations = r["invocations"].as_f64().unwrap();
+    assert!(
+        r["compiles"].as_f64().unwrap() <= 2.0 * invocations.log2(),
+        "{r}"
+    );
+    let run = &r["runs"][0]["written"][0];
+    let diff =
+        std::fs::read_to_string(out.join("guilty").join(run["diff"].as_str().unwrap())).unwrap();
+    assert!(
+        diff.lines()
+            .any(|l| l.starts_with('+') && l.contains("atan2(")),
+        "{diff}"
+    );
 }

@@ -88,6 +88,7 @@ pub fn bisect_command(args: &BisectArgs, given: &ArgMatches) -> Result<ExitCode>
         passes: args.passes.clone(),
         list_passes: args.list_passes,
         child_args: Vec::new(),
+        case_args: Vec::new(),
     };
     dialect.bisect(&req, given)
 }

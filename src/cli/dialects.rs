@@ -20,7 +20,7 @@ pub static DIALECTS: [&dyn DialectCommands; 2] =
     [&graphbug::xla::flow::XLA, &graphbug::aten_dialect::ATEN];
 
 /// The commands whose options a dialect declares (see [`DialectCommands::options`]).
-const COMMANDS_WITH_DIALECT_OPTIONS: [&str; 4] = ["check", "run", "minify", "repro"];
+const COMMANDS_WITH_DIALECT_OPTIONS: [&str; 5] = ["check", "run", "minify", "repro", "bisect"];
 
 /// The command line with every dialect's own options added to the commands that take them.
 pub fn with_dialect_options(cli: clap::Command) -> clap::Command {

@@ -49,6 +49,9 @@ pub struct BisectRequest {
     pub list_passes: bool,
     /// Arguments every child `graphbug` gets before its command (aten's `--plugin`).
     pub child_args: Vec<OsString>,
+    /// The dialect's own arguments of the `repro FILE` that writes the failure's directory
+    /// (XLA's `--reference-backend`).
+    pub case_args: Vec<OsString>,
 }
 
 impl BisectRequest {
@@ -68,6 +71,7 @@ impl BisectRequest {
             passes: Vec::new(),
             list_passes: false,
             child_args: Vec::new(),
+            case_args: Vec::new(),
         })
     }
 }
@@ -174,6 +178,7 @@ pub fn write_case(req: &BisectRequest, case: &Path, dir: &Path) -> Result<()> {
         if let Some(i) = &req.inputs {
             cmd.arg("--inputs").arg(i);
         }
+        cmd.args(&req.case_args);
     })?;
     if ran.stdout.contains("repro written to") {
         return Ok(());
@@ -204,6 +209,26 @@ pub enum CaseRun {
     Differently(String),
     /// No verdict: the child crashed, hung or could not judge (how, and its last error).
     NoVerdict(String),
+}
+
+impl CaseRun {
+    /// Whether it failed in another way than recorded only by where or how much: a wrong
+    /// result both times (a pass turned off moves where a wrong result starts, or by how
+    /// far it misses). A compile or runtime failure with another message is another failure.
+    pub fn same_wrong_result(&self) -> bool {
+        let CaseRun::Differently(line) = self else {
+            return false;
+        };
+        let kind = |s: &str| s.split(':').next().unwrap_or_default().trim().to_string();
+        let Some((now, recorded)) = line
+            .strip_prefix("fails differently:")
+            .and_then(|r| r.rsplit_once("(recorded:"))
+        else {
+            return false;
+        };
+        let (now, recorded) = (kind(now), kind(recorded));
+        now == recorded && now.starts_with("accuracy")
+    }
 }
 
 /// Runs the repro directory `case` with `backend` (and `env`) in a bounded child
@@ -293,6 +318,22 @@ mod tests {
             let v = case_verdict(&ran(&format!("\n{out}\n"), "", 1));
             assert!(format!("{v:?}").starts_with(want), "{out}: {v:?}");
         }
+        // A wrong result both times is the same failure; another compile error is not.
+        let v = case_verdict(&ran("fails differently: accuracy wrong result: outputs differ (recorded: accuracy wrong result: outputs differ)", "", 1));
+        assert!(v.same_wrong_result(), "{v:?}");
+        let v = case_verdict(&ran(
+            "fails differently: compile error: LHS batch dims (recorded: compile error: other)",
+            "",
+            1,
+        ));
+        assert!(!v.same_wrong_result(), "{v:?}");
+        let v = case_verdict(&ran(
+            "fails differently: runtime error: x (recorded: accuracy wrong result: y)",
+            "",
+            1,
+        ));
+        assert!(!v.same_wrong_result());
+        assert!(!CaseRun::Reproduced("reproduced: accuracy".into()).same_wrong_result());
         let v = case_verdict(&ran("", "note: x\nerror: the plugin aborted\n\n", 134));
         assert_eq!(
             v,

@@ -34,6 +34,10 @@ use crate::repro::read_dir;
 /// XLA's option that turns passes off by name.
 pub const DISABLE_OPTION: &str = "xla_disable_hlo_passes";
 
+/// XLA's option that runs only the passes it names (never sent with [`DISABLE_OPTION`]:
+/// XLA aborts on both).
+pub const ENABLE_ONLY_OPTION: &str = "xla_enable_hlo_passes_only";
+
 /// What the failure is, and how a trial is judged.
 enum Judge {
     /// The failure a repro directory records reproduces (`repro CASE run`).
@@ -58,6 +62,8 @@ struct Trials<'a> {
     base: XlaBackend,
     /// Passes the backend turns off itself (its own `xla_disable_hlo_passes`).
     preset: Vec<String>,
+    /// The plugin a repro directory's reference runs on (where it is one).
+    reference: Option<XlaBackend>,
     judge: Judge,
     scratch: &'a Scratch,
     progress: &'a Progress,
@@ -91,12 +97,15 @@ impl Trials<'_> {
             Judge::Case(case) => match run_case(self.req, dir, "trial", case, backend.name(), env)?
             {
                 CaseRun::Reproduced(_) => Outcome::Shows,
+                run if run.same_wrong_result() => Outcome::Shows,
                 CaseRun::NoFailure(_) => Outcome::Gone,
                 CaseRun::Differently(said) | CaseRun::NoVerdict(said) => {
                     // The trial's long name says only what the set says.
-                    Outcome::Invalid(
-                        said.replace(backend.name(), &format!("{}?...", self.base.name())),
-                    )
+                    Outcome::Invalid(if backend.name() == self.base.name() {
+                        said
+                    } else {
+                        said.replace(backend.name(), &format!("{}?...", self.base.name()))
+                    })
                 }
             },
             Judge::Compiles { program, inputs }
@@ -276,7 +285,9 @@ struct Workaround {
     xla_flags: String,
     backend: String,
     jax: String,
-    /// What one more run with `XLA_FLAGS` gave: `gone` when it works.
+    /// How it was checked: `XLA_FLAGS`, or the compile option.
+    route: String,
+    /// What one more run with it gave: `gone` when it works.
     checked: String,
 }
 
@@ -366,6 +377,16 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
         req,
         base: base.clone(),
         preset,
+        reference: match &judge {
+            Judge::Case(case) => XlaBackend::parse(
+                &read_dir(case)
+                    .map_err(|e| anyhow!(e))?
+                    .manifest
+                    .reference_backend,
+            )
+            .ok(),
+            _ => None,
+        },
         judge,
         scratch: &scratch,
         progress: &progress,
@@ -585,30 +606,35 @@ fn needed_text(needed: &[(String, String)]) -> String {
 }
 
 /// The workaround for `guilty`: the backend without them must not fail. Checked by one more
-/// run with `XLA_FLAGS`, as a user sets it (where the backend turns passes off itself, its
-/// own option would replace the flag: then through the option).
+/// run with `XLA_FLAGS`, as a user sets it; where the flag would reach more than the
+/// backend's own compile (the backend or a reference in the same process turns passes off
+/// or on itself: its option replaces the flag, or with the flag aborts XLA), through the
+/// compile option instead.
 fn workaround(base: &XlaBackend, guilty: &[String], trials: &Trials<'_>) -> Result<Workaround> {
     let list = guilty.join(",");
     let xla_flags = format!("--{DISABLE_OPTION}={list}");
     let backend = trials.backend(guilty, Vec::new())?;
     let dir = trials.dir()?;
-    let outcome = if trials.preset.is_empty() {
+    let extra = match trials.judge {
+        Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
+        Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
+    };
+    let sets_passes = |b: &XlaBackend| {
+        b.option(DISABLE_OPTION).is_some() || b.option(ENABLE_ONLY_OPTION).is_some()
+    };
+    let flags_reach_only_it =
+        trials.preset.is_empty() && !trials.reference.as_ref().is_some_and(sets_passes);
+    let (route, outcome) = if flags_reach_only_it {
         let flags = match std::env::var("XLA_FLAGS") {
             Ok(v) if !v.trim().is_empty() => format!("{v} {xla_flags}"),
             _ => xla_flags.clone(),
         };
-        let extra = match trials.judge {
-            Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
-            Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
-        };
         let plain = base.with_options(&extra).map_err(|e| anyhow!(e))?;
-        trials.judge(&dir, &plain, &[("XLA_FLAGS".into(), flags)])?
+        let env = [("XLA_FLAGS".to_string(), flags)];
+        ("XLA_FLAGS", trials.judge(&dir, &plain, &env)?)
     } else {
-        let extra = match trials.judge {
-            Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
-            Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
-        };
-        trials.judge(&dir, &trials.backend(guilty, extra)?, &[])?
+        let with_option = trials.backend(guilty, extra)?;
+        ("the compile option", trials.judge(&dir, &with_option, &[])?)
     };
     Ok(Workaround {
         xla_flags: format!("XLA_FLAGS={xla_flags}"),
@@ -616,6 +642,7 @@ fn workaround(base: &XlaBackend, guilty: &[String], trials: &Trials<'_>) -> Resu
         jax: format!(
             "jax.jit(f).lower(*args).compile(compiler_options={{'{DISABLE_OPTION}': '{list}'}})"
         ),
+        route: route.to_string(),
         checked: match outcome {
             Outcome::Gone => "gone".into(),
             Outcome::Shows => "the failure still shows".into(),
@@ -810,7 +837,10 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
         lines.push(format!(
             "workaround ({}):",
             if w.checked == "gone" {
-                "checked by one more run: the failure is gone".to_string()
+                format!(
+                    "checked by one more run through {}: the failure is gone",
+                    w.route
+                )
             } else {
                 format!("one more run with it gave: {}", w.checked)
             }

@@ -91,6 +91,7 @@ impl DialectCommands for Xla {
             "run" => "XLA programs: the plugin of --compare's float64 reference run, which runs the program raised to float64 (default pjrt:cpu)",
             "minify" => "XLA programs: the PJRT plugin whose run of the original records the values candidates run on and are compared with (default pjrt:cpu)",
             "repro" => "XLA programs: the PJRT plugin whose run records the reference values (default pjrt:cpu; a repro directory's manifest names its own)",
+            "bisect" => "XLA programs: the PJRT plugin whose run records the reference values of --check accuracy (default pjrt:cpu, the program raised to float64; where a pass is wrong in float64 too, the plugin with its passes off tells it: pjrt:cpu?xla_enable_hlo_passes_only=layout-assignment)",
             _ => return Vec::new(),
         };
         vec![Arg::new(REFERENCE_BACKEND)
@@ -129,8 +130,16 @@ impl DialectCommands for Xla {
         Ok(())
     }
 
-    fn bisect(&self, req: &BisectRequest, _given: &ArgMatches) -> Result<ExitCode> {
-        super::bisect::bisect(req)
+    fn bisect(&self, req: &BisectRequest, given: &ArgMatches) -> Result<ExitCode> {
+        let mut req = req.clone();
+        if let Some(reference) = Xla::reference_backend(given) {
+            if req.file.is_dir() {
+                anyhow::bail!("--reference-backend: {} records its own reference (its manifest's reference_backend); bisect the program to take another", req.file.display());
+            }
+            req.case_args.push("--reference-backend".into());
+            req.case_args.push(reference.into());
+        }
+        super::bisect::bisect(&req)
     }
 
     fn reproducer(&self, given: &ArgMatches) -> Result<Box<dyn Reproducible>> {
