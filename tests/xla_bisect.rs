@@ -71,7 +71,9 @@ fn one_guilty_pass_in_about_log2_compiles_for_any_jobs() {
             "{text}"
         );
         assert!(
-            text.contains("checked by one more run through the compile option: the failure is gone"),
+            text.contains(
+                "checked by one more run through the compile option: the failure is gone"
+            ),
             "{text}"
         );
         let r = report(&out);
@@ -294,6 +296,10 @@ fn passes_are_listed_and_bad_requests_are_named() {
             "the optimized program does not call what --check lists",
         ),
         (vec!["--check", "accuracy"], "--backend: name the backend"),
+        (
+            vec!["--backend", "fault:nan@tanh+pjrt:cpu", "--check", "compile"],
+            "fails with accuracy wrong result: outputs differ from the reference plugin's beyond the same() tolerance, not the failure --check compile asks for",
+        ),
         (
             vec!["--backend", "pjrt:cpu", "--check", "accuracy"],
             "`pjrt:cpu` does not fail on",

@@ -21,22 +21,21 @@ pub struct Bisected {
 /// fails (a failure that, once it appears, stays as more applications are allowed).
 ///
 /// `probe` answers a batch of counts (side by side when it can). With `jobs` above 1 each
-/// batch holds the counts the serial search may ask in its next levels (3 with 3 jobs, 7
-/// with 7), so the answer and the path are those of the serial search for any `jobs`.
+/// batch holds up to `jobs` counts the serial search may ask in its next levels (its next
+/// two levels with 3 jobs, three with 7; with 2, the next and one of the two after), so
+/// the answer and the path are those of the serial search for any `jobs`.
 pub fn least_failing(
     lo: usize,
     hi: usize,
     jobs: usize,
     probe: &mut dyn FnMut(&[usize]) -> Vec<bool>,
 ) -> Bisected {
-    let depth = (usize::BITS - (jobs.max(1) + 1).leading_zeros() - 1).max(1) as usize;
     let mut known: BTreeMap<usize, bool> = BTreeMap::new();
     let (mut lo, mut hi) = (lo, hi.max(lo + 1));
     let mut path = Vec::new();
     let mut asked = 0;
     while hi - lo > 1 {
-        let mut want = Vec::new();
-        ahead(lo, hi, depth, &known, &mut want);
+        let want = ahead(lo, hi, jobs.max(1), &known);
         if !want.is_empty() {
             asked += want.len();
             let answers = probe(&want);
@@ -62,21 +61,32 @@ pub fn least_failing(
     }
 }
 
-/// The unasked midpoints of the next `depth` levels of a search of `(lo, hi]`.
-fn ahead(lo: usize, hi: usize, depth: usize, known: &BTreeMap<usize, bool>, out: &mut Vec<usize>) {
-    if depth == 0 || hi - lo <= 1 {
-        return;
-    }
-    let mid = lo + (hi - lo) / 2;
-    match known.get(&mid) {
-        Some(true) => ahead(lo, mid, depth, known, out),
-        Some(false) => ahead(mid, hi, depth, known, out),
-        None => {
-            out.push(mid);
-            ahead(lo, mid, depth - 1, known, out);
-            ahead(mid, hi, depth - 1, known, out);
+/// The unasked midpoints the search of `(lo, hi]` may ask next, level by level (the
+/// midpoint, then its two halves' midpoints...), at most `jobs` of them: every level the
+/// jobs cover in full, and as much of the next as they can.
+fn ahead(lo: usize, hi: usize, jobs: usize, known: &BTreeMap<usize, bool>) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut level = std::collections::VecDeque::from([(lo, hi)]);
+    while let Some((lo, hi)) = level.pop_front() {
+        if out.len() >= jobs {
+            break;
+        }
+        if hi - lo <= 1 {
+            continue;
+        }
+        let mid = lo + (hi - lo) / 2;
+        match known.get(&mid) {
+            // Answered: the half the search goes on in takes its place in this level.
+            Some(true) => level.push_front((lo, mid)),
+            Some(false) => level.push_front((mid, hi)),
+            None => {
+                out.push(mid);
+                level.push_back((lo, mid));
+                level.push_back((mid, hi));
+            }
         }
     }
+    out
 }
 
 /// What one trial of a set of items (a compiler's passes) turned off showed.
@@ -408,8 +418,10 @@ mod tests {
             assert!(serial.path.len() <= 6);
             for jobs in [2, 3, 4, 7, 16] {
                 let mut batches = 0;
+                let mut first = None;
                 let par = least_failing(0, 40, jobs, &mut |xs| {
                     batches += 1;
+                    first.get_or_insert(xs.len());
                     assert!(xs.len() <= jobs.max(1), "{xs:?} for {jobs} jobs");
                     xs.iter().map(|&x| x >= first_bad).collect()
                 });
@@ -418,6 +430,9 @@ mod tests {
                     (serial.least, &serial.path),
                     "{jobs} jobs"
                 );
+                // Every job has a count to answer at the start (2 jobs too: the midpoint and
+                // one of the next level's).
+                assert_eq!(first, Some(jobs), "{jobs} jobs");
                 // Each batch covers two levels or more of the serial search.
                 if jobs >= 3 {
                     assert!(batches <= serial.path.len().div_ceil(2), "{jobs} jobs");
