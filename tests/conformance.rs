@@ -579,7 +579,7 @@ fn xla_ci_subset_matches_jax() {
                 Outcome::NotApplicable(why)
                     if !matches!(
                         stage,
-                        Stage::RunHlo | Stage::RunStableHlo | Stage::MinifyHlo
+                        Stage::RunHlo | Stage::RunStableHlo | Stage::MinifyHlo | Stage::BisectHlo
                     ) =>
                 {
                     failures.push(format!("{} [{}]: n/a: {why}", r.id, stage.name()))

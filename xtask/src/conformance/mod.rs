@@ -41,13 +41,14 @@ pub const STAGES: [Stage; 10] = [
 ];
 
 /// The stages of XLA programs (the `xla` source), in order.
-pub const XLA_STAGES: [Stage; 6] = [
+pub const XLA_STAGES: [Stage; 7] = [
     Stage::Fmt,
     Stage::Proto,
     Stage::Check,
     Stage::RunHlo,
     Stage::RunStableHlo,
     Stage::MinifyHlo,
+    Stage::BisectHlo,
 ];
 
 /// The stages of HLO modules as XLA's developers write them (the `xla-text` source).
@@ -124,6 +125,10 @@ pub enum Stage {
     /// (XLA) `graphbug minify` of the HLO text under a runtime fault pinned to an
     /// instruction in the middle of the entry computation ends at that instruction alone.
     MinifyHlo,
+    /// (XLA) `graphbug bisect` of the HLO text for `contains:fusion` (the plugin's optimized
+    /// program has a fusion): the passes turned off that make the fusions go away, with the
+    /// workaround checked, or the passes the program needs that make them.
+    BisectHlo,
     /// (XLA text) `graphbug fmt` prints a module XLA's parser reads byte for byte.
     TextFmt,
     /// (XLA text) `graphbug check` passes what XLA's parser reads and refuses what it
@@ -156,6 +161,7 @@ impl Stage {
             Stage::RunHlo => "run-hlo",
             Stage::RunStableHlo => "run-stablehlo",
             Stage::MinifyHlo => "minify-hlo",
+            Stage::BisectHlo => "bisect-hlo",
             Stage::TextFmt => "text-fmt",
             Stage::TextCheck => "text-check",
             Stage::DumpCheck => "dump-check",
@@ -715,6 +721,7 @@ impl Runner<'_> {
             Stage::RunHlo => self.xla_run("run_hlo"),
             Stage::RunStableHlo => self.xla_run("run_stablehlo"),
             Stage::MinifyHlo => self.xla_minify(),
+            Stage::BisectHlo => self.xla_bisect(),
             Stage::TextFmt => self.text_fmt(),
             Stage::TextCheck => self.text_check(),
             Stage::DumpCheck => self.dump_check(),

@@ -114,6 +114,83 @@ impl Runner<'_> {
         Ok(Outcome::Passed)
     }
 
+    /// `graphbug bisect` of the case's first HLO program on its inputs, for `contains:fusion`:
+    /// it must end with a set of passes whose turning off makes the fusions go away, its
+    /// workaround checked by one more run, or find them made by passes the program needs
+    /// (XLA CPU's `fusion-wrapper` where a scatter must be fused). A program the plugin
+    /// fuses nothing in has nothing to bisect.
+    pub(super) fn xla_bisect(&self) -> Result<Outcome> {
+        if let Some(why) = self.case.json["run_skip"].as_str() {
+            return Ok(Outcome::NotApplicable(why.to_string()));
+        }
+        let program = string_list(&self.case.json["run_hlo"])
+            .into_iter()
+            .next()
+            .context("case.json has no `run_hlo` list")?;
+        let path = self.file(&program);
+        let inputs = self.file(
+            self.case.json["inputs"]
+                .as_str()
+                .context("case.json has no `inputs` file")?,
+        );
+        let out = self.work.join("bisect-hlo.out");
+        let _ = fs::remove_dir_all(&out);
+        let limit = (self.opts.timeout.as_secs() / 10).max(1).to_string();
+        let exec = self.graphbug(
+            "bisect-hlo",
+            &[
+                os("bisect"),
+                path.as_os_str(),
+                os("--inputs"),
+                inputs.as_os_str(),
+                os("--backend"),
+                os(BACKEND),
+                os("--check"),
+                os("contains:fusion"),
+                os("--timeout"),
+                os(&limit),
+                os("--out"),
+                out.as_os_str(),
+            ],
+        )?;
+        if exec.code != Some(0) {
+            if exec.stderr.contains("the optimized program does not call what --check lists") {
+                return Ok(Outcome::NotApplicable(
+                    "the plugin fuses nothing in it".into(),
+                ));
+            }
+            if let Some(t) = exec.stderr.lines().find_map(missing_ffi_handler) {
+                return Ok(Outcome::NotApplicable(format!(
+                    "the {BACKEND} plugin has no handler for custom call `{t}`"
+                )));
+            }
+            return Ok(Outcome::Failed(format!(
+                "{program}: {}",
+                exec.error_line("bisect --check contains:fusion")
+            )));
+        }
+        let report_file = out.join("bisect.json");
+        let report: serde_json::Value = serde_json::from_slice(
+            &fs::read(&report_file)
+                .with_context(|| format!("cannot read {}", report_file.display()))?,
+        )
+        .with_context(|| format!("{}", report_file.display()))?;
+        let guilty = report["guilty"].as_array().map_or(0, Vec::len);
+        let needed = report["needed"].as_array().map_or(0, Vec::len);
+        let checked = report["workaround"]["checked"].as_str().unwrap_or_default();
+        Ok(match (guilty, needed, report["in_no_searched_pass"].as_bool()) {
+            (g, _, _) if g > 0 && checked == "gone" => Outcome::Passed,
+            (0, n, Some(true)) if n > 0 => Outcome::Passed,
+            (g, _, _) if g > 0 => Outcome::Failed(format!(
+                "{program}: turning off {} does not make the fusions go away: {checked}",
+                report["guilty"]
+            )),
+            _ => Outcome::Failed(format!(
+                "{program}: the fusions show with every pass off, and no pass is needed"
+            )),
+        })
+    }
+
     /// The `(file, expected)` pairs of a case.json list: `{"file": F}` expects F's own bytes,
     /// `{"file": F, "expected": E}` the text of E.
     fn expected_prints(&self, key: &str) -> Result<Vec<(String, String)>> {

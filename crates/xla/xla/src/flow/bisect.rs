@@ -22,6 +22,7 @@ use graphbug_flow::bisect::{
 };
 use graphbug_minifier::bisect::{smallest_off_set, smallest_on_set, Outcome, SetSearchError};
 use graphbug_minifier::{Check, CheckKind, Contains};
+use graphbug_run::limits::TimeLimit;
 use graphbug_run::progress::Progress;
 use graphbug_run::scratch::Scratch;
 use serde::Serialize;
@@ -57,7 +58,9 @@ enum Judge {
 
 /// The trials of one bisection: each a bounded child, remembered by the passes it turned off.
 struct Trials<'a> {
-    req: &'a BisectRequest,
+    /// The request, its `--timeout` each trial's bound (derived from the first trial's
+    /// time where the user gave none).
+    req: BisectRequest,
     /// The backend under test, as given (its own options, its fault).
     base: XlaBackend,
     /// Passes the backend turns off itself (its own `xla_disable_hlo_passes`).
@@ -94,25 +97,18 @@ impl Trials<'_> {
     /// Runs `backend` (with `env`) in a child of its own in `dir`, and judges it.
     fn judge(&self, dir: &Path, backend: &XlaBackend, env: &[(String, String)]) -> Result<Outcome> {
         let outcome = match &self.judge {
-            Judge::Case(case) => match run_case(self.req, dir, "trial", case, backend.name(), env)?
+            Judge::Case(case) => match run_case(&self.req, dir, "trial", case, backend.name(), env)?
             {
                 CaseRun::Reproduced(_) => Outcome::Shows,
                 run if run.same_wrong_result() => Outcome::Shows,
                 CaseRun::NoFailure(_) => Outcome::Gone,
-                CaseRun::Differently(said) | CaseRun::NoVerdict(said) => {
-                    // The trial's long name says only what the set says.
-                    Outcome::Invalid(if backend.name() == self.base.name() {
-                        said
-                    } else {
-                        said.replace(backend.name(), &format!("{}?...", self.base.name()))
-                    })
-                }
+                CaseRun::Differently(said) | CaseRun::NoVerdict(said) => Outcome::Invalid(said),
             },
             Judge::Compiles { program, inputs }
             | Judge::Contains {
                 program, inputs, ..
             } => {
-                let ran = run_graphbug(self.req, dir, "trial", env, |cmd| {
+                let ran = run_graphbug(&self.req, dir, "trial", env, |cmd| {
                     cmd.arg("run")
                         .arg(program)
                         .arg("--backend")
@@ -139,7 +135,13 @@ impl Trials<'_> {
             }
         };
         self.progress.inc(1);
-        Ok(outcome)
+        Ok(match outcome {
+            // The trial's long name says only what the set of passes says.
+            Outcome::Invalid(said) if backend.name() != self.base.name() => Outcome::Invalid(
+                said.replace(backend.name(), &format!("{}?...", self.base.name())),
+            ),
+            o => o,
+        })
     }
 
     /// The outcome with `off` turned off (remembered: no set runs twice).
@@ -379,8 +381,8 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
             Judge::Case(case)
         }
     };
-    let trials = Trials {
-        req,
+    let mut trials = Trials {
+        req: req.clone(),
         base: base.clone(),
         preset,
         reference: match &judge {
@@ -403,7 +405,12 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
     progress.set_message("every pass on, each dumped");
     let dir = trials.dir()?;
     let first_backend = trials.backend(&[], dump_options(&dir.join("dump"), true))?;
+    let started = std::time::Instant::now();
     let first = trials.judge(&dir, &first_backend, &[])?;
+    // Later trials are bounded by what the first took: a set of passes that makes the
+    // program hang (XLA CPU without `copy-insertion` on a loop) is a verdict in seconds.
+    let limit = TimeLimit::new(req.timeout, started.elapsed());
+    trials.req.timeout = Some(limit.later(Some(started.elapsed())));
     match &first {
         Outcome::Shows => {}
         Outcome::Gone => bail!(
@@ -425,6 +432,16 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
     let names = runs.names();
     std::fs::write(req.out.join("passes.txt"), runs.listing())
         .with_context(|| format!("{}", req.out.display()))?;
+    let bound = trials.req.timeout.unwrap_or_default().as_secs_f64();
+    progress.suspend(|| match limit {
+        TimeLimit::Fixed(_) => eprintln!("each trial's run may take {bound:.0} s (--timeout)"),
+        TimeLimit::Derived { eager } => eprintln!(
+            "each trial's run may take {bound:.0} s ({}x the first trial's {:.1} s, at least {} s; --timeout S sets one limit)",
+            graphbug_run::limits::LATER_FACTOR,
+            eager.as_secs_f64(),
+            graphbug_run::limits::LATER_FLOOR.as_secs()
+        ),
+    });
     say(format!(
         "`{}` runs {} pass invocations of {} passes in {} pipelines on {} (each in {}; * changed the module)",
         base.name(),
