@@ -125,6 +125,7 @@ fn options(cases: &Path, work: &str) -> conformance::Options {
             "GRAPHBUG_PYTHON".to_string(),
             root().join(".venv/bin/python").display().to_string(),
         )],
+        stage_cases: Vec::new(),
     }
 }
 
@@ -550,7 +551,16 @@ fn xla_ci_cases() -> &'static Path {
 #[test]
 fn xla_ci_subset_matches_jax() {
     let cases = xla_ci_cases();
-    let report = conformance::run(&options(cases, "xla-work")).expect("the runner runs");
+    // A bisection is a dozen compiles: CI bisects the models, exports and sharded programs
+    // (the full run, `cargo xtask conformance --sources xla`, every case).
+    let options = conformance::Options {
+        stage_cases: vec![(
+            Stage::BisectHlo,
+            regex::Regex::new("^xla/(model|export|sharded)/").unwrap(),
+        )],
+        ..options(cases, "xla-work")
+    };
+    let report = conformance::run(&options).expect("the runner runs");
     println!("{}", report.table());
     assert!(
         report.skipped.is_empty(),

@@ -277,6 +277,7 @@ fn the_conformance_ci_subset_of_pytorch_xla_passes_every_stage() {
         timeout: std::time::Duration::from_secs(300),
         progress: false,
         env: Vec::new(),
+        stage_cases: Vec::new(),
     };
     let report = conformance::run(&opts).expect("the runner runs");
     println!("{}", report.table());

@@ -27,6 +27,33 @@ fn report(out: &Path) -> serde_json::Value {
         .unwrap()
 }
 
+/// Bisects the fixture `program` under `backend` for `contains:fusion` into `tmp/<out>`:
+/// what it said (after checking it succeeded), and its report.
+fn bisect_fusions(
+    program: &str,
+    backend: &str,
+    out: &str,
+    extra: &[&str],
+    tmp: &Path,
+) -> (String, serde_json::Value) {
+    let program = s(&fixture(program));
+    let out = s(&tmp.join(out));
+    let mut args = vec![
+        program.as_str(),
+        "--backend",
+        backend,
+        "--check",
+        "contains:fusion",
+        "--out",
+        &out,
+    ];
+    args.extend_from_slice(extra);
+    let o = bisect(&args, tmp);
+    let text = said(&o);
+    assert!(o.status.success(), "{text}");
+    (text, report(Path::new(&out)))
+}
+
 fn names(v: &serde_json::Value) -> Vec<String> {
     v.as_array()
         .unwrap()
@@ -41,27 +68,17 @@ fn names(v: &serde_json::Value) -> Vec<String> {
 #[test]
 fn one_guilty_pass_in_about_log2_compiles_for_any_jobs() {
     let tmp = tempfile::tempdir().unwrap();
-    let program = s(&fixture("xla/bisect/elementwise.hlo"));
     let backend = "pjrt:cpu?xla_disable_hlo_passes=fusion-wrapper";
     let mut reports = Vec::new();
     for jobs in ["1", "3"] {
         let out = tmp.path().join(format!("out{jobs}"));
-        let o = bisect(
-            &[
-                &program,
-                "--backend",
-                backend,
-                "--check",
-                "contains:fusion",
-                "-j",
-                jobs,
-                "--out",
-                &s(&out),
-            ],
+        let (text, r) = bisect_fusions(
+            "xla/bisect/elementwise.hlo",
+            backend,
+            &format!("out{jobs}"),
+            &["-j", jobs],
             tmp.path(),
         );
-        let text = said(&o);
-        assert!(o.status.success(), "{text}");
         assert!(
             text.contains("guilty: `fusion` (turning it off makes the failure go away)"),
             "{text}"
@@ -76,7 +93,6 @@ fn one_guilty_pass_in_about_log2_compiles_for_any_jobs() {
             ),
             "{text}"
         );
-        let r = report(&out);
         assert_eq!(names(&r["guilty"]), ["fusion"]);
         assert_eq!(r["with"], serde_json::json!([]));
         assert_eq!(r["needed"], serde_json::json!([]));
@@ -128,28 +144,18 @@ fn one_guilty_pass_in_about_log2_compiles_for_any_jobs() {
 #[test]
 fn a_needed_pass_is_kept_on_and_said() {
     let tmp = tempfile::tempdir().unwrap();
-    let program = s(&fixture("xla/hlo/transformer.hlo"));
-    let out = tmp.path().join("out");
-    let o = bisect(
-        &[
-            &program,
-            "--backend",
-            "pjrt:cpu?xla_disable_hlo_passes=fusion-wrapper",
-            "--check",
-            "contains:fusion",
-            "--out",
-            &s(&out),
-        ],
+    let (text, r) = bisect_fusions(
+        "xla/hlo/transformer.hlo",
+        "pjrt:cpu?xla_disable_hlo_passes=fusion-wrapper",
+        "out",
+        &[],
         tmp.path(),
     );
-    let text = said(&o);
-    assert!(o.status.success(), "{text}");
     assert!(
         text.contains("needed by the program: `layout-assignment` (")
             && text.contains("LHS batch dims"),
         "{text}"
     );
-    let r = report(&out);
     assert_eq!(names(&r["guilty"]), ["fusion"]);
     assert_eq!(r["needed"][0][0], "layout-assignment", "{r}");
     let invocations = r["invocations"].as_f64().unwrap();
@@ -165,22 +171,13 @@ fn a_needed_pass_is_kept_on_and_said() {
 #[test]
 fn passes_that_each_cause_it_are_found_together() {
     let tmp = tempfile::tempdir().unwrap();
-    let program = s(&fixture("xla/bisect/elementwise.hlo"));
-    let out = tmp.path().join("out");
-    let o = bisect(
-        &[
-            &program,
-            "--backend",
-            "pjrt:cpu",
-            "--check",
-            "contains:fusion",
-            "--out",
-            &s(&out),
-        ],
+    let (_, r) = bisect_fusions(
+        "xla/bisect/elementwise.hlo",
+        "pjrt:cpu",
+        "out",
+        &[],
         tmp.path(),
     );
-    assert!(o.status.success(), "{}", said(&o));
-    let r = report(&out);
     assert_eq!(names(&r["guilty"]), ["fusion", "fusion-wrapper"]);
     assert_eq!(
         r["workaround"]["xla_flags"],

@@ -570,6 +570,7 @@ fn run_conformance(root: &Path, args: &ConformanceArgs) -> Result<ExitCode> {
             "GRAPHBUG_PYTHON".to_string(),
             venv.join("bin/python").to_string_lossy().into_owned(),
         )],
+        stage_cases: Vec::new(),
     };
     let report = conformance::run(&opts)?;
     print!("{}", report.table());

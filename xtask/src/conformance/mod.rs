@@ -323,6 +323,9 @@ pub struct Options {
     pub progress: bool,
     /// More environment of every graphbug command (`GRAPHBUG_CPU_OBSERVATION_BYTES=0`).
     pub env: Vec<(String, String)>,
+    /// Stages run only on the cases whose id matches (the others' outcome: n/a), where a
+    /// stage costs more than a run of the suite may spend on every case.
+    pub stage_cases: Vec<(Stage, Regex)>,
 }
 
 /// The result of one case.
@@ -534,11 +537,18 @@ pub fn run_case(opts: &Options, caps: &Capabilities, case: &Case) -> CaseResult 
                     Stage::DumpMinify => &[Stage::DumpCheck],
                     _ => &[],
                 };
+                let selected = opts
+                    .stage_cases
+                    .iter()
+                    .all(|(s, r)| *s != stage || r.is_match(&case.id));
                 match needs
                     .iter()
                     .find(|n| stages.iter().any(|(s, o)| s == *n && *o != Outcome::Passed))
                 {
                     Some(&missing) => Outcome::NotReached(missing),
+                    None if !selected => {
+                        Outcome::NotApplicable("not among this run's cases for the stage".into())
+                    }
                     None => runner.stage(stage, caps),
                 }
             }

@@ -2,6 +2,7 @@
 //! case.json by `xtask/conformance/gen_xla_cases.py`, JAX's answers beside them.
 
 use std::fs;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
@@ -18,14 +19,10 @@ impl Runner<'_> {
     /// reproduce the failure with the very command the run printed for it (`graphbug repro
     /// DIR/minified run`, exit 1).
     pub(super) fn xla_minify(&self) -> Result<Outcome> {
-        if let Some(why) = self.case.json["run_skip"].as_str() {
-            return Ok(Outcome::NotApplicable(why.to_string()));
-        }
-        let program = string_list(&self.case.json["run_hlo"])
-            .into_iter()
-            .next()
-            .context("case.json has no `run_hlo` list")?;
-        let path = self.file(&program);
+        let (program, path, inputs) = match self.first_hlo()? {
+            Ok(found) => found,
+            Err(skipped) => return Ok(skipped),
+        };
         let text =
             fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let targets = fault_targets(&text);
@@ -44,11 +41,6 @@ impl Runner<'_> {
             .as_str()
             .unwrap_or(&target)
             .to_string();
-        let inputs = self.file(
-            self.case.json["inputs"]
-                .as_str()
-                .context("case.json has no `inputs` file")?,
-        );
         let backend = format!("fault:runtime@node:{target}+{BACKEND}");
         let out = self.work.join("minify-hlo.repro");
         let _ = fs::remove_dir_all(&out);
@@ -120,19 +112,10 @@ impl Runner<'_> {
     /// (XLA CPU's `fusion-wrapper` where a scatter must be fused). A program the plugin
     /// fuses nothing in has nothing to bisect.
     pub(super) fn xla_bisect(&self) -> Result<Outcome> {
-        if let Some(why) = self.case.json["run_skip"].as_str() {
-            return Ok(Outcome::NotApplicable(why.to_string()));
-        }
-        let program = string_list(&self.case.json["run_hlo"])
-            .into_iter()
-            .next()
-            .context("case.json has no `run_hlo` list")?;
-        let path = self.file(&program);
-        let inputs = self.file(
-            self.case.json["inputs"]
-                .as_str()
-                .context("case.json has no `inputs` file")?,
-        );
+        let (program, path, inputs) = match self.first_hlo()? {
+            Ok(found) => found,
+            Err(skipped) => return Ok(skipped),
+        };
         let out = self.work.join("bisect-hlo.out");
         let _ = fs::remove_dir_all(&out);
         let limit = (self.opts.timeout.as_secs() / 10).max(1).to_string();
@@ -154,7 +137,10 @@ impl Runner<'_> {
             ],
         )?;
         if exec.code != Some(0) {
-            if exec.stderr.contains("the optimized program does not call what --check lists") {
+            if exec
+                .stderr
+                .contains("the optimized program does not call what --check lists")
+            {
                 return Ok(Outcome::NotApplicable(
                     "the plugin fuses nothing in it".into(),
                 ));
@@ -178,17 +164,38 @@ impl Runner<'_> {
         let guilty = report["guilty"].as_array().map_or(0, Vec::len);
         let needed = report["needed"].as_array().map_or(0, Vec::len);
         let checked = report["workaround"]["checked"].as_str().unwrap_or_default();
-        Ok(match (guilty, needed, report["in_no_searched_pass"].as_bool()) {
-            (g, _, _) if g > 0 && checked == "gone" => Outcome::Passed,
-            (0, n, Some(true)) if n > 0 => Outcome::Passed,
-            (g, _, _) if g > 0 => Outcome::Failed(format!(
-                "{program}: turning off {} does not make the fusions go away: {checked}",
-                report["guilty"]
-            )),
-            _ => Outcome::Failed(format!(
-                "{program}: the fusions show with every pass off, and no pass is needed"
-            )),
-        })
+        Ok(
+            match (guilty, needed, report["in_no_searched_pass"].as_bool()) {
+                (g, _, _) if g > 0 && checked == "gone" => Outcome::Passed,
+                (0, n, Some(true)) if n > 0 => Outcome::Passed,
+                (g, _, _) if g > 0 => Outcome::Failed(format!(
+                    "{program}: turning off {} does not make the fusions go away: {checked}",
+                    report["guilty"]
+                )),
+                _ => Outcome::Failed(format!(
+                    "{program}: the fusions show with every pass off, and no pass is needed"
+                )),
+            },
+        )
+    }
+
+    /// The case's first HLO program (its name and file) and its inputs' file, or the
+    /// stage's outcome where the case runs nothing (`run_skip`).
+    fn first_hlo(&self) -> Result<Result<(String, PathBuf, PathBuf), Outcome>> {
+        if let Some(why) = self.case.json["run_skip"].as_str() {
+            return Ok(Err(Outcome::NotApplicable(why.to_string())));
+        }
+        let program = string_list(&self.case.json["run_hlo"])
+            .into_iter()
+            .next()
+            .context("case.json has no `run_hlo` list")?;
+        let path = self.file(&program);
+        let inputs = self.file(
+            self.case.json["inputs"]
+                .as_str()
+                .context("case.json has no `inputs` file")?,
+        );
+        Ok(Ok((program, path, inputs)))
     }
 
     /// The `(file, expected)` pairs of a case.json list: `{"file": F}` expects F's own bytes,

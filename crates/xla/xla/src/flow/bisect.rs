@@ -97,13 +97,14 @@ impl Trials<'_> {
     /// Runs `backend` (with `env`) in a child of its own in `dir`, and judges it.
     fn judge(&self, dir: &Path, backend: &XlaBackend, env: &[(String, String)]) -> Result<Outcome> {
         let outcome = match &self.judge {
-            Judge::Case(case) => match run_case(&self.req, dir, "trial", case, backend.name(), env)?
-            {
-                CaseRun::Reproduced(_) => Outcome::Shows,
-                run if run.same_wrong_result() => Outcome::Shows,
-                CaseRun::NoFailure(_) => Outcome::Gone,
-                CaseRun::Differently(said) | CaseRun::NoVerdict(said) => Outcome::Invalid(said),
-            },
+            Judge::Case(case) => {
+                match run_case(&self.req, dir, "trial", case, backend.name(), env)? {
+                    CaseRun::Reproduced(_) => Outcome::Shows,
+                    run if run.same_wrong_result() => Outcome::Shows,
+                    CaseRun::NoFailure(_) => Outcome::Gone,
+                    CaseRun::Differently(said) | CaseRun::NoVerdict(said) => Outcome::Invalid(said),
+                }
+            }
             Judge::Compiles { program, inputs }
             | Judge::Contains {
                 program, inputs, ..
@@ -137,9 +138,9 @@ impl Trials<'_> {
         self.progress.inc(1);
         Ok(match outcome {
             // The trial's long name says only what the set of passes says.
-            Outcome::Invalid(said) if backend.name() != self.base.name() => Outcome::Invalid(
-                said.replace(backend.name(), &format!("{}?...", self.base.name())),
-            ),
+            Outcome::Invalid(said) if backend.name() != self.base.name() => {
+                Outcome::Invalid(said.replace(backend.name(), &format!("{}?...", self.base.name())))
+            }
             o => o,
         })
     }
