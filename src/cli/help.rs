@@ -67,7 +67,11 @@ graphbug explain forward.py --backend aot_eager",
         "# Which pass, and which application of it, makes the output wrong
 graphbug bisect forward.py --backend fault:accuracy@aten.relu.default --check accuracy
 # A backward compiler's failure, probes run four at a time, repros under bisect_out
-graphbug bisect forward.py --backend aot_eager:partitioner=min-cut --check runtime -j 4 --out bisect_out",
+graphbug bisect forward.py --backend aot_eager:partitioner=min-cut --check runtime -j 4 --out bisect_out
+# Which of XLA CPU's HLO passes makes a program's results wrong, with a workaround
+graphbug bisect model.hlo --backend pjrt:cpu --check accuracy --reference-backend 'pjrt:cpu?xla_enable_hlo_passes_only=layout-assignment'
+# The passes the plugin runs on a program, each invocation in order
+graphbug bisect model.hlo --backend pjrt:cpu --list-passes",
     ),
     (
         "minify",

@@ -334,7 +334,7 @@ pub fn bisect(req: &BisectRequest) -> Result<ExitCode> {
                 "bisecting `{}` on {}: the optimized program {}",
                 req.backend,
                 req.file.display(),
-                graphbug_minifier::Checker::describe(&mut contains.clone())
+                graphbug_minifier::Checker::describe(contains)
             ));
             Judge::Contains {
                 contains: contains.clone(),
@@ -803,9 +803,10 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
             quoted(&report.with),
             if report.with.len() > 1 { "them" } else { "it" }
         )),
-        _ => lines.push(format!(
+        _ => lines.push(
             "  with every other pass off it does not show: the passes interact beyond a set"
-        )),
+                .to_string(),
+        ),
     }
     if !report.needed.is_empty() {
         lines.push(format!(
@@ -852,7 +853,7 @@ fn report_lines(req: &BisectRequest, report: &Report, cause_alone: &Outcome) -> 
                     lines.push(format!("      {line}"));
                 }
                 if text.lines().count() > 40 {
-                    lines.push(format!("      ..."));
+                    lines.push("      ...".to_string());
                 }
             }
         }
