@@ -161,22 +161,7 @@ impl Runner<'_> {
                 .with_context(|| format!("cannot read {}", report_file.display()))?,
         )
         .with_context(|| format!("{}", report_file.display()))?;
-        let guilty = report["guilty"].as_array().map_or(0, Vec::len);
-        let needed = report["needed"].as_array().map_or(0, Vec::len);
-        let checked = report["workaround"]["checked"].as_str().unwrap_or_default();
-        Ok(
-            match (guilty, needed, report["in_no_searched_pass"].as_bool()) {
-                (g, _, _) if g > 0 && checked == "gone" => Outcome::Passed,
-                (0, n, Some(true)) if n > 0 => Outcome::Passed,
-                (g, _, _) if g > 0 => Outcome::Failed(format!(
-                    "{program}: turning off {} does not make the fusions go away: {checked}",
-                    report["guilty"]
-                )),
-                _ => Outcome::Failed(format!(
-                    "{program}: the fusions show with every pass off, and no pass is needed"
-                )),
-            },
-        )
+        Ok(bisect_outcome(&program, &report))
     }
 
     /// The case's first HLO program (its name and file) and its inputs' file, or the
@@ -477,9 +462,60 @@ fn printed_command(printed: &str, ending: &str) -> Option<Vec<String>> {
     })
 }
 
+/// The bisect-hlo stage's verdict on a bisection's `bisect.json` of `program`: passed
+/// where turning the guilty passes off makes the fusions go away (checked by the
+/// bisection's one more run), or where they show with every pass off but passes the
+/// program needs.
+fn bisect_outcome(program: &str, report: &serde_json::Value) -> Outcome {
+    let guilty = report["guilty"].as_array().map_or(0, Vec::len);
+    let needed = report["needed"].as_array().map_or(0, Vec::len);
+    let checked = report["workaround"]["checked"].as_str().unwrap_or_default();
+    match (guilty, needed, report["in_no_searched_pass"].as_bool()) {
+        (g, _, _) if g > 0 && checked == "gone" => Outcome::Passed,
+        (0, n, Some(true)) if n > 0 => Outcome::Passed,
+        (g, _, _) if g > 0 => Outcome::Failed(format!(
+            "{program}: turning off {} does not make the fusions go away: {checked}",
+            report["guilty"]
+        )),
+        _ => Outcome::Failed(format!(
+            "{program}: the fusions show with every pass off, and no pass is needed"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Wrong answers fail the stage: a workaround that does not work, fusions with every
+    /// pass off and no pass needed, a report without a verdict.
+    #[test]
+    fn a_bisection_is_held_to_its_workaround() {
+        let j = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+        let passed = [
+            r#"{"guilty": ["fusion"], "needed": [], "workaround": {"checked": "gone"}}"#,
+            r#"{"guilty": [], "needed": [["fusion-wrapper", "UNIMPLEMENTED"]], "in_no_searched_pass": true}"#,
+        ];
+        for r in passed {
+            assert_eq!(bisect_outcome("p.hlo", &j(r)), Outcome::Passed, "{r}");
+        }
+        for (r, says) in [
+            (
+                r#"{"guilty": ["fusion"], "needed": [], "workaround": {"checked": "the failure still shows"}}"#,
+                "turning off [\"fusion\"] does not make the fusions go away: the failure still shows",
+            ),
+            (
+                r#"{"guilty": [], "needed": [], "in_no_searched_pass": true}"#,
+                "no pass is needed",
+            ),
+            (r#"{}"#, "no pass is needed"),
+        ] {
+            match bisect_outcome("p.hlo", &j(r)) {
+                Outcome::Failed(line) => assert!(line.contains(says), "{r}: {line}"),
+                other => panic!("{r}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn a_missing_ffi_handler_is_the_plugins_gap_only_at_compile() {
