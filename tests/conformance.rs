@@ -515,6 +515,7 @@ const XLA_PASSING_STAGES: &[Stage] = &[
     Stage::RunHlo,
     Stage::RunStableHlo,
     Stage::MinifyHlo,
+    Stage::BisectHlo,
 ];
 
 /// Generates the XLA CI subset once per test process: one JAX primitive harness of every
@@ -679,6 +680,9 @@ fn xla_wrong_answers_fail_their_stage() {
 
     let mut opts = options(&dir, "xla-wrong-work");
     opts.jobs = 1;
+    // bisect-hlo's verdict is held to wrong reports in xtask's own tests
+    // (`a_bisection_is_held_to_its_workaround`); these cases' files do not change it.
+    opts.stage_cases = vec![(Stage::BisectHlo, regex::Regex::new("^$").unwrap())];
     let report = conformance::run(&opts).expect("the runner runs");
     println!("{}", report.table());
     let mut problems = Vec::new();
@@ -694,6 +698,7 @@ fn xla_wrong_answers_fail_their_stage() {
                     println!("{id}: [{}] fails: {line}", stage.name())
                 }
                 Outcome::Passed if !fails.contains(stage) => {}
+                Outcome::NotApplicable(_) if *stage == Stage::BisectHlo => {}
                 // A stage graphbug does not pass yet fails here for its own reasons.
                 Outcome::Failed(_) if !XLA_PASSING_STAGES.contains(stage) => {}
                 other => problems.push(format!(
