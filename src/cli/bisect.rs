@@ -37,7 +37,8 @@ pub struct BisectArgs {
     /// Where the bisection's repro directories and report go.
     #[arg(long, default_value = "bisect_out")]
     pub out: PathBuf,
-    /// Seconds a backend run may take before it counts as a hang (default 300).
+    /// Seconds a backend run may take before it counts as a hang (default: 300 for aten
+    /// graphs; for XLA programs, 10x the first trial's time, at least 10 s).
     #[arg(long, value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
     /// Trials run side by side: the ones the search asks next are answered ahead of it,
