@@ -153,14 +153,20 @@ impl Trials<'_> {
             return Ok(o.clone());
         }
         let dir = self.dir()?;
-        let extra = match self.judge {
-            Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
-            Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
-        };
+        let extra = self.judged_options(&dir);
         let backend = self.backend(off, extra)?;
         let o = self.judge(&dir, &backend, &[])?;
         self.lock().insert(key, o.clone());
         Ok(o)
+    }
+
+    /// The options a trial in `dir` needs for its judge: a `contains:` check reads the
+    /// optimized module the plugin dumps there.
+    fn judged_options(&self, dir: &Path) -> Vec<(String, String)> {
+        match self.judge {
+            Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
+            Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<String>, Outcome>> {
@@ -639,10 +645,7 @@ fn workaround(base: &XlaBackend, guilty: &[String], trials: &Trials<'_>) -> Resu
     let xla_flags = format!("--{DISABLE_OPTION}={list}");
     let backend = trials.backend(guilty, Vec::new())?;
     let dir = trials.dir()?;
-    let extra = match trials.judge {
-        Judge::Contains { .. } => dump_options(&dir.join("dump"), false),
-        Judge::Case(_) | Judge::Compiles { .. } => Vec::new(),
-    };
+    let extra = trials.judged_options(&dir);
     let sets_passes = |b: &XlaBackend| {
         b.option(DISABLE_OPTION).is_some() || b.option(ENABLE_ONLY_OPTION).is_some()
     };
